@@ -1,0 +1,27 @@
+// The KBS keeps all of its state behind this key-value interface, as trustee does, so that the
+// embedded backends (Memory, LocalFs) and distributed ones (Redis) are interchangeable.
+
+/** trustee's namespaces. */
+export type Namespace =
+  | 'kbs' // resource policy (`resource-policy.rego`)
+  | 'repository' // resources, key `repo/type/tag`
+  | 'kbs_protocol_session' // RCAR sessions, key = session id
+  | 'attestation_service_policy' // attestation policies, key `<id>.rego`
+  | 'reference_value'; // RVPS reference values, key = name
+
+export interface SetOptions {
+  /** When false, an existing key is left untouched and `set` returns false. Default true. */
+  readonly overwrite?: boolean;
+  /** Lifetime in milliseconds; the backend forgets the key afterwards. */
+  readonly ttlMs?: number;
+}
+
+export interface KvStorage {
+  get(ns: Namespace, key: string): Promise<Uint8Array | undefined>;
+  /** Atomic: a reader sees the old or the new value, never a partial one. Returns whether it wrote. */
+  set(ns: Namespace, key: string, value: Uint8Array, options?: SetOptions): Promise<boolean>;
+  /** Returns whether the key existed. */
+  delete(ns: Namespace, key: string): Promise<boolean>;
+  list(ns: Namespace): Promise<string[]>;
+  close(): Promise<void>;
+}
