@@ -1,5 +1,5 @@
 // The contract between the evaluator and builtin functions.
-import { type TypeName, type Value, typeName } from '../value.js';
+import { ObjectValue, SetValue, type TypeName, typeName, type Value } from '../value.js';
 
 export interface BuiltinContext {
   /** Evaluation time in nanoseconds since the epoch, fixed for one query as OPA does. */
@@ -46,9 +46,118 @@ const ARTICLE: Record<TypeName, string> = {
 
 /** OPA's wording: `<name>: operand 1 must be string but got number`. */
 export function typeError(name: string, pos: number, want: string, got: Value): BuiltinError {
-  return new BuiltinError('eval_type_error', `${name}: operand ${pos} must be ${want} but got ${ARTICLE[typeName(got)]}`);
+  return new BuiltinError(
+    'eval_type_error',
+    `${name}: operand ${pos} must be ${want} but got ${ARTICLE[typeName(got)]}`,
+  );
 }
 
 export function builtinError(name: string, message: string): BuiltinError {
   return new BuiltinError('eval_builtin_error', `${name}: ${message}`);
 }
+
+/** OPA's wording for several accepted types: `operand 1 must be one of {array, set} but got number`. */
+export function typeErrorOneOf(name: string, pos: number, want: readonly string[], got: Value): BuiltinError {
+  return new BuiltinError(
+    'eval_type_error',
+    `${name}: operand ${pos} must be one of {${want.join(', ')}} but got ${ARTICLE[typeName(got)]}`,
+  );
+}
+
+/** A free-form operand error (`name: operand N <text>`), reported as a type error as OPA does. */
+export function operandError(name: string, pos: number, text: string): BuiltinError {
+  return new BuiltinError('eval_type_error', `${name}: operand ${pos} ${text}`);
+}
+
+/** OPA's wording for a wrong element in a composite operand. */
+export function elementError(
+  name: string,
+  pos: number,
+  composite: Value,
+  want: string,
+  got: Value,
+): BuiltinError {
+  const t = ARTICLE[typeName(composite)];
+  return new BuiltinError(
+    'eval_type_error',
+    `${name}: operand ${pos} must be ${t} of ${want}s but got ${t} containing ${ARTICLE[typeName(got)]}`,
+  );
+}
+
+// Operand accessors: each returns the narrowed value or throws OPA's type error for that operand.
+export function argString(name: string, args: readonly Value[], i: number): string {
+  const v = args[i] ?? null;
+  if (typeof v !== 'string') throw typeError(name, i + 1, 'string', v);
+  return v;
+}
+
+export function argNumber(name: string, args: readonly Value[], i: number): number | bigint {
+  const v = args[i] ?? null;
+  if (typeof v !== 'number' && typeof v !== 'bigint') throw typeError(name, i + 1, 'number', v);
+  return v;
+}
+
+export function argBoolean(name: string, args: readonly Value[], i: number): boolean {
+  const v = args[i] ?? null;
+  if (typeof v !== 'boolean') throw typeError(name, i + 1, 'boolean', v);
+  return v;
+}
+
+export function argArray(name: string, args: readonly Value[], i: number): readonly Value[] {
+  const v = args[i] ?? null;
+  if (!Array.isArray(v)) throw typeError(name, i + 1, 'array', v);
+  return v;
+}
+
+export function argSet(name: string, args: readonly Value[], i: number): SetValue {
+  const v = args[i] ?? null;
+  if (!(v instanceof SetValue)) throw typeError(name, i + 1, 'set', v);
+  return v;
+}
+
+export function argObject(name: string, args: readonly Value[], i: number): ObjectValue {
+  const v = args[i] ?? null;
+  if (!(v instanceof ObjectValue)) throw typeError(name, i + 1, 'object', v);
+  return v;
+}
+
+/** An integral number as a bigint; OPA's wording for a non-number or a fractional number. */
+export function argInt(name: string, args: readonly Value[], i: number): bigint {
+  const v = argNumber(name, args, i);
+  if (typeof v === 'bigint') return v;
+  if (!Number.isInteger(v))
+    throw operandError(name, i + 1, 'must be integer number but got floating-point number');
+  return BigInt(v);
+}
+
+/** A number that must be an integer fitting a JS safe integer (lengths, indices, counts). */
+export function argSmallInt(name: string, args: readonly Value[], i: number): number {
+  const v = argNumber(name, args, i);
+  if (typeof v === 'bigint') {
+    // Beyond the safe range no index can be meaningful; clamp so callers see "out of range" behaviour.
+    return v < 0n ? Number.MIN_SAFE_INTEGER : Number.MAX_SAFE_INTEGER;
+  }
+  if (!Number.isInteger(v))
+    throw operandError(name, i + 1, 'must be integer number but got floating-point number');
+  return v;
+}
+
+/** Members of an array or set operand. */
+export function argCollection(name: string, args: readonly Value[], i: number): readonly Value[] {
+  const v = args[i] ?? null;
+  if (Array.isArray(v)) return v;
+  if (v instanceof SetValue) return v.sorted();
+  throw typeErrorOneOf(name, i + 1, ['array', 'set'], v);
+}
+
+/** An array or set of strings, as OPA's StringSliceOperand. */
+export function argStrings(name: string, args: readonly Value[], i: number): string[] {
+  const v = args[i] ?? null;
+  const items = argCollection(name, args, i);
+  return items.map((x) => {
+    if (typeof x !== 'string') throw elementError(name, i + 1, v, 'string', x);
+    return x;
+  });
+}
+
+export type BuiltinTable = Readonly<Record<string, BuiltinDef>>;
