@@ -1,0 +1,63 @@
+// Runs every `packages/*/src/*.bench.ts`: each exports `run(): Promise<Record<string, number>>`
+// whose figures include ratios against a floor measured in the same run. Results go to
+// dist/bench/<name>.json and a summary is printed.
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const out = join(root, 'dist', 'bench');
+mkdirSync(out, { recursive: true });
+
+const only = process.argv.slice(2);
+const benches = [];
+for (const pkg of readdirSync(join(root, 'packages'))) {
+  const src = join(root, 'packages', pkg, 'src');
+  let files = [];
+  try {
+    files = readdirSync(src).filter((f) => f.endsWith('.bench.ts'));
+  } catch {
+    continue;
+  }
+  for (const f of files) {
+    const name = `${pkg}.${basename(f, '.bench.ts')}`;
+    if (only.length === 0 || only.some((o) => name.includes(o))) benches.push({ name, file: join(src, f) });
+  }
+}
+
+const summary = {};
+for (const b of benches) {
+  const outfile = join(out, `${b.name}.mjs`);
+  await build({
+    entryPoints: [b.file],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    target: 'node24',
+    format: 'esm',
+    packages: 'external',
+    logLevel: 'warning',
+    plugins: [
+      {
+        // Workspace packages are bundled (their exports point at TypeScript); npm packages stay external.
+        name: 'workspace',
+        setup(pb) {
+          pb.onResolve({ filter: /^@broker\// }, (args) => ({
+            path: join(root, 'packages', args.path.slice('@broker/'.length), 'src', 'index.ts'),
+          }));
+        },
+      },
+    ],
+  });
+  console.log(`\n== ${b.name}`);
+  const mod = await import(pathToFileURL(outfile).href);
+  const result = await mod.run();
+  for (const [k, v] of Object.entries(result)) {
+    console.log(`  ${k.padEnd(44)} ${typeof v === 'number' ? Number(v.toPrecision(6)) : v}`);
+  }
+  writeFileSync(join(out, `${b.name}.json`), `${JSON.stringify(result, null, 2)}\n`);
+  summary[b.name] = result;
+}
+writeFileSync(join(out, 'summary.json'), `${JSON.stringify({ date: new Date().toISOString(), node: process.version, results: summary }, null, 2)}\n`);
+console.log(`\nwrote ${join(out, 'summary.json')}`);

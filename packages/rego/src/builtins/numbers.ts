@@ -1,0 +1,191 @@
+// Arithmetic operators (under OPA's internal names plus/minus/mul/div/rem), rounding, ranges and rand.intn.
+import { randomInt } from 'node:crypto';
+import { SetValue, type Value } from '../value.js';
+import {
+  argInt,
+  argNumber,
+  argSmallInt,
+  argString,
+  type BuiltinTable,
+  builtinError,
+  typeError,
+  typeErrorOneOf,
+} from './api.js';
+import {
+  addDec,
+  divDec,
+  fromBig,
+  fromDecimal,
+  isIntegral,
+  mulDec,
+  type Num,
+  toBig,
+  toDecimal,
+} from './numeric.js';
+
+/** Ranges longer than this are refused: one builtin call must not allocate without bound. */
+export const MAX_RANGE_LENGTH = 1_000_000;
+
+function safe(n: number): boolean {
+  return Number.isSafeInteger(n);
+}
+
+export function add(name: string, a: Num, b: Num): Num {
+  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+    const r = a + b;
+    if (safe(r)) return r;
+  }
+  if (isIntegral(a) && isIntegral(b)) return fromBig(name, toBig(a) + toBig(b));
+  return fromDecimal(name, addDec(toDecimal(a), toDecimal(b)));
+}
+
+export function sub(name: string, a: Num, b: Num): Num {
+  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+    const r = a - b;
+    if (safe(r)) return r;
+  }
+  if (isIntegral(a) && isIntegral(b)) return fromBig(name, toBig(a) - toBig(b));
+  const d = toDecimal(b);
+  return fromDecimal(name, addDec(toDecimal(a), { m: -d.m, e: d.e }));
+}
+
+export function mul(name: string, a: Num, b: Num): Num {
+  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+    const r = a * b;
+    if (safe(r)) return r;
+  }
+  if (isIntegral(a) && isIntegral(b)) return fromBig(name, toBig(a) * toBig(b));
+  return fromDecimal(name, mulDec(toDecimal(a), toDecimal(b)));
+}
+
+function isZero(n: Num): boolean {
+  return n === 0 || n === 0n;
+}
+
+export function div(name: string, a: Num, b: Num): Num {
+  if (isZero(b)) throw builtinError(name, 'divide by zero');
+  if (isIntegral(a) && isIntegral(b)) {
+    const x = toBig(a);
+    const y = toBig(b);
+    if (x % y === 0n) return fromBig(name, x / y);
+  }
+  return fromDecimal(name, divDec(toDecimal(a), toDecimal(b)));
+}
+
+export function rem(name: string, a: Num, b: Num): Num {
+  if (!isIntegral(a) || !isIntegral(b)) throw builtinError(name, 'modulo on floating-point number');
+  if (isZero(b)) throw builtinError(name, 'modulo by zero');
+  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+    const r = a % b;
+    return Object.is(r, -0) ? 0 : r;
+  }
+  return fromBig(name, toBig(a) % toBig(b));
+}
+
+function binary(name: string, op: (name: string, a: Num, b: Num) => Num) {
+  return {
+    arity: 2,
+    fn: (args: readonly Value[]) => op(name, argNumber(name, args, 0), argNumber(name, args, 1)),
+  };
+}
+
+function roundHalfAway(x: number): number {
+  const t = Math.trunc(x);
+  const frac = x - t; // exact for float64
+  if (frac >= 0.5) return t + 1;
+  if (frac <= -0.5) return t - 1;
+  return t === 0 ? 0 : t;
+}
+
+function unary(name: string, f: (x: number) => number, big: (x: bigint) => bigint) {
+  return {
+    arity: 1,
+    fn: (args: readonly Value[]) => {
+      const x = argNumber(name, args, 0);
+      if (typeof x === 'bigint') return fromBig(name, big(x));
+      const r = f(x);
+      return Object.is(r, -0) ? 0 : r;
+    },
+  };
+}
+
+function range(name: string, from: bigint, to: bigint, step: bigint): Value {
+  const span = from <= to ? to - from : from - to;
+  if (span / step + 1n > BigInt(MAX_RANGE_LENGTH)) {
+    throw builtinError(name, `range has more than ${MAX_RANGE_LENGTH} elements`);
+  }
+  const out: Value[] = [];
+  if (from <= to) for (let i = from; i <= to; i += step) out.push(fromBig(name, i));
+  else for (let i = from; i >= to; i -= step) out.push(fromBig(name, i));
+  return out;
+}
+
+export const numberBuiltins: BuiltinTable = {
+  plus: binary('plus', add),
+  mul: binary('mul', mul),
+  div: binary('div', div),
+  rem: binary('rem', rem),
+  minus: {
+    arity: 2,
+    fn: ([a = null, b = null]) => {
+      const an = typeof a === 'number' || typeof a === 'bigint';
+      const bn = typeof b === 'number' || typeof b === 'bigint';
+      if (an && bn) return sub('minus', a, b);
+      if (a instanceof SetValue && b instanceof SetValue) {
+        const out = new SetValue();
+        for (const [k, v] of a.items) if (!b.items.has(k)) out.add(v);
+        return out;
+      }
+      if (!an && !(a instanceof SetValue)) throw typeErrorOneOf('minus', 1, ['number', 'set'], a);
+      if (bn) throw typeError('minus', 2, 'set', b);
+      throw typeError('minus', 2, 'number', b);
+    },
+  },
+  abs: unary('abs', Math.abs, (x) => (x < 0n ? -x : x)),
+  round: unary('round', roundHalfAway, (x) => x),
+  ceil: unary('ceil', Math.ceil, (x) => x),
+  floor: unary('floor', Math.floor, (x) => x),
+  'numbers.range': {
+    arity: 2,
+    fn: (args) => {
+      const a = intOperand('numbers.range', args, 0);
+      const b = intOperand('numbers.range', args, 1);
+      return range('numbers.range', a, b, 1n);
+    },
+  },
+  'numbers.range_step': {
+    arity: 3,
+    fn: (args) => {
+      const name = 'numbers.range_step';
+      const a = intOperand(name, args, 0);
+      const b = intOperand(name, args, 1);
+      const step = intOperand(name, args, 2);
+      if (step <= 0n) throw builtinError(name, 'step must be a positive integer');
+      return range(name, a, b, step);
+    },
+  },
+  'rand.intn': {
+    arity: 2,
+    nondeterministic: true,
+    fn: (args, ctx) => {
+      const str = argString('rand.intn', args, 0);
+      let n = argSmallInt('rand.intn', args, 1);
+      if (n === 0) return 0;
+      if (n < 0) n = -n;
+      // OPA caches per query on (string, n), so repeated calls in one query agree.
+      const key = `rand.intn\u0000${str}\u0000${n}`;
+      const cached = ctx.cache.get(key);
+      if (typeof cached === 'number') return cached;
+      const r = n <= 2 ** 48 - 1 ? randomInt(n) : Math.floor(Math.random() * n);
+      ctx.cache.set(key, r);
+      return r;
+    },
+  },
+};
+
+// numbers.range reports a non-number as "must be integer" (OPA's BigIntOperand).
+function intOperand(name: string, args: readonly Value[], i: number): bigint {
+  const v = args[i] ?? null;
+  if (typeof v !== 'number' && typeof v !== 'bigint') throw typeError(name, i + 1, 'integer', v);
+  return argInt(name, args, i);
+}

@@ -1,0 +1,89 @@
+// Exact number helpers shared by the arithmetic builtins.
+//
+// Integers (safe `number`s, integral float64s beyond the safe range, and bigints) are computed exactly with
+// bigint. Decimals are computed exactly on their shortest decimal representation (what the policy wrote),
+// then rounded once to float64, so `0.1 + 0.2` is 0.3 as in OPA, whose numbers are arbitrary-precision.
+import { normalizeInt } from '../value.js';
+import { BuiltinError } from './api.js';
+
+export type Num = number | bigint;
+
+/** Integers beyond this many bits are refused, so that repeated squaring cannot exhaust memory. */
+export const MAX_INT_BITS = 65536;
+
+export function isIntegral(n: Num): boolean {
+  return typeof n === 'bigint' || Number.isInteger(n);
+}
+
+/** An integral number as a bigint (callers check isIntegral first). */
+export function toBig(n: Num): bigint {
+  return typeof n === 'bigint' ? n : BigInt(n);
+}
+
+export function fromBig(name: string, n: bigint): Num {
+  const abs = n < 0n ? -n : n;
+  if (abs > 0xffffffffn && abs.toString(16).length * 4 > MAX_INT_BITS) {
+    throw new BuiltinError('eval_builtin_error', `${name}: integer result too large`);
+  }
+  return normalizeInt(n);
+}
+
+/** A decimal as mantissa × 10^exp. */
+export interface Decimal {
+  readonly m: bigint;
+  readonly e: number;
+}
+
+export function toDecimal(n: Num): Decimal {
+  if (typeof n === 'bigint') return { m: n, e: 0 };
+  // JS prints the shortest string that round-trips, e.g. "0.1", "1e-7", "1.5e+300".
+  const s = String(n);
+  const match = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(s);
+  if (match === null) throw new BuiltinError('eval_builtin_error', `not a finite number: ${s}`);
+  const frac = match[3] ?? '';
+  const m = BigInt(`${match[1]}${match[2]}${frac}`);
+  return { m, e: Number(match[4] ?? '0') - frac.length };
+}
+
+function align(a: Decimal, b: Decimal): [bigint, bigint, number] {
+  if (a.e === b.e) return [a.m, b.m, a.e];
+  if (a.e > b.e) return [a.m * 10n ** BigInt(a.e - b.e), b.m, b.e];
+  return [a.m, b.m * 10n ** BigInt(b.e - a.e), a.e];
+}
+
+/** Rounds a decimal to a Rego number: exact when integral, else the nearest float64. */
+export function fromDecimal(name: string, d: Decimal): Num {
+  if (d.m === 0n) return 0;
+  if (d.e >= 0) return fromBig(name, d.m * 10n ** BigInt(d.e));
+  let m = d.m;
+  let e = d.e;
+  while (e < 0 && m % 10n === 0n) {
+    m /= 10n;
+    e++;
+  }
+  if (e === 0) return fromBig(name, m);
+  return Number(`${m}e${e}`);
+}
+
+export function addDec(a: Decimal, b: Decimal): Decimal {
+  const [x, y, e] = align(a, b);
+  return { m: x + y, e };
+}
+
+export function mulDec(a: Decimal, b: Decimal): Decimal {
+  return { m: a.m * b.m, e: a.e + b.e };
+}
+
+/** Quotient to about 40 significant digits, more than float64 can hold. */
+export function divDec(a: Decimal, b: Decimal): Decimal {
+  const digits = 40;
+  const bDigits = (b.m < 0n ? -b.m : b.m).toString().length;
+  const aDigits = (a.m < 0n ? -a.m : a.m).toString().length;
+  const shift = Math.max(0, digits + bDigits - aDigits);
+  const q = (a.m * 10n ** BigInt(shift)) / b.m;
+  return { m: q, e: a.e - b.e - shift };
+}
+
+export function cmpNum(a: Num, b: Num): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

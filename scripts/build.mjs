@@ -1,0 +1,80 @@
+// Bundles each multi-call entry point with esbuild and turns it into a Node single executable
+// application (SEA): blob from `node --experimental-sea-config`, injected into a copy of this Node
+// binary with postject. Every command name in dist/bin is a symlink that dispatches on argv0.
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, chmodSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const dist = join(root, 'dist');
+const bin = join(dist, 'bin');
+const work = join(dist, 'sea');
+
+if (Number(process.versions.node.split('.')[0]) !== 24) {
+  throw new Error(`build needs Node 24 (the workspace pins it in node_modules/.bin); running ${process.version}`);
+}
+
+/** Multi-call executables and the command names each one answers to. */
+export const EXECUTABLES = [
+  {
+    name: 'broker-tools',
+    entry: 'packages/executables/src/tools.ts',
+    commands: ['kbs', 'kbs-client', 'rego'],
+  },
+];
+
+rmSync(bin, { recursive: true, force: true });
+mkdirSync(bin, { recursive: true });
+mkdirSync(work, { recursive: true });
+
+const sizes = [];
+for (const exe of EXECUTABLES) {
+  const bundle = join(work, `${exe.name}.cjs`);
+  // SEA in Node 24 runs a CommonJS main script.
+  await build({
+    entryPoints: [join(root, exe.entry)],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    target: 'node24',
+    format: 'cjs',
+    minify: true,
+    sourcemap: false,
+    legalComments: 'none',
+    logLevel: 'warning',
+    define: { 'import.meta.url': '__broker_import_meta_url' },
+    banner: { js: 'const __broker_import_meta_url = require("url").pathToFileURL(__filename).href;' },
+  });
+  const blob = join(work, `${exe.name}.blob`);
+  const seaConfig = join(work, `${exe.name}.sea.json`);
+  writeFileSync(
+    seaConfig,
+    JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
+  );
+  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+  const out = join(bin, exe.name);
+  copyFileSync(process.execPath, out);
+  chmodSync(out, 0o755);
+  execFileSync(
+    process.execPath,
+    [
+      join(root, 'node_modules/postject/dist/cli.js'),
+      out,
+      'NODE_SEA_BLOB',
+      blob,
+      '--sentinel-fuse',
+      'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  for (const cmd of exe.commands) symlinkSync(exe.name, join(bin, cmd));
+  sizes.push({ name: exe.name, bytes: statSync(out).size, bundleBytes: statSync(bundle).size, commands: exe.commands });
+}
+
+console.log('\nsingle executables in dist/bin:');
+for (const s of sizes) {
+  const mb = (n) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  console.log(`  ${s.name.padEnd(16)} ${mb(s.bytes).padStart(10)}  (bundle ${mb(s.bundleBytes)}; commands: ${s.commands.join(', ')})`);
+}

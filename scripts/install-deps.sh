@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything the build, the tests and the demo need on a fresh Debian machine:
+# Debian packages (when missing) and the npm workspace (Node 24 comes from the `node` npm package).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests use as real peers. Add to this list as issues bring new peers.
+DEB_PACKAGES=(openssl curl)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# npm ci needs the lockfile; it also runs the approved install scripts (node, esbuild).
+if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+node_modules/.bin/node --version
