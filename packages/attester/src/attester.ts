@@ -1,0 +1,74 @@
+import type { Tee } from '@broker/protocol';
+
+/**
+ * Collects evidence from one TEE. `reportData` is bound into the evidence as
+ * given: callers (the KBS client) hash, pad or truncate before calling, the
+ * way guest-components' attesters expect.
+ */
+export interface Attester {
+  readonly tee: Tee;
+  /** Returns the evidence JSON value sent as `tee-evidence.primary_evidence` (or in the additional map). */
+  getEvidence(reportData: Uint8Array): Promise<unknown>;
+}
+
+/** Minimal logger; a pino logger fits. */
+export interface AttesterLogger {
+  debug(msg: string): void;
+  info(msg: string): void;
+  warn(msg: string): void;
+}
+
+/**
+ * Where platform probes look. Kernel paths are resolved under `root` so tests
+ * and the mock TEE can point them at a temporary tree.
+ */
+export interface PlatformOptions {
+  /** Prefix for absolute device and sysfs paths; default `/`. */
+  readonly root?: string;
+  /** Environment consulted by probes (e.g. `ENABLE_SAMPLE_DEVICE`); default `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly logger?: AttesterLogger;
+}
+
+/** What a probe found, and why, so detection can be explained in a log line. */
+export interface Detection {
+  readonly detected: boolean;
+  readonly reason: string;
+}
+
+/** The view of the platform a probe gets. */
+export interface PlatformContext {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** True when the absolute path (resolved under the root) exists. */
+  exists(absolutePath: string): Promise<boolean>;
+}
+
+/**
+ * One TEE's plug-in: a probe and a factory. Adding a TEE means adding a
+ * folder that exports one of these and listing it in the registry.
+ */
+export interface AttesterModule {
+  readonly tee: Tee;
+  detect(ctx: PlatformContext): Promise<Detection>;
+  create(options: PlatformOptions): Attester;
+}
+
+/** Base class of attester failures. */
+export class AttesterError extends Error {
+  override readonly name: string = 'AttesterError';
+}
+
+/** No attester for this TEE is built into this program. */
+export class AttesterNotSupported extends AttesterError {
+  override readonly name: string = 'AttesterNotSupported';
+  readonly tee: string;
+  constructor(tee: string) {
+    super(`no attester for TEE ${JSON.stringify(tee)} in this build`);
+    this.tee = tee;
+  }
+}
+
+/** The device refused or returned something unusable. */
+export class EvidenceCollectionFailed extends AttesterError {
+  override readonly name: string = 'EvidenceCollectionFailed';
+}

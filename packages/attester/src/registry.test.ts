@@ -1,0 +1,129 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Tee } from '@broker/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Attester, AttesterLogger, AttesterModule } from './attester.js';
+import { AttesterNotSupported } from './attester.js';
+import {
+  BUILTIN_ATTESTERS,
+  detectAdditionalDevices,
+  detectTee,
+  explainTeeDetection,
+  getAttester,
+  PRIMARY_DETECTION_ORDER,
+} from './registry.js';
+import { SampleAttester } from './sample/index.js';
+import { SampleDeviceAttester } from './sample-device/index.js';
+
+function fakeModule(tee: Tee, detect: AttesterModule['detect']): AttesterModule {
+  return {
+    tee,
+    detect,
+    create: (): Attester => ({ tee, getEvidence: async () => ({ fake: tee }) }),
+  };
+}
+
+function recordingLogger(): AttesterLogger & { lines: string[] } {
+  const lines: string[] = [];
+  return {
+    lines,
+    debug: (m) => lines.push(`debug ${m}`),
+    info: (m) => lines.push(`info ${m}`),
+    warn: (m) => lines.push(`warn ${m}`),
+  };
+}
+
+describe('TEE detection', () => {
+  let root: string;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'attester-'));
+    await mkdir(join(root, 'dev'));
+    await writeFile(join(root, 'dev', 'tdx_guest'), '');
+  });
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('follows upstream order', () => {
+    expect(PRIMARY_DETECTION_ORDER).toEqual([
+      'tdx',
+      'sgx',
+      'az-tdx-vtpm',
+      'az-snp-vtpm',
+      'snp',
+      'csv',
+      'cca',
+      'se',
+      'tpm',
+    ]);
+  });
+
+  it('falls back to sample with a warning when no built attester detects its platform', async () => {
+    const log = recordingLogger();
+    expect(await detectTee({ logger: log })).toBe('sample');
+    expect(log.lines.some((l) => l.startsWith('warn No TEE platform detected'))).toBe(true);
+    const why = await explainTeeDetection();
+    expect(why.fallback).toBe(true);
+    expect(why.probes.map((p) => p.outcome)).toEqual(PRIMARY_DETECTION_ORDER.map(() => 'not-built'));
+  });
+
+  it('picks the first detected TEE in order, not the first module listed', async () => {
+    const modules = [
+      fakeModule('tpm', async () => ({ detected: true, reason: 'tpm device' })),
+      fakeModule('snp', async () => ({ detected: true, reason: 'sev-guest' })),
+      ...BUILTIN_ATTESTERS,
+    ];
+    const result = await explainTeeDetection({ modules });
+    expect(result.tee).toBe('snp');
+    expect(result.fallback).toBe(false);
+    expect(result.probes.at(-1)).toEqual({ tee: 'snp', outcome: 'detected', reason: 'sev-guest' });
+    expect(result.probes.find((p) => p.tee === 'tpm')).toBeUndefined();
+  });
+
+  it('resolves probe paths under the configured root', async () => {
+    const tdx = fakeModule('tdx', async (ctx) =>
+      (await ctx.exists('/dev/tdx_guest'))
+        ? { detected: true, reason: '/dev/tdx_guest' }
+        : { detected: false, reason: 'none' },
+    );
+    expect(await detectTee({ modules: [tdx, ...BUILTIN_ATTESTERS], root })).toBe('tdx');
+    expect(await detectTee({ modules: [tdx, ...BUILTIN_ATTESTERS], root: join(root, 'dev') })).toBe('sample');
+  });
+
+  it('treats a failing probe as absent and records why', async () => {
+    const broken = fakeModule('tdx', async () => {
+      throw new Error('configfs unreadable');
+    });
+    const result = await explainTeeDetection({ modules: [broken, ...BUILTIN_ATTESTERS] });
+    expect(result.tee).toBe('sample');
+    expect(result.probes[0]).toEqual({ tee: 'tdx', outcome: 'error', reason: 'configfs unreadable' });
+  });
+
+  it('warns that a bare TPM is not bound to a TEE', async () => {
+    const log = recordingLogger();
+    const tpm = fakeModule('tpm', async () => ({ detected: true, reason: '/dev/tpmrm0' }));
+    expect(await detectTee({ modules: [tpm], logger: log })).toBe('tpm');
+    expect(log.lines).toContain('info TEE detected: tpm (/dev/tpmrm0)');
+    expect(log.lines.some((l) => l.startsWith('warn A TPM was detected'))).toBe(true);
+  });
+
+  it('detects the sample device from ENABLE_SAMPLE_DEVICE, even when empty', async () => {
+    expect(await detectAdditionalDevices({ env: {} })).toEqual([]);
+    expect(await detectAdditionalDevices({ env: { ENABLE_SAMPLE_DEVICE: '' } })).toEqual(['sampledevice']);
+  });
+});
+
+describe('getAttester', () => {
+  it('returns the built-in sample attesters', async () => {
+    expect(getAttester('sample')).toBeInstanceOf(SampleAttester);
+    const device = getAttester('sampledevice');
+    expect(device).toBeInstanceOf(SampleDeviceAttester);
+    expect(await device.getEvidence(new Uint8Array([1]))).toEqual({ svn: '2', report_data: 'AQ==' });
+  });
+
+  it('refuses a TEE this build has no attester for', () => {
+    expect(() => getAttester('tdx')).toThrow(AttesterNotSupported);
+    expect(() => getAttester('tdx')).toThrow('no attester for TEE "tdx" in this build');
+  });
+});
