@@ -19,7 +19,9 @@ export class InvalidResourceUri extends Error {
   override readonly name: string = 'InvalidResourceUri';
   readonly input: string;
   constructor(input: string, message: string) {
-    super(`invalid resource URI ${JSON.stringify(input.length > 200 ? `${input.slice(0, 200)}…` : input)}: ${message}`);
+    super(
+      `invalid resource URI ${JSON.stringify(input.length > 200 ? `${input.slice(0, 200)}…` : input)}: ${message}`,
+    );
     this.input = input;
   }
 }
