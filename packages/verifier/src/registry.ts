@@ -1,0 +1,22 @@
+import type { Tee } from '@broker/protocol';
+import { VerifierNotSupported } from './errors.js';
+import { SampleVerifier } from './sample/index.js';
+import type { Verifier } from './verifier.js';
+
+// One entry per TEE folder. Verifiers are stateless, so one instance serves every request.
+const VERIFIERS: ReadonlyMap<string, Verifier> = new Map<string, Verifier>([
+  ['sample', new SampleVerifier()],
+]);
+
+/** The verifier for `tee`; throws VerifierNotSupported for a TEE this build cannot verify. */
+export function getVerifier(tee: Tee): Verifier {
+  // Looked up by string so that an unchecked TEE name from the wire fails cleanly.
+  const v = VERIFIERS.get(tee as string);
+  if (v === undefined) throw new VerifierNotSupported(String(tee));
+  return v;
+}
+
+/** TEEs with a verifier in this build. */
+export function supportedTees(): Tee[] {
+  return [...VERIFIERS.keys()] as Tee[];
+}
