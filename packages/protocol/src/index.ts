@@ -8,7 +8,43 @@ export {
   JweNotSupported,
   ProtocolError,
 } from './errors.js';
+export {
+  decodeInitDataAnnotation,
+  encodeInitDataAnnotation,
+  INITDATA_VERSION,
+  type InitData,
+  initDataClaims,
+  initDataDigest,
+  initDataReportField,
+  MAX_INITDATA_ANNOTATION_LENGTH,
+  MAX_INITDATA_BYTES,
+  parseInitData,
+  pcr8FromInitDataDigest,
+} from './initdata.js';
 export { canonicalJson, JCS_MAX_DEPTH } from './jcs.js';
+export {
+  concatKdf,
+  generateTeeKeyPair,
+  JWE_ALG_ECDH_ES_A256KW,
+  JWE_ALG_RSA_OAEP_256,
+  JWE_ALG_RSA1_5,
+  JWE_ENC_A256GCM,
+  type Jwe,
+  type JweDecryptOptions,
+  type JweKeyAlgorithm,
+  jweDecrypt,
+  jweEncrypt,
+  MAX_PROTECTED_HEADER_LENGTH,
+  type ProtectedHeader,
+  parseProtectedHeader,
+  serializeProtectedHeader,
+  TEE_RSA_MODULUS_BITS,
+  type TeeKeyAlgorithm,
+  type TeeKeyPair,
+  teePrivateKeyFromPem,
+  teePubKeyFromPrivateKey,
+  upstreamAad,
+} from './jwe.js';
 export {
   type EcCurve,
   type EcPublicJwk,
