@@ -1,0 +1,88 @@
+// The stored record, as trustee's RVPS writes it: the value plus metadata.
+import { RvpsError } from './errors.js';
+
+export const REFERENCE_VALUE_VERSION = '0.1.0';
+/** trustee stamps every extracted value with now + 12 months. */
+export const MONTHS_BEFORE_EXPIRATION = 12;
+
+export interface ReferenceValue {
+  readonly version: string;
+  readonly name: string;
+  /** `YYYY-MM-DDTHH:MM:SSZ`, UTC. Stored, not enforced when reading (as trustee). */
+  readonly expiration: string;
+  readonly value: unknown;
+}
+
+/**
+ * `now + months`, whole seconds, UTC. Like chrono's `checked_add_months`, a day
+ * that does not exist in the target month becomes that month's last day
+ * (29 Feb + 12 months = 28 Feb).
+ */
+export function addMonthsUtc(now: Date, months: number): Date {
+  const y = now.getUTCFullYear();
+  const m = now.getUTCMonth() + months;
+  const targetYear = y + Math.floor(m / 12);
+  const targetMonth = ((m % 12) + 12) % 12;
+  const lastDay = new Date(Date.UTC(targetYear, targetMonth + 1, 0)).getUTCDate();
+  const day = Math.min(now.getUTCDate(), lastDay);
+  return new Date(
+    Date.UTC(targetYear, targetMonth, day, now.getUTCHours(), now.getUTCMinutes(), now.getUTCSeconds()),
+  );
+}
+
+/** `%Y-%m-%dT%H:%M:%SZ`. */
+export function formatExpiration(d: Date): string {
+  return `${d.toISOString().slice(0, 19)}Z`;
+}
+
+const EXPIRATION_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
+
+export function newReferenceValue(name: string, value: unknown, now: Date): ReferenceValue {
+  return {
+    version: REFERENCE_VALUE_VERSION,
+    name,
+    expiration: formatExpiration(addMonthsUtc(now, MONTHS_BEFORE_EXPIRATION)),
+    value,
+  };
+}
+
+export function encodeReferenceValue(rv: ReferenceValue): Uint8Array {
+  // Member order as serde writes the struct.
+  return Buffer.from(
+    JSON.stringify({ version: rv.version, name: rv.name, expiration: rv.expiration, value: rv.value }),
+    'utf8',
+  );
+}
+
+/** Reads a stored record back; anything else than trustee's layout is a corrupt record. */
+export function decodeReferenceValue(key: string, bytes: Uint8Array): ReferenceValue {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch (e) {
+    throw new RvpsError('RECORD_CORRUPT', `stored reference value ${JSON.stringify(key)} is not JSON`, {
+      cause: e,
+    });
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new RvpsError('RECORD_CORRUPT', `stored reference value ${JSON.stringify(key)} is not an object`);
+  }
+  const r = parsed as Record<string, unknown>;
+  const version = r.version === undefined ? REFERENCE_VALUE_VERSION : r.version;
+  if (typeof version !== 'string' || typeof r.name !== 'string' || typeof r.expiration !== 'string') {
+    throw new RvpsError(
+      'RECORD_CORRUPT',
+      `stored reference value ${JSON.stringify(key)} lacks version, name or expiration`,
+    );
+  }
+  if (!EXPIRATION_RE.test(r.expiration) || Number.isNaN(Date.parse(r.expiration))) {
+    throw new RvpsError(
+      'RECORD_CORRUPT',
+      `stored reference value ${JSON.stringify(key)} has a malformed expiration`,
+    );
+  }
+  if (!Object.hasOwn(r, 'value')) {
+    throw new RvpsError('RECORD_CORRUPT', `stored reference value ${JSON.stringify(key)} has no value`);
+  }
+  return { version, name: r.name, expiration: r.expiration, value: r.value };
+}

@@ -1,0 +1,90 @@
+// The built-in reference value provider service: registers sample messages into
+// the `reference_value` namespace and answers the policies' lookups.
+import type { KvStorage } from '../storage/types.js';
+import { extractReferenceValues, parseRvpsMessage, type RvpsMessageInput } from './message.js';
+import {
+  decodeReferenceValue,
+  encodeReferenceValue,
+  newReferenceValue,
+  type ReferenceValue,
+} from './reference-value.js';
+
+const NAMESPACE = 'reference_value';
+
+export interface RvpsOptions {
+  /**
+   * How long a looked-up value (or its absence) is reused by `query`, in ms.
+   * Writes through this instance invalidate at once; the TTL only bounds how
+   * long a write by another replica sharing the store goes unseen. 0 disables
+   * the cache. Default 1000.
+   */
+  readonly cacheTtlMs?: number;
+  /** Clock for expiration stamps and the cache; tests replace it. */
+  readonly now?: () => Date;
+}
+
+export interface Rvps {
+  /** Verifies and extracts a message, then stores each value under its name (overwriting). Returns the names. */
+  register(message: RvpsMessageInput): Promise<string[]>;
+  /** The value alone, as the policy builtin sees it; `undefined` when there is none. Expiry is not enforced. */
+  query(name: string): Promise<unknown>;
+  /** The whole stored record, for the admin API. */
+  get(name: string): Promise<ReferenceValue | undefined>;
+}
+
+const DEFAULT_CACHE_TTL_MS = 1000;
+const MAX_CACHE_ENTRIES = 4096;
+
+interface CacheEntry {
+  readonly value: unknown;
+  readonly at: number;
+}
+
+export function createRvps(storage: KvStorage, options: RvpsOptions = {}): Rvps {
+  const ttl = options.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS;
+  if (!Number.isFinite(ttl) || ttl < 0) throw new RangeError('cacheTtlMs must be a non-negative number');
+  const now = options.now ?? (() => new Date());
+  const cache = new Map<string, CacheEntry>();
+  // Bumped by every write, so a read that raced with a write never caches what it saw.
+  let generation = 0;
+
+  async function read(name: string): Promise<ReferenceValue | undefined> {
+    const bytes = await storage.get(NAMESPACE, name);
+    return bytes === undefined ? undefined : decodeReferenceValue(name, bytes);
+  }
+
+  return {
+    async register(input) {
+      const entries = extractReferenceValues(parseRvpsMessage(input));
+      const stamp = now();
+      // Encode everything first so a bad value stores nothing.
+      const records = entries.map(
+        ([name, value]) => [name, encodeReferenceValue(newReferenceValue(name, value, stamp))] as const,
+      );
+      for (const [name, bytes] of records) {
+        generation++;
+        cache.delete(name);
+        await storage.set(NAMESPACE, name, bytes, { overwrite: true });
+        generation++;
+        cache.delete(name);
+      }
+      return records.map(([name]) => name);
+    },
+
+    async query(name) {
+      if (ttl > 0) {
+        const hit = cache.get(name);
+        if (hit !== undefined && now().getTime() - hit.at < ttl) return hit.value;
+      }
+      const seen = generation;
+      const value = (await read(name))?.value;
+      if (ttl > 0 && seen === generation) {
+        if (cache.size >= MAX_CACHE_ENTRIES) cache.clear();
+        cache.set(name, { value, at: now().getTime() });
+      }
+      return value;
+    },
+
+    get: read,
+  };
+}
