@@ -69,8 +69,14 @@ function isKwCurve(s: unknown): s is KwCurve {
 
 // ---- primitives -------------------------------------------------------------
 
-/** NIST SP 800-56A Concat KDF with SHA-256, empty PartyUInfo/PartyVInfo (RFC 7518 §4.6.2). */
-export function concatKdf(z: Uint8Array, algorithmId: string, keyBits: number): Buffer {
+/** NIST SP 800-56A Concat KDF with SHA-256 (RFC 7518 §4.6.2); the KBS uses empty PartyUInfo/PartyVInfo. */
+export function concatKdf(
+  z: Uint8Array,
+  algorithmId: string,
+  keyBits: number,
+  partyUInfo: Uint8Array = new Uint8Array(0),
+  partyVInfo: Uint8Array = new Uint8Array(0),
+): Buffer {
   const alg = Buffer.from(algorithmId, 'ascii');
   const u32 = (n: number) => {
     const b = Buffer.alloc(4);
@@ -87,8 +93,10 @@ export function concatKdf(z: Uint8Array, algorithmId: string, keyBits: number): 
         .update(z)
         .update(u32(alg.length))
         .update(alg)
-        .update(u32(0))
-        .update(u32(0))
+        .update(u32(partyUInfo.length))
+        .update(partyUInfo)
+        .update(u32(partyVInfo.length))
+        .update(partyVInfo)
         .update(u32(keyBits))
         .digest(),
     );
