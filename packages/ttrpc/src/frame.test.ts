@@ -1,9 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_MESSAGE_SIZE, encodeFrame, Flag, FrameDecoder, MessageType, oversizeMessage } from './frame.js';
+import {
+  DEFAULT_MAX_MESSAGE_SIZE,
+  encodeFrame,
+  Flag,
+  FrameDecoder,
+  MessageType,
+  oversizeMessage,
+} from './frame.js';
 
 describe('encodeFrame', () => {
   it('writes the 10-byte big-endian header then the data', () => {
-    const f = encodeFrame(0x01020305, MessageType.DATA, Flag.REMOTE_CLOSED | Flag.NO_DATA, new Uint8Array([9, 8]));
+    const f = encodeFrame(
+      0x01020305,
+      MessageType.DATA,
+      Flag.REMOTE_CLOSED | Flag.NO_DATA,
+      new Uint8Array([9, 8]),
+    );
     expect([...f]).toEqual([0, 0, 0, 2, 1, 2, 3, 5, 3, 5, 9, 8]);
   });
 });
@@ -16,13 +28,13 @@ describe('FrameDecoder', () => {
 
   it('parses several frames from one chunk', () => {
     const evs = new FrameDecoder().push(all);
-    expect(evs.map((e) => (e.kind === 'frame' ? [e.header.streamId, e.header.flags, e.data.length] : e.kind))).toEqual(
-      [
-        [1, 0, 3],
-        [3, 2, 0],
-        [5, 0, 1000],
-      ],
-    );
+    expect(
+      evs.map((e) => (e.kind === 'frame' ? [e.header.streamId, e.header.flags, e.data.length] : e.kind)),
+    ).toEqual([
+      [1, 0, 3],
+      [3, 2, 0],
+      [5, 0, 1000],
+    ]);
   });
 
   it('parses the same frames fed one byte at a time', () => {
@@ -82,6 +94,8 @@ describe('FrameDecoder', () => {
   });
 
   it('words the oversize error as containerd/ttrpc', () => {
-    expect(oversizeMessage(4194305, 4194304)).toBe('message length 4194305 exceed maximum message size of 4194304');
+    expect(oversizeMessage(4194305, 4194304)).toBe(
+      'message length 4194305 exceed maximum message size of 4194304',
+    );
   });
 });

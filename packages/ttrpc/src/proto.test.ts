@@ -124,7 +124,9 @@ describe('defineProto / messageCodec', () => {
   });
 
   it('reports values that do not fit the message', () => {
-    expect(() => codec.encode({ inner: 'not an object' as unknown as { Name: string } })).toThrow(ProtoEncodeError);
+    expect(() => codec.encode({ inner: 'not an object' as unknown as { Name: string } })).toThrow(
+      ProtoEncodeError,
+    );
   });
 
   it('rejects truncated input', () => {

@@ -233,6 +233,8 @@ export class TtrpcServer {
 class ServerConnection {
   private readonly decoder: FrameDecoder;
   private readonly calls = new Map<number, InFlight>();
+  /** Frames parsed but not yet handled (held back by the concurrency limit). */
+  private readonly backlog: FrameEvent[] = [];
   private readonly logger: TtrpcLogger;
   private readonly maxConcurrentCalls: number;
   private lastStreamId = 0;
@@ -258,7 +260,7 @@ class ServerConnection {
     });
     socket.on('drain', () => {
       this.waitingForDrain = false;
-      this.updateFlow();
+      this.processBacklog();
     });
   }
 
@@ -276,6 +278,7 @@ class ServerConnection {
   /** Called once the socket is closed: abort whatever is still running. */
   dispose(): void {
     this.closed = true;
+    this.backlog.length = 0;
     const reason = new TtrpcError(Code.CANCELLED, 'context canceled');
     for (const call of this.calls.values()) {
       clearTimeout(call.timer);
@@ -285,17 +288,25 @@ class ServerConnection {
   }
 
   private onData(chunk: Buffer): void {
-    let events: FrameEvent[];
     try {
-      events = this.decoder.push(chunk);
+      for (const ev of this.decoder.push(chunk)) this.backlog.push(ev);
     } catch (err) {
       // The decoder does not throw on any input; this guards the process anyway.
       this.logger.error({ err: (err as Error).message }, 'ttrpc: frame decoder failed');
       this.socket.destroy();
       return;
     }
-    for (const ev of events) {
-      if (this.closed) return;
+    this.processBacklog();
+  }
+
+  /**
+   * Handles parsed frames while under the concurrency limit. One socket
+   * chunk can hold many frames, so the limit is applied here, frame by
+   * frame, not only by pausing the socket.
+   */
+  private processBacklog(): void {
+    while (this.backlog.length > 0 && !this.closed && !this.mustPause()) {
+      const ev = this.backlog.shift()!;
       if (ev.kind === 'oversize') {
         this.logger.warn(
           { streamId: ev.header.streamId, length: ev.header.length },
@@ -309,6 +320,7 @@ class ServerConnection {
       }
       this.onFrame(ev.header, ev.data);
     }
+    this.updateFlow();
   }
 
   private onFrame(header: FrameHeader, data: Uint8Array): void {
@@ -431,7 +443,9 @@ class ServerConnection {
   private finish(id: number, call: InFlight): void {
     clearTimeout(call.timer);
     this.calls.delete(id);
-    this.updateFlow();
+    // Not from inside processBacklog's loop: a synchronous finish there must not recurse.
+    if (this.backlog.length > 0) queueMicrotask(() => this.processBacklog());
+    else this.updateFlow();
     if (this.calls.size === 0 && this.draining) {
       const end = this.draining;
       this.draining = null;
@@ -466,8 +480,12 @@ class ServerConnection {
   }
 
   /** Stops reading while the peer is not reading our responses or too many calls run. */
+  private mustPause(): boolean {
+    return this.waitingForDrain || this.calls.size >= this.maxConcurrentCalls;
+  }
+
   private updateFlow(): void {
-    const pause = this.waitingForDrain || this.calls.size >= this.maxConcurrentCalls;
+    const pause = this.mustPause() || this.backlog.length > 0;
     if (pause && !this.paused) {
       this.paused = true;
       this.socket.pause();

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { requestCodec, responseCodec, type ResponseMessage } from './envelope.js';
+import { type ResponseMessage, requestCodec, responseCodec } from './envelope.js';
 import { encodeFrame, FrameDecoder, type FrameEvent, MessageType } from './frame.js';
 
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
@@ -57,7 +57,9 @@ export class RawPeer {
   }
 
   write(bytes: Uint8Array): Promise<void> {
-    return new Promise((resolve, reject) => this.socket.write(bytes, (err) => (err ? reject(err) : resolve())));
+    return new Promise((resolve, reject) =>
+      this.socket.write(bytes, (err) => (err ? reject(err) : resolve())),
+    );
   }
 
   /** Waits until `n` frames arrived (or the socket closed) and returns them. */
