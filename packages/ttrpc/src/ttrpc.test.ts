@@ -33,7 +33,7 @@ let cleanup: () => Promise<void>;
 let server: TtrpcServer;
 let clients: TtrpcClient[];
 let seenCtx: CallContext[];
-let gates: Map<string, ReturnType<typeof deferred>>;
+let gates: Map<string, { promise: Promise<void>; resolve: (v: void) => void }>;
 
 beforeEach(async () => {
   ({ dir, cleanup } = await tempDir());
@@ -50,7 +50,7 @@ beforeEach(async () => {
     Gate: async (req, ctx) => {
       seenCtx.push(ctx);
       const name = text(req);
-      const g = gates.get(name) ?? deferred();
+      const g = gates.get(name) ?? deferred<void>();
       gates.set(name, g);
       await Promise.race([g.promise, aborted(ctx.signal)]);
       return utf8(`opened ${name}`);
@@ -102,7 +102,7 @@ async function waitFor(cond: () => boolean): Promise<void> {
 }
 
 function openGate(name: string): void {
-  const g = gates.get(name) ?? deferred();
+  const g = gates.get(name) ?? deferred<void>();
   gates.set(name, g);
   g.resolve();
 }
@@ -183,7 +183,7 @@ describe('errors', () => {
   beforeEach(async () => {
     c = await connect(await listenUnix());
   });
-  const fail = (service: string, method: string, payload = new Uint8Array(0)) =>
+  const fail = (service: string, method: string, payload: Uint8Array = new Uint8Array(0)) =>
     c.call(service, method, payload).then(
       () => {
         throw new Error('expected a failure');
