@@ -1,0 +1,73 @@
+/**
+ * Short-lived admin JWTs signed with a local private key, for
+ * `config --auth-private-key`. trustee's kbs-client did this before it moved
+ * to `--admin-token-file` (EdDSA, `iat` and `exp` = iat + 2 h); today's KBS
+ * verifies admin tokens as bearer JWTs and requires a `role` claim, so the
+ * token carries `role` (default `admin`) and, when given, `iss` and `aud`.
+ */
+import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { SignJWT } from 'jose';
+import { KbsClientError } from './errors.js';
+
+/** Lifetime of upstream's signed admin tokens (`ADMIN_TOKEN_EXPIRY_SECS`). */
+export const ADMIN_TOKEN_LIFETIME_SECONDS = 7200;
+export const DEFAULT_ADMIN_ROLE = 'admin';
+const MAX_KEY_PEM_LENGTH = 16 * 1024;
+
+export class InvalidAdminKey extends KbsClientError {
+  override readonly name: string = 'InvalidAdminKey';
+}
+
+export interface AdminTokenOptions {
+  readonly role?: string;
+  readonly issuer?: string;
+  readonly audience?: string;
+  readonly lifetimeSeconds?: number;
+  /** Clock in epoch milliseconds. */
+  readonly now?: () => number;
+}
+
+/** The JWS algorithm a key signs with: Ed25519 → EdDSA, EC → ES256/384/512 by curve, RSA → RS256. */
+export function adminSigningAlgorithm(key: KeyObject): string {
+  switch (key.asymmetricKeyType) {
+    case 'ed25519':
+      return 'EdDSA';
+    case 'rsa':
+      return 'RS256';
+    case 'ec': {
+      const curve = key.asymmetricKeyDetails?.namedCurve;
+      if (curve === 'prime256v1') return 'ES256';
+      if (curve === 'secp384r1') return 'ES384';
+      if (curve === 'secp521r1') return 'ES512';
+      throw new InvalidAdminKey(`unsupported EC curve ${curve ?? '(unnamed)'} for an admin key`);
+    }
+    default:
+      throw new InvalidAdminKey(`unsupported admin key type ${key.asymmetricKeyType ?? '(unknown)'}`);
+  }
+}
+
+export function parseAdminPrivateKey(pem: string): KeyObject {
+  if (pem.length > MAX_KEY_PEM_LENGTH)
+    throw new InvalidAdminKey(`admin key PEM longer than ${MAX_KEY_PEM_LENGTH} characters`);
+  try {
+    return createPrivateKey({ key: pem, format: 'pem' });
+  } catch (cause) {
+    throw new InvalidAdminKey('admin key is not an unencrypted PEM private key', { cause });
+  }
+}
+
+/** Sign an admin bearer token with `key` (a PEM text or a private KeyObject). */
+export async function signAdminToken(
+  key: string | KeyObject,
+  options: AdminTokenOptions = {},
+): Promise<string> {
+  const privateKey = typeof key === 'string' ? parseAdminPrivateKey(key) : key;
+  const alg = adminSigningAlgorithm(privateKey);
+  const iat = Math.floor((options.now ?? Date.now)() / 1000);
+  const claims: Record<string, unknown> = { role: options.role ?? DEFAULT_ADMIN_ROLE };
+  if (options.issuer !== undefined) claims.iss = options.issuer;
+  if (options.audience !== undefined) claims.aud = options.audience;
+  claims.iat = iat;
+  claims.exp = iat + (options.lifetimeSeconds ?? ADMIN_TOKEN_LIFETIME_SECONDS);
+  return new SignJWT(claims).setProtectedHeader({ alg, typ: 'JWT' }).sign(privateKey);
+}

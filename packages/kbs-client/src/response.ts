@@ -1,0 +1,27 @@
+/** Reading KBS responses, which are untrusted: size-capped JSON and error bodies. */
+import { ProtocolError, parseJson, parseKbsErrorBody } from '@broker/protocol';
+import { KbsBadResponse, type KbsRejection } from './errors.js';
+import { bodyExcerpt, type HttpResponse } from './http.js';
+
+/** Parse a JSON body; `what` names the request in the error. */
+export function jsonBody(res: HttpResponse, what: string): unknown {
+  try {
+    return parseJson(res.body, res.body.length);
+  } catch (cause) {
+    const why = cause instanceof ProtocolError ? cause.message : 'is not valid JSON';
+    throw new KbsBadResponse(`${what}: response ${why.replace(/^body:? ?/, '')}`, { cause });
+  }
+}
+
+/**
+ * The rejection an error response carries. A KBS error body gives type,
+ * variant and detail; anything else keeps a short printable excerpt.
+ */
+export function rejectionOf(res: HttpResponse): KbsRejection {
+  try {
+    const parsed = parseKbsErrorBody(parseJson(res.body, res.body.length));
+    return { status: res.status, type: parsed.type, kind: parsed.kind, detail: parsed.detail };
+  } catch {
+    return { status: res.status, type: null, kind: null, detail: bodyExcerpt(res.body) || '(empty body)' };
+  }
+}
