@@ -1,12 +1,28 @@
 // The builtin function table, keyed by OPA's full builtin names, merged from one module per family.
+
+import { aggregateBuiltins } from './aggregates.js';
 import type { BuiltinDef, BuiltinTable } from './api.js';
+import { arrayBuiltins } from './arrays.js';
 import { comparisonBuiltins } from './comparison.js';
+import { numberBuiltins } from './numbers.js';
+import { objectBuiltins } from './objects.js';
+import { setBuiltins } from './sets.js';
+import { stringBuiltins } from './strings.js';
 import { typeBuiltins } from './types.js';
 
 export type { BuiltinCode, BuiltinContext, BuiltinDef } from './api.js';
 export { BuiltinError, builtinError, typeError } from './api.js';
 
-const FAMILIES: readonly BuiltinTable[] = [comparisonBuiltins, typeBuiltins];
+const FAMILIES: readonly BuiltinTable[] = [
+  aggregateBuiltins,
+  arrayBuiltins,
+  comparisonBuiltins,
+  numberBuiltins,
+  objectBuiltins,
+  setBuiltins,
+  stringBuiltins,
+  typeBuiltins,
+];
 
 function merge(tables: readonly BuiltinTable[]): Map<string, BuiltinDef> {
   const out = new Map<string, BuiltinDef>();
