@@ -1,7 +1,12 @@
 // The built-in reference value provider service: registers sample messages into
 // the `reference_value` namespace and answers the policies' lookups.
 import type { KvStorage } from '../storage/types.js';
-import { extractReferenceValues, parseRvpsMessage, type RvpsMessageInput } from './message.js';
+import {
+  checkReferenceValueName,
+  extractReferenceValues,
+  parseRvpsMessage,
+  type RvpsMessageInput,
+} from './message.js';
 import {
   decodeReferenceValue,
   encodeReferenceValue,
@@ -49,6 +54,8 @@ export function createRvps(storage: KvStorage, options: RvpsOptions = {}): Rvps 
   let generation = 0;
 
   async function read(name: string): Promise<ReferenceValue | undefined> {
+    // A name that register() would refuse cannot be stored; never hand it to the store as a key.
+    if (!isStorableName(name)) return undefined;
     const bytes = await storage.get(NAMESPACE, name);
     return bytes === undefined ? undefined : decodeReferenceValue(name, bytes);
   }
@@ -87,4 +94,13 @@ export function createRvps(storage: KvStorage, options: RvpsOptions = {}): Rvps 
 
     get: read,
   };
+}
+
+function isStorableName(name: string): boolean {
+  try {
+    checkReferenceValueName(name);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,0 +1,245 @@
+import { readFileSync } from 'node:fs';
+import { parse } from 'smol-toml';
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../config-reader.js';
+import {
+  DEFAULT_BUILD_NAME,
+  DEFAULT_DEVELOPER_NAME,
+  DEFAULT_ISSUER_NAME,
+  DEFAULT_PROFILE_NAME,
+  DEFAULT_SESSION_TIMEOUT_MIN,
+  parseAttestationServiceConfig,
+} from './config.js';
+
+function asTable(toml: string): unknown {
+  return (parse(toml) as Record<string, unknown>).attestation_service;
+}
+
+function configError(table: unknown): string {
+  try {
+    parseAttestationServiceConfig(table);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+// trustee's kbs/config/kbs-config.toml (the shared fixture), inlined so the test runs anywhere.
+const TRUSTEE_EXAMPLE = `
+[http_server]
+insecure_http = true
+
+[attestation_token]
+insecure_header_jwk = true
+
+[attestation_service]
+type = "coco_as_builtin"
+
+[attestation_service.attestation_token_broker]
+duration_min = 5
+
+[attestation_service.rvps_config]
+type = "BuiltIn"
+
+[admin]
+authorization_mode = "InsecureAllowAll"
+`;
+
+describe('[attestation_service] configuration', () => {
+  it("loads trustee's example configuration with trustee's defaults", () => {
+    const cfg = parseAttestationServiceConfig(asTable(TRUSTEE_EXAMPLE));
+    expect(cfg).toEqual({
+      type: 'coco_as_builtin',
+      timeoutMin: DEFAULT_SESSION_TIMEOUT_MIN,
+      tokenBroker: {
+        durationMin: 5,
+        issuerName: DEFAULT_ISSUER_NAME,
+        developerName: DEFAULT_DEVELOPER_NAME,
+        buildName: DEFAULT_BUILD_NAME,
+        profileName: DEFAULT_PROFILE_NAME,
+        verboseToken: true,
+      },
+      rvps: { type: 'BuiltIn' },
+      ignoredKeys: [],
+    });
+    expect(DEFAULT_ISSUER_NAME).toBe('CoCo-Attestation-Service');
+    expect(DEFAULT_DEVELOPER_NAME).toBe('https://confidentialcontainers.org');
+    expect(DEFAULT_PROFILE_NAME).toBe('tag:github.com,2024:confidential-containers/Trustee');
+  });
+
+  it('loads the shared fixture file itself when it is present', () => {
+    let text: string;
+    try {
+      text = readFileSync(
+        new URL('../../../../../shared/fixtures/trustee/kbs-config.example.toml', import.meta.url),
+        'utf8',
+      );
+    } catch {
+      text = TRUSTEE_EXAMPLE;
+    }
+    expect(parseAttestationServiceConfig(asTable(text)).type).toBe('coco_as_builtin');
+  });
+
+  it('defaults everything when the table is absent', () => {
+    const cfg = parseAttestationServiceConfig(undefined);
+    expect(cfg.timeoutMin).toBe(5);
+    expect(cfg.tokenBroker.durationMin).toBe(5);
+    expect(cfg.tokenBroker.signer).toBeUndefined();
+  });
+
+  it('reads every documented key', () => {
+    const cfg = parseAttestationServiceConfig(
+      asTable(`
+[attestation_service]
+type = "CoCoASBuiltIn"
+timeout = 10
+storage_type = "local_fs"
+[attestation_service.attestation_token_broker]
+duration_min = 30
+issuer_name = "me"
+developer_name = "dev"
+build_name = "b 1"
+profile_name = "p"
+verbose_token = false
+[attestation_service.attestation_token_broker.signer]
+key_path = "/k.pem"
+cert_path = "/c.pem"
+cert_url = "https://example.com/c.pem"
+[attestation_service.rvps_config]
+type = "BuiltIn"
+storage_type = "LocalJson"
+[attestation_service.rvps_config.extractors]
+swid_extractor = {}
+[attestation_service.verifier_config.snp_verifier]
+vcek_sources = [{ type = "OfflineStore", path = "/v" }, { type = "KDS" }]
+[attestation_service.verifier_config.dcap_verifier]
+collateral_service = "https://pccs.example/sgx/certification/v4/"
+tcb_update_type = "standard"
+[attestation_service.verifier_config.tpm_verifier]
+[attestation_service.verifier_config.nvidia_verifier]
+type = "Remote"
+verifier_url = "https://nras.example"
+`),
+    );
+    expect(cfg).toEqual({
+      type: 'coco_as_builtin',
+      timeoutMin: 10,
+      storageType: 'LocalFs',
+      tokenBroker: {
+        durationMin: 30,
+        issuerName: 'me',
+        developerName: 'dev',
+        buildName: 'b 1',
+        profileName: 'p',
+        verboseToken: false,
+        signer: { keyPath: '/k.pem', certPath: '/c.pem', certUrl: 'https://example.com/c.pem' },
+      },
+      rvps: { type: 'BuiltIn', storageType: 'LocalJson', extractors: { swid_extractor: {} } },
+      verifierConfig: {
+        snpVerifier: { vcekSources: [{ type: 'OfflineStore', path: '/v' }, { type: 'KDS' }] },
+        dcapVerifier: {
+          collateralService: 'https://pccs.example/sgx/certification/v4/',
+          tcbUpdateType: 'standard',
+        },
+        tpmVerifier: {},
+        nvidiaVerifier: { type: 'Remote', verifierUrl: 'https://nras.example' },
+      },
+      ignoredKeys: [],
+    });
+  });
+
+  it('accepts keys of older trustee releases and reports them as ignored', () => {
+    const cfg = parseAttestationServiceConfig(
+      asTable(`
+[attestation_service]
+type = "coco_as_builtin"
+work_dir = "/opt/confidential-containers/attestation-service"
+policy_engine = "opa"
+[attestation_service.attestation_token_broker]
+type = "Ear"
+policy_dir = "/opt/policies"
+[attestation_service.rvps_config]
+type = "BuiltIn"
+[attestation_service.rvps_config.storage]
+type = "LocalFs"
+`),
+    );
+    expect([...cfg.ignoredKeys].sort()).toEqual([
+      'attestation_service.attestation_token_broker.policy_dir',
+      'attestation_service.attestation_token_broker.type',
+      'attestation_service.policy_engine',
+      'attestation_service.rvps_config.storage',
+      'attestation_service.work_dir',
+    ]);
+  });
+
+  it.each([
+    ['an unknown top-level key', '[attestation_service]\ntype = "coco_as_builtin"\ntimout = 5', 'timout'],
+    [
+      'an unknown token broker key',
+      '[attestation_service]\ntype = "coco_as_builtin"\n[attestation_service.attestation_token_broker]\nduration = 5',
+      'duration',
+    ],
+    [
+      'an unknown signer key',
+      '[attestation_service]\ntype = "coco_as_builtin"\n[attestation_service.attestation_token_broker.signer]\nkey_path = "/k"\nkey = "x"',
+      '"key"',
+    ],
+    [
+      'an unknown rvps key',
+      '[attestation_service]\ntype = "coco_as_builtin"\n[attestation_service.rvps_config]\ntype = "BuiltIn"\nfoo = 1',
+      'foo',
+    ],
+    [
+      'an unknown verifier',
+      '[attestation_service]\ntype = "coco_as_builtin"\n[attestation_service.verifier_config.sev_verifier]\nx = 1',
+      'sev_verifier',
+    ],
+  ])('refuses %s, naming it', (_name, toml, key) => {
+    expect(configError(asTable(toml))).toContain(key);
+  });
+
+  it.each([
+    ['coco_as_grpc', 'coco_as_grpc'],
+    ['intel_ta', 'intel_ta'],
+    ['something', 'unknown attestation service'],
+  ])('refuses type = %s clearly', (type, text) => {
+    expect(configError({ type })).toContain(text);
+  });
+
+  it('refuses a remote RVPS clearly', () => {
+    expect(
+      configError({
+        type: 'coco_as_builtin',
+        rvps_config: { type: 'GrpcRemote', address: '127.0.0.1:50003' },
+      }),
+    ).toContain('GrpcRemote');
+  });
+
+  it('refuses the removed Simple token', () => {
+    expect(configError({ type: 'coco_as_builtin', attestation_token_broker: { type: 'Simple' } })).toContain(
+      'Simple',
+    );
+  });
+
+  it.each([
+    [{ type: 'coco_as_builtin', timeout: 0 }, 'timeout'],
+    [{ type: 'coco_as_builtin', timeout: 1.5 }, 'timeout'],
+    [{ type: 'coco_as_builtin', timeout: '5' }, 'timeout'],
+    [{ type: 'coco_as_builtin', attestation_token_broker: { duration_min: -1 } }, 'duration_min'],
+    [{ type: 'coco_as_builtin', attestation_token_broker: { verbose_token: 'yes' } }, 'verbose_token'],
+    [{ type: 'coco_as_builtin', attestation_token_broker: { build_name: '' } }, 'build_name'],
+    [{ type: 'coco_as_builtin', attestation_token_broker: { signer: {} } }, 'key_path'],
+    [{ type: 'coco_as_builtin', storage_type: 'Disk' }, 'storage_type'],
+    [{ type: 'coco_as_builtin', rvps_config: {} }, 'type'],
+    [{}, 'type'],
+    ['coco_as_builtin', 'table'],
+  ])('refuses bad values (%j)', (table, key) => {
+    expect(configError(table)).toContain(key);
+  });
+
+  it('accepts TOML integers parsed as bigint', () => {
+    expect(parseAttestationServiceConfig({ type: 'coco_as_builtin', timeout: 7n }).timeoutMin).toBe(7);
+  });
+});

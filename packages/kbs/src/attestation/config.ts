@@ -1,0 +1,313 @@
+// `[attestation_service]` of kbs-config.toml, with trustee's key names
+// (kbs/src/attestation/config.rs, coco/builtin.rs, attestation-service ear_token
+// and rvps config). Unknown keys are refused; keys that old trustee releases
+// wrote and today's ignores are accepted and reported in `ignoredKeys`.
+import { ConfigError, Section } from '../config-reader.js';
+
+export const DEFAULT_SESSION_TIMEOUT_MIN = 5;
+export const DEFAULT_TOKEN_DURATION_MIN = 5;
+export const DEFAULT_ISSUER_NAME = 'CoCo-Attestation-Service';
+export const DEFAULT_DEVELOPER_NAME = 'https://confidentialcontainers.org';
+export const DEFAULT_BUILD_NAME = 'broker-attestation-service 0.1.0';
+export const DEFAULT_PROFILE_NAME = 'tag:github.com,2024:confidential-containers/Trustee';
+
+/** A week, in minutes: longer sessions or tokens are a configuration mistake, not a need. */
+const MAX_MINUTES = 7 * 24 * 60;
+
+export type StorageType = 'Memory' | 'LocalJson' | 'LocalFs' | 'Postgres' | 'Redis';
+
+export interface TokenSignerConfig {
+  /** PEM file of a P-256 private key (SEC1 or PKCS#8). */
+  readonly keyPath: string;
+  /** PEM certificate chain, leaf first; its DER forms become the header `x5c`. */
+  readonly certPath?: string;
+  /** Published in the header jwk as `x5u`. */
+  readonly certUrl?: string;
+}
+
+export interface TokenBrokerConfig {
+  readonly durationMin: number;
+  readonly issuerName: string;
+  readonly developerName: string;
+  readonly buildName: string;
+  readonly profileName: string;
+  /** When false, `additional-evidence` is left out of the runtime-data claims. */
+  readonly verboseToken: boolean;
+  /** Absent: an ephemeral key is generated at start, and tokens carry no x5c. */
+  readonly signer?: TokenSignerConfig;
+}
+
+export type VcekSource =
+  | { readonly type: 'KDS'; readonly baseUrl?: string }
+  | { readonly type: 'OfflineStore'; readonly path?: string };
+
+/** Per-verifier settings. Accepted now so configurations load; the verifiers that read them come later. */
+export interface VerifierConfig {
+  readonly snpVerifier?: { readonly vcekSources?: readonly VcekSource[] };
+  readonly dcapVerifier?: {
+    readonly collateralService: string;
+    readonly useSecureCert?: boolean;
+    readonly tcbUpdateType?: 'early' | 'standard';
+  };
+  readonly tpmVerifier?: Record<string, never>;
+  readonly nvidiaVerifier?:
+    | { readonly type: 'Local' }
+    | { readonly type: 'Remote'; readonly verifierUrl?: string };
+  /** Kept as written: its layout belongs to the NVIDIA DPU verifier. */
+  readonly nvidiaDpuVerifier?: Readonly<Record<string, unknown>>;
+}
+
+export interface RvpsConfig {
+  readonly type: 'BuiltIn';
+  /** Overrides `[storage_backend] storage_type` for reference values. */
+  readonly storageType?: StorageType;
+  /** `extractors.swid_extractor`, kept as written (SWID extraction is not supported). */
+  readonly extractors?: Readonly<Record<string, unknown>>;
+}
+
+export interface AttestationServiceConfig {
+  readonly type: 'coco_as_builtin';
+  /** RCAR session lifetime in minutes, fixed at `/auth`. */
+  readonly timeoutMin: number;
+  readonly tokenBroker: TokenBrokerConfig;
+  readonly rvps: RvpsConfig;
+  readonly verifierConfig?: VerifierConfig;
+  /** Overrides `[storage_backend] storage_type` for attestation policies (and, unless rvps overrides it, reference values). */
+  readonly storageType?: StorageType;
+  /** Dotted paths of legacy keys that were accepted and ignored; the KBS may log them. */
+  readonly ignoredKeys: readonly string[];
+}
+
+const STORAGE_TYPES: Readonly<Record<string, StorageType>> = {
+  Memory: 'Memory',
+  memory: 'Memory',
+  LocalJson: 'LocalJson',
+  local_json: 'LocalJson',
+  LocalFs: 'LocalFs',
+  local_fs: 'LocalFs',
+  Postgres: 'Postgres',
+  postgres: 'Postgres',
+  Redis: 'Redis',
+  redis: 'Redis',
+};
+
+function storageType(s: Section, key: string): StorageType | undefined {
+  const v = s.optString(key);
+  if (v === undefined) return undefined;
+  const t = Object.hasOwn(STORAGE_TYPES, v) ? STORAGE_TYPES[v] : undefined;
+  if (t === undefined) {
+    throw new ConfigError(
+      `${s.where} ${key}: unknown storage type ${JSON.stringify(v)}; expected Memory, LocalFs, LocalJson, Postgres or Redis`,
+    );
+  }
+  return t;
+}
+
+function nonEmpty(s: Section, key: string, def: string): string {
+  const v = s.string(key, def);
+  if (v.length === 0) throw new ConfigError(`${s.where} ${key} must not be empty`);
+  return v;
+}
+
+function parseSigner(s: Section): TokenSignerConfig {
+  const keyPath = s.string('key_path');
+  const certPath = s.optString('cert_path');
+  const certUrl = s.optString('cert_url');
+  s.finish();
+  return {
+    keyPath,
+    ...(certPath !== undefined ? { certPath } : {}),
+    ...(certUrl !== undefined ? { certUrl } : {}),
+  };
+}
+
+function parseTokenBroker(s: Section | undefined, ignored: string[]): TokenBrokerConfig {
+  const cfg: TokenBrokerConfig = {
+    durationMin: s?.optInt('duration_min', 1, MAX_MINUTES) ?? DEFAULT_TOKEN_DURATION_MIN,
+    issuerName: s?.string('issuer_name', DEFAULT_ISSUER_NAME) ?? DEFAULT_ISSUER_NAME,
+    developerName: s ? nonEmpty(s, 'developer_name', DEFAULT_DEVELOPER_NAME) : DEFAULT_DEVELOPER_NAME,
+    buildName: s ? nonEmpty(s, 'build_name', DEFAULT_BUILD_NAME) : DEFAULT_BUILD_NAME,
+    profileName: s ? nonEmpty(s, 'profile_name', DEFAULT_PROFILE_NAME) : DEFAULT_PROFILE_NAME,
+    verboseToken: s?.bool('verbose_token', true) ?? true,
+  };
+  if (s === undefined) return cfg;
+  const signer = s.optSection('signer');
+  // Older trustee had a `type` (token flavour) and a `policy_dir` here.
+  if (s.has('type')) {
+    const t = s.raw('type');
+    if (t !== 'Ear' && t !== 'ear') {
+      throw new ConfigError(
+        `${s.where} type: only EAR tokens are issued; found ${JSON.stringify(t)} (the "Simple" token was removed upstream)`,
+      );
+    }
+    ignored.push('attestation_service.attestation_token_broker.type');
+  }
+  if (s.has('policy_dir')) {
+    s.raw('policy_dir');
+    ignored.push('attestation_service.attestation_token_broker.policy_dir');
+  }
+  s.finish();
+  return signer === undefined ? cfg : { ...cfg, signer: parseSigner(signer) };
+}
+
+function parseRvps(s: Section | undefined, ignored: string[]): RvpsConfig {
+  if (s === undefined) return { type: 'BuiltIn' };
+  const type = s.string('type');
+  if (type === 'GrpcRemote') {
+    throw new ConfigError(
+      `${s.where} type: "GrpcRemote" (a remote RVPS over gRPC) is not supported; use type = "BuiltIn"`,
+    );
+  }
+  if (type !== 'BuiltIn') {
+    throw new ConfigError(`${s.where} type: unknown RVPS type ${JSON.stringify(type)}; expected "BuiltIn"`);
+  }
+  const st = storageType(s, 'storage_type');
+  const ex = s.optSection('extractors');
+  let extractors: Record<string, unknown> | undefined;
+  if (ex !== undefined) {
+    const swid = ex.optSection('swid_extractor');
+    ex.finish();
+    extractors = swid === undefined ? {} : { swid_extractor: ex.raw('swid_extractor') };
+  }
+  // Older trustee configured the RVPS store here.
+  if (s.has('storage')) {
+    s.raw('storage');
+    ignored.push('attestation_service.rvps_config.storage');
+  }
+  s.finish({ address: 'only used by type = "GrpcRemote", which is not supported' });
+  return {
+    type: 'BuiltIn',
+    ...(st !== undefined ? { storageType: st } : {}),
+    ...(extractors !== undefined ? { extractors } : {}),
+  };
+}
+
+function parseVcekSources(s: Section): VcekSource[] {
+  return s.sectionArray('vcek_sources').map((src) => {
+    const type = src.string('type');
+    let out: VcekSource;
+    if (type === 'KDS') {
+      const baseUrl = src.optString('base_url');
+      out = { type, ...(baseUrl !== undefined ? { baseUrl } : {}) };
+    } else if (type === 'OfflineStore') {
+      const path = src.optString('path');
+      out = { type, ...(path !== undefined ? { path } : {}) };
+    } else {
+      throw new ConfigError(
+        `${src.where} type: expected "KDS" or "OfflineStore", found ${JSON.stringify(type)}`,
+      );
+    }
+    src.finish();
+    return out;
+  });
+}
+
+function parseVerifierConfig(s: Section): VerifierConfig {
+  const out: {
+    -readonly [K in keyof VerifierConfig]: VerifierConfig[K];
+  } = {};
+  const snp = s.optSection('snp_verifier');
+  if (snp !== undefined) {
+    out.snpVerifier = snp.has('vcek_sources') ? { vcekSources: parseVcekSources(snp) } : {};
+    snp.finish();
+  }
+  const dcap = s.optSection('dcap_verifier');
+  if (dcap !== undefined) {
+    const collateralService = dcap.string('collateral_service');
+    const useSecureCert = dcap.has('use_secure_cert') ? dcap.bool('use_secure_cert', false) : undefined;
+    const tcb = dcap.optString('tcb_update_type');
+    if (tcb !== undefined && tcb !== 'early' && tcb !== 'standard') {
+      throw new ConfigError(
+        `${dcap.where} tcb_update_type: expected "early" or "standard", found ${JSON.stringify(tcb)}`,
+      );
+    }
+    dcap.finish();
+    out.dcapVerifier = {
+      collateralService,
+      ...(useSecureCert !== undefined ? { useSecureCert } : {}),
+      ...(tcb !== undefined ? { tcbUpdateType: tcb } : {}),
+    };
+  }
+  const tpm = s.optSection('tpm_verifier');
+  if (tpm !== undefined) {
+    tpm.finish();
+    out.tpmVerifier = {};
+  }
+  const nv = s.optSection('nvidia_verifier');
+  if (nv !== undefined) {
+    const t = nv.string('type', 'Local');
+    if (t === 'Local' || t === 'local') {
+      out.nvidiaVerifier = { type: 'Local' };
+    } else if (t === 'Remote' || t === 'remote') {
+      const verifierUrl = nv.optString('verifier_url');
+      out.nvidiaVerifier = { type: 'Remote', ...(verifierUrl !== undefined ? { verifierUrl } : {}) };
+    } else {
+      throw new ConfigError(`${nv.where} type: expected "Local" or "Remote", found ${JSON.stringify(t)}`);
+    }
+    nv.finish();
+  }
+  const dpu = s.optSection('nvidia_dpu_verifier');
+  if (dpu !== undefined) out.nvidiaDpuVerifier = s.raw('nvidia_dpu_verifier') as Record<string, unknown>;
+  s.finish();
+  return out;
+}
+
+/**
+ * Reads the `[attestation_service]` table (already parsed from TOML); `undefined`
+ * when the file has none, which selects the built-in service with defaults.
+ */
+export function parseAttestationServiceConfig(table: unknown): AttestationServiceConfig {
+  const ignored: string[] = [];
+  if (table === undefined) {
+    return {
+      type: 'coco_as_builtin',
+      timeoutMin: DEFAULT_SESSION_TIMEOUT_MIN,
+      tokenBroker: parseTokenBroker(undefined, ignored),
+      rvps: { type: 'BuiltIn' },
+      ignoredKeys: ignored,
+    };
+  }
+  const s = Section.of(table, '[attestation_service]');
+  const type = s.string('type');
+  if (type === 'coco_as_grpc' || type === 'CoCoASGrpc') {
+    throw new ConfigError(
+      '[attestation_service] type: "coco_as_grpc" (a remote attestation service) is not supported; use type = "coco_as_builtin"',
+    );
+  }
+  if (type === 'intel_ta' || type === 'IntelTA') {
+    throw new ConfigError(
+      '[attestation_service] type: "intel_ta" (Intel Trust Authority) is not supported; use type = "coco_as_builtin"',
+    );
+  }
+  if (type !== 'coco_as_builtin' && type !== 'CoCoASBuiltIn') {
+    throw new ConfigError(
+      `[attestation_service] type: unknown attestation service ${JSON.stringify(type)}; expected "coco_as_builtin"`,
+    );
+  }
+  const timeoutMin = s.optInt('timeout', 1, MAX_MINUTES) ?? DEFAULT_SESSION_TIMEOUT_MIN;
+  const tokenBroker = parseTokenBroker(s.optSection('attestation_token_broker'), ignored);
+  const rvps = parseRvps(s.optSection('rvps_config'), ignored);
+  const vc = s.optSection('verifier_config');
+  const verifierConfig = vc === undefined ? undefined : parseVerifierConfig(vc);
+  const st = storageType(s, 'storage_type');
+  // Keys of older trustee releases that today's silently ignores.
+  for (const legacy of ['work_dir', 'policy_engine', 'attestation_token_config']) {
+    if (s.has(legacy)) {
+      s.raw(legacy);
+      ignored.push(`attestation_service.${legacy}`);
+    }
+  }
+  s.finish({
+    as_addr: 'only used by type = "coco_as_grpc", which is not supported',
+    pool_size: 'only used by type = "coco_as_grpc", which is not supported',
+  });
+  return {
+    type: 'coco_as_builtin',
+    timeoutMin,
+    tokenBroker,
+    rvps,
+    ...(verifierConfig !== undefined ? { verifierConfig } : {}),
+    ...(st !== undefined ? { storageType: st } : {}),
+    ignoredKeys: ignored,
+  };
+}

@@ -1,0 +1,270 @@
+// The built-in attestation service (trustee's CoCo AS inside the KBS):
+// verify each evidence item, appraise its claims with the Rego policy of its
+// TEE class, and issue one EAR token over all of them.
+import { createHash, type JsonWebKey } from 'node:crypto';
+import {
+  canonicalJson,
+  initDataClaims,
+  initDataDigest,
+  parseInitData,
+  type ReportDataHashAlgorithm,
+  type Tee,
+} from '@broker/protocol';
+import { getVerifier, type TeeClass } from '@broker/verifier';
+import type { Logger } from 'pino';
+import { createRvps, RvpsError, type RvpsMessageInput } from '../rvps/index.js';
+import type { KvStorage } from '../storage/types.js';
+import { transformClaims } from './claims.js';
+import type { AttestationServiceConfig } from './config.js';
+import { type Appraisal, earJson, extensionsFromPolicy, statusOf, trustVectorFromPolicy } from './ear.js';
+import { AttestationFailed } from './errors.js';
+import { checkPolicyId, PolicyStore } from './policy.js';
+import { loadSigner } from './signer.js';
+
+/** One piece of evidence beside the primary one (e.g. a GPU), as the KBS splits `additional_evidence`. */
+export interface AdditionalEvidence {
+  readonly tee: Tee;
+  readonly evidence: unknown;
+  readonly runtimeData: Record<string, unknown>;
+  /** Defaults to the request's algorithm. */
+  readonly runtimeDataHashAlgorithm?: ReportDataHashAlgorithm;
+}
+
+export interface VerifyRequest {
+  readonly tee: Tee;
+  readonly evidence: unknown;
+  /**
+   * The object whose JCS form the guest hashed into its evidence, e.g.
+   * `{"additional-evidence","nonce","tee-pubkey"}` with the key reduced to its
+   * known members (protocol `runtimeDataClaims`). It also becomes `runtime_data_claims`.
+   */
+  readonly runtimeData: Record<string, unknown>;
+  readonly runtimeDataHashAlgorithm: ReportDataHashAlgorithm;
+  readonly initData: { readonly format: string; readonly body: string } | null;
+  readonly additional: readonly AdditionalEvidence[];
+  /** The first id is used (`default` → policy `default_cpu` for CPU claims). */
+  readonly policyIds: readonly string[];
+}
+
+export interface AttestationService {
+  /** Returns the EAR JWT, even when the appraisal is contraindicated; throws AttestationFailed. */
+  verify(req: VerifyRequest): Promise<string>;
+  /** Compiles, then stores `<id>.rego`; throws ParsePolicyError (nothing stored) or InvalidPolicyId. */
+  setPolicy(id: string, regoText: string): Promise<void>;
+  /** Registers an RVPS message; throws RvpsError. */
+  registerReferenceValue(message: unknown): Promise<void>;
+  /** The stored value for the admin API; undefined when unknown. */
+  getReferenceValue(name: string): Promise<unknown | undefined>;
+  /** The token signer's public key as in the token header (with x5c/x5u when configured). */
+  readonly signerPublicJwk: JsonWebKey;
+  /** The configured certificate chain (PEM), when there is one. */
+  readonly signerCertChainPem?: string;
+  close(): Promise<void>;
+}
+
+export interface AttestationServiceOptions {
+  /** Store for reference values when `rvps_config.storage_type` selects another backend. */
+  readonly rvpsStorage?: KvStorage;
+  /** Clock in epoch ms (token times, caches); tests replace it. */
+  readonly now?: () => number;
+  /** Passed to the RVPS and policy caches; 0 reads the store on every use. Default 1000. */
+  readonly cacheTtlMs?: number;
+}
+
+/** More devices than this in one attestation is not a real platform. */
+export const MAX_ADDITIONAL_EVIDENCE = 64;
+
+interface Item {
+  readonly tee: Tee;
+  readonly evidence: unknown;
+  readonly runtimeData: Record<string, unknown>;
+  readonly alg: ReportDataHashAlgorithm;
+  readonly initData: VerifyRequest['initData'];
+}
+
+interface Appraised {
+  readonly tee: Tee;
+  readonly class: TeeClass;
+  readonly claims: Record<string, unknown>;
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+function reportDataOf(item: Item): Buffer {
+  try {
+    return createHash(item.alg).update(canonicalJson(item.runtimeData), 'utf8').digest();
+  } catch (e) {
+    throw new AttestationFailed('REQUEST', `runtime data of ${item.tee} cannot be hashed: ${message(e)}`, {
+      cause: e,
+    });
+  }
+}
+
+function initDataOf(init: VerifyRequest['initData']): { digest: Buffer; claims: unknown } | undefined {
+  if (init === null) return undefined;
+  if (init.format !== 'toml') {
+    throw new AttestationFailed(
+      'REQUEST',
+      `Unsupported initdata format: ${JSON.stringify(init.format.slice(0, 32))}`,
+    );
+  }
+  try {
+    const parsed = parseInitData(init.body);
+    return { digest: initDataDigest(init.body, parsed.algorithm), claims: initDataClaims(parsed) };
+  } catch (e) {
+    throw new AttestationFailed('REQUEST', `initdata rejected: ${message(e)}`, { cause: e });
+  }
+}
+
+export async function createAttestationService(
+  cfg: AttestationServiceConfig,
+  storage: KvStorage,
+  logger: Logger,
+  options: AttestationServiceOptions = {},
+): Promise<AttestationService> {
+  const now = options.now ?? Date.now;
+  const ttl = options.cacheTtlMs ?? 1000;
+  const broker = cfg.tokenBroker;
+  const signer = await loadSigner(broker.signer);
+  const rvps = createRvps(options.rvpsStorage ?? storage, { cacheTtlMs: ttl, now: () => new Date(now()) });
+  const policies = new PolicyStore(storage, logger, { revalidateMs: ttl, now });
+  await policies.seedDefaults();
+  if (broker.signer === undefined) {
+    logger.info('no attestation token signer configured: signing with an ephemeral P-256 key (no x5c)');
+  }
+
+  async function verifyItem(item: Item, out: Appraised[]): Promise<void> {
+    let verifier: ReturnType<typeof getVerifier>;
+    try {
+      verifier = getVerifier(item.tee);
+    } catch (e) {
+      throw new AttestationFailed('EVIDENCE', message(e), { cause: e });
+    }
+    const reportData = reportDataOf(item);
+    const init = initDataOf(item.initData);
+    let results: Awaited<ReturnType<typeof verifier.evaluate>>;
+    try {
+      results = await verifier.evaluate(item.evidence, {
+        reportData,
+        ...(init !== undefined ? { initDataHash: init.digest } : {}),
+      });
+    } catch (e) {
+      throw new AttestationFailed('EVIDENCE', `${item.tee} evidence rejected: ${message(e)}`, { cause: e });
+    }
+    for (const r of results) {
+      out.push({
+        tee: item.tee,
+        class: r.class,
+        claims: transformClaims({
+          tee: item.tee,
+          claims: r.claims,
+          runtimeDataClaims: item.runtimeData,
+          initDataClaims: init?.claims ?? null,
+          verbose: broker.verboseToken,
+        }),
+      });
+    }
+  }
+
+  return {
+    signerPublicJwk: signer.publicJwk,
+    ...(signer.certChainPem !== undefined ? { signerCertChainPem: signer.certChainPem } : {}),
+
+    async verify(req) {
+      const policyId = req.policyIds[0];
+      if (policyId === undefined) throw new AttestationFailed('REQUEST', 'no attestation policy id given');
+      try {
+        checkPolicyId(policyId);
+      } catch (e) {
+        throw new AttestationFailed('REQUEST', message(e), { cause: e });
+      }
+      if (req.additional.length > MAX_ADDITIONAL_EVIDENCE) {
+        throw new AttestationFailed(
+          'REQUEST',
+          `more than ${MAX_ADDITIONAL_EVIDENCE} additional evidence items`,
+        );
+      }
+      const items: Item[] = [
+        {
+          tee: req.tee,
+          evidence: req.evidence,
+          runtimeData: req.runtimeData,
+          alg: req.runtimeDataHashAlgorithm,
+          initData: req.initData,
+        },
+        ...req.additional.map((a) => ({
+          tee: a.tee,
+          evidence: a.evidence,
+          runtimeData: a.runtimeData,
+          alg: a.runtimeDataHashAlgorithm ?? req.runtimeDataHashAlgorithm,
+          initData: null,
+        })),
+      ];
+      const appraised: Appraised[] = [];
+      for (const item of items) await verifyItem(item, appraised);
+
+      const submods = new Map<string, Appraisal>();
+      const perClass = new Map<string, number>();
+      for (const a of appraised) {
+        const classPolicy = `${policyId}_${a.class}`;
+        const result = await policies.evaluate(classPolicy, a.claims, (name) => rvps.query(name));
+        const vector = trustVectorFromPolicy(result.trustClaims, classPolicy);
+        const appraisal: Appraisal = {
+          status: statusOf(vector),
+          vector,
+          policyId,
+          annotatedEvidence: a.claims,
+          extensions: extensionsFromPolicy(result.extensions, classPolicy),
+        };
+        const n = perClass.get(a.class) ?? 0;
+        perClass.set(a.class, n + 1);
+        submods.set(`${a.class}${n}`, appraisal);
+        logger.info(
+          { tee: a.tee, class: a.class, policy: classPolicy, status: appraisal.status, trustVector: vector },
+          'attestation appraised',
+        );
+      }
+
+      const iat = Math.floor(now() / 1000);
+      const payload = earJson({
+        profile: broker.profileName,
+        iat,
+        developer: broker.developerName,
+        build: broker.buildName,
+        submods,
+        exp: iat + broker.durationMin * 60,
+        iss: broker.issuerName,
+      });
+      try {
+        return signer.signJwt(JSON.stringify(payload));
+      } catch (e) {
+        throw new AttestationFailed('TOKEN', 'the attestation token cannot be signed', { cause: e });
+      }
+    },
+
+    async setPolicy(id, regoText) {
+      await policies.set(id, regoText);
+      logger.info({ policy: id }, 'attestation policy set');
+    },
+
+    async registerReferenceValue(msg) {
+      if (
+        typeof msg !== 'string' &&
+        !(msg instanceof Uint8Array) &&
+        (msg === null || typeof msg !== 'object')
+      ) {
+        throw new RvpsError('MESSAGE_MALFORMED', 'RVPS message must be a JSON object');
+      }
+      const names = await rvps.register(msg as RvpsMessageInput);
+      logger.info(names.length > 32 ? { count: names.length } : { names }, 'reference values registered');
+    },
+
+    async getReferenceValue(name) {
+      return (await rvps.get(name))?.value;
+    },
+
+    async close() {},
+  };
+}
