@@ -75,7 +75,15 @@ export class TeeKeyPair {
       if (bits < MIN_RSA_BITS)
         throw new InvalidTeeKey(`RSA TEE key must have at least ${MIN_RSA_BITS} bits, has ${bits}`);
     }
-    return new TeeKeyPair(key, teePubKeyFromPrivateKey(key));
+    let publicJwk: TeePubKey;
+    try {
+      publicJwk = teePubKeyFromPrivateKey(key);
+    } catch (cause) {
+      throw new InvalidTeeKey(`unusable TEE key: ${cause instanceof Error ? cause.message : String(cause)}`, {
+        cause,
+      });
+    }
+    return new TeeKeyPair(key, publicJwk);
   }
 
   /** PKCS#8 PEM for EC keys, PKCS#1 PEM for RSA keys, as guest-components writes them. */
