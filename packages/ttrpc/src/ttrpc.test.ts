@@ -33,7 +33,7 @@ let cleanup: () => Promise<void>;
 let server: TtrpcServer;
 let clients: TtrpcClient[];
 let seenCtx: CallContext[];
-let gates: Map<string, { promise: Promise<void>; resolve: (v: void) => void }>;
+let gates: Map<string, ReturnType<typeof deferred<void>>>;
 
 beforeEach(async () => {
   ({ dir, cleanup } = await tempDir());
