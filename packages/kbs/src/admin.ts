@@ -1,0 +1,130 @@
+// Admin API access (trustee kbs/src/admin): InsecureAllowAll, DenyAll, or a bearer JWT from a trusted
+// identity provider whose mandatory `role` claim an anchored regex ACL allows for the request URI.
+import type { AclRuleConfig, AdminConfig, IdentityProviderConfig } from './config.js';
+import { JwtVerifier } from './jwt/verifier.js';
+
+/** trustee's admin::Error, its Display as the message. */
+export class AdminError extends Error {
+  override readonly name = 'AdminError';
+}
+
+export class AdminAccessDenied extends AdminError {
+  readonly reason: string;
+  constructor(reason: string) {
+    super(`Admin access denied: ${reason}`);
+    this.reason = reason;
+  }
+}
+
+export interface AdminRequest {
+  /** The `Authorization` header. */
+  readonly authorization: string | undefined;
+  /** Request target as received: path and query. */
+  readonly uri: string;
+}
+
+export interface AdminDecision {
+  /** Who was let in, for the log: `insecure`, or the token's role. */
+  readonly principal: string;
+}
+
+export interface AdminAuthorizer {
+  readonly mode: AdminConfig['mode'];
+  /** Throws AdminError when the request may not use the admin API. */
+  check(req: AdminRequest): AdminDecision;
+}
+
+/** actix-web-httpauth's Bearer parse: scheme `Bearer`, one space, the token. */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const sp = header.indexOf(' ');
+  if (sp < 0 || header.slice(0, sp) !== 'Bearer') return undefined;
+  return header.slice(sp + 1);
+}
+
+interface TrustedIssuer {
+  readonly config: IdentityProviderConfig;
+  readonly verifier: JwtVerifier;
+}
+
+function audiences(aud: unknown): string[] {
+  if (typeof aud === 'string') return [aud];
+  if (Array.isArray(aud)) return aud.filter((a): a is string => typeof a === 'string');
+  return [];
+}
+
+class BearerJwtAuthorizer implements AdminAuthorizer {
+  readonly mode = 'AuthenticatedAuthorization' as const;
+  private readonly acls: readonly { role: string; re: RegExp }[];
+
+  constructor(
+    private readonly issuers: readonly TrustedIssuer[],
+    acls: readonly AclRuleConfig[],
+  ) {
+    this.acls = acls.map((a) => ({ role: a.role, re: new RegExp(a.allowedEndpoints, 'u') }));
+  }
+
+  private role(token: string): string {
+    for (const issuer of this.issuers) {
+      let claims: Record<string, unknown>;
+      try {
+        claims = issuer.verifier.verify(token);
+      } catch {
+        continue;
+      }
+      const role = claims.role;
+      if (typeof role !== 'string') throw new AdminAccessDenied('Missing required `role` claim in JWT');
+      const iss = typeof claims.iss === 'string' ? claims.iss : '';
+      if (issuer.config.issuer !== undefined && iss !== issuer.config.issuer) continue;
+      if (issuer.config.audience !== undefined && !audiences(claims.aud).includes(issuer.config.audience))
+        continue;
+      return role;
+    }
+    throw new AdminAccessDenied('Cannot verify token with any of the issuers');
+  }
+
+  check(req: AdminRequest): AdminDecision {
+    const token = bearerToken(req.authorization);
+    if (token === undefined) throw new AdminError('Failed to parse HTTP Auth Bearer header');
+    const role = this.role(token);
+    for (const acl of this.acls) {
+      if (acl.role === role && acl.re.test(req.uri)) return { principal: role };
+    }
+    throw new AdminAccessDenied(`Role ${role} not allowed for path ${req.uri}`);
+  }
+}
+
+export async function createAdminAuthorizer(
+  config: AdminConfig,
+  now?: () => number,
+): Promise<AdminAuthorizer> {
+  switch (config.mode) {
+    case 'InsecureAllowAll':
+      return { mode: config.mode, check: () => ({ principal: 'insecure' }) };
+    case 'DenyAll':
+      return {
+        mode: config.mode,
+        check: () => {
+          throw new AdminAccessDenied('Admin access denied as DenyAll authorization_mode is enabled');
+        },
+      };
+    case 'AuthenticatedAuthorization': {
+      const issuers: TrustedIssuer[] = [];
+      for (const [i, idp] of config.identityProviders.entries()) {
+        try {
+          const verifier = await JwtVerifier.create({
+            ...(idp.jwkSetUri !== undefined && { trustedJwkSets: [idp.jwkSetUri] }),
+            ...(idp.publicKeyUri !== undefined && { trustedPemKeys: [idp.publicKeyUri] }),
+            ...(now !== undefined && { now }),
+          });
+          issuers.push({ config: idp, verifier });
+        } catch (e) {
+          throw new AdminError(
+            `Invalid admin token verifier config: identity_providers[${i}]: ${(e as Error).message}`,
+          );
+        }
+      }
+      return new BearerJwtAuthorizer(issuers, config.acls);
+    }
+  }
+}

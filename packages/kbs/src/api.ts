@@ -1,0 +1,313 @@
+// The `/kbs/v0/<plugin>/...` dispatcher (trustee kbs/src/api_server.rs `api`): the built-in endpoints,
+// then the resource plugin, each with upstream's admin, token and policy checks and error kinds.
+import {
+  decodeBase64UrlStrict,
+  jweEncrypt,
+  KbsError,
+  parseJson,
+  parseResourcePath,
+  type ResourcePath,
+} from '@broker/protocol';
+import type { Logger } from 'pino';
+import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
+import type { AttestationService } from './attestation/index.js';
+import type { KbsMetrics } from './metrics.js';
+import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
+import type { Rcar } from './rcar.js';
+import { emptyReply, jsonReply, type Reply } from './reply.js';
+import type { ResourceRepository } from './repository.js';
+import type { SessionStore } from './session.js';
+import type { AttestationTokenVerifier } from './token.js';
+
+export interface ApiRequest {
+  readonly method: string;
+  /** Request target as received (path and query). */
+  readonly uri: string;
+  /** Decoded path segments after `/kbs/v0/`; the first names the plugin. */
+  readonly segments: readonly string[];
+  readonly query: Readonly<Record<string, string>>;
+  readonly authorization: string | undefined;
+  readonly sessionId: string | undefined;
+  readonly body: Uint8Array;
+}
+
+export interface ApiDeps {
+  readonly rcar: Rcar;
+  readonly sessions: SessionStore;
+  readonly attestation: AttestationService;
+  readonly tokens: AttestationTokenVerifier;
+  readonly admin: AdminAuthorizer;
+  readonly policy: ResourcePolicy;
+  /** Absent when no `[[plugins]] name = "resource"` is configured. */
+  readonly repository: ResourceRepository | undefined;
+  readonly metrics: KbsMetrics;
+  readonly logger: Logger;
+}
+
+const TEXT_XML = { 'content-type': 'text/xml' };
+
+function utf8(body: Uint8Array): string | undefined {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    return undefined;
+  }
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export class Api {
+  constructor(private readonly deps: ApiDeps) {}
+
+  private checkAdmin(req: ApiRequest, endpoint: string): void {
+    try {
+      const d = this.deps.admin.check({ authorization: req.authorization, uri: req.uri });
+      this.deps.logger.info(
+        { endpoint, principal: d.principal, mode: this.deps.admin.mode },
+        'admin access granted',
+      );
+    } catch (e) {
+      const msg = e instanceof AdminError ? e.message : 'Admin access denied';
+      throw new KbsError('AdminAuthAccess', `admin access denied for endpoint ${endpoint}: ${msg}`, {
+        cause: e,
+      });
+    }
+  }
+
+  async handle(req: ApiRequest): Promise<Reply> {
+    const plugin = req.segments[0] ?? '';
+    const rest = req.segments.slice(1);
+    const { method } = req;
+    switch (plugin) {
+      case 'auth':
+        if (method === 'POST') return this.deps.rcar.auth(req.body);
+        break;
+      case 'attest':
+        if (method === 'POST') return this.deps.rcar.attest(req.body, req.sessionId);
+        break;
+      case 'attestation-policy':
+        if (method === 'POST') return this.setAttestationPolicy(req);
+        break;
+      case 'reference-value':
+        if (method === 'GET') return this.getReferenceValue(req, rest.join('/'));
+        if (method === 'POST') return this.registerReferenceValue(req);
+        break;
+      case 'resource-policy':
+        if (method === 'POST') return this.setResourcePolicy(req);
+        if (method === 'GET') return this.listResourcePolicies(req);
+        break;
+    }
+    if (plugin === 'resource' && this.deps.repository !== undefined) {
+      return this.resource(req, this.deps.repository, rest);
+    }
+    throw new KbsError('PluginNotFound', `Plugin ${plugin} not found`);
+  }
+
+  private async setAttestationPolicy(req: ApiRequest): Promise<Reply> {
+    this.checkAdmin(req, 'attestation-policy');
+    const failed = (cause: unknown) =>
+      new KbsError('AttestationError', 'Attestation error: Set Attestation Policy failed', { cause });
+    let input: unknown;
+    try {
+      input = parseJson(req.body);
+    } catch (e) {
+      throw failed(e);
+    }
+    if (!isRecord(input) || typeof input.policy_id !== 'string' || typeof input.policy !== 'string') {
+      throw failed(new Error('parse set policy request: policy_id and policy must be strings'));
+    }
+    const bytes = decodeBase64UrlStrict(input.policy);
+    const text = bytes === null ? undefined : utf8(bytes);
+    if (text === undefined) throw failed(new Error('policy is not base64url (no padding) of UTF-8 text'));
+    try {
+      await this.deps.attestation.setPolicy(input.policy_id, text);
+    } catch (e) {
+      throw failed(e);
+    }
+    this.deps.logger.info({ policyId: input.policy_id }, 'attestation policy set');
+    return emptyReply();
+  }
+
+  private async getReferenceValue(req: ApiRequest, id: string): Promise<Reply> {
+    this.checkAdmin(req, 'reference-value');
+    let value: unknown;
+    try {
+      value = await this.deps.attestation.getReferenceValue(id);
+    } catch (e) {
+      throw new KbsError(
+        'RvpsError',
+        `RVPS configuration failed: Failed to get reference_values: ${(e as Error).message}`,
+      );
+    }
+    if (value === undefined) {
+      throw new KbsError(
+        'RvpsError',
+        `RVPS configuration failed: Failed to get reference_values: No reference value found for the given id: ${id.slice(0, 256)}`,
+      );
+    }
+    return jsonReply(JSON.stringify(value));
+  }
+
+  private async registerReferenceValue(req: ApiRequest): Promise<Reply> {
+    this.checkAdmin(req, 'reference-value');
+    const message = utf8(req.body);
+    if (message === undefined) {
+      throw new KbsError('RvpsError', 'RVPS configuration failed: Failed to parse reference value message');
+    }
+    try {
+      await this.deps.attestation.registerReferenceValue(message);
+    } catch (e) {
+      throw new KbsError(
+        'RvpsError',
+        `RVPS configuration failed: Failed to register reference value: ${(e as Error).message}`,
+      );
+    }
+    this.deps.logger.info('reference values registered');
+    return { status: 200, headers: { 'content-type': 'application/json' }, body: '' };
+  }
+
+  private async setResourcePolicy(req: ApiRequest): Promise<Reply> {
+    this.checkAdmin(req, 'resource-policy');
+    const parseError = (msg: string) => new KbsError('ParsePolicyError', `Failed to parse policy: ${msg}`);
+    let doc: unknown;
+    try {
+      doc = parseJson(req.body);
+    } catch {
+      throw parseError('Illegal SetPolicy Request Json');
+    }
+    const policy = isRecord(doc) ? doc.policy : undefined;
+    if (policy === undefined) throw parseError('No `policy` field inside SetPolicy Request Json');
+    if (typeof policy !== 'string')
+      throw parseError('`policy` field is not a string in SetPolicy Request Json');
+    const bytes = decodeBase64UrlStrict(policy);
+    if (bytes === null) throw parseError('Failed to decode policy: not base64url without padding');
+    const text = utf8(bytes);
+    if (text === undefined) throw parseError('Failed to decode policy: invalid utf-8');
+    try {
+      await this.deps.policy.set(text);
+    } catch (e) {
+      if (e instanceof PolicyEngineError)
+        throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`);
+      throw e;
+    }
+    this.deps.logger.info('resource policy set');
+    return emptyReply();
+  }
+
+  private async listResourcePolicies(req: ApiRequest): Promise<Reply> {
+    this.checkAdmin(req, 'resource-policy');
+    try {
+      return jsonReply(JSON.stringify(await this.deps.policy.list()));
+    } catch (e) {
+      if (e instanceof PolicyEngineError)
+        throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`);
+      throw e;
+    }
+  }
+
+  private resourcePath(rest: readonly string[]): ResourcePath {
+    try {
+      return parseResourcePath(rest.join('/'));
+    } catch (e) {
+      throw new KbsError('PluginInternalError', undefined, { cause: e });
+    }
+  }
+
+  private async resource(req: ApiRequest, repo: ResourceRepository, rest: readonly string[]): Promise<Reply> {
+    const { metrics, logger } = this.deps;
+    if (req.method === 'POST' || req.method === 'DELETE') {
+      try {
+        this.deps.admin.check({ authorization: req.authorization, uri: req.uri });
+      } catch (e) {
+        // trustee reports a denied plugin admin call as AdminAuthInitialization.
+        const msg = e instanceof AdminError ? e.message : 'Admin access denied';
+        throw new KbsError('AdminAuthInitialization', `failed to initialize [admin] configuration: ${msg}`, {
+          cause: e,
+        });
+      }
+      const path = this.resourcePath(rest);
+      const label = `${path.repository}/${path.type}/${path.tag}`;
+      try {
+        if (req.method === 'POST') {
+          await repo.write(path, req.body);
+          metrics.resourceWrites.labels(label).inc();
+        } else {
+          await repo.delete(path);
+          metrics.resourceDeletes.labels(label).inc();
+        }
+      } catch (e) {
+        throw new KbsError('PluginInternalError', undefined, { cause: e });
+      }
+      logger.info({ resource: label, op: req.method === 'POST' ? 'write' : 'delete' }, 'resource changed');
+      return emptyReply(TEXT_XML);
+    }
+
+    // Everything else is a client call: attestation token, then policy, then the plugin.
+    const token = await this.attestationToken(req);
+    let claims: Record<string, unknown>;
+    try {
+      claims = this.deps.tokens.verify(token);
+    } catch (e) {
+      throw new KbsError('TokenVerifierError', undefined, { cause: e });
+    }
+    const data: PolicyData = { plugin: 'resource', 'resource-path': rest, query: req.query };
+    metrics.policyEvaluations.inc();
+    let allow: boolean;
+    try {
+      const decision = await this.deps.policy.evaluate(claims, data);
+      if (decision.anomaly !== undefined) {
+        metrics.policyErrors.inc();
+        logger.warn(decision.anomaly);
+      }
+      allow = decision.allow;
+    } catch (e) {
+      metrics.policyErrors.inc();
+      if (e instanceof PolicyEngineError) {
+        throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`, { cause: e });
+      }
+      throw e;
+    }
+    if (!allow) {
+      metrics.policyViolations.inc();
+      throw new KbsError('PolicyDeny', undefined);
+    }
+    metrics.policyApprovals.inc();
+    if (req.method !== 'GET') {
+      throw new KbsError('PluginInternalError', undefined, {
+        cause: new Error('Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`'),
+      });
+    }
+    const path = this.resourcePath(rest);
+    let plaintext: Uint8Array;
+    try {
+      plaintext = await repo.read(path);
+    } catch (e) {
+      throw new KbsError('PluginInternalError', undefined, { cause: e });
+    }
+    metrics.resourceReads.labels(`${path.repository}/${path.type}/${path.tag}`).inc();
+    let teeKey: ReturnType<AttestationTokenVerifier['teePublicKey']>;
+    try {
+      teeKey = this.deps.tokens.teePublicKey(claims);
+    } catch (e) {
+      throw new KbsError('TokenVerifierError', undefined, { cause: e });
+    }
+    let jwe: unknown;
+    try {
+      jwe = jweEncrypt(plaintext, teeKey);
+    } catch (e) {
+      throw new KbsError('JweError', undefined, { cause: e });
+    }
+    return jsonReply(JSON.stringify(jwe));
+  }
+
+  /** The token of an attested cookie session, else the Bearer token; TokenNotFound when neither. */
+  private async attestationToken(req: ApiRequest): Promise<string> {
+    const session = await this.deps.sessions.get(req.sessionId);
+    if (session?.status === 'Attested') return session.token;
+    const bearer = bearerToken(req.authorization);
+    if (bearer === undefined) throw new KbsError('TokenNotFound');
+    return bearer;
+  }
+}

@@ -1,0 +1,473 @@
+// `kbs --config-file kbs-config.toml`: trustee's configuration keys (kbs/src/config.rs and the structs it
+// embeds), with every section strict about unknown keys.
+import { readFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { extname } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+import { type AttestationServiceConfig, parseAttestationServiceConfig } from './attestation/index.js';
+import { ConfigError, isTable, Section } from './config-reader.js';
+import { DEFAULT_LOCAL_FS_DIR } from './storage/local-fs.js';
+
+export { ConfigError } from './config-reader.js';
+
+export const DEFAULT_SOCKET = '127.0.0.1:8080';
+/** MiB, trustee's default `payload_request_size`. */
+export const DEFAULT_PAYLOAD_REQUEST_SIZE = 2;
+/** trustee's pre-unified-storage resource repository (`[[plugins]] type = "LocalFs"`). */
+export const DEFAULT_LEGACY_REPOSITORY_DIR = '/opt/confidential-containers/kbs/repository';
+const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
+
+export interface SocketAddress {
+  /** IP literal, without brackets for IPv6. */
+  readonly host: string;
+  readonly port: number;
+}
+
+export type TlsProfile = 'old' | 'intermediate' | 'modern' | 'custom';
+export type TlsVersion = '1.2' | '1.3';
+
+export interface TlsConfig {
+  readonly profile: TlsProfile;
+  readonly minVersion?: TlsVersion;
+  readonly maxVersion?: TlsVersion;
+  /** OpenSSL cipher list (TLS 1.2 ciphers and TLS 1.3 suites, colon-separated). */
+  readonly ciphers?: string;
+  /** Key-exchange groups, colon-separated. */
+  readonly groups?: string;
+}
+
+export interface HttpServerConfig {
+  readonly sockets: readonly SocketAddress[];
+  readonly insecureHttp: boolean;
+  readonly privateKey?: string;
+  readonly certificate?: string;
+  /** Request body limit in MiB. */
+  readonly payloadRequestSize: number;
+  /** Accepted for compatibility; one Node process serves all sockets. */
+  readonly workerCount?: number;
+  readonly tls: TlsConfig;
+}
+
+export interface AttestationTokenConfig {
+  readonly trustedCertsPaths: readonly string[];
+  readonly trustedJwkSets: readonly string[];
+  /** JSON pointers tried before the built-in ones when looking for the TEE key in the token claims. */
+  readonly extraTeekeyPaths: readonly string[];
+  readonly insecureHeaderJwk: boolean;
+}
+
+export interface IdentityProviderConfig {
+  readonly issuer?: string;
+  readonly audience?: string;
+  readonly publicKeyUri?: string;
+  readonly jwkSetUri?: string;
+}
+
+export interface AclRuleConfig {
+  readonly role: string;
+  readonly allowedEndpoints: string;
+}
+
+export type AdminConfig =
+  | { readonly mode: 'InsecureAllowAll' }
+  | { readonly mode: 'DenyAll' }
+  | {
+      readonly mode: 'AuthenticatedAuthorization';
+      readonly identityProviders: readonly IdentityProviderConfig[];
+      readonly acls: readonly AclRuleConfig[];
+    };
+
+export type StorageType = 'Memory' | 'LocalFs';
+
+export interface StorageBackendConfig {
+  readonly storageType: StorageType;
+  /** `[storage_backend.backends.local_fs] dir_path`, when that table is present. */
+  readonly localFsDir?: string;
+}
+
+export type ResourcePluginConfig =
+  /** The resource plugin stores in the `repository` namespace of `[storage_backend]`. */
+  | { readonly backend: 'kvstorage' }
+  /** trustee's earlier form: a directory tree `<dir_path>/<repo>/<type>/<tag>` of its own. */
+  | { readonly backend: 'LocalFs'; readonly dirPath: string };
+
+export interface KbsConfig {
+  readonly httpServer: HttpServerConfig;
+  readonly attestationToken: AttestationTokenConfig;
+  readonly attestationService: AttestationServiceConfig;
+  readonly admin: AdminConfig;
+  readonly storageBackend: StorageBackendConfig;
+  /** Where sessions live when not in `storageBackend.storageType`. */
+  readonly sessionStorageType?: StorageType;
+  /** The `resource` plugin, when a `[[plugins]]` entry enables it. */
+  readonly resourcePlugin?: ResourcePluginConfig;
+  /** Accepted but unused settings, for the operator to see at startup. */
+  readonly warnings: readonly string[];
+}
+
+function parseSocket(s: string, where: string): SocketAddress {
+  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(s) ?? /^([^:]+):(\d{1,5})$/.exec(s);
+  const host = m?.[1];
+  const port = Number(m?.[2]);
+  if (host === undefined || isIP(host) === 0 || !(port >= 0 && port <= 65535)) {
+    throw new ConfigError(`${where} sockets: ${JSON.stringify(s)} is not an IP:port socket address`);
+  }
+  if (m === null || (isIP(host) === 6 && !s.startsWith('['))) {
+    throw new ConfigError(`${where} sockets: write IPv6 addresses as [addr]:port, got ${JSON.stringify(s)}`);
+  }
+  return { host, port };
+}
+
+function oneOf<T extends string>(
+  value: string | undefined,
+  allowed: Record<string, T>,
+  where: string,
+  key: string,
+): T | undefined {
+  if (value === undefined) return undefined;
+  const v = Object.hasOwn(allowed, value) ? allowed[value] : undefined;
+  if (v === undefined) {
+    const names = [...new Set(Object.keys(allowed))].join(', ');
+    throw new ConfigError(`${where} ${key}: ${JSON.stringify(value)} is not one of ${names}`);
+  }
+  return v;
+}
+
+function parseHttpServer(s: Section, warnings: string[]): HttpServerConfig {
+  const sockets = s.has('sockets') ? s.stringArray('sockets') : [DEFAULT_SOCKET];
+  if (sockets.length === 0) throw new ConfigError(`${s.where} sockets: at least one socket is required`);
+  const insecureHttp = s.bool('insecure_http', false);
+  const privateKey = s.optString('private_key');
+  const certificate = s.optString('certificate');
+  const payloadRequestSize = s.optInt('payload_request_size', 1, 4096) ?? DEFAULT_PAYLOAD_REQUEST_SIZE;
+  const workerCount = s.optInt('worker_count', 1, 1024);
+  if (workerCount !== undefined) {
+    warnings.push(
+      `[http_server] worker_count = ${workerCount} is accepted but one Node process serves requests`,
+    );
+  }
+  const versions: Record<string, TlsVersion> = { '1.2': '1.2', '1.3': '1.3' };
+  const profile =
+    oneOf(
+      s.optString('tls_profile'),
+      { old: 'old', intermediate: 'intermediate', modern: 'modern', custom: 'custom' } as const,
+      s.where,
+      'tls_profile',
+    ) ?? 'intermediate';
+  const minVersion = oneOf(s.optString('tls_min_version'), versions, s.where, 'tls_min_version');
+  const maxVersion = oneOf(s.optString('tls_max_version'), versions, s.where, 'tls_max_version');
+  const ciphers = s.optString('tls_ciphers');
+  const groups = s.optString('tls_groups');
+  s.finish();
+  if (minVersion === '1.3' && maxVersion === '1.2') {
+    throw new ConfigError(`${s.where} tls_min_version (1.3) cannot be greater than tls_max_version (1.2)`);
+  }
+  if (!insecureHttp && (privateKey === undefined || certificate === undefined)) {
+    const missing = [
+      privateKey === undefined ? 'private_key' : '',
+      certificate === undefined ? 'certificate' : '',
+    ]
+      .filter(Boolean)
+      .join(' and ');
+    throw new ConfigError(
+      `${s.where} ${missing} missing: HTTPS needs private_key and certificate (PEM files); set insecure_http = true only for plain-HTTP testing`,
+    );
+  }
+  const tls: TlsConfig = {
+    profile,
+    ...(minVersion && { minVersion }),
+    ...(maxVersion && { maxVersion }),
+    ...(ciphers !== undefined && { ciphers }),
+    ...(groups !== undefined && { groups }),
+  };
+  return {
+    sockets: sockets.map((x) => parseSocket(x, s.where)),
+    insecureHttp,
+    ...(privateKey !== undefined && { privateKey }),
+    ...(certificate !== undefined && { certificate }),
+    payloadRequestSize,
+    ...(workerCount !== undefined && { workerCount }),
+    tls,
+  };
+}
+
+function parseAttestationToken(s: Section | undefined, warnings: string[]): AttestationTokenConfig {
+  if (s === undefined) {
+    return { trustedCertsPaths: [], trustedJwkSets: [], extraTeekeyPaths: [], insecureHeaderJwk: false };
+  }
+  const trustedCertsPaths = s.stringArray('trusted_certs_paths');
+  const trustedJwkSets = s.stringArray('trusted_jwk_sets');
+  const extraTeekeyPaths = s.stringArray('extra_teekey_paths');
+  const insecureHeaderJwk = s.bool('insecure_header_jwk', false);
+  if (s.raw('insecure_key') !== undefined) {
+    warnings.push(
+      '[attestation_token] insecure_key is a legacy key and is ignored (see insecure_header_jwk)',
+    );
+  }
+  s.finish({
+    trusted_certs: 'did you mean trusted_certs_paths?',
+    trusted_jwk_set: 'did you mean trusted_jwk_sets?',
+  });
+  for (const p of extraTeekeyPaths) {
+    if (p !== '' && !p.startsWith('/')) {
+      throw new ConfigError(
+        `${s.where} extra_teekey_paths: ${JSON.stringify(p)} is not a JSON pointer (/a/b)`,
+      );
+    }
+  }
+  return { trustedCertsPaths, trustedJwkSets, extraTeekeyPaths, insecureHeaderJwk };
+}
+
+function parseAdmin(s: Section): AdminConfig {
+  const mode = s.optString('authorization_mode');
+  if (mode === undefined) {
+    throw new ConfigError(
+      `${s.where} authorization_mode is required: InsecureAllowAll, DenyAll or AuthenticatedAuthorization`,
+    );
+  }
+  const legacy = {
+    auth_public_key: 'removed upstream: use authorization_mode = "AuthenticatedAuthorization"',
+    insecure_api: 'removed upstream: use authorization_mode = "InsecureAllowAll"',
+  };
+  if (mode === 'InsecureAllowAll' || mode === 'DenyAll') {
+    s.finish(legacy);
+    return { mode };
+  }
+  if (mode !== 'AuthenticatedAuthorization') {
+    throw new ConfigError(
+      `${s.where} authorization_mode: ${JSON.stringify(mode)} is not one of InsecureAllowAll, DenyAll, AuthenticatedAuthorization`,
+    );
+  }
+  const authn = s.optSection('authentication');
+  const authz = s.optSection('authorization');
+  s.finish(legacy);
+  if (authn === undefined || authz === undefined) {
+    throw new ConfigError(
+      `${s.where} AuthenticatedAuthorization needs [admin.authentication.bearer_jwt] and [admin.authorization.regex_acl]`,
+    );
+  }
+  const bearer = authn.optSection('bearer_jwt');
+  authn.finish();
+  if (bearer === undefined) throw new ConfigError(`${authn.where} needs a bearer_jwt table`);
+  const identityProviders = bearer.sectionArray('identity_providers').map((idp): IdentityProviderConfig => {
+    const issuer = idp.optString('issuer');
+    const audience = idp.optString('audience');
+    const publicKeyUri = idp.optString('public_key_uri');
+    const jwkSetUri = idp.optString('jwk_set_uri');
+    idp.finish();
+    if (publicKeyUri === undefined && jwkSetUri === undefined) {
+      throw new ConfigError(`${idp.where} must set public_key_uri and/or jwk_set_uri`);
+    }
+    return {
+      ...(issuer !== undefined && { issuer }),
+      ...(audience !== undefined && { audience }),
+      ...(publicKeyUri !== undefined && { publicKeyUri }),
+      ...(jwkSetUri !== undefined && { jwkSetUri }),
+    };
+  });
+  bearer.finish();
+  if (identityProviders.length === 0) {
+    throw new ConfigError(
+      'AuthenticatedAuthorization requires at least one `identity_providers` entry in [admin.authentication.bearer_jwt]',
+    );
+  }
+  const regex = authz.optSection('regex_acl');
+  authz.finish();
+  if (regex === undefined) throw new ConfigError(`${authz.where} needs a regex_acl table`);
+  const acls = regex.sectionArray('acls').map((a): AclRuleConfig => {
+    const role = a.string('role');
+    const allowedEndpoints = a.string('allowed_endpoints', '');
+    a.finish();
+    if (!allowedEndpoints.startsWith('^/kbs') || !allowedEndpoints.endsWith('$')) {
+      throw new ConfigError(
+        `${a.where} allowed_endpoints ${JSON.stringify(allowedEndpoints)}: Admin Role regex must be anchored (^/kbs…$)`,
+      );
+    }
+    try {
+      new RegExp(allowedEndpoints, 'u');
+    } catch (e) {
+      throw new ConfigError(`${a.where} allowed_endpoints: ${(e as Error).message}`);
+    }
+    return { role, allowedEndpoints };
+  });
+  regex.finish();
+  return { mode, identityProviders, acls };
+}
+
+const STORAGE_TYPES: Record<string, string> = {
+  Memory: 'Memory',
+  memory: 'Memory',
+  LocalFs: 'LocalFs',
+  local_fs: 'LocalFs',
+  LocalJson: 'LocalJson',
+  local_json: 'LocalJson',
+  Postgres: 'Postgres',
+  postgres: 'Postgres',
+  Redis: 'Redis',
+  redis: 'Redis',
+};
+
+function storageType(value: string | undefined, where: string, key: string): StorageType | undefined {
+  const t = oneOf(value, STORAGE_TYPES, where, key);
+  if (t === undefined || t === 'Memory' || t === 'LocalFs') return t;
+  throw new ConfigError(
+    `${where} ${key}: storage type ${t} is not supported by this KBS (supported: Memory, LocalFs)`,
+  );
+}
+
+function parseStorageBackend(s: Section | undefined, warnings: string[]): StorageBackendConfig {
+  if (s === undefined) return { storageType: 'Memory' };
+  const type = storageType(s.optString('storage_type'), s.where, 'storage_type') ?? 'Memory';
+  const backends = s.optSection('backends');
+  s.finish({
+    session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
+  });
+  let localFsDir: string | undefined;
+  if (backends !== undefined) {
+    const lfs = backends.optSection('local_fs');
+    if (lfs !== undefined) {
+      localFsDir = lfs.string('dir_path', DEFAULT_LOCAL_FS_DIR);
+      lfs.finish({
+        session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
+      });
+    }
+    for (const unused of ['local_json', 'postgres', 'redis']) {
+      if (backends.raw(unused) !== undefined) {
+        warnings.push(`${backends.where.slice(0, -1)}.${unused}] is ignored: that backend is not supported`);
+      }
+    }
+    backends.finish();
+  }
+  if (type === 'LocalFs' && localFsDir === undefined) {
+    throw new ConfigError(
+      `${s.where} storage_type = "LocalFs" needs [storage_backend.backends.local_fs] with dir_path (Local FS configuration is required)`,
+    );
+  }
+  return { storageType: type, ...(localFsDir !== undefined && { localFsDir }) };
+}
+
+function parsePlugins(list: Section[]): ResourcePluginConfig | undefined {
+  let resource: ResourcePluginConfig | undefined;
+  for (const p of list) {
+    const name = p.string('name');
+    if (name !== 'resource' && name !== 'ResourceStorage') {
+      throw new ConfigError(
+        `${p.where} plugin ${JSON.stringify(name)} is not supported by this KBS (supported: resource)`,
+      );
+    }
+    if (resource !== undefined) throw new ConfigError(`${p.where} the resource plugin is configured twice`);
+    const backendType = p.optString('storage_backend_type');
+    const legacyType = p.optString('type');
+    if (backendType !== undefined && legacyType !== undefined) {
+      throw new ConfigError(`${p.where} set storage_backend_type or the legacy type, not both`);
+    }
+    if (legacyType !== undefined) {
+      if (legacyType !== 'LocalFs' && legacyType !== 'local_fs') {
+        throw new ConfigError(
+          `${p.where} type: ${JSON.stringify(legacyType)} is not supported (supported: LocalFs)`,
+        );
+      }
+      resource = { backend: 'LocalFs', dirPath: p.string('dir_path', DEFAULT_LEGACY_REPOSITORY_DIR) };
+    } else {
+      const t = backendType ?? 'kvstorage';
+      if (t !== 'kvstorage' && t !== 'KvStorage') {
+        throw new ConfigError(
+          `${p.where} storage_backend_type: ${JSON.stringify(t)} is not supported by this KBS (supported: kvstorage)`,
+        );
+      }
+      resource = { backend: 'kvstorage' };
+    }
+    p.finish({
+      dir_path:
+        'dir_path belongs to type = "LocalFs"; with kvstorage set [storage_backend.backends.local_fs]',
+    });
+  }
+  return resource;
+}
+
+/** Build the configuration from a parsed document (the TOML tables as plain objects). */
+export function parseKbsConfig(doc: unknown): KbsConfig {
+  const root = Section.of(doc, 'the configuration');
+  const warnings: string[] = [];
+  const http = root.optSection('http_server', '[http_server]');
+  const admin = root.optSection('admin', '[admin]');
+  if (http === undefined)
+    throw new ConfigError('[http_server] is required (it may be empty to take the defaults)');
+  if (admin === undefined) throw new ConfigError('[admin] is required, with authorization_mode');
+  const httpServer = parseHttpServer(http, warnings);
+  const attestationToken = parseAttestationToken(
+    root.optSection('attestation_token', '[attestation_token]'),
+    warnings,
+  );
+  const asTable = root.raw('attestation_service');
+  if (asTable !== undefined && !isTable(asTable))
+    throw new ConfigError('[attestation_service] must be a table');
+  let attestationService: AttestationServiceConfig;
+  try {
+    attestationService = parseAttestationServiceConfig(asTable ?? {});
+  } catch (e) {
+    const msg = (e as Error).message;
+    throw new ConfigError(msg.includes('attestation_service') ? msg : `[attestation_service] ${msg}`, {
+      cause: e,
+    });
+  }
+  const adminConfig = parseAdmin(admin);
+  const storageBackend = parseStorageBackend(
+    root.optSection('storage_backend', '[storage_backend]'),
+    warnings,
+  );
+  const sessionStorageType = storageType(
+    root.optString('session_storage_type'),
+    'the top level',
+    'session_storage_type',
+  );
+  if (sessionStorageType === 'LocalFs' && storageBackend.localFsDir === undefined) {
+    throw new ConfigError(
+      'session_storage_type = "LocalFs" needs [storage_backend.backends.local_fs] with dir_path (Local FS configuration is required)',
+    );
+  }
+  const resourcePlugin = parsePlugins(root.sectionArray('plugins', '[[plugins]]'));
+  root.finish({
+    repository: 'use [[plugins]] name = "resource"',
+    policy_engine: 'the resource policy is set through the admin API',
+  });
+  return {
+    httpServer,
+    attestationToken,
+    attestationService,
+    admin: adminConfig,
+    storageBackend,
+    ...(sessionStorageType !== undefined && { sessionStorageType }),
+    ...(resourcePlugin !== undefined && { resourcePlugin }),
+    warnings,
+  };
+}
+
+/** Parse configuration text; `.json` files are JSON, everything else TOML (trustee's usual format). */
+export function parseKbsConfigText(text: string, fileName = 'kbs-config.toml'): KbsConfig {
+  let doc: unknown;
+  try {
+    doc = extname(fileName).toLowerCase() === '.json' ? JSON.parse(text) : parseToml(text);
+  } catch (e) {
+    throw new ConfigError(`${fileName}: ${(e as Error).message}`, { cause: e });
+  }
+  try {
+    return parseKbsConfig(doc);
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(`${fileName}: ${e.message}`, { cause: e.cause });
+    throw e;
+  }
+}
+
+export async function loadKbsConfig(path: string): Promise<KbsConfig> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(path);
+  } catch (e) {
+    throw new ConfigError(`failed to read configuration file ${path}: ${(e as Error).message}`, { cause: e });
+  }
+  if (bytes.length > MAX_CONFIG_FILE_BYTES) {
+    throw new ConfigError(`configuration file ${path} is larger than ${MAX_CONFIG_FILE_BYTES} bytes`);
+  }
+  return parseKbsConfigText(bytes.toString('utf8'), path);
+}

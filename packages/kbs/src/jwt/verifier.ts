@@ -1,0 +1,207 @@
+// Token verification as trustee's JwtVerifier does it (kbs/src/crypto/jwt.rs), shared by the attestation
+// token check on resource requests and the admin bearer tokens:
+//  - a header `jwk` is used as-is only in insecure mode; otherwise its x5c chain must reach a trusted cert;
+//  - without a header `jwk`, the header `kid` selects a key from the trusted JWK sets;
+//  - the algorithm is the key's `alg` (required) and the header must name the same one;
+//  - when no key can be selected that way, trusted PEM keys are tried with the header's algorithm;
+//  - `exp` is required with 60 s leeway.
+import { createPublicKey, type KeyObject, type X509Certificate } from 'node:crypto';
+import {
+  checkExpiry,
+  decodeJwt,
+  headerAlgorithm,
+  isJwsAlgorithm,
+  type JwsAlgorithm,
+  JwtVerificationError,
+  keyFitsAlgorithm,
+  type PublicJwk,
+  publicKeyFromJwk,
+  verifySignature,
+} from './jws.js';
+import { readJwkSet, readSource, TrustMaterialError } from './sources.js';
+import { certificatesFromPem, verifyX5cEndorsement } from './x5c.js';
+
+export interface JwtVerifierOptions {
+  /** JWK set sources (paths, file:// or https://); tokens select a key by `kid`. */
+  readonly trustedJwkSets?: readonly string[];
+  /** PEM files of trusted certificates, anchors for header-JWK x5c chains. */
+  readonly trustedCertsPaths?: readonly string[];
+  /** PEM public keys (paths, file:// or https://), tried with the header's algorithm. */
+  readonly trustedPemKeys?: readonly string[];
+  /** Accept a header JWK without checking who endorsed it. For tests only. */
+  readonly insecureHeaderJwk?: boolean;
+  /** Clock in epoch milliseconds. */
+  readonly now?: () => number;
+}
+
+export interface TrustMaterial {
+  readonly jwks: readonly PublicJwk[];
+  readonly certs: readonly X509Certificate[];
+  readonly pemKeys: readonly KeyObject[];
+  readonly insecureHeaderJwk: boolean;
+}
+
+interface SelectedKey {
+  readonly key: KeyObject;
+  readonly alg: JwsAlgorithm;
+}
+
+const HEADER_KEY_CACHE_SIZE = 1024;
+/** How long an x5c endorsement is reused before the chain is checked again. */
+const ENDORSEMENT_TTL_MS = 60_000;
+
+function keyAlgorithm(jwk: Record<string, unknown>): JwsAlgorithm {
+  const alg = jwk.alg;
+  if (alg === undefined) throw new JwtVerificationError('Failed to find key_algorithm in Jwk');
+  if (!isJwsAlgorithm(alg)) {
+    throw new JwtVerificationError(
+      `Jwk alg ${JSON.stringify(String(alg).slice(0, 16))} is not an allowed signature algorithm`,
+    );
+  }
+  return alg;
+}
+
+export class JwtVerifier {
+  private readonly material: TrustMaterial;
+  private readonly now: () => number;
+  /** Parsed (and, when endorsed, checked) header JWKs, keyed by their JSON. */
+  private readonly headerKeys = new Map<string, SelectedKey & { readonly until: number }>();
+  private readonly kidKeys = new Map<string, SelectedKey>();
+
+  constructor(material: TrustMaterial, now: () => number = Date.now) {
+    this.material = material;
+    this.now = now;
+    for (const jwk of material.jwks) {
+      if (typeof jwk.kid !== 'string' || this.kidKeys.has(jwk.kid)) continue;
+      // Encryption keys and keys without a signature algorithm cannot verify a token.
+      if (jwk.use === 'enc' || !isJwsAlgorithm(jwk.alg)) continue;
+      let key: KeyObject;
+      try {
+        key = publicKeyFromJwk(jwk);
+      } catch (e) {
+        throw new TrustMaterialError(`trusted JWK ${JSON.stringify(jwk.kid)}: ${(e as Error).message}`);
+      }
+      if (!keyFitsAlgorithm(key, jwk.alg)) {
+        throw new TrustMaterialError(
+          `trusted JWK ${JSON.stringify(jwk.kid)}: key type does not fit alg ${jwk.alg}`,
+        );
+      }
+      this.kidKeys.set(jwk.kid, { key, alg: jwk.alg });
+    }
+  }
+
+  /** Loads the trust material; throws TrustMaterialError naming the source that failed. */
+  static async create(options: JwtVerifierOptions): Promise<JwtVerifier> {
+    const jwks: PublicJwk[] = [];
+    for (const uri of options.trustedJwkSets ?? []) jwks.push(...(await readJwkSet(uri)));
+    const certs: X509Certificate[] = [];
+    for (const path of options.trustedCertsPaths ?? []) {
+      const pem = (await readSource(path)).toString('utf8');
+      try {
+        certs.push(...certificatesFromPem(pem, path));
+      } catch (e) {
+        throw new TrustMaterialError((e as Error).message);
+      }
+    }
+    const pemKeys: KeyObject[] = [];
+    for (const uri of options.trustedPemKeys ?? []) {
+      try {
+        pemKeys.push(createPublicKey((await readSource(uri)).toString('utf8')));
+      } catch (e) {
+        if (e instanceof TrustMaterialError) throw e;
+        throw new TrustMaterialError(
+          `${uri} is not a PEM public key (EC, RSA or Ed25519): ${(e as Error).message}`,
+        );
+      }
+    }
+    const insecureHeaderJwk = options.insecureHeaderJwk ?? false;
+    if (jwks.length === 0 && certs.length === 0 && pemKeys.length === 0 && !insecureHeaderJwk) {
+      throw new TrustMaterialError(
+        'Cannot verify token since no trusted verification materials are provided. Please provide at least one of trusted JWK sets, trusted PEM public keys, or trusted certificates.',
+      );
+    }
+    return new JwtVerifier({ jwks, certs, pemKeys, insecureHeaderJwk }, options.now);
+  }
+
+  private headerJwkKey(jwk: unknown): SelectedKey {
+    if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) {
+      throw new JwtVerificationError('header jwk is not a JWK');
+    }
+    const id = JSON.stringify(jwk);
+    const now = this.now();
+    const cached = this.headerKeys.get(id);
+    if (cached !== undefined && cached.until > now) return cached;
+    const m = jwk as Record<string, unknown>;
+    const key = publicKeyFromJwk(m);
+    if (!this.material.insecureHeaderJwk) {
+      if (this.material.certs.length === 0)
+        throw new JwtVerificationError('Cannot verify token since trusted cert is empty');
+      verifyX5cEndorsement(key, m.x5c, this.material.certs, new Date(now));
+    }
+    const entry = {
+      key,
+      alg: keyAlgorithm(m),
+      until: this.material.insecureHeaderJwk ? Number.POSITIVE_INFINITY : now + ENDORSEMENT_TTL_MS,
+    };
+    if (this.headerKeys.size >= HEADER_KEY_CACHE_SIZE) {
+      const oldest = this.headerKeys.keys().next().value;
+      if (oldest !== undefined) this.headerKeys.delete(oldest);
+    }
+    this.headerKeys.set(id, entry);
+    return entry;
+  }
+
+  private selectKey(header: Record<string, unknown>): SelectedKey {
+    if (header.jwk !== undefined) return this.headerJwkKey(header.jwk);
+    if (this.material.jwks.length === 0)
+      throw new JwtVerificationError('Cannot verify token since trusted JWK Set is empty');
+    const kid = header.kid;
+    if (typeof kid !== 'string') throw new JwtVerificationError('Failed to decode kid in the token header');
+    const k = this.kidKeys.get(kid);
+    if (k === undefined)
+      throw new JwtVerificationError(
+        `Failed to find Jwk with kid ${JSON.stringify(kid.slice(0, 64))} in JwkSet`,
+      );
+    return k;
+  }
+
+  /** The verified claims; JwtVerificationError (or JwtExpired) says why not. */
+  verify(token: string): Record<string, unknown> {
+    const jwt = decodeJwt(token);
+    const alg = headerAlgorithm(jwt.header);
+    const nowSeconds = Math.floor(this.now() / 1000);
+    let selected: SelectedKey | undefined;
+    let selectError: unknown;
+    try {
+      selected = this.selectKey(jwt.header);
+    } catch (e) {
+      selectError = e;
+    }
+    if (selected !== undefined) {
+      if (selected.alg !== alg) {
+        throw new JwtVerificationError(`token alg ${alg} does not match the key's alg ${selected.alg}`);
+      }
+      verifySignature(jwt, selected.key, alg);
+      checkExpiry(jwt.payload, nowSeconds);
+      return jwt.payload;
+    }
+    if (this.material.pemKeys.length > 0) {
+      let last: unknown;
+      for (const key of this.material.pemKeys) {
+        try {
+          verifySignature(jwt, key, alg);
+          checkExpiry(jwt.payload, nowSeconds);
+          return jwt.payload;
+        } catch (e) {
+          last = e;
+        }
+      }
+      throw new JwtVerificationError(
+        `Cannot verify token with any provided key (${(last as Error).message})`,
+      );
+    }
+    throw selectError instanceof JwtVerificationError
+      ? selectError
+      : new JwtVerificationError(`Cannot verify token: ${(selectError as Error).message}`);
+  }
+}

@@ -1,0 +1,214 @@
+// Wiring: storage, trust material, admin, policies, the attestation service, sessions and the servers.
+import type { AddressInfo } from 'node:net';
+import pino, { type Logger } from 'pino';
+import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
+import { Api } from './api.js';
+import { type AttestationService, createAttestationService } from './attestation/index.js';
+import type { KbsConfig } from './config.js';
+import { KbsMetrics } from './metrics.js';
+import { ResourcePolicy } from './policy/resource-policy.js';
+import { Rcar } from './rcar.js';
+import { ResourceRepository } from './repository.js';
+import { createRequestHandler, type Listening, listen } from './server.js';
+import { type SessionLimits, SessionStore } from './session.js';
+import { LocalFsStorage } from './storage/local-fs.js';
+import { MemoryStorage } from './storage/memory.js';
+import { RoutedStorage } from './storage/routed.js';
+import type { KvStorage, Namespace } from './storage/types.js';
+import { AttestationTokenVerifier } from './token.js';
+
+export class KbsStartupError extends Error {
+  override readonly name = 'KbsStartupError';
+}
+
+export interface KbsOptions {
+  /** Defaults to JSON lines on stdout at level `info`. */
+  readonly logger?: Logger;
+  readonly sessionLimits?: SessionLimits;
+  /** Clock in epoch milliseconds for sessions and token checks (tests). */
+  readonly now?: () => number;
+}
+
+export interface RunningKbs {
+  /** One per configured socket, with the port actually bound. */
+  readonly addresses: readonly AddressInfo[];
+  /** `http(s)://host:port` per socket. */
+  readonly urls: readonly string[];
+  readonly metrics: KbsMetrics;
+  readonly sessions: SessionStore;
+  readonly storage: KvStorage;
+  readonly attestationService: AttestationService;
+  close(): Promise<void>;
+}
+
+type BackendType = 'Memory' | 'LocalFs' | 'LocalJson' | 'Postgres' | 'Redis';
+
+/** One backend per storage type, and the namespaces routed to the types configured for them. */
+async function openStorage(config: KbsConfig, opened: KvStorage[]): Promise<RoutedStorage> {
+  const backends = new Map<BackendType, KvStorage>();
+  const backend = async (type: BackendType, what: string): Promise<KvStorage> => {
+    const have = backends.get(type);
+    if (have !== undefined) return have;
+    let s: KvStorage;
+    if (type === 'Memory') s = new MemoryStorage();
+    else if (type === 'LocalFs') {
+      const dirPath = config.storageBackend.localFsDir;
+      if (dirPath === undefined) {
+        throw new KbsStartupError(`${what}: LocalFs needs [storage_backend.backends.local_fs] dir_path`);
+      }
+      s = await LocalFsStorage.open({ dirPath });
+    } else {
+      throw new KbsStartupError(
+        `${what}: storage type ${type} is not supported by this KBS (supported: Memory, LocalFs)`,
+      );
+    }
+    opened.push(s);
+    backends.set(type, s);
+    return s;
+  };
+  const main = await backend(config.storageBackend.storageType, '[storage_backend] storage_type');
+  const as = config.attestationService;
+  const routes: Partial<Record<Namespace, KvStorage>> = {};
+  if (config.sessionStorageType !== undefined) {
+    routes.kbs_protocol_session = await backend(config.sessionStorageType, 'session_storage_type');
+  }
+  if (as.storageType !== undefined) {
+    routes.attestation_service_policy = await backend(as.storageType, '[attestation_service] storage_type');
+  }
+  const rvType = as.rvps.storageType ?? as.storageType;
+  if (rvType !== undefined) {
+    routes.reference_value = await backend(rvType, '[attestation_service.rvps_config] storage_type');
+  }
+  return new RoutedStorage(main, routes);
+}
+
+function urlOf(a: AddressInfo, tls: boolean): string {
+  const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+  return `${tls ? 'https' : 'http'}://${host}:${a.port}`;
+}
+
+/** Starts a KBS; resolves once every socket listens. Throws KbsStartupError (or ConfigError-like) on failure. */
+export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Promise<RunningKbs> {
+  const logger = options.logger ?? pino({ name: 'kbs' });
+  for (const w of config.warnings) logger.warn(w);
+  for (const k of config.attestationService.ignoredKeys) logger.warn(`${k} is a legacy key and is ignored`);
+
+  const opened: KvStorage[] = [];
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const cleanup = async () => {
+    for (const c of cleanups.reverse()) await c();
+    for (const s of opened) await s.close();
+  };
+  const step = async <T>(what: string, f: () => Promise<T>): Promise<T> => {
+    try {
+      return await f();
+    } catch (e) {
+      if (e instanceof KbsStartupError) throw e;
+      throw new KbsStartupError(`${what}: ${(e as Error).message}`, { cause: e });
+    }
+  };
+
+  try {
+    const storage = await step('storage backend initialization failed', () => openStorage(config, opened));
+    logger.info(
+      {
+        storage: config.storageBackend.storageType,
+        sessions: config.sessionStorageType ?? config.storageBackend.storageType,
+      },
+      'KBS storage backend',
+    );
+    let repository: ResourceRepository | undefined;
+    const plugin = config.resourcePlugin;
+    if (plugin?.backend === 'kvstorage') repository = new ResourceRepository(storage);
+    else if (plugin?.backend === 'LocalFs') {
+      const repoStorage = await step('resource plugin initialization failed', () =>
+        LocalFsStorage.open({ dirPath: plugin.dirPath, namespaceDirs: { repository: plugin.dirPath } }),
+      );
+      opened.push(repoStorage);
+      repository = new ResourceRepository(repoStorage);
+    }
+
+    const tokens = await step('attestation token verifier initialization failed', () =>
+      AttestationTokenVerifier.create(config.attestationToken, options.now),
+    );
+    if (config.attestationToken.insecureHeaderJwk) {
+      logger.warn(
+        '[attestation_token] insecure_header_jwk = true: token signing keys are not checked against trust anchors',
+      );
+    }
+    const admin: AdminAuthorizer = await step('failed to initialize [admin] configuration', () =>
+      createAdminAuthorizer(config.admin, options.now),
+    );
+    if (admin.mode === 'InsecureAllowAll') {
+      logger.warn(
+        'admin API is insecure: authorization_mode = "InsecureAllowAll" lets anyone change policies and resources',
+      );
+    }
+
+    const policy = new ResourcePolicy(storage);
+    await step('resource policy initialization failed', () => policy.seedDefault());
+
+    const attestation = await step('attestation service initialization failed', () =>
+      createAttestationService(
+        config.attestationService,
+        storage,
+        logger.child({ component: 'attestation-service' }),
+        {
+          ...(options.now !== undefined && { now: options.now }),
+        },
+      ),
+    );
+    cleanups.push(() => attestation.close());
+
+    const metrics = new KbsMetrics();
+    let lastEvictLog = 0;
+    const sessions = new SessionStore({
+      storage,
+      lifetimeMs: config.attestationService.timeoutMin * 60_000,
+      ...(options.sessionLimits !== undefined && { limits: options.sessionLimits }),
+      ...(options.now !== undefined && { now: options.now }),
+      onEvict: (count) => {
+        const t = Date.now();
+        if (t - lastEvictLog > 10_000) {
+          lastEvictLog = t;
+          logger.warn({ evicted: count }, 'session limit reached: oldest sessions dropped');
+        }
+      },
+    });
+    cleanups.push(() => sessions.close());
+
+    const rcar = new Rcar({ sessions, attestation, metrics, logger });
+    const api = new Api({ rcar, sessions, attestation, tokens, admin, policy, repository, metrics, logger });
+    const handler = createRequestHandler({
+      api,
+      metrics,
+      logger,
+      bodyLimit: config.httpServer.payloadRequestSize * 1024 * 1024,
+    });
+    const tls = !config.httpServer.insecureHttp;
+    const listening: Listening = await step(`HTTP${tls ? 'S' : ''} initialization failed`, () =>
+      listen(config.httpServer, handler),
+    );
+    cleanups.push(() => listening.close());
+    const urls = listening.addresses.map((a) => urlOf(a, tls));
+    logger.info({ urls }, `KBS listening (HTTP${tls ? 'S' : ''})`);
+    if (!tls) logger.warn('[http_server] insecure_http = true: serving plain HTTP');
+
+    let closed: Promise<void> | undefined;
+    return {
+      addresses: listening.addresses,
+      urls,
+      metrics,
+      sessions,
+      storage,
+      attestationService: attestation,
+      close: () => {
+        closed ??= cleanup();
+        return closed;
+      },
+    };
+  } catch (e) {
+    await cleanup();
+    throw e;
+  }
+}

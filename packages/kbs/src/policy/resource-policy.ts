@@ -1,0 +1,141 @@
+// The KBS resource policy (trustee api_server.rs + deps/policy-engine): stored as
+// `resource-policy.rego` in the `kbs` namespace, seeded with trustee's default (never overwriting an
+// existing one), evaluated with input = the token claims and data = {plugin, resource-path, query};
+// access needs `data.policy.allow` to be exactly true.
+import { Engine, fromJSON, toJSON } from '@broker/rego';
+import type { KvStorage } from '../storage/types.js';
+import {
+  AFFIRMING_RESOURCE_POLICY,
+  ALLOW_ALL_RESOURCE_POLICY,
+  DEFAULT_RESOURCE_POLICY,
+  DENY_ALL_RESOURCE_POLICY,
+} from './resource-policies.gen.js';
+
+export const RESOURCE_POLICY_ID = 'resource-policy';
+export const RESOURCE_POLICY_RULE = 'data.policy.allow';
+const NAMESPACE = 'kbs';
+const SUFFIX = '.rego';
+/** Largest policy text accepted, in bytes. */
+export const MAX_POLICY_BYTES = 1024 * 1024;
+
+/** The sample policies kbs-client can set by flag. */
+export const BUILTIN_RESOURCE_POLICIES = Object.freeze({
+  default: DEFAULT_RESOURCE_POLICY,
+  allow_all: ALLOW_ALL_RESOURCE_POLICY,
+  deny_all: DENY_ALL_RESOURCE_POLICY,
+  affirming: AFFIRMING_RESOURCE_POLICY,
+});
+
+/** trustee's policy_engine::PolicyError; its message is the Display text. */
+export class PolicyEngineError extends Error {
+  override readonly name = 'PolicyEngineError';
+}
+
+export interface PolicyData {
+  readonly plugin: string;
+  readonly 'resource-path': readonly string[];
+  readonly query: Readonly<Record<string, string>>;
+}
+
+export interface PolicyDecision {
+  readonly allow: boolean;
+  /** Why a non-true result counted as a denial (rule undefined, not a boolean); for the log and metrics. */
+  readonly anomaly?: string;
+}
+
+function compile(text: string): Engine {
+  const engine = new Engine({ regoVersion: 'v1', strictBuiltinErrors: true, gatherPrints: false });
+  engine.addPolicy('resource-policy.rego', text);
+  return engine;
+}
+
+export class ResourcePolicy {
+  /** The compiled form of the last policy text read from storage; recompiled when the text changes. */
+  private compiled: { text: string; engine: Engine } | undefined;
+
+  constructor(private readonly storage: KvStorage) {}
+
+  /** Writes trustee's default unless a policy is already stored. */
+  async seedDefault(): Promise<void> {
+    await this.storage.set(
+      NAMESPACE,
+      RESOURCE_POLICY_ID + SUFFIX,
+      Buffer.from(DEFAULT_RESOURCE_POLICY, 'utf8'),
+      {
+        overwrite: false,
+      },
+    );
+  }
+
+  /** Compile check, then store (overwriting). */
+  async set(text: string): Promise<void> {
+    if (Buffer.byteLength(text, 'utf8') > MAX_POLICY_BYTES) {
+      throw new PolicyEngineError(`Failed to load policy: larger than ${MAX_POLICY_BYTES} bytes`);
+    }
+    let engine: Engine;
+    try {
+      engine = compile(text);
+    } catch (e) {
+      throw new PolicyEngineError(`Failed to load policy: ${(e as Error).message}`);
+    }
+    await this.storage.set(NAMESPACE, RESOURCE_POLICY_ID + SUFFIX, Buffer.from(text, 'utf8'));
+    this.compiled = { text, engine };
+  }
+
+  /** Stored policy ids, without the `.rego` suffix. */
+  async list(): Promise<string[]> {
+    const ids: string[] = [];
+    for (const key of await this.storage.list(NAMESPACE)) {
+      if (!key.endsWith(SUFFIX)) {
+        throw new PolicyEngineError(
+          `Malformed policy: There is at least one policy in the storage with invalid name. The policy name should contain the policy suffix ${SUFFIX}.`,
+        );
+      }
+      ids.push(key.slice(0, -SUFFIX.length));
+    }
+    return ids;
+  }
+
+  private async engine(): Promise<Engine> {
+    const raw = await this.storage.get(NAMESPACE, RESOURCE_POLICY_ID + SUFFIX);
+    if (raw === undefined) throw new PolicyEngineError(`Policy \`${RESOURCE_POLICY_ID}${SUFFIX}\` not found`);
+    let text: string;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
+    } catch {
+      throw new PolicyEngineError(`Policy \`${RESOURCE_POLICY_ID}${SUFFIX}\` is not a utf-8 string`);
+    }
+    if (this.compiled?.text === text) return this.compiled.engine;
+    let engine: Engine;
+    try {
+      engine = compile(text);
+    } catch (e) {
+      throw new PolicyEngineError(`Failed to load policy: ${(e as Error).message}`);
+    }
+    this.compiled = { text, engine };
+    return engine;
+  }
+
+  /** Evaluates `data.policy.allow`; PolicyEngineError when the policy cannot be loaded or evaluated. */
+  async evaluate(claims: unknown, data: PolicyData): Promise<PolicyDecision> {
+    const e = (await this.engine()).clone();
+    let result: unknown;
+    try {
+      e.addData(fromJSON(data));
+      e.setInput(fromJSON(claims));
+      const v = e.evalRule(RESOURCE_POLICY_RULE);
+      result = v === undefined ? undefined : toJSON(v);
+    } catch (err) {
+      throw new PolicyEngineError(`Failed to eval policy: ${(err as Error).message}`);
+    }
+    if (result === true) return { allow: true };
+    if (result === false) return { allow: false };
+    return {
+      allow: false,
+      anomaly:
+        result === undefined
+          ? `The KBS Resource Policy does not define the \`${RESOURCE_POLICY_RULE}\` rule, use false as default`
+          : `\`${RESOURCE_POLICY_RULE}\` rule result is not a boolean, use false as default`,
+    };
+  }
+}

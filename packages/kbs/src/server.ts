@@ -1,0 +1,329 @@
+// HTTP(S) front: routing of `/kbs/v0/*`, `/metrics` and `/healthz` as trustee's actix app does, body and
+// head limits, error bodies that never carry a stack trace, metrics and one access-log line per request.
+import { readFile } from 'node:fs/promises';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions as HttpsServerOptions } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { SecureVersion } from 'node:tls';
+import { KbsError } from '@broker/protocol';
+import type { Logger } from 'pino';
+import type { Api, ApiRequest } from './api.js';
+import type { HttpServerConfig, SocketAddress, TlsConfig } from './config.js';
+import type { KbsMetrics } from './metrics.js';
+import { errorReply, type Reply } from './reply.js';
+import { sessionIdFromCookieHeader } from './session.js';
+
+const KBS_PREFIX = '/kbs/v0/';
+/** actix-web's request head limit; large Bearer tokens must fit. */
+export const MAX_HEADER_BYTES = 128 * 1024;
+const MAX_LOGGED_URI = 1024;
+
+export class HttpStartupError extends Error {
+  override readonly name = 'HttpStartupError';
+}
+
+interface ServerDeps {
+  readonly api: Api;
+  readonly metrics: KbsMetrics;
+  readonly logger: Logger;
+  readonly bodyLimit: number;
+}
+
+class PayloadTooLarge extends Error {}
+
+/** The whole body, or PayloadTooLarge once it passes `limit` bytes. */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) return Promise.reject(new PayloadTooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        req.off('data', onData);
+        req.pause();
+        reject(new PayloadTooLarge());
+        return;
+      }
+      chunks.push(c);
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)));
+    req.once('error', reject);
+    req.once('aborted', () => reject(new Error('request aborted')));
+  });
+}
+
+/** When a handler throws something unexpected, the variant its endpoint would have used upstream. */
+function fallbackError(plugin: string): KbsError {
+  switch (plugin) {
+    case 'auth':
+      return new KbsError(
+        'AttestationError',
+        'Attestation error: RCAR handshake Auth failed: internal error',
+      );
+    case 'attest':
+      return new KbsError('AttestationError', 'Attestation error: RCAR handshake Attest failed');
+    case 'attestation-policy':
+      return new KbsError('AttestationError', 'Attestation error: Set Attestation Policy failed');
+    case 'reference-value':
+      return new KbsError('RvpsError', 'RVPS configuration failed: internal error');
+    case 'resource-policy':
+      return new KbsError('PolicyEngineError', 'Policy engine error: internal error');
+    default:
+      return new KbsError('PluginInternalError');
+  }
+}
+
+function queryObject(raw: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (raw === '') return out;
+  for (const [k, v] of new URLSearchParams(raw)) out[k] = v;
+  return out;
+}
+
+function causeChain(e: unknown): string {
+  const parts: string[] = [];
+  let cur: unknown = e;
+  for (let i = 0; i < 5 && cur instanceof Error; i++) {
+    parts.push(cur.message);
+    cur = cur.cause;
+  }
+  return parts.join(': ');
+}
+
+export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const { api, metrics, logger, bodyLimit } = deps;
+
+  const send = (res: ServerResponse, reply: Reply): number => {
+    const body = typeof reply.body === 'string' ? Buffer.from(reply.body, 'utf8') : reply.body;
+    res.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.byteLength) });
+    res.end(body);
+    return body.byteLength;
+  };
+
+  const handleKbs = async (req: IncomingMessage, rawPath: string, rawQuery: string): Promise<Reply> => {
+    const method = req.method ?? '';
+    // actix routes GET, POST, PUT and DELETE on `/kbs/v0/{path:.*}`; other methods get 405.
+    if (method !== 'GET' && method !== 'POST' && method !== 'PUT' && method !== 'DELETE') {
+      req.resume();
+      return { status: 405, headers: { connection: 'close' }, body: '' };
+    }
+    const rest = rawPath.slice(KBS_PREFIX.length);
+    let segments: string[];
+    try {
+      segments = rest.split('/').map(decodeURIComponent);
+    } catch {
+      req.resume();
+      return errorReply(new KbsError('InvalidRequestPath', `Request path ${rest.slice(0, 256)} is invalid`));
+    }
+    let body: Buffer;
+    try {
+      body = await readBody(req, bodyLimit);
+    } catch (e) {
+      if (e instanceof PayloadTooLarge) {
+        // actix's PayloadConfig answer; the connection is closed so the rest of the body is never read.
+        return {
+          status: 413,
+          headers: { 'content-type': 'text/plain; charset=utf-8', connection: 'close' },
+          body: 'A payload reached size limit.',
+        };
+      }
+      throw e;
+    }
+    const apiReq: ApiRequest = {
+      method,
+      uri: req.url ?? rawPath,
+      segments,
+      query: queryObject(rawQuery),
+      authorization: req.headers.authorization,
+      sessionId: sessionIdFromCookieHeader(req.headers.cookie),
+      body,
+    };
+    try {
+      return await api.handle(apiReq);
+    } catch (e) {
+      const plugin = segments[0] ?? '';
+      if (e instanceof KbsError) {
+        logger.warn({ kind: e.kind, plugin, cause: causeChain(e.cause) || undefined }, e.detail);
+        return errorReply(e);
+      }
+      logger.error({ plugin, err: e }, 'unexpected failure while handling a request');
+      return errorReply(fallbackError(plugin));
+    }
+  };
+
+  return (req, res) => {
+    const started = process.hrtime.bigint();
+    const uri = req.url ?? '/';
+    const q = uri.indexOf('?');
+    const rawPath = q < 0 ? uri : uri.slice(0, q);
+    const rawQuery = q < 0 ? '' : uri.slice(q + 1);
+    const isKbs = rawPath.startsWith('/kbs');
+    if (isKbs) {
+      metrics.activeConnections.inc();
+      metrics.httpRequests.inc();
+      const len = Number(req.headers['content-length'] ?? 0);
+      metrics.httpRequestSize.observe(Number.isFinite(len) ? len : 0);
+    }
+    let size = 0;
+    res.once('close', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      if (isKbs) {
+        metrics.activeConnections.dec();
+        metrics.httpDuration.observe(seconds);
+        metrics.httpResponseSize.observe(size);
+      }
+      logger.info(
+        {
+          remote: req.socket.remoteAddress,
+          request: `${req.method} ${uri.length > MAX_LOGGED_URI ? `${uri.slice(0, MAX_LOGGED_URI)}…` : uri} HTTP/${req.httpVersion}`,
+          status: res.statusCode,
+          size,
+          userAgent: req.headers['user-agent'],
+          durationMs: Math.round(seconds * 1e6) / 1e3,
+        },
+        'access',
+      );
+    });
+
+    const finish = (reply: Reply) => {
+      if (!res.headersSent) size = send(res, reply);
+    };
+    // Only reading the request can fail outside the API's own error mapping (the client went away).
+    const fail = (e: unknown) => {
+      logger.warn({ reason: (e as Error).message }, 'request dropped');
+      res.destroy();
+    };
+
+    if (rawPath.startsWith(KBS_PREFIX)) {
+      handleKbs(req, rawPath, rawQuery).then(finish, fail);
+      return;
+    }
+    req.resume();
+    if (rawPath === '/healthz') {
+      finish(
+        req.method === 'GET'
+          ? { status: 200, headers: {}, body: '' }
+          : { status: 405, headers: {}, body: '' },
+      );
+    } else if (rawPath === '/metrics') {
+      if (req.method !== 'GET') {
+        finish({ status: 405, headers: {}, body: '' });
+        return;
+      }
+      metrics.text().then(
+        (text) =>
+          finish({ status: 200, headers: { 'content-type': metrics.registry.contentType }, body: text }),
+        (e: unknown) => {
+          logger.error({ err: e }, 'metrics export failed');
+          finish(errorReply(new KbsError('PrometheusError')));
+        },
+      );
+    } else {
+      finish({ status: 404, headers: {}, body: '' });
+    }
+  };
+}
+
+const TLS_VERSIONS: Record<string, SecureVersion> = { '1.2': 'TLSv1.2', '1.3': 'TLSv1.3' };
+
+/** trustee's TLS profiles (Mozilla's), then any explicit settings on top, as trustee applies them. */
+export function tlsOptions(
+  tls: TlsConfig,
+): Pick<HttpsServerOptions, 'minVersion' | 'maxVersion' | 'ciphers' | 'ecdhCurve'> {
+  const out: Pick<HttpsServerOptions, 'minVersion' | 'maxVersion' | 'ciphers' | 'ecdhCurve'> = {
+    minVersion: tls.profile === 'modern' ? 'TLSv1.3' : 'TLSv1.2',
+  };
+  if (tls.minVersion !== undefined) out.minVersion = TLS_VERSIONS[tls.minVersion];
+  if (tls.maxVersion !== undefined) out.maxVersion = TLS_VERSIONS[tls.maxVersion];
+  if (tls.ciphers !== undefined) out.ciphers = tls.ciphers;
+  if (tls.groups !== undefined) out.ecdhCurve = tls.groups;
+  return out;
+}
+
+function formatSocket(s: SocketAddress): string {
+  return s.host.includes(':') ? `[${s.host}]:${s.port}` : `${s.host}:${s.port}`;
+}
+
+export interface Listening {
+  readonly servers: readonly Server[];
+  readonly addresses: readonly AddressInfo[];
+  close(): Promise<void>;
+}
+
+async function closeAll(servers: readonly Server[]): Promise<void> {
+  await Promise.all(
+    servers.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          s.close(() => resolve());
+          s.closeAllConnections();
+        }),
+    ),
+  );
+}
+
+/** Starts one server per configured socket; all or none. */
+export async function listen(
+  config: HttpServerConfig,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<Listening> {
+  const common = {
+    maxHeaderSize: MAX_HEADER_BYTES,
+    requestTimeout: 30_000,
+    headersTimeout: 20_000,
+    keepAliveTimeout: 5_000,
+  };
+  let https: HttpsServerOptions | undefined;
+  if (!config.insecureHttp) {
+    if (config.privateKey === undefined || config.certificate === undefined) {
+      throw new HttpStartupError('HTTPS initialization failed: private_key and certificate are required');
+    }
+    let key: Buffer;
+    let cert: Buffer;
+    try {
+      key = await readFile(config.privateKey);
+      cert = await readFile(config.certificate);
+    } catch (e) {
+      throw new HttpStartupError(`HTTPS initialization failed: ${(e as Error).message}`);
+    }
+    https = { ...common, ...tlsOptions(config.tls), key, cert };
+  }
+  const servers: Server[] = [];
+  try {
+    for (const socket of config.sockets) {
+      let server: Server;
+      try {
+        server = https ? createHttpsServer(https, handler) : createHttpServer(common, handler);
+      } catch (e) {
+        throw new HttpStartupError(`HTTPS initialization failed: ${(e as Error).message}`);
+      }
+      servers.push(server);
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', (e) =>
+          reject(
+            new HttpStartupError(
+              `HTTP${https ? 'S' : ''} initialization failed: cannot listen on ${formatSocket(socket)}: ${e.message}`,
+            ),
+          ),
+        );
+        server.listen({ host: socket.host, port: socket.port }, () => resolve());
+      });
+    }
+  } catch (e) {
+    await closeAll(servers);
+    throw e;
+  }
+  return {
+    servers,
+    addresses: servers.map((s) => s.address() as AddressInfo),
+    close: () => closeAll(servers),
+  };
+}

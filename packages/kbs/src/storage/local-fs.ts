@@ -1,0 +1,232 @@
+// Directory-tree storage (trustee's LocalFs `dir_path`): each namespace is a directory under the root and
+// each key a file in it. A key's `/` separators become subdirectories, so the `repository` namespace is
+// exactly the `<repo>/<type>/<tag>` tree that mounted Kubernetes Secrets give. Writes are atomic: a temp
+// file in the target directory, fsync, rename (or link when the key must not be overwritten), fsync of
+// the directory — a reader or a crash sees the old or the new value, never a partial one.
+import { randomBytes } from 'node:crypto';
+import { constants, type Dirent } from 'node:fs';
+import { link, lstat, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { dirname, join, resolve, sep } from 'node:path';
+import { keySegments } from './keys.js';
+import type { KvStorage, Namespace, SetOptions } from './types.js';
+
+/** trustee's default `[storage_backend.backends.local_fs] dir_path`. */
+export const DEFAULT_LOCAL_FS_DIR = '/opt/confidential-containers/storage/local_fs';
+
+// trustee's LocalFs stores `a/b/c` as one flat file named `a\x2Fb\x2Fc`; such files are still read, listed
+// and deleted so that a trustee storage directory keeps working.
+const LEGACY_SLASH = '\\x2F';
+const MAX_LIST_DEPTH = 32;
+
+export interface LocalFsOptions {
+  /** Root directory; namespace `ns` lives in `<dirPath>/<ns>`. */
+  readonly dirPath: string;
+  /**
+   * Directory of a namespace other than `<dirPath>/<ns>`. Used for trustee's legacy resource plugin
+   * (`[[plugins]] type = "LocalFs"`, `dir_path`), whose repository root holds `<repo>/<type>/<tag>`
+   * directly.
+   */
+  readonly namespaceDirs?: Partial<Record<Namespace, string>>;
+  /** fsync files and directories on write. Default true; only tests of throughput turn it off. */
+  readonly fsync?: boolean;
+}
+
+export class LocalFsStorageError extends Error {
+  override readonly name = 'LocalFsStorageError';
+}
+
+function errno(e: unknown): string | undefined {
+  return typeof e === 'object' && e !== null && 'code' in e
+    ? String((e as { code: unknown }).code)
+    : undefined;
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const h = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await h.sync();
+  } finally {
+    await h.close();
+  }
+}
+
+export class LocalFsStorage implements KvStorage {
+  private readonly root: string;
+  private readonly dirs: Partial<Record<Namespace, string>>;
+  private readonly fsync: boolean;
+
+  private constructor(options: LocalFsOptions) {
+    this.root = resolve(options.dirPath);
+    const dirs: Partial<Record<Namespace, string>> = {};
+    for (const [ns, d] of Object.entries(options.namespaceDirs ?? {})) {
+      if (d !== undefined) dirs[ns as Namespace] = resolve(d);
+    }
+    this.dirs = dirs;
+    this.fsync = options.fsync ?? true;
+  }
+
+  /** Opens (creating when missing) the root directory. */
+  static async open(options: LocalFsOptions): Promise<LocalFsStorage> {
+    const s = new LocalFsStorage(options);
+    try {
+      await mkdir(s.root, { recursive: true });
+      for (const d of Object.values(s.dirs)) if (d !== undefined) await mkdir(d, { recursive: true });
+    } catch (e) {
+      throw new LocalFsStorageError(
+        `cannot create storage directory under ${s.root}: ${(e as Error).message}`,
+        {
+          cause: e,
+        },
+      );
+    }
+    return s;
+  }
+
+  /** Directory of a namespace. */
+  namespaceDir(ns: Namespace): string {
+    return this.dirs[ns] ?? join(this.root, ns);
+  }
+
+  /** Absolute file path of a key; InvalidStorageKey for keys that are not plain relative segment paths. */
+  pathOf(ns: Namespace, key: string): string {
+    const base = this.namespaceDir(ns);
+    const p = join(base, ...keySegments(key));
+    // Defence in depth: the segment rule already excludes every form of traversal.
+    if (!p.startsWith(base + sep))
+      throw new LocalFsStorageError(`key ${JSON.stringify(key)} escapes ${base}`);
+    return p;
+  }
+
+  private legacyPathOf(ns: Namespace, key: string): string | undefined {
+    return key.includes('/') ? join(this.namespaceDir(ns), key.replaceAll('/', LEGACY_SLASH)) : undefined;
+  }
+
+  private static async readIfFile(p: string): Promise<Uint8Array | undefined> {
+    try {
+      return new Uint8Array(await readFile(p));
+    } catch (e) {
+      const code = errno(e);
+      // Absent, a directory, or a path through a file: no such key.
+      if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return undefined;
+      throw e;
+    }
+  }
+
+  async get(ns: Namespace, key: string): Promise<Uint8Array | undefined> {
+    const v = await LocalFsStorage.readIfFile(this.pathOf(ns, key));
+    if (v !== undefined) return v;
+    const legacy = this.legacyPathOf(ns, key);
+    return legacy === undefined ? undefined : LocalFsStorage.readIfFile(legacy);
+  }
+
+  private async exists(p: string): Promise<boolean> {
+    try {
+      return (await stat(p)).isFile();
+    } catch (e) {
+      const code = errno(e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+      throw e;
+    }
+  }
+
+  /**
+   * `ttlMs` is not kept on disk: records that expire (sessions) carry their own expiry and are swept by
+   * their owner, as in trustee.
+   */
+  async set(ns: Namespace, key: string, value: Uint8Array, options: SetOptions = {}): Promise<boolean> {
+    const target = this.pathOf(ns, key);
+    const overwrite = options.overwrite ?? true;
+    const legacy = this.legacyPathOf(ns, key);
+    if (!overwrite && legacy !== undefined && (await this.exists(legacy))) return false;
+    const dir = dirname(target);
+    await mkdir(dir, { recursive: true });
+    const tmp = join(dir, `.${randomBytes(8).toString('hex')}.tmp`);
+    const h = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+    let wrote = false;
+    try {
+      try {
+        await h.writeFile(value);
+        if (this.fsync) await h.sync();
+      } finally {
+        await h.close();
+      }
+      if (overwrite) {
+        await rename(tmp, target);
+        wrote = true;
+      } else {
+        try {
+          // link() fails when the name exists, so create-if-absent is atomic too.
+          await link(tmp, target);
+          wrote = true;
+        } catch (e) {
+          if (errno(e) !== 'EEXIST') throw e;
+        }
+      }
+    } finally {
+      if (!wrote || !overwrite) await unlink(tmp).catch(() => undefined);
+    }
+    if (wrote) {
+      if (this.fsync) await fsyncDir(dir);
+      // A newer write supersedes a trustee flat file of the same key.
+      if (legacy !== undefined) await unlink(legacy).catch(() => undefined);
+    }
+    return wrote;
+  }
+
+  async delete(ns: Namespace, key: string): Promise<boolean> {
+    let existed = false;
+    for (const p of [this.pathOf(ns, key), this.legacyPathOf(ns, key)]) {
+      if (p === undefined) continue;
+      try {
+        if ((await lstat(p)).isDirectory()) continue;
+        await unlink(p);
+        existed = true;
+        if (this.fsync) await fsyncDir(dirname(p));
+      } catch (e) {
+        const code = errno(e);
+        if (code !== 'ENOENT' && code !== 'ENOTDIR') throw e;
+      }
+    }
+    return existed;
+  }
+
+  async list(ns: Namespace): Promise<string[]> {
+    const keys: string[] = [];
+    const base = this.namespaceDir(ns);
+    const walk = async (dir: string, prefix: string, depth: number): Promise<void> => {
+      let entries: Dirent[];
+      try {
+        entries = await readdir(dir, { withFileTypes: true });
+      } catch (e) {
+        if (errno(e) === 'ENOENT') return;
+        throw e;
+      }
+      for (const ent of entries) {
+        // Hidden names: our temp files, and Kubernetes' `..data` / `..<timestamp>` mount internals.
+        if (ent.name.startsWith('.')) continue;
+        const p = join(dir, ent.name);
+        let isDir = ent.isDirectory();
+        let isFile = ent.isFile();
+        if (ent.isSymbolicLink()) {
+          // Secret volumes expose each key as a symlink into `..data`.
+          try {
+            const st = await stat(p);
+            isDir = st.isDirectory();
+            isFile = st.isFile();
+          } catch {
+            continue;
+          }
+        }
+        if (isDir && depth < MAX_LIST_DEPTH) await walk(p, `${prefix}${ent.name}/`, depth + 1);
+        else if (isFile) {
+          const name = prefix === '' ? ent.name.replaceAll(LEGACY_SLASH, '/') : ent.name;
+          keys.push(`${prefix}${name}`);
+        }
+      }
+    };
+    await walk(base, '', 0);
+    return keys;
+  }
+
+  async close(): Promise<void> {}
+}

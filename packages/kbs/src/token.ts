@@ -1,0 +1,79 @@
+// Attestation tokens on resource requests (trustee kbs/src/token): verified on every request, then the
+// TEE public key is read from the claims at the first pointer that exists.
+import { parseTeePubKey, type TeePubKey } from '@broker/protocol';
+import type { AttestationTokenConfig } from './config.js';
+import { JwtVerifier } from './jwt/verifier.js';
+
+/** trustee's built-in pointers, tried after the configured `extra_teekey_paths`, in this order. */
+export const BUILTIN_TEE_KEY_POINTERS: readonly string[] = Object.freeze([
+  '/tdx/attester_runtime_data/tee-pubkey',
+  '/tdx/attester_user_data/tee-pubkey',
+  '/customized_claims/runtime_data/tee-pubkey',
+  '/submods/cpu0/ear.veraison.annotated-evidence/runtime_data_claims/tee-pubkey',
+  '/tee-pubkey',
+]);
+
+export class TeeKeyError extends Error {
+  override readonly name = 'TeeKeyError';
+}
+
+/** RFC 6901 evaluation; undefined when the pointer does not resolve. */
+export function jsonPointer(doc: unknown, pointer: string): unknown {
+  if (pointer === '') return doc;
+  if (!pointer.startsWith('/')) return undefined;
+  let cur: unknown = doc;
+  for (const raw of pointer.slice(1).split('/')) {
+    const token = raw.replaceAll('~1', '/').replaceAll('~0', '~');
+    if (Array.isArray(cur)) {
+      if (!/^(0|[1-9][0-9]*)$/.test(token)) return undefined;
+      cur = cur[Number(token)];
+    } else if (typeof cur === 'object' && cur !== null && Object.hasOwn(cur, token)) {
+      cur = (cur as Record<string, unknown>)[token];
+    } else {
+      return undefined;
+    }
+    if (cur === undefined) return undefined;
+  }
+  return cur;
+}
+
+export class AttestationTokenVerifier {
+  private readonly pointers: readonly string[];
+
+  private constructor(
+    private readonly jwt: JwtVerifier,
+    extraTeekeyPaths: readonly string[],
+  ) {
+    this.pointers = [...extraTeekeyPaths, ...BUILTIN_TEE_KEY_POINTERS];
+  }
+
+  /** Loads the trust material; refuses a configuration that could verify nothing. */
+  static async create(config: AttestationTokenConfig, now?: () => number): Promise<AttestationTokenVerifier> {
+    const jwt = await JwtVerifier.create({
+      trustedJwkSets: config.trustedJwkSets,
+      trustedCertsPaths: config.trustedCertsPaths,
+      insecureHeaderJwk: config.insecureHeaderJwk,
+      ...(now !== undefined && { now }),
+    });
+    return new AttestationTokenVerifier(jwt, config.extraTeekeyPaths);
+  }
+
+  /** The verified claims, or a JwtVerificationError. */
+  verify(token: string): Record<string, unknown> {
+    return this.jwt.verify(token);
+  }
+
+  /** The TEE key at the first pointer present in the claims; a present but malformed key is an error. */
+  teePublicKey(claims: Record<string, unknown>): TeePubKey {
+    for (const p of this.pointers) {
+      const v = jsonPointer(claims, p);
+      if (v === undefined) continue;
+      try {
+        return parseTeePubKey(v);
+      } catch {
+        throw new TeeKeyError('Failed to parse Tee public key');
+      }
+    }
+    throw new TeeKeyError('Tee public key not found in Attestation Token');
+  }
+}
