@@ -1,0 +1,32 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { EAR_DEFAULT_POLICY_CPU, EAR_DEFAULT_POLICY_GPU } from './default-policies.gen.js';
+
+const FIXTURES = new URL('../../../../../shared/fixtures/trustee/policies/', import.meta.url);
+const present = existsSync(FIXTURES);
+
+// sha256 of trustee's files at 78962cd; checked here so the embedded text cannot drift even where the
+// shared fixtures are absent.
+const SHA256 = {
+  cpu: createHash('sha256').update(EAR_DEFAULT_POLICY_CPU).digest('hex'),
+  gpu: createHash('sha256').update(EAR_DEFAULT_POLICY_GPU).digest('hex'),
+};
+
+describe('embedded trustee default policies', () => {
+  it.skipIf(!present)('match the shared fixtures byte for byte', () => {
+    expect(EAR_DEFAULT_POLICY_CPU).toBe(
+      readFileSync(new URL('ear_default_policy_cpu.rego', FIXTURES), 'utf8'),
+    );
+    expect(EAR_DEFAULT_POLICY_GPU).toBe(
+      readFileSync(new URL('ear_default_policy_gpu.rego', FIXTURES), 'utf8'),
+    );
+  });
+
+  it('have the recorded digests', () => {
+    expect(SHA256).toEqual({
+      cpu: '1435d1f79d18e4e6d3defac9e246b35ba124b88bef4dc9cd07a07051a09bbb66',
+      gpu: 'a6a9ff392be66d75f8f80bd094af4872deba7440efaad1aff141980da81dbe9f',
+    });
+  });
+});
