@@ -268,7 +268,8 @@ export function parseAttestationServiceConfig(table: unknown): AttestationServic
     };
   }
   const s = Section.of(table, '[attestation_service]');
-  const type = s.string('type');
+  // A table without `type` (or none at all) selects the built-in service, the only one there is.
+  const type = s.string('type', 'coco_as_builtin');
   if (type === 'coco_as_grpc' || type === 'CoCoASGrpc') {
     throw new ConfigError(
       '[attestation_service] type: "coco_as_grpc" (a remote attestation service) is not supported; use type = "coco_as_builtin"',
