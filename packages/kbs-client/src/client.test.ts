@@ -458,6 +458,17 @@ describe('hostile KBS responses', () => {
     expect(err.detail.length).toBeLessThan(600);
   });
 
+  it('neutralises control characters and caps the detail of a KBS error body', async () => {
+    kbs.override = (r) =>
+      r.method === 'GET'
+        ? { status: 401, body: errorBody('PolicyDeny', `\x1b]0;pwned\x07${'d'.repeat(10_000)}`) }
+        : undefined;
+    const err = (await failure(client().getResource('default/key/one'))) as KbsUnauthorized;
+    expect(err.kind).toBe('PolicyDeny');
+    expect(err.detail.startsWith('?]0;pwned?ddd')).toBe(true);
+    expect(err.detail.length).toBeLessThanOrEqual(2049);
+  });
+
   it('rejects a hash algorithm it does not know', () => {
     expect(selectedHashAlgorithm('')).toBe('sha384');
     expect(selectedHashAlgorithm({})).toBe('sha384');

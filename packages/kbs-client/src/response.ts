@@ -13,6 +13,14 @@ export function jsonBody(res: HttpResponse, what: string): unknown {
   }
 }
 
+const MAX_DETAIL_CHARS = 2048;
+
+/** Server text shown in messages and logs: control characters neutralised, length capped. */
+function printable(text: string): string {
+  const clean = text.replace(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/g, '?');
+  return clean.length > MAX_DETAIL_CHARS ? `${clean.slice(0, MAX_DETAIL_CHARS)}…` : clean;
+}
+
 /**
  * The rejection an error response carries. A KBS error body gives type,
  * variant and detail; anything else keeps a short printable excerpt.
@@ -20,7 +28,12 @@ export function jsonBody(res: HttpResponse, what: string): unknown {
 export function rejectionOf(res: HttpResponse): KbsRejection {
   try {
     const parsed = parseKbsErrorBody(parseJson(res.body, res.body.length));
-    return { status: res.status, type: parsed.type, kind: parsed.kind, detail: parsed.detail };
+    return {
+      status: res.status,
+      type: printable(parsed.type),
+      kind: parsed.kind,
+      detail: printable(parsed.detail),
+    };
   } catch {
     return { status: res.status, type: null, kind: null, detail: bodyExcerpt(res.body) || '(empty body)' };
   }
