@@ -112,8 +112,6 @@ export class TtrpcServer {
   private readonly logger: TtrpcLogger;
   private readonly services = new Map<string, Map<string, UnaryHandler>>();
   private readonly listeners = new Set<net.Server>();
-  /** Socket files we created, with their inode so we never unlink a successor's socket. */
-  private readonly unixPaths = new Map<string, number>();
   private readonly connections = new Set<ServerConnection>();
   private closing: Promise<void> | null = null;
 
@@ -154,7 +152,6 @@ export class TtrpcServer {
       await listenOn(server, { path });
       this.listeners.add(server);
       await chmod(path, options.mode ?? 0o600);
-      this.unixPaths.set(path, (await lstat(path)).ino);
       return { path };
     }
     await listenOn(server, { host: options.host, port: options.port });
@@ -200,9 +197,8 @@ export class TtrpcServer {
     } finally {
       clearTimeout(timer);
     }
+    // libuv unlinks a unix socket's path when its listener closes.
     this.listeners.clear();
-    for (const [path, ino] of this.unixPaths) await removeStaleSocket(path, ino).catch(() => {});
-    this.unixPaths.clear();
   }
 
   /** @internal */
@@ -517,11 +513,8 @@ function listenOn(server: net.Server, options: net.ListenOptions): Promise<void>
   });
 }
 
-/**
- * Removes `path` if it is a socket (and, given `ino`, that very socket);
- * refuses to touch any other kind of file.
- */
-async function removeStaleSocket(path: string, ino?: number): Promise<void> {
+/** Removes `path` if it is a socket; refuses to touch any other kind of file. */
+async function removeStaleSocket(path: string): Promise<void> {
   let st: Awaited<ReturnType<typeof lstat>>;
   try {
     st = await lstat(path);
@@ -530,6 +523,5 @@ async function removeStaleSocket(path: string, ino?: number): Promise<void> {
     throw err;
   }
   if (!st.isSocket()) throw new Error(`refusing to replace ${path}: it exists and is not a socket`);
-  if (ino !== undefined && st.ino !== ino) return;
   await unlink(path);
 }
