@@ -9,6 +9,17 @@ export interface Attester {
   readonly tee: Tee;
   /** Returns the evidence JSON value sent as `tee-evidence.primary_evidence` (or in the additional map). */
   getEvidence(reportData: Uint8Array): Promise<unknown>;
+  /**
+   * Bind the init-data digest to the TEE at start-up (TDX: compare with
+   * MRCONFIGID, SNP: with HOSTDATA, vTPM: extend PCR8). Attesters without it
+   * are "unsupported", which the attestation agent logs and skips, as upstream.
+   */
+  bindInitData?(digest: Uint8Array): Promise<void>;
+  /**
+   * Extend a runtime measurement register (the AAEL event log). Attesters
+   * without it make the agent answer NOT_SUPPORTED, as upstream.
+   */
+  extendRuntimeMeasurement?(eventDigest: Uint8Array, registerIndex: number): Promise<void>;
 }
 
 /** Minimal logger; a pino logger fits. */
