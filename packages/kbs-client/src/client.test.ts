@@ -362,6 +362,34 @@ describe('passport mode (Bearer)', () => {
     expect(kbs.requests.map((r) => r.headers.authorization)).toEqual(handed.map((t) => `Bearer ${t}`));
   });
 
+  it('shares one provider call between concurrent refusals and renews an expired token before use', async () => {
+    const key = TeeKeyPair.generate();
+    const good = await tokenFor(key);
+    let calls = 0;
+    let now = Date.now();
+    const c = new KbsClient({
+      url: kbs.url,
+      now: () => now,
+      tokenProvider: {
+        async getToken() {
+          calls++;
+          return {
+            token: calls === 1 ? fakeToken({ exp: Math.floor(now / 1000) + 60 }) : good,
+            teeKeyPair: key,
+          };
+        },
+      },
+    });
+    clients.push(c);
+    const results = await Promise.all(Array.from({ length: 4 }, () => c.getResource('default/key/one')));
+    expect(results.every((r) => r.equals(SECRET))).toBe(true);
+    expect(calls).toBe(2);
+
+    now += 10 * 365 * 86_400_000; // past the fake KBS token's exp: renewed before the GET, no 401
+    expect(await c.getResource('default/key/one')).toEqual(SECRET);
+    expect(calls).toBe(3);
+  });
+
   it('needs the key that the token certifies', () => {
     expect(() => new KbsClient({ url: kbs.url, token: fakeToken({}) })).toThrow(TypeError);
     expect(() => new KbsClient({ url: kbs.url })).toThrow(TypeError);

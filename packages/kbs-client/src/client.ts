@@ -171,6 +171,7 @@ export class KbsClient {
   #token: AttestationToken | undefined;
   /** Bumped on every new token, so concurrent 401s re-attest once. */
   #generation = 0;
+  /** The handshake or provider call in flight, shared by concurrent callers. */
   #handshake: Promise<void> | undefined;
 
   constructor(options: KbsClientOptions) {
@@ -233,7 +234,7 @@ export class KbsClient {
     if (this.#attester !== undefined) {
       await this.#coalescedHandshake(this.#generation, RCAR_MAX_ATTEMPTS);
     } else {
-      await this.#refreshFromProvider();
+      await this.#coalescedRefresh(this.#generation);
     }
     return this.#current();
   }
@@ -298,7 +299,10 @@ export class KbsClient {
   async #getWithBearer(path: string): Promise<Buffer> {
     let last: KbsRejection | undefined;
     for (let attempt = 1; attempt <= GET_RESOURCE_MAX_ATTEMPTS; attempt++) {
-      if (this.#token === undefined) await this.#refreshFromProvider();
+      if (this.#token === undefined || !isTokenValid(this.#token, this.#now())) {
+        await this.#coalescedRefresh(this.#generation);
+      }
+      const generation = this.#generation;
       const token = this.#current();
       const res = await this.#http.request({ method: 'GET', path, bearer: token.token });
       if (res.status === 401) {
@@ -307,7 +311,7 @@ export class KbsClient {
         this.#log.warn(
           `KBS refused the token (${last.kind ?? last.status}): ${last.detail}; fetching a new token`,
         );
-        this.#token = undefined;
+        if (attempt < GET_RESOURCE_MAX_ATTEMPTS) await this.#coalescedRefresh(generation, true);
         continue;
       }
       return this.#resourceResult(res, path, token.teeKeyPair);
@@ -331,10 +335,36 @@ export class KbsClient {
     throw new KbsRejected(`get resource ${path}`, rejectionOf(res));
   }
 
+  /**
+   * Passport mode: a new token from the provider, unless another caller got
+   * one since `seenGeneration`; concurrent callers share one provider call.
+   * `force` asks even when the cached token looks valid (the KBS refused it).
+   */
+  async #coalescedRefresh(seenGeneration: number, force = false): Promise<void> {
+    while (this.#handshake !== undefined) {
+      await this.#handshake.catch(() => {});
+    }
+    if (
+      this.#generation !== seenGeneration &&
+      this.#token !== undefined &&
+      isTokenValid(this.#token, this.#now())
+    ) {
+      return;
+    }
+    if (!force && this.#token !== undefined && isTokenValid(this.#token, this.#now())) return;
+    const run = this.#refreshFromProvider();
+    this.#handshake = run;
+    try {
+      await run;
+    } finally {
+      this.#handshake = undefined;
+    }
+  }
+
   async #refreshFromProvider(): Promise<void> {
     if (this.#provider === undefined) {
       if (this.#token === undefined) throw new TypeError('no token and no token provider');
-      return;
+      return; // a fixed token is used as it is, even past its exp: the KBS decides
     }
     const { token, teeKeyPair } = await this.#provider.getToken();
     this.#token = parseAttestationToken(token);
