@@ -53,7 +53,7 @@ for (const exe of EXECUTABLES) {
     seaConfig,
     JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
   );
-  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
   const out = join(bin, exe.name);
   copyFileSync(process.execPath, out);
   chmodSync(out, 0o755);
@@ -67,7 +67,8 @@ for (const exe of EXECUTABLES) {
       '--sentinel-fuse',
       'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2',
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
+    // postject warns about ELF note sections on every run; its output matters only when it fails.
+    { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   for (const cmd of exe.commands) symlinkSync(exe.name, join(bin, cmd));
   sizes.push({ name: exe.name, bytes: statSync(out).size, bundleBytes: statSync(bundle).size, commands: exe.commands });

@@ -1,0 +1,112 @@
+// Real processes for end-to-end tests: spawn, wait until a port or socket answers, stop cleanly.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const BIN = join(ROOT, 'dist', 'bin');
+
+export function binary(name: string): string {
+  const p = join(BIN, name);
+  if (!existsSync(p)) throw new Error(`${p} is missing: run \`make build\` first`);
+  return p;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => res(port));
+    });
+  });
+}
+
+export interface Running {
+  child: ChildProcess;
+  output(): string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function start(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
+): Running {
+  const child = spawn(cmd, args, {
+    env: opts.env ?? process.env,
+    cwd: opts.cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+  return {
+    child,
+    output: () => out,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+/** Resolves once a TCP port or unix socket accepts connections; fails with the process output otherwise. */
+export async function waitForListen(
+  target: { port: number; host?: string } | { path: string },
+  proc?: Running,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc && proc.child.exitCode !== null) {
+      throw new Error(`process exited with ${proc.child.exitCode} before listening:\n${proc.output()}`);
+    }
+    const ok = await new Promise<boolean>((res) => {
+      const sock = 'path' in target ? connect(target.path) : connect(target.port, target.host ?? '127.0.0.1');
+      sock.once('connect', () => {
+        sock.destroy();
+        res(true);
+      });
+      sock.once('error', () => res(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline)
+      throw new Error(`nothing listening after ${timeoutMs} ms:\n${proc?.output() ?? ''}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Runs a command to completion and returns its exit code and output. */
+export async function runToEnd(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; input?: string } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((res, rej) => {
+    const child = spawn(cmd, args, { env: opts.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    child.on('error', rej);
+    child.on('exit', (code) => res({ code, stdout, stderr }));
+    child.stdin.end(opts.input ?? '');
+  });
+}
