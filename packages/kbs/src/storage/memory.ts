@@ -43,8 +43,8 @@ export class MemoryStorage implements KvStorage {
 
   async get(ns: Namespace, key: string): Promise<Uint8Array | undefined> {
     const e = this.live(ns, key);
-    // A copy, so a caller that mutates the bytes cannot change the stored value.
-    return e === undefined ? undefined : e.value.slice();
+    // Copies (Buffer.slice would share memory), so a caller that mutates the bytes cannot change the stored value.
+    return e === undefined ? undefined : new Uint8Array(e.value);
   }
 
   async set(ns: Namespace, key: string, value: Uint8Array, options: SetOptions = {}): Promise<boolean> {
@@ -52,7 +52,7 @@ export class MemoryStorage implements KvStorage {
     const ttl = options.ttlMs;
     if (ttl !== undefined && !(ttl > 0)) throw new RangeError(`ttlMs must be positive, got ${ttl}`);
     this.space(ns).set(key, {
-      value: value.slice(),
+      value: new Uint8Array(value),
       expiresAt: ttl === undefined ? Infinity : this.now() + ttl,
     });
     return true;

@@ -1,0 +1,85 @@
+// `kbs --config-file kbs-config.toml` (trustee's CLI: `-c/--config-file`, or KBS_CONFIG_FILE).
+import pino from 'pino';
+import { ConfigError, loadKbsConfig } from './config.js';
+import { startKbs } from './kbs.js';
+import { KBS_VERSION } from './metrics.js';
+
+const USAGE = `Usage: kbs --config-file <FILE>
+
+Key broker service (trustee-compatible).
+
+Options:
+  -c, --config-file <FILE>  Path to a KBS config file (TOML; .json is read as JSON) [env: KBS_CONFIG_FILE]
+  -h, --help                Print help
+  -V, --version             Print version
+`;
+
+type Parsed =
+  | { kind: 'run'; configFile: string }
+  | { kind: 'help' }
+  | { kind: 'version' }
+  | { kind: 'error'; message: string };
+
+export function parseArgs(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Parsed {
+  let configFile: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '-h' || a === '--help') return { kind: 'help' };
+    if (a === '-V' || a === '--version') return { kind: 'version' };
+    if (a === '-c' || a === '--config-file') {
+      const v = argv[i + 1];
+      if (v === undefined) return { kind: 'error', message: `${a} needs a file path` };
+      configFile = v;
+      i++;
+    } else if (a.startsWith('--config-file=')) {
+      configFile = a.slice('--config-file='.length);
+    } else {
+      return { kind: 'error', message: `unexpected argument ${JSON.stringify(a)}` };
+    }
+  }
+  configFile ??= env.KBS_CONFIG_FILE;
+  if (configFile === undefined || configFile === '') {
+    return {
+      kind: 'error',
+      message: 'the following required arguments were not provided: --config-file <FILE>',
+    };
+  }
+  return { kind: 'run', configFile };
+}
+
+/** Runs the KBS until SIGTERM or SIGINT; resolves with the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const args = parseArgs(argv);
+  if (args.kind === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (args.kind === 'version') {
+    process.stdout.write(`kbs ${KBS_VERSION}\n`);
+    return 0;
+  }
+  if (args.kind === 'error') {
+    process.stderr.write(`error: ${args.message}\n\n${USAGE}`);
+    return 2;
+  }
+  const logger = pino({ name: 'kbs', level: process.env.KBS_LOG_LEVEL ?? 'info' });
+  let kbs: Awaited<ReturnType<typeof startKbs>>;
+  try {
+    const config = await loadKbsConfig(args.configFile);
+    kbs = await startKbs(config, { logger });
+  } catch (e) {
+    const msg = e instanceof ConfigError ? `configuration error: ${e.message}` : (e as Error).message;
+    logger.fatal(msg);
+    logger.flush();
+    process.stderr.write(`kbs: ${msg}\n`);
+    return 1;
+  }
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  logger.info({ signal }, 'shutting down');
+  await kbs.close();
+  logger.flush();
+  return 0;
+}

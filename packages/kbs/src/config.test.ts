@@ -1,0 +1,261 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseKbsConfigText } from './config.js';
+
+const EXAMPLE = readFileSync('/work/shared/fixtures/trustee/kbs-config.example.toml', 'utf8');
+
+const MIN = `
+[http_server]
+insecure_http = true
+[admin]
+authorization_mode = "DenyAll"
+`;
+
+function fails(text: string): string {
+  try {
+    parseKbsConfigText(text);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as Error).message;
+  }
+  throw new Error('configuration was accepted');
+}
+
+describe('parseKbsConfigText', () => {
+  it("loads trustee's sample kbs-config.toml", () => {
+    const c = parseKbsConfigText(EXAMPLE);
+    expect(c.httpServer.insecureHttp).toBe(true);
+    expect(c.httpServer.sockets).toEqual([{ host: '127.0.0.1', port: 8080 }]);
+    expect(c.httpServer.payloadRequestSize).toBe(2);
+    expect(c.attestationToken.insecureHeaderJwk).toBe(true);
+    expect(c.attestationService.type).toBe('coco_as_builtin');
+    expect(c.attestationService.timeoutMin).toBe(5);
+    expect(c.admin).toEqual({ mode: 'InsecureAllowAll' });
+    expect(c.storageBackend).toEqual({
+      storageType: 'LocalFs',
+      localFsDir: '/opt/confidential-containers/storage',
+    });
+    expect(c.sessionStorageType).toBeUndefined();
+    expect(c.resourcePlugin).toEqual({ backend: 'kvstorage' });
+  });
+
+  it('applies trustee defaults to an almost empty file', () => {
+    const c = parseKbsConfigText(MIN);
+    expect(c.httpServer.sockets).toEqual([{ host: '127.0.0.1', port: 8080 }]);
+    expect(c.httpServer.tls.profile).toBe('intermediate');
+    expect(c.storageBackend).toEqual({ storageType: 'Memory' });
+    expect(c.resourcePlugin).toBeUndefined();
+    expect(c.attestationToken).toEqual({
+      trustedCertsPaths: [],
+      trustedJwkSets: [],
+      extraTeekeyPaths: [],
+      insecureHeaderJwk: false,
+    });
+  });
+
+  it('reads the HTTPS, token and TLS settings', () => {
+    const c = parseKbsConfigText(`
+session_storage_type = "Memory"
+[http_server]
+sockets = ["0.0.0.0:8443", "[::1]:9443"]
+private_key = "/etc/kbs/key.pem"
+certificate = "/etc/kbs/cert.pem"
+payload_request_size = 4
+worker_count = 4
+tls_profile = "custom"
+tls_min_version = "1.3"
+tls_groups = "X25519"
+[attestation_token]
+trusted_certs_paths = ["/etc/ca.pem"]
+trusted_jwk_sets = ["file:///etc/jwks.json"]
+extra_teekey_paths = ["/custom/tee-pubkey"]
+insecure_key = true
+[admin]
+authorization_mode = "InsecureAllowAll"
+[storage_backend]
+storage_type = "local_fs"
+[storage_backend.backends.local_fs]
+dir_path = "/var/lib/kbs"
+[[plugins]]
+name = "resource"
+storage_backend_type = "kvstorage"
+`);
+    expect(c.httpServer.sockets).toEqual([
+      { host: '0.0.0.0', port: 8443 },
+      { host: '::1', port: 9443 },
+    ]);
+    expect(c.httpServer.privateKey).toBe('/etc/kbs/key.pem');
+    expect(c.httpServer.payloadRequestSize).toBe(4);
+    expect(c.httpServer.tls).toEqual({ profile: 'custom', minVersion: '1.3', groups: 'X25519' });
+    expect(c.attestationToken.extraTeekeyPaths).toEqual(['/custom/tee-pubkey']);
+    expect(c.storageBackend).toEqual({ storageType: 'LocalFs', localFsDir: '/var/lib/kbs' });
+    expect(c.sessionStorageType).toBe('Memory');
+    expect(c.warnings.some((w) => w.includes('insecure_key'))).toBe(true);
+    expect(c.warnings.some((w) => w.includes('worker_count'))).toBe(true);
+  });
+
+  it("accepts trustee's earlier resource plugin form (type = LocalFs, dir_path)", () => {
+    const c = parseKbsConfigText(`${MIN}
+[[plugins]]
+name = "resource"
+type = "LocalFs"
+dir_path = "/opt/confidential-containers/kbs/repository"
+`);
+    expect(c.resourcePlugin).toEqual({
+      backend: 'LocalFs',
+      dirPath: '/opt/confidential-containers/kbs/repository',
+    });
+  });
+
+  it('reads AuthenticatedAuthorization with identity providers and ACLs', () => {
+    const c = parseKbsConfigText(`
+[http_server]
+insecure_http = true
+[admin]
+authorization_mode = "AuthenticatedAuthorization"
+[admin.authentication.bearer_jwt]
+identity_providers = [{ issuer = "admin1", public_key_uri = "/etc/admin.pem" }, { jwk_set_uri = "file:///etc/jwks.json", audience = "kbs" }]
+[[admin.authorization.regex_acl.acls]]
+role = "admin1"
+allowed_endpoints = "^/kbs/v0/resource/.+$"
+`);
+    expect(c.admin).toEqual({
+      mode: 'AuthenticatedAuthorization',
+      identityProviders: [
+        { issuer: 'admin1', publicKeyUri: '/etc/admin.pem' },
+        { jwkSetUri: 'file:///etc/jwks.json', audience: 'kbs' },
+      ],
+      acls: [{ role: 'admin1', allowedEndpoints: '^/kbs/v0/resource/.+$' }],
+    });
+  });
+
+  describe('refuses', () => {
+    it.each([
+      ['a top-level key', `${MIN}\nbogus = 1`, /unknown key "bogus"/],
+      [
+        'a key in [http_server]',
+        MIN.replace('insecure_http = true', 'insecure_http = true\nport = 1'),
+        /unknown key "port" in \[http_server\]/,
+      ],
+      [
+        'a key in [attestation_token]',
+        `${MIN}\n[attestation_token]\ntrusted_cert = []`,
+        /unknown key "trusted_cert" in \[attestation_token\]/,
+      ],
+      [
+        'a key in [admin]',
+        MIN.replace('"DenyAll"', '"DenyAll"\ninsecure_api = true'),
+        /unknown key "insecure_api" in \[admin\].*InsecureAllowAll/,
+      ],
+      [
+        'a key in [storage_backend]',
+        `${MIN}\n[storage_backend]\nstorage = "Memory"`,
+        /unknown key "storage" in \[storage_backend\]/,
+      ],
+      [
+        'session_storage_type inside a backend table',
+        `${MIN}\n[storage_backend]\nstorage_type = "LocalFs"\n[storage_backend.backends.local_fs]\ndir_path = "/x"\nsession_storage_type = "Memory"`,
+        /unknown key "session_storage_type" in \[storage_backend.backends.local_fs\].*top-level key/,
+      ],
+      [
+        'a key in [[plugins]]',
+        `${MIN}\n[[plugins]]\nname = "resource"\nfoo = 1`,
+        /unknown key "foo" in \[\[plugins\]\] #1/,
+      ],
+      [
+        'a key in an ACL rule',
+        `[http_server]\ninsecure_http = true\n[admin]\nauthorization_mode = "AuthenticatedAuthorization"\n[admin.authentication.bearer_jwt]\nidentity_providers = [{ public_key_uri = "/k" }]\n[[admin.authorization.regex_acl.acls]]\nrole = "a"\nallowed_endpoints = "^/kbs/v0/.+$"\nextra = 1`,
+        /unknown key "extra" in \[admin.authorization.regex_acl\] acls\[0\]/,
+      ],
+      ['a key in [attestation_service]', `${MIN}\n[attestation_service]\nbogus_as_key = 1`, /bogus_as_key/],
+    ])('an unknown key: %s', (_what, text, re) => {
+      expect(fails(text)).toMatch(re);
+    });
+
+    it('HTTPS without a private key or certificate', () => {
+      const msg = fails('[http_server]\n[admin]\nauthorization_mode = "DenyAll"');
+      expect(msg).toMatch(/private_key and certificate missing/);
+      expect(fails('[http_server]\nprivate_key = "/k.pem"\n[admin]\nauthorization_mode = "DenyAll"')).toMatch(
+        /certificate missing/,
+      );
+    });
+
+    it.each([
+      ['no [http_server]', '[admin]\nauthorization_mode = "DenyAll"', /\[http_server\] is required/],
+      ['no [admin]', '[http_server]\ninsecure_http = true', /\[admin\] is required/],
+      [
+        'no authorization_mode',
+        '[http_server]\ninsecure_http = true\n[admin]',
+        /authorization_mode is required/,
+      ],
+      ['an unknown authorization_mode', MIN.replace('DenyAll', 'AllowAll'), /not one of InsecureAllowAll/],
+      [
+        'a hostname socket',
+        MIN.replace('insecure_http = true', 'insecure_http = true\nsockets = ["localhost:80"]'),
+        /not an IP:port/,
+      ],
+      [
+        'an unbracketed IPv6 socket',
+        MIN.replace('insecure_http = true', 'insecure_http = true\nsockets = ["::1:80"]'),
+        /IP:port|\[addr\]:port/,
+      ],
+      [
+        'a string where a bool belongs',
+        '[http_server]\ninsecure_http = "yes"\n[admin]\nauthorization_mode = "DenyAll"',
+        /insecure_http: expected true or false/,
+      ],
+      [
+        'a zero payload size',
+        MIN.replace('insecure_http = true', 'insecure_http = true\npayload_request_size = 0'),
+        /outside 1\.\.4096/,
+      ],
+      [
+        'min TLS version above max',
+        MIN.replace(
+          'insecure_http = true',
+          'insecure_http = true\ntls_min_version = "1.3"\ntls_max_version = "1.2"',
+        ),
+        /cannot be greater/,
+      ],
+      ['Redis storage', `${MIN}\n[storage_backend]\nstorage_type = "Redis"`, /Redis is not supported/],
+      ['LocalFs without dir_path table', `${MIN}\n[storage_backend]\nstorage_type = "LocalFs"`, /local_fs/],
+      ['another plugin', `${MIN}\n[[plugins]]\nname = "nebula-ca"`, /nebula-ca" is not supported/],
+      [
+        'a Vault resource backend',
+        `${MIN}\n[[plugins]]\nname = "resource"\nstorage_backend_type = "Vault"`,
+        /Vault/,
+      ],
+      [
+        'a relative tee key pointer',
+        `${MIN}\n[attestation_token]\nextra_teekey_paths = ["a/b"]`,
+        /JSON pointer/,
+      ],
+      [
+        'an unanchored ACL',
+        '[http_server]\ninsecure_http = true\n[admin]\nauthorization_mode = "AuthenticatedAuthorization"\n[admin.authentication.bearer_jwt]\nidentity_providers = [{ public_key_uri = "/k" }]\n[admin.authorization.regex_acl]\nacls = [{ role = "a", allowed_endpoints = "/kbs/v0/.*" }]',
+        /must be anchored/,
+      ],
+      [
+        'an identity provider without keys',
+        '[http_server]\ninsecure_http = true\n[admin]\nauthorization_mode = "AuthenticatedAuthorization"\n[admin.authentication.bearer_jwt]\nidentity_providers = [{ issuer = "x" }]\n[admin.authorization.regex_acl]\nacls = []',
+        /public_key_uri and\/or jwk_set_uri/,
+      ],
+      [
+        'AuthenticatedAuthorization without identity providers',
+        '[http_server]\ninsecure_http = true\n[admin]\nauthorization_mode = "AuthenticatedAuthorization"\n[admin.authentication.bearer_jwt]\n[admin.authorization.regex_acl]',
+        /at least one `identity_providers`/,
+      ],
+      ['malformed TOML', '[http_server\ninsecure_http = true', /kbs-config\.toml/],
+    ])('%s', (_what, text, re) => {
+      expect(fails(text)).toMatch(re);
+    });
+  });
+
+  it('reads JSON when the file name says so', () => {
+    const c = parseKbsConfigText(
+      JSON.stringify({ http_server: { insecure_http: true }, admin: { authorization_mode: 'DenyAll' } }),
+      'kbs.json',
+    );
+    expect(c.admin.mode).toBe('DenyAll');
+  });
+});

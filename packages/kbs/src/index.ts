@@ -1,0 +1,49 @@
+export {
+  AdminAccessDenied,
+  type AdminAuthorizer,
+  AdminError,
+  bearerToken,
+  createAdminAuthorizer,
+} from './admin.js';
+export { main, parseArgs } from './cli.js';
+export {
+  type AclRuleConfig,
+  type AdminConfig,
+  type AttestationTokenConfig,
+  ConfigError,
+  DEFAULT_PAYLOAD_REQUEST_SIZE,
+  DEFAULT_SOCKET,
+  type HttpServerConfig,
+  type IdentityProviderConfig,
+  type KbsConfig,
+  loadKbsConfig,
+  parseKbsConfig,
+  parseKbsConfigText,
+  type ResourcePluginConfig,
+  type SocketAddress,
+  type StorageBackendConfig,
+  type StorageType,
+  type TlsConfig,
+} from './config.js';
+export { JwtExpired, JwtVerificationError } from './jwt/jws.js';
+export { TrustMaterialError } from './jwt/sources.js';
+export { JwtVerifier, type JwtVerifierOptions } from './jwt/verifier.js';
+export { type KbsOptions, KbsStartupError, type RunningKbs, startKbs } from './kbs.js';
+export { KBS_VERSION, KbsMetrics } from './metrics.js';
+export {
+  BUILTIN_RESOURCE_POLICIES,
+  RESOURCE_POLICY_ID,
+  RESOURCE_POLICY_RULE,
+} from './policy/resource-policy.js';
+export {
+  DEFAULT_MAX_SESSION_BYTES,
+  DEFAULT_MAX_SESSIONS,
+  SESSION_COOKIE,
+  type SessionLimits,
+} from './session.js';
+export { InvalidStorageKey } from './storage/keys.js';
+export { DEFAULT_LOCAL_FS_DIR, type LocalFsOptions, LocalFsStorage } from './storage/local-fs.js';
+export { MemoryStorage } from './storage/memory.js';
+export { RoutedStorage } from './storage/routed.js';
+export type { KvStorage, Namespace, SetOptions } from './storage/types.js';
+export { AttestationTokenVerifier, BUILTIN_TEE_KEY_POINTERS, jsonPointer } from './token.js';
