@@ -6,6 +6,7 @@ import { arrayBuiltins } from './arrays.js';
 import { comparisonBuiltins } from './comparison.js';
 import { numberBuiltins } from './numbers.js';
 import { objectBuiltins } from './objects.js';
+import { regexBuiltins } from './regex.js';
 import { setBuiltins } from './sets.js';
 import { stringBuiltins } from './strings.js';
 import { typeBuiltins } from './types.js';
@@ -19,6 +20,7 @@ const FAMILIES: readonly BuiltinTable[] = [
   comparisonBuiltins,
   numberBuiltins,
   objectBuiltins,
+  regexBuiltins,
   setBuiltins,
   stringBuiltins,
   typeBuiltins,
