@@ -150,14 +150,28 @@ export class TtrpcServer {
       await mkdir(dirname(path), { recursive: true });
       await removeStaleSocket(path);
       await listenOn(server, { path });
-      this.listeners.add(server);
-      await chmod(path, options.mode ?? 0o600);
+      try {
+        await chmod(path, options.mode ?? 0o600);
+      } catch (err) {
+        server.close();
+        throw err;
+      }
+      this.adopt(server);
       return { path };
     }
     await listenOn(server, { host: options.host, port: options.port });
-    this.listeners.add(server);
+    this.adopt(server);
     const bound = server.address() as net.AddressInfo;
     return { host: bound.address, port: bound.port };
+  }
+
+  /** Keeps a bound listener, unless close() started while it was being bound. */
+  private adopt(server: net.Server): void {
+    if (this.closing) {
+      server.close();
+      throw new Error(SERVER_CLOSED_MESSAGE);
+    }
+    this.listeners.add(server);
   }
 
   /** Serves an already-connected stream (a TLS socket, a hybrid-vsock socket after its handshake, …). */
@@ -176,8 +190,8 @@ export class TtrpcServer {
 
   /**
    * Stops listening, lets in-flight calls finish (new calls get UNAVAILABLE
-   * "ttrpc: server closed"), then closes connections and removes unix socket
-   * files. After `graceMs`, remaining calls are aborted and connections cut.
+   * "ttrpc: server closed"), then closes connections; unix socket files go
+   * with their listeners. After `graceMs`, remaining calls are aborted and connections cut.
    */
   close(options: CloseOptions = {}): Promise<void> {
     this.closing ??= this.shutdown(options.graceMs ?? 5000);
