@@ -1,0 +1,2 @@
+export * from './attestation-agent.js';
+export * from './data-hub.js';
