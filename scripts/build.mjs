@@ -23,6 +23,11 @@ export const EXECUTABLES = [
     entry: 'packages/executables/src/tools.ts',
     commands: ['kbs', 'kbs-client', 'rego'],
   },
+  {
+    name: 'broker-guest',
+    entry: 'packages/executables/src/guest.ts',
+    commands: ['attestation-agent', 'confidential-data-hub', 'api-server-rest'],
+  },
 ];
 
 rmSync(bin, { recursive: true, force: true });

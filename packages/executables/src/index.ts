@@ -1,0 +1,1 @@
+export { type CommandMain, dispatch, run } from './dispatch.js';
