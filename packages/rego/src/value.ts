@@ -80,6 +80,12 @@ export class SetValue {
   has(v: Value): boolean {
     return this.items.has(keyOf(v));
   }
+  /** A shallow copy (members are shared). */
+  clone(): SetValue {
+    const s = new SetValue();
+    for (const [k, v] of this.items) s.items.set(k, v);
+    return s;
+  }
   get size(): number {
     return this.items.size;
   }
@@ -116,6 +122,12 @@ export class ObjectValue {
   has(k: Value): boolean {
     return this.entries.has(keyOf(k));
   }
+  /** A shallow copy (keys and values are shared). */
+  clone(): ObjectValue {
+    const o = new ObjectValue();
+    for (const [k, e] of this.entries) o.entries.set(k, e);
+    return o;
+  }
   delete(k: Value): void {
     this.entries.delete(keyOf(k));
     this.sortedCache = undefined;
@@ -134,7 +146,15 @@ export class ObjectValue {
 }
 
 // OPA's ordering across types: null < boolean < number < string < array < object < set.
-const RANK: Record<TypeName, number> = { null: 0, boolean: 1, number: 2, string: 3, array: 4, object: 5, set: 6 };
+const RANK: Record<TypeName, number> = {
+  null: 0,
+  boolean: 1,
+  number: 2,
+  string: 3,
+  array: 4,
+  object: 5,
+  set: 6,
+};
 
 export function compareNumbers(a: number | bigint, b: number | bigint): number {
   if (typeof a === 'number' && typeof b === 'number') return a < b ? -1 : a > b ? 1 : 0;
@@ -269,7 +289,10 @@ export function serialize(v: Value): string {
   if (v instanceof SetValue) return `[${v.sorted().map(serialize).join(',')}]`;
   const parts = (v as ObjectValue)
     .sortedEntries()
-    .map(([k, x]) => `${typeof k === 'string' ? JSON.stringify(k) : JSON.stringify(serialize(k))}:${serialize(x)}`);
+    .map(
+      ([k, x]) =>
+        `${typeof k === 'string' ? JSON.stringify(k) : JSON.stringify(serialize(k))}:${serialize(x)}`,
+    );
   return `{${parts.join(',')}}`;
 }
 

@@ -1,0 +1,364 @@
+// The embedding API, shaped after regorus' Engine: load policies and data once, evaluate many times.
+import type { Module, SourceFile } from './ast.js';
+import type { BuiltinDef } from './builtins/api.js';
+import { BUILTINS } from './builtins/index.js';
+import { type BuiltinArities, type CompiledPolicy, compile, compileQuery } from './compiler.js';
+import { RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
+import { type HostBuiltin, type HostFunction, Interpreter } from './interpreter.js';
+import { parseModule, parseQuery } from './parser.js';
+import { equals, ObjectValue, SetValue, type Value } from './value.js';
+
+export interface EngineLimits {
+  /** Maximum size of one policy source, in UTF-16 code units. */
+  readonly maxPolicyBytes: number;
+  /** Maximum nesting of terms, comprehensions and bodies in a policy or query. */
+  readonly maxNesting: number;
+  /** Maximum evaluation steps per query. */
+  readonly maxSteps: number;
+  /** Maximum nesting of rule, function and comprehension evaluation. */
+  readonly maxCallDepth: number;
+  /** Maximum elements of a collection built during evaluation. */
+  readonly maxCollectionSize: number;
+  /** Maximum nesting depth of input and data documents. */
+  readonly maxDocumentDepth: number;
+  /** Maximum length of a regex pattern given to regex builtins. */
+  readonly maxRegexLength: number;
+}
+
+export const DEFAULT_LIMITS: EngineLimits = {
+  maxPolicyBytes: 4 * 1024 * 1024,
+  maxNesting: 128,
+  maxSteps: 50_000_000,
+  maxCallDepth: 256,
+  maxCollectionSize: 1_000_000,
+  maxDocumentDepth: 512,
+  maxRegexLength: 16 * 1024,
+};
+
+export interface EngineOptions {
+  /** Rego language version of policies without `import rego.v1`; default v1. */
+  readonly regoVersion?: 'v1' | 'v0';
+  /** Raise builtin errors (true, the default) or make the failing expression undefined (as kata runs it). */
+  readonly strictBuiltinErrors?: boolean;
+  /** Collect `print` output for takePrints() instead of discarding it. */
+  readonly gatherPrints?: boolean;
+  readonly limits?: Partial<EngineLimits>;
+}
+
+export interface ExpressionResult {
+  readonly value: Value;
+  readonly text: string;
+  readonly location: { readonly row: number; readonly col: number };
+}
+
+export interface QueryResult {
+  readonly expressions: ExpressionResult[];
+  readonly bindings: Record<string, Value>;
+}
+
+export interface QueryResults {
+  readonly result: QueryResult[];
+}
+
+/** Builtins evaluated by the engine itself rather than the builtin library. */
+const ENGINE_BUILTINS: ReadonlyMap<string, BuiltinDef> = new Map<string, BuiltinDef>([
+  [
+    'trace',
+    {
+      arity: 1,
+      fn: ([s]) => (typeof s === 'string' ? true : undefined),
+    },
+  ],
+  ['opa.runtime', { arity: 0, fn: () => new ObjectValue() }],
+]);
+
+const QUERY_MODULE_FILE: SourceFile = {
+  name: '<query_module.rego>',
+  text: 'package __internal_query_module',
+};
+
+interface SharedState {
+  readonly modules: readonly Module[];
+  readonly data: ObjectValue;
+  readonly hostBuiltins: ReadonlyMap<string, HostBuiltin>;
+}
+
+export class Engine {
+  private modules: Module[] = [];
+  private data = new ObjectValue();
+  private input: Value | undefined;
+  private hostBuiltins = new Map<string, HostBuiltin>();
+  private compiled: CompiledPolicy | undefined;
+  private prints: string[] = [];
+  private readonly regoV1: boolean;
+  private readonly strict: boolean;
+  private readonly gatherPrints: boolean;
+  readonly limits: EngineLimits;
+  private queryModule: Module | undefined;
+
+  constructor(opts: EngineOptions = {}) {
+    this.regoV1 = (opts.regoVersion ?? 'v1') === 'v1';
+    this.strict = opts.strictBuiltinErrors ?? true;
+    this.gatherPrints = opts.gatherPrints ?? false;
+    this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
+  }
+
+  /** Parses a policy; returns its package as `data.<package>`. */
+  addPolicy(path: string, source: string): string {
+    if (source.length > this.limits.maxPolicyBytes) {
+      throw new RegoLimitError(
+        'policy_size',
+        `${path} exceeds the maximum policy size of ${this.limits.maxPolicyBytes} bytes`,
+      );
+    }
+    const m = parseModule(
+      { name: path, text: source },
+      { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
+    );
+    this.modules = [...this.modules, m];
+    this.compiled = undefined;
+    return `data.${m.pkg.join('.')}`;
+  }
+
+  /** Packages of the loaded policies, as `data.<package>`. */
+  getPackages(): string[] {
+    return [...new Set(this.modules.map((m) => `data.${m.pkg.join('.')}`))].sort();
+  }
+
+  /** Deep-merges a document into `data`. A conflicting leaf is an error and leaves `data` unchanged. */
+  addData(value: unknown): void {
+    const v = this.toValue(value, 'data');
+    if (!(v instanceof ObjectValue)) throw new RegoEvalError('rego_type_error', 'data must be an object');
+    this.data = deepMerge(this.data, v, 0, this.limits.maxDocumentDepth) as ObjectValue;
+    this.compiled = undefined;
+  }
+
+  /** Parses JSON text (integers beyond 2^53 stay exact) and merges it into `data`. */
+  addDataJson(text: string): void {
+    this.addData(this.parseDocument(text, 'data'));
+  }
+
+  setInput(value: unknown): void {
+    this.input = value === undefined ? undefined : this.toValue(value, 'input');
+  }
+
+  setInputJson(text: string): void {
+    this.input = this.parseDocument(text, 'input');
+  }
+
+  /** Registers a host function callable from policies, e.g. `query_reference_value`. */
+  registerBuiltin(name: string, arity: number, fn: HostFunction): void {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/.test(name)) {
+      throw new RegoEvalError('rego_type_error', `invalid builtin name: ${name}`);
+    }
+    if (!Number.isInteger(arity) || arity < 0 || arity > 64) {
+      throw new RegoEvalError('rego_type_error', `invalid arity for ${name}: ${arity}`);
+    }
+    if (this.hostBuiltins.has(name))
+      throw new RegoEvalError('rego_type_error', `builtin ${name} already registered`);
+    const next = new Map(this.hostBuiltins);
+    next.set(name, { arity, fn });
+    this.hostBuiltins = next;
+    this.compiled = undefined;
+  }
+
+  /** A copy sharing parsed policies and data; later changes to either engine do not affect the other. */
+  clone(): Engine {
+    const e = new Engine({
+      regoVersion: this.regoV1 ? 'v1' : 'v0',
+      strictBuiltinErrors: this.strict,
+      gatherPrints: this.gatherPrints,
+      limits: this.limits,
+    });
+    const shared: SharedState = { modules: this.modules, data: this.data, hostBuiltins: this.hostBuiltins };
+    e.modules = shared.modules as Module[];
+    e.data = shared.data;
+    e.hostBuiltins = shared.hostBuiltins as Map<string, HostBuiltin>;
+    e.input = this.input;
+    e.compiled = this.compiled;
+    return e;
+  }
+
+  /** Compiles the loaded policies now, reporting unknown functions and other load-time errors. */
+  prepare(): void {
+    this.prepared();
+  }
+
+  /** Evaluates a rule by its full path (`data.pkg.rule`); undefined when the rule is undefined. */
+  evalRule(ref: string): Value | undefined {
+    const c = this.prepared();
+    const interp = this.interpreter(c);
+    try {
+      return interp.evalRuleInPath(ref);
+    } finally {
+      this.collectPrints(interp);
+    }
+  }
+
+  /** Evaluates a query; results follow OPA's/regorus' shape. */
+  evalQuery(query: string): QueryResults {
+    const c = this.prepared();
+    const q = parseQuery(
+      { name: '<query.rego>', text: query },
+      { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
+    );
+    const cq = compileQuery(q, c, this.compileOptions());
+    const interp = this.interpreter(cq);
+    try {
+      interp.createRulePrefixes();
+      if (query.trim() === 'data') interp.evalModules();
+      this.queryModule ??= parseModule(QUERY_MODULE_FILE, { regoV1: this.regoV1, maxNesting: 8 });
+      const results = interp.evalUserQuery(q, this.queryModule);
+      return {
+        result: results.map((r) => {
+          const bindings: Record<string, Value> = {};
+          for (const [k, v] of r.bindings.sortedEntries()) bindings[k as string] = v;
+          return { expressions: r.expressions, bindings };
+        }),
+      };
+    } finally {
+      this.collectPrints(interp);
+    }
+  }
+
+  /** Returns and clears the gathered `print` lines. */
+  takePrints(): string[] {
+    const p = this.prints;
+    this.prints = [];
+    return p;
+  }
+
+  private collectPrints(interp: Interpreter): void {
+    if (this.gatherPrints && interp.prints.length > 0) {
+      for (const p of interp.prints) this.prints.push(p);
+    }
+  }
+
+  private interpreter(c: CompiledPolicy): Interpreter {
+    return new Interpreter(c, this.data, this.input, {
+      strictBuiltinErrors: this.strict,
+      gatherPrints: this.gatherPrints,
+      limits: this.limits,
+      builtins: allBuiltins(),
+      hostBuiltins: this.hostBuiltins,
+      nowNs: BigInt(Date.now()) * 1_000_000n,
+    });
+  }
+
+  private compileOptions() {
+    const arities = new Map<string, number>(builtinArities());
+    for (const [k, v] of this.hostBuiltins) arities.set(k, v.arity);
+    return { builtins: arities as BuiltinArities, extraCallables: new Set(this.hostBuiltins.keys()) };
+  }
+
+  private prepared(): CompiledPolicy {
+    this.compiled ??= compile(this.modules, this.compileOptions());
+    return this.compiled;
+  }
+
+  private parseDocument(text: string, what: string): Value {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text, (_key, value, context?: { source?: string }) => {
+        if (typeof value === 'number' && !Number.isSafeInteger(value) && context?.source !== undefined) {
+          if (/^-?\d+$/.test(context.source)) return BigInt(context.source);
+        }
+        return value;
+      });
+    } catch (e) {
+      if (e instanceof RangeError)
+        throw new RegoLimitError('nesting_depth', `${what} document is nested too deeply`);
+      throw new RegoParseError(`<${what}>`, 1, 1, `invalid JSON: ${(e as Error).message}`);
+    }
+    return this.toValue(parsed, what);
+  }
+
+  private toValue(j: unknown, what: string): Value {
+    return convert(j, 0, this.limits.maxDocumentDepth, what);
+  }
+}
+
+let mergedBuiltins: ReadonlyMap<string, BuiltinDef> | undefined;
+function allBuiltins(): ReadonlyMap<string, BuiltinDef> {
+  if (!mergedBuiltins) {
+    const m = new Map<string, BuiltinDef>(BUILTINS);
+    for (const [k, v] of ENGINE_BUILTINS) if (!m.has(k)) m.set(k, v);
+    mergedBuiltins = m;
+  }
+  return mergedBuiltins;
+}
+
+let arities: Map<string, number> | undefined;
+function builtinArities(): ReadonlyMap<string, number> {
+  if (!arities) {
+    arities = new Map();
+    for (const [k, v] of allBuiltins()) arities.set(k, v.arity);
+    arities.set('walk', 1);
+    arities.set('print', -1);
+  }
+  return arities;
+}
+
+/** JSON (or Value) to Value with a depth bound; bigint stays exact, objects become ObjectValue. */
+function convert(j: unknown, depth: number, max: number, what: string): Value {
+  if (depth > max)
+    throw new RegoLimitError('nesting_depth', `${what} document exceeds the nesting limit of ${max}`);
+  if (j === null || typeof j === 'boolean' || typeof j === 'string') return j;
+  if (typeof j === 'number') {
+    if (!Number.isFinite(j)) throw new RegoEvalError('rego_type_error', `${what}: not a JSON number: ${j}`);
+    return Object.is(j, -0) ? 0 : j;
+  }
+  if (typeof j === 'bigint') {
+    return j >= -9007199254740991n && j <= 9007199254740991n ? Number(j) : j;
+  }
+  if (Array.isArray(j)) return j.map((x) => convert(x, depth + 1, max, what));
+  if (j instanceof SetValue) {
+    const s = new SetValue();
+    for (const x of j.values()) s.add(convert(x, depth + 1, max, what));
+    return s;
+  }
+  if (j instanceof ObjectValue) {
+    const o = new ObjectValue();
+    for (const [k, v] of j.entries.values()) o.set(k, convert(v, depth + 1, max, what));
+    return o;
+  }
+  if (typeof j === 'object') {
+    const o = new ObjectValue();
+    for (const [k, v] of Object.entries(j as Record<string, unknown>))
+      o.set(k, convert(v, depth + 1, max, what));
+    return o;
+  }
+  throw new RegoEvalError('rego_type_error', `${what}: cannot convert ${typeof j} to a Rego value`);
+}
+
+/** Deep merge of data documents: objects recurse, sets union, equal values are kept, others conflict. */
+function deepMerge(a: Value, b: Value, depth: number, max: number): Value {
+  if (depth > max)
+    throw new RegoLimitError('nesting_depth', `data merge exceeds the nesting limit of ${max}`);
+  if (equals(a, b)) return a;
+  if (a instanceof SetValue && b instanceof SetValue) {
+    const s = a.clone();
+    for (const x of b.values()) s.add(x);
+    return s;
+  }
+  if (a instanceof ObjectValue && b instanceof ObjectValue) {
+    const o = a.clone();
+    for (const [k, v] of b.entries.values()) {
+      const prev = o.get(k);
+      if (prev === undefined) o.set(k, v);
+      else if (
+        (prev instanceof ObjectValue && v instanceof ObjectValue) ||
+        (prev instanceof SetValue && v instanceof SetValue)
+      ) {
+        o.set(k, deepMerge(prev, v, depth + 1, max));
+      } else if (!equals(prev, v)) {
+        throw new RegoEvalError(
+          'eval_conflict_error',
+          `value for key \`${typeof k === 'string' ? JSON.stringify(k) : String(k)}\` generated multiple times`,
+        );
+      }
+    }
+    return o;
+  }
+  throw new RegoEvalError('eval_conflict_error', 'error: could not merge value');
+}
