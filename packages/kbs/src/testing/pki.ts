@@ -12,6 +12,10 @@ export interface TestChain {
   /** x5c: leaf then intermediate, standard base64 DER. */
   readonly x5c: string[];
   readonly leafKey: KeyObject;
+  /** PEM file of the leaf key (PKCS#8). */
+  readonly leafKeyPath: string;
+  /** PEM file of leaf then intermediate. */
+  readonly chainPath: string;
 }
 
 function openssl(args: string[], cwd: string): void {
@@ -104,7 +108,14 @@ export function makeChain(dir: string, tag = 'test'): TestChain {
     dir,
   );
   const rootPath = join(dir, `${tag}-root.pem`);
+  const chainPath = join(dir, `${tag}-chain.pem`);
+  writeFileSync(
+    chainPath,
+    readFileSync(join(dir, `${tag}-leaf.pem`), 'utf8') + readFileSync(join(dir, `${tag}-int.pem`), 'utf8'),
+  );
   return {
+    leafKeyPath: join(dir, `${tag}-leaf.key`),
+    chainPath,
     rootPem: readFileSync(rootPath, 'utf8'),
     rootPath,
     x5c: [der64(join(dir, `${tag}-leaf.pem`)), der64(join(dir, `${tag}-int.pem`))],

@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStorage } from '../storage/memory.js';
+import { BUILTIN_RESOURCE_POLICIES, PolicyEngineError, ResourcePolicy } from './resource-policy.js';
+
+const data = { plugin: 'resource', 'resource-path': ['default', 'key', '1'], query: {} };
+const sampleClaims = {
+  submods: {
+    cpu0: { 'ear.status': 'affirming', 'ear.veraison.annotated-evidence': { sample: { svn: '1' } } },
+  },
+};
+const snpClaims = {
+  submods: {
+    cpu0: { 'ear.status': 'warning', 'ear.veraison.annotated-evidence': { snp: { measurement: 'x' } } },
+  },
+};
+
+async function withPolicy(text?: string): Promise<ResourcePolicy> {
+  const p = new ResourcePolicy(new MemoryStorage());
+  await p.seedDefault();
+  if (text !== undefined) await p.set(text);
+  return p;
+}
+
+describe('ResourcePolicy', () => {
+  it("seeds trustee's default, which refuses the sample TEE and allows a real one", async () => {
+    const p = await withPolicy();
+    expect(await p.list()).toEqual(['resource-policy']);
+    expect(await p.evaluate(sampleClaims, data)).toEqual({ allow: false });
+    expect(await p.evaluate(snpClaims, data)).toEqual({ allow: true });
+    expect(await p.evaluate(snpClaims, { ...data, plugin: 'other' })).toEqual({ allow: false });
+  });
+
+  it('does not overwrite a stored policy when seeding', async () => {
+    const storage = new MemoryStorage();
+    const a = new ResourcePolicy(storage);
+    await a.set(BUILTIN_RESOURCE_POLICIES.allow_all);
+    const b = new ResourcePolicy(storage);
+    await b.seedDefault();
+    expect(await b.evaluate(sampleClaims, data)).toEqual({ allow: true });
+  });
+
+  it('evaluates the other sample policies as upstream', async () => {
+    expect(
+      (await (await withPolicy(BUILTIN_RESOURCE_POLICIES.deny_all)).evaluate(snpClaims, data)).allow,
+    ).toBe(false);
+    const affirming = await withPolicy(BUILTIN_RESOURCE_POLICIES.affirming);
+    expect((await affirming.evaluate(sampleClaims, data)).allow).toBe(true);
+    expect((await affirming.evaluate(snpClaims, data)).allow).toBe(false);
+    expect((await affirming.evaluate({ submods: {} }, data)).allow).toBe(false);
+  });
+
+  it('sees the resource path and query as data', async () => {
+    const p = await withPolicy(
+      'package policy\nimport rego.v1\ndefault allow := false\nallow if {\n  data["resource-path"][2] == "1"\n  data.query.v == "2"\n  input.submods.cpu0["ear.status"] == "warning"\n}\n',
+    );
+    expect((await p.evaluate(snpClaims, { ...data, query: { v: '2' } })).allow).toBe(true);
+    expect((await p.evaluate(snpClaims, { ...data, query: { v: '3' } })).allow).toBe(false);
+    expect((await p.evaluate(sampleClaims, { ...data, query: { v: '2' } })).allow).toBe(false);
+  });
+
+  it('treats an undefined or non-boolean allow as a denial and says why', async () => {
+    const undef = await withPolicy('package policy\nimport rego.v1\nallow if { false }\n');
+    expect(await undef.evaluate(snpClaims, data)).toMatchObject({
+      allow: false,
+      anomaly: expect.stringContaining('does not define'),
+    });
+    const str = await withPolicy('package policy\nallow := "yes"\n');
+    expect(await str.evaluate(snpClaims, data)).toMatchObject({
+      allow: false,
+      anomaly: expect.stringContaining('not a boolean'),
+    });
+  });
+
+  it('refuses a policy that does not compile and keeps the old one', async () => {
+    const p = await withPolicy(BUILTIN_RESOURCE_POLICIES.allow_all);
+    await expect(p.set('package policy\nallow if {')).rejects.toBeInstanceOf(PolicyEngineError);
+    await expect(p.set('package policy\nallow if {')).rejects.toThrow(/Failed to load policy/);
+    expect((await p.evaluate(snpClaims, data)).allow).toBe(true);
+  });
+
+  it('reports a missing policy', async () => {
+    const p = new ResourcePolicy(new MemoryStorage());
+    await expect(p.evaluate(snpClaims, data)).rejects.toThrow('Policy `resource-policy.rego` not found');
+  });
+
+  it('picks up a policy another replica stored', async () => {
+    const storage = new MemoryStorage();
+    const mine = new ResourcePolicy(storage);
+    await mine.seedDefault();
+    expect((await mine.evaluate(sampleClaims, data)).allow).toBe(false);
+    await new ResourcePolicy(storage).set(BUILTIN_RESOURCE_POLICIES.allow_all);
+    expect((await mine.evaluate(sampleClaims, data)).allow).toBe(true);
+  });
+});
