@@ -105,13 +105,17 @@ export function normalizeFlowIndent(text: string): string {
     }
     if (depth === 0) baseIndent = indent;
     let quote = '';
+    let prev = '';
     for (const ch of line) {
       if (quote) {
         if (ch === quote) quote = '';
       } else if (ch === '"' || ch === "'") quote = ch;
-      else if (ch === '#') break;
-      else if (ch === '[' || ch === '{') depth++;
-      else if (ch === ']' || ch === '}') depth = Math.max(0, depth - 1);
+      else if (ch === '#' && (prev === '' || prev === ' ')) break;
+      else if ((ch === '[' || ch === '{') && (depth > 0 || prev === '' || prev === ':' || prev === '-'))
+        depth++;
+      else if ((ch === ']' || ch === '}') && depth > 0) depth--;
+      if (ch !== ' ') prev = ch;
+      else if (prev !== '') prev = prev === ':' || prev === '-' ? prev : ' ';
     }
     if (depth === 0 && /(^|:\s|-\s)\s*[|>][-+]?\s*$/.test(line.trimEnd())) blockIndent = indent;
   }

@@ -66,6 +66,9 @@ function isIdentStart(c: number): boolean {
 function isIdentPart(c: number): boolean {
   return isIdentStart(c) || isDigit(c);
 }
+function isHighSurrogate(c: number): boolean {
+  return c >= 0xd800 && c <= 0xdbff;
+}
 function isHex(c: number): boolean {
   return isDigit(c) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
 }
@@ -117,8 +120,9 @@ export class Lexer {
     const start = this.pos;
     const line = this.line;
     const col = this.col(start);
-    if (start >= s.length) return { kind: 'eof', text: '', start, end: start, line, col };
     const c = s.charCodeAt(start);
+    // A NUL character ends the source, as in regorus.
+    if (start >= s.length || c === 0) return { kind: 'eof', text: '', start, end: start, line, col };
     const n1 = s.charCodeAt(start + 1);
     if ((c === C.Minus || c === C.Dot) && isDigit(n1)) return this.number();
     if (isDigit(c)) return this.number();
@@ -266,7 +270,21 @@ export class Lexer {
                 throw this.error(line, this.col(p + i), 'invalid hex escape sequence');
               }
             }
-            out += String.fromCharCode(Number.parseInt(s.slice(p + 2, p + 6), 16));
+            const code = Number.parseInt(s.slice(p + 2, p + 6), 16);
+            if (code >= 0xd800 && code <= 0xdbff) {
+              // A high surrogate must be followed by an escaped low surrogate.
+              const lowText = s.slice(p + 6, p + 12);
+              const low = /^\\u[0-9a-fA-F]{4}$/.test(lowText) ? Number.parseInt(lowText.slice(2), 16) : -1;
+              if (low < 0xdc00 || low > 0xdfff)
+                throw this.error(line, this.col(p), 'invalid unicode escape: lone surrogate');
+            } else if (
+              code >= 0xdc00 &&
+              code <= 0xdfff &&
+              !(out.length > 0 && isHighSurrogate(out.charCodeAt(out.length - 1)))
+            ) {
+              throw this.error(line, this.col(p), 'invalid unicode escape: lone surrogate');
+            }
+            out += String.fromCharCode(code);
             p += 4;
             break;
           }
