@@ -1606,7 +1606,7 @@ function checkQueryCalls(
         break;
       case 'expr':
       case 'not':
-        visit(lit.expr);
+        checkExprCalls(lit.expr, c, opts, extraArg, mpath, m, lit.expr.k === 'call' ? lit.expr : undefined);
         break;
       case 'every':
         visit(lit.domain);
@@ -1626,6 +1626,7 @@ function checkExprCalls(
   extraArg: (call: Expr, modulePath: string) => Expr | undefined,
   mpath: string,
   m: Module | undefined,
+  stmtCall?: CallExpr,
 ): void {
   const visit = (x: Expr): boolean => {
     switch (x.k) {
@@ -1641,7 +1642,7 @@ function checkExprCalls(
         return false;
       case 'call': {
         c.extraArgs.set(x, extraArg(x, mpath));
-        resolveCall(x, c, opts, mpath, m);
+        resolveCall(x, c, opts, mpath, m, x === stmtCall);
         for (const p of x.params) traverseCalls(p, visit);
         return false;
       }
@@ -1662,11 +1663,22 @@ function resolveCall(
   opts: CompileOptions,
   mpath: string,
   m: Module | undefined,
+  allowOutputArg: boolean,
 ): void {
   const p = pathString(x.fcn);
   if (p === undefined) throw fail(x.loc, 'invalid function expression');
+  const checkArity = (name: string, arity: number): void => {
+    if (arity < 0) return;
+    const n = x.params.length;
+    if (n === arity || (allowOutputArg && n === arity + 1)) return;
+    throw fail(x.loc, `\`${name}\` expects ${arity} argument${arity === 1 ? '' : 's'}`);
+  };
   const full = pathString(x.fcn, mpath)!;
-  if (c.functions.has(full) || c.functions.has(p)) return;
+  const fn = c.functions.get(full) ?? c.functions.get(p);
+  if (fn) {
+    checkArity(p, fn.arity);
+    return;
+  }
   if (c.defaultRules.has(full) || c.defaultRules.has(p)) return;
   // Import aliases: `alias.f(x)` → `data.a.b.f`.
   if (m !== undefined && !p.startsWith('data.')) {
@@ -1679,13 +1691,11 @@ function resolveCall(
       if (resolved !== undefined && (c.functions.has(resolved) || c.defaultRules.has(resolved))) return;
     }
   }
-  if (EVALUATOR_CALLABLES.has(p) || opts.extraCallables.has(p)) return;
   const arity = opts.builtins.get(p);
   if (arity !== undefined) {
-    if (arity >= 0 && x.params.length !== arity && x.params.length !== arity + 1) {
-      throw fail(x.loc, `${p}: expects ${arity} argument${arity === 1 ? '' : 's'}`);
-    }
+    checkArity(p, arity);
     return;
   }
+  if (EVALUATOR_CALLABLES.has(p) || opts.extraCallables.has(p)) return;
   throw fail(x.loc, `could not find function ${p}`);
 }

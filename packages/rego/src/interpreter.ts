@@ -1740,6 +1740,13 @@ export class Interpreter {
         if (selected === 'walk') return args[0] === undefined ? undefined : walkPairs(args[0]!);
         const def = this.opts.builtins.get(selected);
         if (def) {
+          if (args.length !== def.arity) {
+            throw this.err(
+              'rego_type_error',
+              e.loc,
+              `\`${selected}\` expects ${def.arity} argument${def.arity === 1 ? '' : 's'}`,
+            );
+          }
           if (args.some((a) => a === undefined)) return undefined;
           if (def.nondeterministic) {
             const key = `${selected}\u0000${keyOf(args as Value[])}`;
