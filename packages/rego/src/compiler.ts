@@ -19,6 +19,7 @@ import {
   traverse,
   type VarExpr,
 } from './ast.js';
+import type { BuiltinDef } from './builtins/api.js';
 import { RegoParseError } from './errors.js';
 import {
   type AssignmentPlan,
@@ -38,6 +39,19 @@ export interface FunctionEntry {
   readonly arity: number;
   readonly module: Module;
 }
+
+/** What a call resolves to when no `with` replaces functions; cached per call expression. */
+export type CallTarget =
+  | { readonly t: 'user'; readonly fn: FunctionEntry | undefined; readonly selected: string }
+  | {
+      readonly t: 'host';
+      readonly host: { readonly arity: number; readonly fn: (args: readonly Value[]) => Value | undefined };
+      readonly name: string;
+    }
+  | { readonly t: 'print' }
+  | { readonly t: 'walk' }
+  | { readonly t: 'builtin'; readonly def: BuiltinDef; readonly name: string }
+  | { readonly t: 'unknown'; readonly name: string };
 
 export interface DefaultEntry {
   readonly rule: Rule & { k: 'default' };
@@ -66,6 +80,7 @@ export interface CompiledPolicy {
   readonly plans: Map<Expr, BindingPlan>;
   /** Calls whose last argument receives the result (`f(x, out)`), keyed by call, per module path. */
   readonly extraArgs: Map<CallExpr, Expr | undefined>;
+  readonly callTargets: Map<CallExpr, CallTarget>;
 }
 
 function fail(loc: Loc, msg: string): RegoParseError {
@@ -1506,6 +1521,7 @@ export function compile(modules: readonly Module[], opts: CompileOptions): Compi
     exprLoops: new Map(),
     plans: new Map(),
     extraArgs: new Map(),
+    callTargets: new Map(),
   };
   const hoister = new Hoister(compiled);
   const globals = moduleGlobals(modules, t.modulePath);
@@ -1540,6 +1556,7 @@ export function compileQuery(q: Query, base: CompiledPolicy, opts: CompileOption
     exprLoops: new OverlayMap(base.exprLoops),
     plans: new OverlayMap(base.plans),
     extraArgs: new OverlayMap(base.extraArgs),
+    callTargets: new OverlayMap(base.callTargets),
   };
   const extraArg = makeExtraArg(compiled.functions, opts.builtins);
   const analyzer = new Analyzer(extraArg, new Map());

@@ -17,7 +17,14 @@ import {
 } from './ast.js';
 import type { BuiltinContext, BuiltinDef } from './builtins/api.js';
 import { BuiltinError } from './builtins/api.js';
-import { type CompiledPolicy, type DefaultEntry, pathString, ruleRefr } from './compiler.js';
+import {
+  type CallTarget,
+  type CompiledPolicy,
+  type DefaultEntry,
+  type FunctionEntry,
+  pathString,
+  ruleRefr,
+} from './compiler.js';
 import { RegoEvalError, RegoLimitError } from './errors.js';
 import { jsonText, printable } from './format.js';
 import type { AssignmentPlan, BindingPlan, DestructuringPlan, HoistedLoop } from './plans.js';
@@ -87,20 +94,19 @@ interface Ctx {
 
 function newCtx(init: Partial<Ctx>): Ctx {
   return {
-    keyExpr: undefined,
-    outputExpr: undefined,
-    value: undefined,
-    result: undefined,
+    keyExpr: init.keyExpr,
+    outputExpr: init.outputExpr,
+    value: init.value,
+    result: init.result,
     results: [],
-    isCompr: false,
-    ruleRef: undefined,
+    isCompr: init.isCompr ?? false,
+    ruleRef: init.ruleRef,
     ruleValue: new ObjectValue(),
-    isSet: false,
-    isOldStyleSet: false,
+    isSet: init.isSet ?? false,
+    isOldStyleSet: init.isOldStyleSet ?? false,
     constDetermined: false,
     earlyReturn: false,
-    isRule: false,
-    ...init,
+    isRule: init.isRule ?? false,
   };
 }
 
@@ -266,12 +272,15 @@ export class Interpreter {
     if (name !== '_') this.currentScope().set(name, v);
   }
 
-  private lookupLocal(name: string): { found: boolean; value: Value | undefined } {
-    for (let i = this.scopes.length - 1; i >= 0; i--) {
-      const s = this.scopes[i]!;
-      if (s.has(name)) return { found: true, value: s.get(name) };
+  /** The value of a local variable (possibly undefined), or NOT_FOUND when no scope declares it. */
+  private lookupLocal(name: string): Value | undefined | typeof NOT_FOUND {
+    const scopes = this.scopes;
+    for (let i = scopes.length - 1; i >= 0; i--) {
+      const s = scopes[i]!;
+      const v = s.get(name);
+      if (v !== undefined || s.has(name)) return v;
     }
-    return { found: false, value: undefined };
+    return NOT_FOUND;
   }
 
   private ctx(): Ctx {
@@ -624,8 +633,8 @@ export class Interpreter {
     const key = loop.key;
     if (key !== undefined && key.k === 'var') {
       const local = this.lookupLocal(key.name);
-      if (local.found) {
-        const idx = local.value;
+      if (local !== NOT_FOUND) {
+        const idx = local;
         if (idx !== undefined && indexValue(coll, idx) !== undefined) {
           return this.evalStmtsInLoop(stmts, i, loops, li + 1);
         }
@@ -724,7 +733,7 @@ export class Interpreter {
           if (this.currentScope().has(v.name)) {
             throw this.err('rego_compile_error', v.loc, `duplicated definition of local variable ${v.name}`);
           }
-          if (!this.lookupLocal(v.name).found) this.addVar(v.name, undefined);
+          if (this.lookupLocal(v.name) === NOT_FOUND) this.addVar(v.name, undefined);
         }
         this.pushExpression(lit.loc, true);
         return true;
@@ -1327,7 +1336,7 @@ export class Interpreter {
   private lookupVar(e: Expr & { k: 'var' }, fields: readonly string[]): Value | undefined {
     const name = e.name;
     const local = this.lookupLocal(name);
-    if (local.found) return chained(local.value, fields);
+    if (local !== NOT_FOUND) return chained(local, fields);
     if (name === 'input') return chained(this.input, fields);
     if (name === 'data') {
       if (this.processedPaths.isProcessed(fields)) return chained(this.data, fields);
@@ -1490,8 +1499,13 @@ export class Interpreter {
         }
         path.reverse();
         const index = this.evalExpr(e.index);
-        const refPath = pathString(e.refr);
-        const isData = refPath !== undefined && (refPath === 'data' || refPath.startsWith('data.'));
+        let refPath = DATA_REF_PATH.get(e.refr);
+        if (refPath === undefined) {
+          const p = pathString(e.refr);
+          refPath = p !== undefined && (p === 'data' || p.startsWith('data.')) ? p : null;
+          DATA_REF_PATH.set(e.refr, refPath);
+        }
+        const isData = refPath !== null;
         if (isData && index !== undefined) {
           const is = valueToString(index);
           const rp = path.length === 0 ? `${refPath}.${is}` : `${refPath}.${is}.${path.join('.')}`;
@@ -1632,7 +1646,7 @@ export class Interpreter {
 
   // ---- calls ----
 
-  private lookupFunction(path: string): { rules: Rule[]; module: Module } | undefined {
+  private lookupFunction(path: string): FunctionEntry | undefined {
     const full = path.startsWith('data.') ? path : `${this.modulePath}.${path}`;
     return this.c.functions.get(full);
   }
@@ -1683,91 +1697,112 @@ export class Interpreter {
     this.tick();
     const lv = this.loopVars.get(e);
     if (lv !== undefined) return lv;
+    const args: (Value | undefined)[] = new Array(params.length);
+    for (let i = 0; i < params.length; i++) args[i] = this.evalExpr(params[i]!);
+    if (this.withFunctions.size === 0) {
+      let target = this.c.callTargets.get(e);
+      if (target === undefined) {
+        target = this.resolveTarget(e, this.resolveFunctionPath(this.rawCallPath(e)));
+        this.c.callTargets.set(e, target);
+      }
+      return this.dispatchCall(e, target, params, args);
+    }
+    const fcnPath = this.resolveFunctionPath(this.rawCallPath(e));
+    const mod = this.withFunctions.get(fcnPath);
+    if (mod === undefined) return this.dispatchCall(e, this.resolveTarget(e, fcnPath), params, args);
+    if ('value' in mod) {
+      if (args.some((a) => a === undefined)) return undefined;
+      return mod.value;
+    }
+    const saved = this.withFunctions;
+    this.withFunctions = new Map();
+    try {
+      return this.dispatchCall(e, this.resolveTarget(e, mod.fn), params, args);
+    } finally {
+      this.withFunctions = saved;
+    }
+  }
+
+  private rawCallPath(e: CallExpr): string {
     const raw = pathString(e.fcn);
     if (raw === undefined) throw this.err('rego_type_error', e.loc, 'invalid function expression');
-    const args: (Value | undefined)[] = [];
-    for (const p of params) args.push(this.evalExpr(p));
-    const fcnPath =
-      this.withFunctions.size > 0 || this.c.imports.size > 0 ? this.resolveFunctionPath(raw) : raw;
+    return raw;
+  }
 
-    let selected = fcnPath;
-    let savedWithFunctions: Map<string, FunctionModifier> | undefined;
-    if (this.withFunctions.size > 0) {
-      const mod = this.withFunctions.get(fcnPath);
-      if (mod !== undefined) {
-        if ('value' in mod) {
-          if (args.some((a) => a === undefined)) return undefined;
-          return mod.value;
-        }
-        selected = mod.fn;
-        savedWithFunctions = this.withFunctions;
-        this.withFunctions = new Map();
-      }
+  /** What a call refers to in the current module: a user function (or default function), or a builtin. */
+  private resolveTarget(e: CallExpr, selected: string): CallTarget {
+    const fn = this.lookupFunction(selected);
+    if (fn !== undefined) return { t: 'user', fn, selected };
+    if (
+      this.c.defaultRules.has(selected) ||
+      this.c.defaultRules.has(pathString(e.fcn, this.modulePath) ?? '')
+    ) {
+      return { t: 'user', fn: undefined, selected };
     }
-    try {
-      return this.dispatchCall(e, selected, params, args);
-    } finally {
-      if (savedWithFunctions) this.withFunctions = savedWithFunctions;
-    }
+    const host = this.opts.hostBuiltins.get(selected);
+    if (host) return { t: 'host', host, name: selected };
+    if (selected === 'print') return { t: 'print' };
+    if (selected === 'walk') return { t: 'walk' };
+    const def = this.opts.builtins.get(selected);
+    if (def) return { t: 'builtin', def, name: selected };
+    return { t: 'unknown', name: selected };
   }
 
   private dispatchCall(
     e: CallExpr,
-    selected: string,
+    target: CallTarget,
     params: readonly Expr[],
     args: readonly (Value | undefined)[],
   ): Value | undefined {
-    const fn = this.lookupFunction(selected);
-    if (fn === undefined) {
-      const hasDefault =
-        this.c.defaultRules.has(selected) ||
-        this.c.defaultRules.has(pathString(e.fcn, this.modulePath) ?? '');
-      if (!hasDefault) {
-        const host = this.opts.hostBuiltins.get(selected);
-        if (host) {
-          if (args.some((a) => a === undefined)) return undefined;
-          if (args.length !== host.arity) {
-            throw this.err('rego_type_error', e.loc, 'incorrect number of parameters supplied to extension');
-          }
-          try {
-            return host.fn(args as Value[]);
-          } catch (err) {
-            if (err instanceof RegoLimitError || err instanceof RegoEvalError) throw err;
-            throw this.err('eval_builtin_error', e.loc, `${selected}: ${(err as Error).message}`);
-          }
+    switch (target.t) {
+      case 'user':
+        for (const a of args) if (a === undefined) return undefined;
+        return this.callUserFunction(e, target.selected, target.fn, args as Value[]);
+      case 'host': {
+        for (const a of args) if (a === undefined) return undefined;
+        if (args.length !== target.host.arity) {
+          throw this.err('rego_type_error', e.loc, 'incorrect number of parameters supplied to extension');
         }
-        if (selected === 'print') return this.evalPrint(e, params);
-        if (selected === 'walk') return args[0] === undefined ? undefined : walkPairs(args[0]!);
-        const def = this.opts.builtins.get(selected);
-        if (def) {
-          if (args.length !== def.arity) {
-            throw this.err(
-              'rego_type_error',
-              e.loc,
-              `\`${selected}\` expects ${def.arity} argument${def.arity === 1 ? '' : 's'}`,
-            );
-          }
-          if (args.some((a) => a === undefined)) return undefined;
-          if (def.nondeterministic) {
-            const key = `${selected}\u0000${keyOf(args as Value[])}`;
-            if (this.builtinCache.has(key)) return this.builtinCache.get(key);
-            const v = this.invokeBuiltin(selected, def, args as Value[], e.loc);
-            this.builtinCache.set(key, v);
-            return v;
-          }
-          return this.invokeBuiltin(selected, def, args as Value[], e.loc);
+        try {
+          return target.host.fn(args as Value[]);
+        } catch (err) {
+          if (err instanceof RegoLimitError || err instanceof RegoEvalError) throw err;
+          throw this.err('eval_builtin_error', e.loc, `${target.name}: ${(err as Error).message}`);
         }
-        throw this.err('rego_type_error', e.loc, `could not find function ${selected}`);
       }
+      case 'print':
+        return this.evalPrint(e, params);
+      case 'walk':
+        return args[0] === undefined ? undefined : walkPairs(args[0]!);
+      case 'builtin': {
+        const def = target.def;
+        const name = target.name;
+        if (args.length !== def.arity) {
+          throw this.err(
+            'rego_type_error',
+            e.loc,
+            `\`${name}\` expects ${def.arity} argument${def.arity === 1 ? '' : 's'}`,
+          );
+        }
+        for (const a of args) if (a === undefined) return undefined;
+        if (def.nondeterministic) {
+          const key = `${name}\u0000${keyOf(args as Value[])}`;
+          if (this.builtinCache.has(key)) return this.builtinCache.get(key);
+          const v = this.invokeBuiltin(name, def, args as Value[], e.loc);
+          this.builtinCache.set(key, v);
+          return v;
+        }
+        return this.invokeBuiltin(name, def, args as Value[], e.loc);
+      }
+      case 'unknown':
+        throw this.err('rego_type_error', e.loc, `could not find function ${target.name}`);
     }
-    if (args.some((a) => a === undefined)) return undefined;
-    return this.callUserFunction(e, selected, fn, args as Value[]);
   }
 
   private callUserFunction(
     e: CallExpr,
     selected: string,
-    fn: { rules: Rule[]; module: Module } | undefined,
+    fn: FunctionEntry | undefined,
     args: readonly Value[],
   ): Value | undefined {
     const results: Value[] = [];
@@ -1889,7 +1924,15 @@ export class Interpreter {
       const v = this.evalExpr(p);
       if (v === undefined) parts.push('<undefined>');
       else if (typeof v === 'string') parts.push(v);
-      else parts.push(printable(v));
+      else if (v !== null && typeof v === 'object' && !this.owned.has(v)) {
+        // Values reached through input or rules are immutable; their text is reused across prints.
+        let text = PRINT_CACHE.get(v);
+        if (text === undefined) {
+          text = printable(v);
+          PRINT_CACHE.set(v, text);
+        }
+        parts.push(text);
+      } else parts.push(printable(v));
     }
     this.prints.push(`${e.loc.file.name}:${e.loc.line}: ${parts.join(' ')}`);
     return true;
@@ -1908,6 +1951,11 @@ interface WithSaved {
   withFunctions?: Map<string, FunctionModifier>;
   ruleValues?: Map<string, { value: Value; loc: Loc }>;
 }
+
+const PRINT_CACHE = new WeakMap<object, string>();
+/** For refs indexed by a computed key: the `data.` path of the indexed ref, or null when not under data. */
+const DATA_REF_PATH = new WeakMap<Expr, string | null>();
+const NOT_FOUND: unique symbol = Symbol('not found');
 
 const NO_WITH: WithSaved = { active: false, skip: false };
 const EMPTY_LOOPS: readonly HoistedLoop[] = [];
