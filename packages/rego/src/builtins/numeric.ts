@@ -87,3 +87,27 @@ export function divDec(a: Decimal, b: Decimal): Decimal {
 export function cmpNum(a: Num, b: Num): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
+
+/** A number from decimal text (JSON or Go float syntax already checked): exact when integral. */
+export function fromDecimalText(text: string): Num {
+  const m = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (m === null) throw new BuiltinError('eval_builtin_error', `invalid number: ${text}`);
+  const intPart = m[2] ?? '';
+  const frac = m[3] ?? '';
+  const exp = Number(m[4] ?? '0');
+  if (frac === '' && exp === 0) {
+    if (intPart.length <= 15) return (m[1] === '-' ? -1 : 1) * Number(intPart) || 0;
+    return normalizeInt(BigInt(`${m[1]}${intPart}`));
+  }
+  let digits = `${intPart}${frac}`.replace(/^0+/, '');
+  let e = exp - frac.length;
+  if (digits === '') return 0;
+  const trailing = /0*$/.exec(digits)![0].length;
+  digits = digits.slice(0, digits.length - trailing);
+  e += trailing;
+  // An integral value with a modest exponent stays exact; anything else is the nearest float64.
+  if (e >= 0 && e + digits.length <= 400) return normalizeInt(BigInt(`${m[1]}${digits}${'0'.repeat(e)}`));
+  const f = Number(text);
+  if (!Number.isFinite(f)) throw new BuiltinError('eval_builtin_error', `number out of range: ${text}`);
+  return Object.is(f, -0) ? 0 : f;
+}
