@@ -520,6 +520,41 @@ describe('bad input gets the upstream error body and status', () => {
     );
   });
 
+  it('tokens whose TEE key is missing or unusable (insecure mode accepts any signer)', async () => {
+    const url = `${h.base}/kbs/v0/resource/default/key/one`;
+    const signer = generateTeeKeyPair().privateKey;
+    const tok = (claims: Record<string, unknown>) =>
+      signJwt(
+        { alg: 'ES256', jwk: { ...publicJwk(signer), alg: 'ES256' } },
+        { exp: Math.floor(Date.now() / 1000) + 60, ...claims },
+        signer,
+      );
+    const good = generateTeeKeyPair().publicJwk as unknown as Record<string, string>;
+    expect(
+      (await send(url, { headers: { authorization: `Bearer ${tok({ 'tee-pubkey': good })}` } })).status,
+    ).toBe(200);
+    expectError(
+      await send(url, { headers: { authorization: `Bearer ${tok({})}` } }),
+      401,
+      'TokenVerifierError',
+    );
+    expectError(
+      await send(url, {
+        headers: { authorization: `Bearer ${tok({ 'tee-pubkey': { kty: 'oct', k: 'AAAA' } })}` },
+      }),
+      401,
+      'TokenVerifierError',
+    );
+    expectError(
+      await send(url, {
+        headers: { authorization: `Bearer ${tok({ 'tee-pubkey': { ...good, y: good.x } })}` },
+      }),
+      401,
+      'JweError',
+      'JWE failed',
+    );
+  });
+
   it.each([
     ['..', '/kbs/v0/resource/default/../one'],
     ['%2e%2e', '/kbs/v0/resource/default/%2e%2e/one'],

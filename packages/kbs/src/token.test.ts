@@ -31,6 +31,11 @@ describe('jsonPointer', () => {
 });
 
 describe('AttestationTokenVerifier.teePublicKey', () => {
+  it('keeps only the known members', async () => {
+    const v = await verifier();
+    expect(v.teePublicKey({ 'tee-pubkey': { ...tee, kid: 'x', use: 'enc' } })).toEqual(tee);
+  });
+
   it('reads the EAR runtime_data_claims key', async () => {
     const v = await verifier();
     const claims = {
@@ -66,6 +71,12 @@ describe('AttestationTokenVerifier.teePublicKey', () => {
       }),
     ).toThrow('Failed to parse Tee public key');
     expect(() => v.teePublicKey({ 'tee-pubkey': null })).toThrow('Failed to parse Tee public key');
+    expect(() => v.teePublicKey({ 'tee-pubkey': { ...tee, crv: 'P-192' } })).toThrow(
+      'Failed to parse Tee public key',
+    );
+    expect(() => v.teePublicKey({ 'tee-pubkey': { kty: 'RSA', n: 'AQAB', e: 'AQAB' } })).toThrow(
+      'Failed to parse Tee public key',
+    );
   });
 
   it('fails when no pointer resolves', async () => {

@@ -1,6 +1,6 @@
 // Attestation tokens on resource requests (trustee kbs/src/token): verified on every request, then the
 // TEE public key is read from the claims at the first pointer that exists.
-import { parseTeePubKey, type TeePubKey } from '@broker/protocol';
+import type { TeePubKey } from '@broker/protocol';
 import type { AttestationTokenConfig } from './config.js';
 import { JwtVerifier } from './jwt/verifier.js';
 
@@ -37,8 +37,42 @@ export function jsonPointer(doc: unknown, pointer: string): unknown {
   return cur;
 }
 
+const MAX_MEMBER_LENGTH = 4096;
+
+function member(o: Record<string, unknown>, k: string): string | undefined {
+  const v = o[k];
+  return typeof v === 'string' && v.length <= MAX_MEMBER_LENGTH ? v : undefined;
+}
+
+/**
+ * The TEE key as trustee deserializes it from the claims: the `kty`-tagged shape with its known members.
+ * The key itself (curve point, modulus) is checked when the JWE is made, where a bad key is a JweError as
+ * upstream; the token that carries it was signed by a trusted attestation service anyway.
+ */
+export function teeKeyShape(v: unknown): TeePubKey | undefined {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+  const o = v as Record<string, unknown>;
+  const alg = member(o, 'alg');
+  if (alg === undefined) return undefined;
+  if (o.kty === 'EC') {
+    const crv = member(o, 'crv');
+    const x = member(o, 'x');
+    const y = member(o, 'y');
+    if (crv !== 'P-256' && crv !== 'P-384' && crv !== 'P-521') return undefined;
+    return x === undefined || y === undefined ? undefined : { kty: 'EC', crv, alg, x, y };
+  }
+  if (o.kty === 'RSA') {
+    const n = member(o, 'n');
+    const e = member(o, 'e');
+    return n === undefined || e === undefined ? undefined : { kty: 'RSA', alg, n, e };
+  }
+  return undefined;
+}
+
 export class AttestationTokenVerifier {
   private readonly pointers: readonly string[];
+  /** TEE keys per (frozen, cached) claims object. */
+  private readonly teeKeys = new WeakMap<object, TeePubKey>();
 
   private constructor(
     private readonly jwt: JwtVerifier,
@@ -58,21 +92,27 @@ export class AttestationTokenVerifier {
     return new AttestationTokenVerifier(jwt, config.extraTeekeyPaths);
   }
 
-  /** The verified claims, or a JwtVerificationError. */
-  verify(token: string): Record<string, unknown> {
-    return this.jwt.verify(token);
+  /** The verified claims (frozen), or a JwtVerificationError. The signature is checked off the event loop. */
+  verify(token: string): Promise<Record<string, unknown>> {
+    return this.jwt.verifyAsync(token);
   }
 
   /** The TEE key at the first pointer present in the claims; a present but malformed key is an error. */
   teePublicKey(claims: Record<string, unknown>): TeePubKey {
+    const known = this.teeKeys.get(claims);
+    if (known !== undefined) return known;
+    const key = this.findTeeKey(claims);
+    if (Object.isFrozen(claims)) this.teeKeys.set(claims, key);
+    return key;
+  }
+
+  private findTeeKey(claims: Record<string, unknown>): TeePubKey {
     for (const p of this.pointers) {
       const v = jsonPointer(claims, p);
       if (v === undefined) continue;
-      try {
-        return parseTeePubKey(v);
-      } catch {
-        throw new TeeKeyError('Failed to parse Tee public key');
-      }
+      const key = teeKeyShape(v);
+      if (key === undefined) throw new TeeKeyError('Failed to parse Tee public key');
+      return key;
     }
     throw new TeeKeyError('Tee public key not found in Attestation Token');
   }

@@ -72,8 +72,11 @@ function jsonObject(bytes: Buffer, what: string): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
-/** Splits and decodes a compact JWT without checking anything but its shape. */
-export function decodeJwt(token: string): DecodedJwt {
+/**
+ * Splits and decodes a compact JWT without checking anything but its shape. With `known`, a token whose
+ * signed part equals `known.signingInput` reuses its decoded header and payload.
+ */
+export function decodeJwt(token: string, known?: DecodedJwt): DecodedJwt {
   if (typeof token !== 'string' || token.length === 0) throw new JwtVerificationError('token is empty');
   if (token.length > MAX_JWT_LENGTH)
     throw new JwtVerificationError(`token is longer than ${MAX_JWT_LENGTH} characters`);
@@ -81,6 +84,9 @@ export function decodeJwt(token: string): DecodedJwt {
   const second = token.indexOf('.', first + 1);
   if (first < 0 || second < 0 || token.indexOf('.', second + 1) >= 0) {
     throw new JwtVerificationError('token is not a compact JWS (three dot-separated parts)');
+  }
+  if (known !== undefined && known.signingInput === token.slice(0, second)) {
+    return { ...known, signature: b64url(token.slice(second + 1), 'signature') };
   }
   const header = jsonObject(b64url(token.slice(0, first), 'header'), 'header');
   const payload = jsonObject(b64url(token.slice(first + 1, second), 'payload'), 'payload');
@@ -115,34 +121,72 @@ const HASH: Record<JwsAlgorithm, string | null> = {
   EdDSA: null,
 };
 
+type VerifyKey =
+  | KeyObject
+  | { key: KeyObject; dsaEncoding: 'ieee-p1363' }
+  | { key: KeyObject; padding: number; saltLength: number };
+
+/** node:crypto verify arguments for `alg`, or undefined when the signature cannot be one (wrong size). */
+function verifyArgs(
+  jwt: DecodedJwt,
+  key: KeyObject,
+  alg: JwsAlgorithm,
+): [string | null, VerifyKey] | undefined {
+  if (!keyFitsAlgorithm(key, alg)) throw new JwtVerificationError(`key type does not fit algorithm ${alg}`);
+  if (alg === 'EdDSA') return [null, key];
+  if (alg.startsWith('ES')) {
+    if (jwt.signature.length !== (alg === 'ES256' ? 64 : 96)) return undefined;
+    return [HASH[alg], { key, dsaEncoding: 'ieee-p1363' }];
+  }
+  if (alg.startsWith('PS')) {
+    return [
+      HASH[alg],
+      {
+        key,
+        padding: cryptoConstants.RSA_PKCS1_PSS_PADDING,
+        saltLength: cryptoConstants.RSA_PSS_SALTLEN_DIGEST,
+      },
+    ];
+  }
+  return [HASH[alg], key];
+}
+
+const BAD_SIGNATURE = 'signature does not verify';
+
 /** Checks the signature of a decoded token; throws when it does not verify under `key` with `alg`. */
 export function verifySignature(jwt: DecodedJwt, key: KeyObject, alg: JwsAlgorithm): void {
-  if (!keyFitsAlgorithm(key, alg)) throw new JwtVerificationError(`key type does not fit algorithm ${alg}`);
-  const data = Buffer.from(jwt.signingInput, 'ascii');
-  let ok: boolean;
-  try {
-    if (alg === 'EdDSA') ok = verify(null, data, key, jwt.signature);
-    else if (alg.startsWith('ES')) {
-      const size = alg === 'ES256' ? 64 : 96;
-      ok =
-        jwt.signature.length === size &&
-        verify(HASH[alg], data, { key, dsaEncoding: 'ieee-p1363' }, jwt.signature);
-    } else if (alg.startsWith('PS')) {
-      ok = verify(
-        HASH[alg],
-        data,
-        {
-          key,
-          padding: cryptoConstants.RSA_PKCS1_PSS_PADDING,
-          saltLength: cryptoConstants.RSA_PSS_SALTLEN_DIGEST,
-        },
-        jwt.signature,
-      );
-    } else ok = verify(HASH[alg], data, key, jwt.signature);
-  } catch {
-    ok = false;
+  const args = verifyArgs(jwt, key, alg);
+  let ok = false;
+  if (args !== undefined) {
+    try {
+      ok = verify(args[0], Buffer.from(jwt.signingInput, 'ascii'), args[1], jwt.signature);
+    } catch {
+      ok = false;
+    }
   }
-  if (!ok) throw new JwtVerificationError('signature does not verify');
+  if (!ok) throw new JwtVerificationError(BAD_SIGNATURE);
+}
+
+/** verifySignature on libuv's thread pool, leaving the event loop free while the curve math runs. */
+export function verifySignatureAsync(jwt: DecodedJwt, key: KeyObject, alg: JwsAlgorithm): Promise<void> {
+  let args: ReturnType<typeof verifyArgs>;
+  try {
+    args = verifyArgs(jwt, key, alg);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  if (args === undefined) return Promise.reject(new JwtVerificationError(BAD_SIGNATURE));
+  const [hash, k] = args;
+  return new Promise((resolve, reject) => {
+    try {
+      verify(hash, Buffer.from(jwt.signingInput, 'ascii'), k, jwt.signature, (err, ok) => {
+        if (err === null && ok) resolve();
+        else reject(new JwtVerificationError(BAD_SIGNATURE));
+      });
+    } catch {
+      reject(new JwtVerificationError(BAD_SIGNATURE));
+    }
+  });
 }
 
 /**

@@ -181,6 +181,40 @@ describe('JwtVerifier with a header JWK', () => {
   });
 });
 
+describe('JwtVerifier.verifyAsync', () => {
+  it('agrees with verify on good, forged and expired tokens', async () => {
+    const key = es();
+    const v = new JwtVerifier({ jwks: [], certs: [], pemKeys: [], insecureHeaderJwk: true }, clock);
+    await expect(v.verifyAsync(headerJwkToken(key, { exp: NOW + 5, a: 2 }))).resolves.toMatchObject({ a: 2 });
+    const forged = signJwt(
+      { alg: 'ES256', jwk: { ...publicJwk(es()), alg: 'ES256' } },
+      { exp: NOW + 5 },
+      key,
+    );
+    await expect(v.verifyAsync(forged)).rejects.toThrow(/signature does not verify/);
+    await expect(v.verifyAsync(headerJwkToken(key, { exp: NOW - 61 }))).rejects.toThrow(JwtExpired);
+    await expect(v.verifyAsync('x.y')).rejects.toThrow(JwtVerificationError);
+  });
+});
+
+describe('JwtVerifier decode cache', () => {
+  it('still checks the signature and expiry of a token whose claims it has seen', () => {
+    let now = NOW_MS;
+    const key = es();
+    const v = new JwtVerifier({ jwks: [], certs: [], pemKeys: [], insecureHeaderJwk: true }, () => now);
+    const token = headerJwkToken(key, { exp: NOW + 10, n: 1 });
+    const first = v.verify(token);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(v.verify(token)).toBe(first);
+    const [h, p] = token.split('.');
+    const other = signJwt({ alg: 'ES256' }, { x: 1 }, es()).split('.')[2];
+    expect(() => v.verify(`${h}.${p}.${other}`)).toThrow(/signature does not verify/);
+    expect(() => v.verify(`${h}.${p}.`)).toThrow(/signature/);
+    now += 71_000;
+    expect(() => v.verify(token)).toThrow(JwtExpired);
+  });
+});
+
 describe('JwtVerifier with trusted JWK sets and PEM keys', () => {
   const valid = { exp: NOW + 300 };
 

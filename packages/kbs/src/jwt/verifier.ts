@@ -8,6 +8,7 @@
 import { createPublicKey, type KeyObject, type X509Certificate } from 'node:crypto';
 import {
   checkExpiry,
+  type DecodedJwt,
   decodeJwt,
   headerAlgorithm,
   isJwsAlgorithm,
@@ -17,6 +18,7 @@ import {
   type PublicJwk,
   publicKeyFromJwk,
   verifySignature,
+  verifySignatureAsync,
 } from './jws.js';
 import { readJwkSet, readSource, TrustMaterialError } from './sources.js';
 import { certificatesFromPem, verifyX5cEndorsement } from './x5c.js';
@@ -47,8 +49,16 @@ interface SelectedKey {
 }
 
 const HEADER_KEY_CACHE_SIZE = 1024;
+/** Decoded header and claims of recently seen tokens (by their signed part); signatures are always checked. */
+const DECODED_CACHE_SIZE = 512;
 /** How long an x5c endorsement is reused before the chain is checked again. */
 const ENDORSEMENT_TTL_MS = 60_000;
+
+function deepFreeze(v: unknown): void {
+  if (typeof v !== 'object' || v === null || Object.isFrozen(v)) return;
+  Object.freeze(v);
+  for (const x of Object.values(v)) deepFreeze(x);
+}
 
 function keyAlgorithm(jwk: Record<string, unknown>): JwsAlgorithm {
   const alg = jwk.alg;
@@ -67,6 +77,7 @@ export class JwtVerifier {
   /** Parsed (and, when endorsed, checked) header JWKs, keyed by their JSON. */
   private readonly headerKeys = new Map<string, SelectedKey & { readonly until: number }>();
   private readonly kidKeys = new Map<string, SelectedKey>();
+  private readonly decoded = new Map<string, DecodedJwt>();
 
   constructor(material: TrustMaterial, now: () => number = Date.now) {
     this.material = material;
@@ -165,43 +176,78 @@ export class JwtVerifier {
     return k;
   }
 
-  /** The verified claims; JwtVerificationError (or JwtExpired) says why not. */
-  verify(token: string): Record<string, unknown> {
+  /**
+   * Decoding is a pure function of the signed part, so a token presented again (a guest fetching several
+   * resources) skips the JSON parsing. The cached header and claims are frozen: callers share them.
+   */
+  private decode(token: string): DecodedJwt {
+    const second = token.indexOf('.', token.indexOf('.') + 1);
+    const hit = second < 0 ? undefined : this.decoded.get(token.slice(0, second));
+    if (hit !== undefined) return decodeJwt(token, hit);
     const jwt = decodeJwt(token);
-    const alg = headerAlgorithm(jwt.header);
-    const nowSeconds = Math.floor(this.now() / 1000);
-    let selected: SelectedKey | undefined;
-    let selectError: unknown;
-    try {
-      selected = this.selectKey(jwt.header);
-    } catch (e) {
-      selectError = e;
+    deepFreeze(jwt.header);
+    deepFreeze(jwt.payload);
+    if (this.decoded.size >= DECODED_CACHE_SIZE) {
+      const oldest = this.decoded.keys().next().value;
+      if (oldest !== undefined) this.decoded.delete(oldest);
     }
-    if (selected !== undefined) {
+    this.decoded.set(jwt.signingInput, jwt);
+    return jwt;
+  }
+
+  /** The key the token names and its header algorithm; undefined when only PEM keys can be tried. */
+  private keyFor(jwt: DecodedJwt): { alg: JwsAlgorithm; selected?: SelectedKey; selectError?: unknown } {
+    const alg = headerAlgorithm(jwt.header);
+    try {
+      const selected = this.selectKey(jwt.header);
       if (selected.alg !== alg) {
         throw new JwtVerificationError(`token alg ${alg} does not match the key's alg ${selected.alg}`);
       }
-      verifySignature(jwt, selected.key, alg);
-      checkExpiry(jwt.payload, nowSeconds);
-      return jwt.payload;
+      return { alg, selected };
+    } catch (e) {
+      // A selected key whose alg disagrees is final, as in trustee (no fallback to PEM keys).
+      if (e instanceof JwtVerificationError && e.message.startsWith('token alg ')) throw e;
+      return { alg, selectError: e };
     }
-    if (this.material.pemKeys.length > 0) {
-      let last: unknown;
-      for (const key of this.material.pemKeys) {
-        try {
-          verifySignature(jwt, key, alg);
-          checkExpiry(jwt.payload, nowSeconds);
-          return jwt.payload;
-        } catch (e) {
-          last = e;
-        }
+  }
+
+  private viaPemKeys(jwt: DecodedJwt, alg: JwsAlgorithm, selectError: unknown): Record<string, unknown> {
+    if (this.material.pemKeys.length === 0) {
+      throw selectError instanceof JwtVerificationError
+        ? selectError
+        : new JwtVerificationError(`Cannot verify token: ${(selectError as Error).message}`);
+    }
+    const nowSeconds = Math.floor(this.now() / 1000);
+    let last: unknown;
+    for (const key of this.material.pemKeys) {
+      try {
+        verifySignature(jwt, key, alg);
+        checkExpiry(jwt.payload, nowSeconds);
+        return jwt.payload;
+      } catch (e) {
+        last = e;
       }
-      throw new JwtVerificationError(
-        `Cannot verify token with any provided key (${(last as Error).message})`,
-      );
     }
-    throw selectError instanceof JwtVerificationError
-      ? selectError
-      : new JwtVerificationError(`Cannot verify token: ${(selectError as Error).message}`);
+    throw new JwtVerificationError(`Cannot verify token with any provided key (${(last as Error).message})`);
+  }
+
+  /** The verified claims (frozen); JwtVerificationError (or JwtExpired) says why not. */
+  verify(token: string): Record<string, unknown> {
+    const jwt = this.decode(token);
+    const { alg, selected, selectError } = this.keyFor(jwt);
+    if (selected === undefined) return this.viaPemKeys(jwt, alg, selectError);
+    verifySignature(jwt, selected.key, alg);
+    checkExpiry(jwt.payload, Math.floor(this.now() / 1000));
+    return jwt.payload;
+  }
+
+  /** verify() with the signature check on the thread pool (for the resource hot path). */
+  async verifyAsync(token: string): Promise<Record<string, unknown>> {
+    const jwt = this.decode(token);
+    const { alg, selected, selectError } = this.keyFor(jwt);
+    if (selected === undefined) return this.viaPemKeys(jwt, alg, selectError);
+    await verifySignatureAsync(jwt, selected.key, alg);
+    checkExpiry(jwt.payload, Math.floor(this.now() / 1000));
+    return jwt.payload;
   }
 }

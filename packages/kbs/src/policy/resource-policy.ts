@@ -49,9 +49,17 @@ function compile(text: string): Engine {
   return engine;
 }
 
+/** Distinct request data documents (plugin, path, query) kept compiled with the current policy. */
+const DATA_ENGINE_CACHE_SIZE = 256;
+
 export class ResourcePolicy {
   /** The compiled form of the last policy text read from storage; recompiled when the text changes. */
   private compiled: { text: string; engine: Engine } | undefined;
+  /**
+   * The current policy with a request's data merged in and compiled, per data document. Merging data
+   * resets the engine's compiled form, so without this every request would compile the policy again.
+   */
+  private withData = new Map<string, Engine>();
 
   constructor(private readonly storage: KvStorage) {}
 
@@ -79,7 +87,12 @@ export class ResourcePolicy {
       throw new PolicyEngineError(`Failed to load policy: ${(e as Error).message}`);
     }
     await this.storage.set(NAMESPACE, RESOURCE_POLICY_ID + SUFFIX, Buffer.from(text, 'utf8'));
+    this.use(text, engine);
+  }
+
+  private use(text: string, engine: Engine): void {
     this.compiled = { text, engine };
+    this.withData = new Map();
   }
 
   /** Stored policy ids, without the `.rego` suffix. */
@@ -112,17 +125,43 @@ export class ResourcePolicy {
     } catch (e) {
       throw new PolicyEngineError(`Failed to load policy: ${(e as Error).message}`);
     }
-    this.compiled = { text, engine };
+    this.use(text, engine);
     return engine;
+  }
+
+  /** A compiled engine holding `data`, from the cache when this data was seen with this policy. */
+  private async engineFor(data: PolicyData): Promise<Engine> {
+    const base = await this.engine();
+    const key = JSON.stringify(data);
+    const hit = this.withData.get(key);
+    if (hit !== undefined) {
+      // Refresh its place in the LRU order.
+      this.withData.delete(key);
+      this.withData.set(key, hit);
+      return hit;
+    }
+    const e = base.clone();
+    try {
+      e.addData(fromJSON(data));
+      e.prepare();
+    } catch (err) {
+      throw new PolicyEngineError(`Failed to load reference data: ${(err as Error).message}`);
+    }
+    if (this.withData.size >= DATA_ENGINE_CACHE_SIZE) {
+      const oldest = this.withData.keys().next().value;
+      if (oldest !== undefined) this.withData.delete(oldest);
+    }
+    this.withData.set(key, e);
+    return e;
   }
 
   /** Evaluates `data.policy.allow`; PolicyEngineError when the policy cannot be loaded or evaluated. */
   async evaluate(claims: unknown, data: PolicyData): Promise<PolicyDecision> {
-    const e = (await this.engine()).clone();
+    const e = (await this.engineFor(data)).clone();
     let result: unknown;
     try {
-      e.addData(fromJSON(data));
-      e.setInput(fromJSON(claims));
+      // The engine converts plain JSON itself (one deep copy).
+      e.setInput(claims);
       const v = e.evalRule(RESOURCE_POLICY_RULE);
       result = v === undefined ? undefined : toJSON(v);
     } catch (err) {
