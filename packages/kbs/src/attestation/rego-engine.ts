@@ -1,7 +1,7 @@
 // The one place that knows the Rego engine's API: compile a policy with
 // trustee's settings (regorus defaults: Rego v1, strict builtin errors) and
 // the `query_reference_value` host builtin, then evaluate it per request.
-import { Engine, fromJSON, toJSON, type Value } from '@broker/rego';
+import { Engine, fromJSON, RegoEvalError, toJSON, type Value } from '@broker/rego';
 
 export const TRUST_CLAIMS_RULE = 'data.policy.trust_claims';
 export const EXTENSIONS_RULE = 'data.policy.extensions';
@@ -29,15 +29,17 @@ export function compilePolicy(path: string, text: string): CompiledPolicy {
     return r.found && r.value !== undefined ? fromJSON(r.value) : null;
   });
   engine.addPolicy(path, text);
+  // Compile now so unknown functions and unsafe variables fail setPolicy, not the first attestation.
+  engine.prepare();
 
   return {
     evaluate(input, lookup) {
       const e = engine.clone();
-      e.setInput(fromJSON(input));
+      e.setInput(input);
       current = lookup;
       try {
-        const trust = e.evalRule(TRUST_CLAIMS_RULE);
-        const ext = e.evalRule(EXTENSIONS_RULE);
+        const trust = evalOptionalRule(e, TRUST_CLAIMS_RULE);
+        const ext = evalOptionalRule(e, EXTENSIONS_RULE);
         return {
           trustClaims: trust === undefined ? undefined : toJSON(trust),
           extensions: ext === undefined ? undefined : toJSON(ext),
@@ -47,4 +49,14 @@ export function compilePolicy(path: string, text: string): CompiledPolicy {
       }
     },
   };
+}
+
+/** A rule the policy does not define reads as undefined, as trustee treats regorus' "not a valid rule path". */
+function evalOptionalRule(e: Engine, ref: string): Value | undefined {
+  try {
+    return e.evalRule(ref);
+  } catch (err) {
+    if (err instanceof RegoEvalError && err.message.startsWith('not a valid rule path')) return undefined;
+    throw err;
+  }
 }

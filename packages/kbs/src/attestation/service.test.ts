@@ -50,7 +50,8 @@ function request(over: Partial<VerifyRequest> = {}): VerifyRequest {
   const alg = over.runtimeDataHashAlgorithm ?? 'sha384';
   return {
     tee: 'sample',
-    evidence: { svn: '1', report_data: digest(rd, alg).toString('base64') },
+    evidence:
+      'evidence' in over ? over.evidence : { svn: '1', report_data: digest(rd, alg).toString('base64') },
     runtimeData: rd,
     runtimeDataHashAlgorithm: alg,
     initData: null,
@@ -165,20 +166,22 @@ describe("built-in attestation service with trustee's default EAR policy", () =>
     });
   });
 
+  // hardware 97 is contraindicated; executables 33 is only a warning (AR4SI tiers).
   it.each([
-    ['the svn is not listed', { svn: ['2'] }, { executables: 3, hardware: 97 }],
-    ['the platform major version differs', { major_version: 2 }, { executables: 3, hardware: 97 }],
+    ['the svn is not listed', { svn: ['2'] }, 'contraindicated', { executables: 3, hardware: 97 }],
+    ['the major version differs', { major_version: 2 }, 'contraindicated', { executables: 3, hardware: 97 }],
+    ['the minor version is too low', { minimum_minor_version: 5 }, 'contraindicated', { hardware: 97 }],
     [
-      'the minor version is below the minimum',
-      { minimum_minor_version: 5 },
-      { executables: 3, hardware: 97 },
+      'the launch digest is not listed',
+      { launch_digest: ['xyz'] },
+      'warning',
+      { executables: 33, hardware: 2 },
     ],
-    ['the launch digest is not listed', { launch_digest: ['xyz'] }, { executables: 33, hardware: 2 }],
-  ])('is contraindicated when %s', async (_name, change, vector) => {
+  ])('is not affirming when %s', async (_name, change, status, vector) => {
     const as = await service();
     await as.registerReferenceValue(rvMessage({ ...SAMPLE_RVS, ...change }));
     const cpu0 = (await claimsOf(as, await as.verify(request()))).submods.cpu0;
-    expect(cpu0['ear.status']).toBe('contraindicated');
+    expect(cpu0['ear.status']).toBe(status);
     expect(cpu0['ear.trustworthiness-vector']).toMatchObject({ ...vector, configuration: 2 });
   });
 
@@ -322,7 +325,9 @@ describe('evidence binding and failures', () => {
 
   it('refuses runtime data that has no JSON form', async () => {
     const as = await service();
-    const e = await failure(as.verify(request({ runtimeData: { n: Number.NaN } })));
+    const e = await failure(
+      as.verify(request({ runtimeData: { n: Number.NaN }, evidence: { svn: '1', report_data: '' } })),
+    );
     expect(e.reason).toBe('REQUEST');
   });
 
@@ -448,7 +453,7 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
 
   it('picks up a policy another replica wrote to the shared store', async () => {
     const kv = new MemoryKv();
-    let t = 0;
+    let t = Date.now();
     const as = await service(undefined, kv, () => t);
     await as.verify(request());
     const other = await service(undefined, kv);
