@@ -1,4 +1,5 @@
 import { createHash, generateKeyPairSync } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { canonicalJson, type ReportDataHashAlgorithm } from '@broker/protocol';
 import { VerificationError } from '@broker/verifier';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
@@ -34,6 +35,7 @@ class MemoryKv implements KvStorage {
 type Json = any;
 
 const logger = pino({ level: 'silent' });
+const EXAMPLE_TOKEN = new URL('../../../../../shared/fixtures/trustee/example.token.json', import.meta.url);
 const teeKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
 const teePubkey = { kty: 'EC', crv: 'P-256', alg: 'ECDH-ES+A256KW', x: teeKey.x, y: teeKey.y };
 
@@ -152,6 +154,23 @@ describe("built-in attestation service with trustee's default EAR policy", () =>
     expect(cpu0['ear.trustee.identifiers']).toEqual({ validated: {} });
     // The KBS finds the TEE key here.
     expect(cpu0['ear.veraison.annotated-evidence'].runtime_data_claims['tee-pubkey']).toEqual(teePubkey);
+  });
+
+  it.skipIf(!existsSync(EXAMPLE_TOKEN))("keeps the member order of trustee's example token", async () => {
+    const example = JSON.parse(readFileSync(EXAMPLE_TOKEN, 'utf8')) as Record<string, Json>;
+    const as = await service();
+    const ours = await claimsOf(as, await as.verify(request()));
+    const order = (keys: string[], of: string[]) => of.filter((k) => keys.includes(k));
+    // Ours adds `iss` (trustee's broker sets it; the example predates that) and the policy's extension.
+    expect(order(Object.keys(example), Object.keys(ours))).toEqual(Object.keys(example));
+    const exCpu = Object.keys(example.submods.cpu0);
+    expect(order(exCpu, Object.keys(ours.submods.cpu0))).toEqual(exCpu);
+    expect(Object.keys(ours.submods.cpu0['ear.trustworthiness-vector'])).toEqual(
+      Object.keys(example.submods.cpu0['ear.trustworthiness-vector']),
+    );
+    expect(Object.keys(ours['ear.verifier-id']).sort()).toEqual(
+      Object.keys(example['ear.verifier-id']).sort(),
+    );
   });
 
   it('issues an affirming token when the reference values match', async () => {
@@ -362,6 +381,13 @@ describe('evidence binding and failures', () => {
     expect(Object.keys(submods)).toEqual(['cpu0', 'cpu1']);
     expect(submods.cpu1['ear.veraison.annotated-evidence'].sample.svn).toBe('2');
     expect(submods.cpu1['ear.veraison.annotated-evidence'].runtime_data_claims).toEqual(extra);
+  });
+
+  it('refuses more additional evidence than any platform has', async () => {
+    const as = await service();
+    const item = { tee: 'sample' as const, evidence: {}, runtimeData: {} };
+    const e = await failure(as.verify(request({ additional: Array.from({ length: 65 }, () => item) })));
+    expect(e.reason).toBe('REQUEST');
   });
 
   it('refuses a request when any additional evidence fails', async () => {
