@@ -759,8 +759,12 @@ export class Interpreter {
       throw this.err('eval_internal_error', lit.loc, 'missing binding plan for some..in');
     const coll = this.evalExpr(lit.collection);
     let count = 0;
+    // Query results record the expressions of each solution separately.
+    const partial = this.ctx().result;
+    const snapshot = partial ? partial.expressions.length : 0;
     const iterate = (k: Value, v: Value): boolean => {
       restore();
+      if (partial) partial.expressions.length = snapshot;
       let ok = bp.keyPlan ? this.destructure(bp.keyPlan, k) === true : true;
       ok = ok && this.destructure(bp.valuePlan, v) === true;
       if (!ok) {
@@ -878,6 +882,7 @@ export class Interpreter {
         } catch {
           v = undefined;
         }
+        target = this.qualifiedFunctionPath(target);
         if (v !== undefined) {
           newFunctions.set(target, { value: v });
         } else {
@@ -1708,7 +1713,8 @@ export class Interpreter {
       return this.dispatchCall(e, target, params, args);
     }
     const fcnPath = this.resolveFunctionPath(this.rawCallPath(e));
-    const mod = this.withFunctions.get(fcnPath);
+    const mod =
+      this.withFunctions.get(this.qualifiedFunctionPath(fcnPath)) ?? this.withFunctions.get(fcnPath);
     if (mod === undefined) return this.dispatchCall(e, this.resolveTarget(e, fcnPath), params, args);
     if ('value' in mod) {
       if (args.some((a) => a === undefined)) return undefined;
@@ -1721,6 +1727,12 @@ export class Interpreter {
     } finally {
       this.withFunctions = saved;
     }
+  }
+
+  /** `data.pkg.f` for a user function named relative to the current package; other names unchanged. */
+  private qualifiedFunctionPath(path: string): string {
+    if (path.startsWith('data.')) return path;
+    return this.lookupFunction(path) !== undefined ? `${this.modulePath}.${path}` : path;
   }
 
   private rawCallPath(e: CallExpr): string {
