@@ -1,0 +1,90 @@
+export {
+  type AgentLogger,
+  AttestationAgent,
+  type AttestationAgentOptions,
+  MAX_REGISTER_INDEX,
+  MAX_RUNTIME_DATA_BYTES,
+} from './agent.js';
+export {
+  AA_VERSION,
+  type CliArgs,
+  type MainOptions,
+  main,
+  type ParsedArgs,
+  parseArgs,
+  socketPathOf,
+} from './cli.js';
+export {
+  COCO_AS_MAX_RESPONSE_BYTES,
+  COCO_AS_TIMEOUT_MS,
+  type CocoAsRequestOptions,
+  cocoAsRequestBody,
+  getCocoAsToken,
+} from './coco-as.js';
+export {
+  AA_KBC_PARAMS_CMDLINE_KEY,
+  AA_KBC_PARAMS_ENV,
+  type AaCocoAsConfig,
+  type AaConfig,
+  AaConfigError,
+  type AaKbcParams,
+  AaKbcParamsError,
+  type AaKbsConfig,
+  configFromKbcParams,
+  DEFAULT_AA_CONFIG,
+  DEFAULT_CMDLINE_PATH,
+  DEFAULT_INIT_PCR,
+  DEFAULT_LOG_LEVEL,
+  DEFAULT_TEE_KEY_ALGORITHM,
+  type KbcParamsSources,
+  loadAaConfig,
+  parseAaConfig,
+  parseAaConfigText,
+  parseAaKbcParams,
+  readAaKbcParams,
+  TEE_KEY_ALGORITHM_NAMES,
+} from './config.js';
+export {
+  AttestationAgentError,
+  CocoAsTokenFailed,
+  InitDataBindingFailed,
+  InvalidRegisterIndex,
+  RuntimeDataTooLarge,
+  TokenConfigMissing,
+  UnsupportedTokenType,
+} from './errors.js';
+export {
+  AAEL_TAGGED_EVENT_ID,
+  type AaelEvent,
+  aaelEventText,
+  canMeasure,
+  DEFAULT_EVENTLOG_DIR,
+  EV_EVENT_TAG,
+  EVENTLOG_FILE,
+  EventLog,
+  type EventLogOptions,
+  EventlogError,
+  type EventlogHash,
+  InvalidAaelEvent,
+  MAX_AAEL_EVENT_BYTES,
+  type MeasuringAttester,
+  type RuntimeMeasurementProfile,
+  runtimeMeasurementProfile,
+  tcg2AaelEntry,
+  WAL_FILE,
+  WAL_HEADER_BYTES,
+} from './eventlog.js';
+export {
+  bindInitData,
+  type InitDataBinding,
+  type LoadedInitData,
+  loadInitDataToml,
+  parseInitDataDigestArgument,
+} from './initdata.js';
+export { type LogLevel, type ParsedLogLevel, parseLogLevel } from './logging.js';
+export {
+  attestationAgentService,
+  type RunningAttestationAgent,
+  type StartOptions,
+  startAttestationAgent,
+} from './start.js';
