@@ -197,8 +197,16 @@ function remove(doc: Value, path: readonly Value[]): Value {
   });
 }
 
-function applyPatch(doc: Value, ops: readonly Value[]): Value {
-  let cur = doc;
+// The document after its root was removed; only an add at the root can follow.
+const ABSENT = Symbol('absent');
+
+function present(doc: Value | typeof ABSENT): Value {
+  if (doc === ABSENT) throw new PatchError('document was removed');
+  return doc;
+}
+
+function applyPatch(doc: Value, ops: readonly Value[]): Value | undefined {
+  let cur: Value | typeof ABSENT = doc;
   for (const opv of ops) {
     if (!(opv instanceof ObjectValue)) throw new PatchError('not an object');
     const op = opv.getStr('op');
@@ -214,39 +222,48 @@ function applyPatch(doc: Value, ops: readonly Value[]): Value {
       return parsePath('json.patch', p);
     };
     switch (op) {
-      case 'add':
-        cur = add(cur, pathOf('path'), attr('value'));
+      case 'add': {
+        const p = pathOf('path');
+        const v = attr('value');
+        cur = p.length === 0 ? v : add(present(cur), p, v);
         break;
-      case 'remove':
-        cur = remove(cur, pathOf('path'));
+      }
+      case 'remove': {
+        const p = pathOf('path');
+        present(cur);
+        cur = p.length === 0 ? ABSENT : remove(present(cur), p);
         break;
+      }
       case 'replace': {
         const p = pathOf('path');
         const v = attr('value');
-        cur = p.length === 0 ? v : add(remove(cur, p), p, v);
+        present(cur);
+        cur = p.length === 0 ? v : add(remove(present(cur), p), p, v);
         break;
       }
       case 'move': {
         const from = pathOf('from');
         const p = pathOf('path');
-        const chunk = getAt(cur, from);
-        cur = add(remove(cur, from), p, chunk);
+        const chunk = getAt(present(cur), from);
+        const removed: Value | typeof ABSENT = from.length === 0 ? ABSENT : remove(present(cur), from);
+        cur = p.length === 0 ? chunk : add(present(removed), p, chunk);
         break;
       }
       case 'copy': {
         const from = pathOf('from');
         const p = pathOf('path');
-        cur = add(cur, p, getAt(cur, from));
+        const chunk = getAt(present(cur), from);
+        cur = p.length === 0 ? chunk : add(present(cur), p, chunk);
         break;
       }
       case 'test':
-        if (!equals(getAt(cur, pathOf('path')), attr('value'))) throw new PatchError('test failed');
+        if (!equals(getAt(present(cur), pathOf('path')), attr('value'))) throw new PatchError('test failed');
         break;
       default:
         throw new PatchError(`unrecognized op '${op}'`);
     }
   }
-  return cur;
+  return cur === ABSENT ? undefined : cur;
 }
 
 export const jsonOpBuiltins: BuiltinTable = {

@@ -11,51 +11,48 @@ import {
   typeError,
   typeErrorOneOf,
 } from './api.js';
-import {
-  addDec,
-  divDec,
-  fromBig,
-  fromDecimal,
-  isIntegral,
-  mulDec,
-  type Num,
-  toBig,
-  toDecimal,
-} from './numeric.js';
+import { divDec, fromBig, fromDecimal, isIntegral, type Num, toBig, toDecimal } from './numeric.js';
 
 /** Ranges longer than this are refused: one builtin call must not allocate without bound. */
 export const MAX_RANGE_LENGTH = 1_000_000;
 
-function safe(n: number): boolean {
-  return Number.isSafeInteger(n);
+// Integers are exact (bigint beyond the safe range). Anything with a fraction is float64 arithmetic, as
+// regorus computes it and as JSON numbers are read; an integral operand beyond the safe range is first
+// rounded to float64 in that case.
+function float(n: Num): number {
+  return typeof n === 'bigint' ? Number(n) : n;
+}
+
+function floatResult(name: string, r: number): Num {
+  if (!Number.isFinite(r)) throw builtinError(name, 'number out of range');
+  return Object.is(r, -0) ? 0 : r;
 }
 
 export function add(name: string, a: Num, b: Num): Num {
-  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+  if (typeof a === 'number' && typeof b === 'number') {
     const r = a + b;
-    if (safe(r)) return r;
+    if (Number.isSafeInteger(r) || !Number.isInteger(a) || !Number.isInteger(b)) return floatResult(name, r);
   }
   if (isIntegral(a) && isIntegral(b)) return fromBig(name, toBig(a) + toBig(b));
-  return fromDecimal(name, addDec(toDecimal(a), toDecimal(b)));
+  return floatResult(name, float(a) + float(b));
 }
 
 export function sub(name: string, a: Num, b: Num): Num {
-  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+  if (typeof a === 'number' && typeof b === 'number') {
     const r = a - b;
-    if (safe(r)) return r;
+    if (Number.isSafeInteger(r) || !Number.isInteger(a) || !Number.isInteger(b)) return floatResult(name, r);
   }
   if (isIntegral(a) && isIntegral(b)) return fromBig(name, toBig(a) - toBig(b));
-  const d = toDecimal(b);
-  return fromDecimal(name, addDec(toDecimal(a), { m: -d.m, e: d.e }));
+  return floatResult(name, float(a) - float(b));
 }
 
 export function mul(name: string, a: Num, b: Num): Num {
-  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+  if (typeof a === 'number' && typeof b === 'number') {
     const r = a * b;
-    if (safe(r)) return r;
+    if (Number.isSafeInteger(r) || !Number.isInteger(a) || !Number.isInteger(b)) return floatResult(name, r);
   }
   if (isIntegral(a) && isIntegral(b)) return fromBig(name, toBig(a) * toBig(b));
-  return fromDecimal(name, mulDec(toDecimal(a), toDecimal(b)));
+  return floatResult(name, float(a) * float(b));
 }
 
 function isZero(n: Num): boolean {
@@ -68,14 +65,17 @@ export function div(name: string, a: Num, b: Num): Num {
     const x = toBig(a);
     const y = toBig(b);
     if (x % y === 0n) return fromBig(name, x / y);
+    // A non-exact quotient of big integers is rounded once, from the exact decimal quotient.
+    if (typeof a === 'bigint' || typeof b === 'bigint')
+      return fromDecimal(name, divDec(toDecimal(a), toDecimal(b)));
   }
-  return fromDecimal(name, divDec(toDecimal(a), toDecimal(b)));
+  return floatResult(name, float(a) / float(b));
 }
 
 export function rem(name: string, a: Num, b: Num): Num {
   if (!isIntegral(a) || !isIntegral(b)) throw builtinError(name, 'modulo on floating-point number');
   if (isZero(b)) throw builtinError(name, 'modulo by zero');
-  if (typeof a === 'number' && typeof b === 'number' && safe(a) && safe(b)) {
+  if (typeof a === 'number' && typeof b === 'number' && Number.isSafeInteger(a) && Number.isSafeInteger(b)) {
     const r = a % b;
     return Object.is(r, -0) ? 0 : r;
   }

@@ -1,8 +1,6 @@
-// Exact number helpers shared by the arithmetic builtins.
-//
-// Integers (safe `number`s, integral float64s beyond the safe range, and bigints) are computed exactly with
-// bigint. Decimals are computed exactly on their shortest decimal representation (what the policy wrote),
-// then rounded once to float64, so `0.1 + 0.2` is 0.3 as in OPA, whose numbers are arbitrary-precision.
+// Number helpers shared by the builtins: integers (safe `number`s, integral float64s beyond the safe
+// range, and bigints) are handled exactly with bigint; decimals are exact on their shortest decimal
+// representation where a builtin needs that (units, to_number, big-integer quotients) and rounded once.
 import { normalizeInt } from '../value.js';
 import { BuiltinError } from './api.js';
 

@@ -1,6 +1,6 @@
 // uuid.rfc4122 (random version 4, stable per key within a query) and uuid.parse.
 import { randomBytes } from 'node:crypto';
-import { keyOf, normalizeInt, ObjectValue, type Value } from '../value.js';
+import { normalizeInt, ObjectValue } from '../value.js';
 import { argString, type BuiltinTable } from './api.js';
 
 function hex(b: Uint8Array): string {
@@ -68,7 +68,8 @@ function describe(u: Uint8Array): ObjectValue {
     const sec = d / 10000000n;
     const nsec = (d % 10000000n) * 100n;
     o.set('time', normalizeInt(sec * 1_000_000_000n + nsec));
-    o.set('nodeid', `${macVars(u[10]!)}:${hex(u.subarray(10, 16))}`);
+    o.set('nodeid', [...u.subarray(10, 16)].map((b) => b.toString(16).padStart(2, '0')).join('-'));
+    o.set('macvariables', macVars(u[10]!));
     o.set('clocksequence', dv.getUint16(8) & 0x3fff);
     if (version === 2) {
       o.set('id', dv.getUint32(0));
@@ -86,9 +87,10 @@ export const uuidBuiltins: BuiltinTable = {
   'uuid.rfc4122': {
     arity: 1,
     nondeterministic: true,
-    fn: ([k = null], ctx) => {
+    fn: (args, ctx) => {
+      const k = argString('uuid.rfc4122', args, 0);
       // OPA caches the UUID per key for the query, so the same key yields the same UUID.
-      const key = `uuid.rfc4122\u0000${keyOf(k as Value)}`;
+      const key = `uuid.rfc4122\u0000${k}`;
       const cached = ctx.cache.get(key);
       if (typeof cached === 'string') return cached;
       const u = newUUIDv4();
