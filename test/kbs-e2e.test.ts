@@ -176,7 +176,9 @@ describe('kbs and kbs-client, real processes over HTTPS', () => {
   });
 
   it('fetches with a saved attestation token and TEE key (passport style)', async () => {
+    // The TEE key pair the guest keeps: trustee's kbs-client reads it from a PEM file.
     const keyFile = join(dir, 'tee.key');
+    openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', keyFile);
     const t = await client('attest', '--tee-key-file', keyFile);
     expect(t.code, t.stderr).toBe(0);
     writeFileSync(join(dir, 'token'), t.stdout.trim());
