@@ -248,7 +248,7 @@ export class Api {
     const token = await this.attestationToken(req);
     let claims: Record<string, unknown>;
     try {
-      claims = await this.deps.tokens.verify(token);
+      claims = this.deps.tokens.verify(token);
     } catch (e) {
       throw new KbsError('TokenVerifierError', undefined, { cause: e });
     }

@@ -315,6 +315,26 @@ describe('bad input gets the upstream error body and status', () => {
     );
   });
 
+  it('negotiates the hash algorithm for SE only, as trustee', async () => {
+    const auth = (tee: string, extra: unknown) =>
+      send(`${h.base}/kbs/v0/auth`, {
+        method: 'POST',
+        body: JSON.stringify({ version: '0.4.0', tee, 'extra-params': extra }),
+      });
+    const se = await auth('se', { 'supported-hash-algorithms': ['SHA384', 'SHA512'] });
+    expect(se.json()).toMatchObject({ 'extra-params': { 'selected-hash-algorithm': 'sha512' } });
+    expect((await auth('se', '')).json()).toMatchObject({ 'extra-params': '' });
+    expectError(
+      await auth('se', { 'supported-hash-algorithms': ['sha384'] }),
+      401,
+      'AttestationError',
+      'Attestation error: RCAR handshake Auth failed: Attestation Service generate challenge failed',
+    );
+    expect((await auth('tdx', { 'supported-hash-algorithms': ['sha512'] })).json()).toMatchObject({
+      'extra-params': '',
+    });
+  });
+
   it('an oversize body gets 413 (actix PayloadConfig), by length and by chunks', async () => {
     const big = 'x'.repeat(1024 * 1024 + 1);
     const res = await send(`${h.base}/kbs/v0/auth`, { method: 'POST', body: big });
@@ -858,6 +878,13 @@ describe('operations', () => {
     const { token } = await handshake(h.base, { ca });
     expect(token.split('.')).toHaveLength(3);
     await expect(send(`${h.base}/healthz`)).rejects.toThrow();
+  });
+
+  it('listens on every configured socket', async () => {
+    const h = await start({ http_server: 'sockets = ["127.0.0.1:0", "127.0.0.1:0"]\ninsecure_http = true' });
+    expect(h.kbs.urls).toHaveLength(2);
+    expect(h.kbs.urls[0]).not.toBe(h.kbs.urls[1]);
+    for (const u of h.kbs.urls) expect((await send(`${u}/healthz`)).status).toBe(200);
   });
 
   it('refuses to start without token trust material unless insecure', async () => {

@@ -37,8 +37,15 @@ interface ServerDeps {
 class PayloadTooLarge extends Error {}
 
 /** The whole body, or PayloadTooLarge once it passes `limit` bytes. */
+const EMPTY = Buffer.alloc(0);
+
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
+  if ((declared === undefined || declared === '0') && req.headers['transfer-encoding'] === undefined) {
+    // No body (the usual GET): nothing to wait for.
+    req.resume();
+    return Promise.resolve(EMPTY);
+  }
   if (declared !== undefined && Number(declared) > limit) return Promise.reject(new PayloadTooLarge());
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];

@@ -92,9 +92,9 @@ export class AttestationTokenVerifier {
     return new AttestationTokenVerifier(jwt, config.extraTeekeyPaths);
   }
 
-  /** The verified claims (frozen), or a JwtVerificationError. The signature is checked off the event loop. */
-  verify(token: string): Promise<Record<string, unknown>> {
-    return this.jwt.verifyAsync(token);
+  /** The verified claims (frozen), or a JwtVerificationError. */
+  verify(token: string): Record<string, unknown> {
+    return this.jwt.verify(token);
   }
 
   /** The TEE key at the first pointer present in the claims; a present but malformed key is an error. */

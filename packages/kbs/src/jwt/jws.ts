@@ -167,28 +167,6 @@ export function verifySignature(jwt: DecodedJwt, key: KeyObject, alg: JwsAlgorit
   if (!ok) throw new JwtVerificationError(BAD_SIGNATURE);
 }
 
-/** verifySignature on libuv's thread pool, leaving the event loop free while the curve math runs. */
-export function verifySignatureAsync(jwt: DecodedJwt, key: KeyObject, alg: JwsAlgorithm): Promise<void> {
-  let args: ReturnType<typeof verifyArgs>;
-  try {
-    args = verifyArgs(jwt, key, alg);
-  } catch (e) {
-    return Promise.reject(e);
-  }
-  if (args === undefined) return Promise.reject(new JwtVerificationError(BAD_SIGNATURE));
-  const [hash, k] = args;
-  return new Promise((resolve, reject) => {
-    try {
-      verify(hash, Buffer.from(jwt.signingInput, 'ascii'), k, jwt.signature, (err, ok) => {
-        if (err === null && ok) resolve();
-        else reject(new JwtVerificationError(BAD_SIGNATURE));
-      });
-    } catch {
-      reject(new JwtVerificationError(BAD_SIGNATURE));
-    }
-  });
-}
-
 /**
  * jsonwebtoken's default validation as trustee uses it: `exp` required, an integer, not more than the
  * leeway in the past; `nbf`, `aud` and `iss` are not checked here.

@@ -18,7 +18,6 @@ import {
   type PublicJwk,
   publicKeyFromJwk,
   verifySignature,
-  verifySignatureAsync,
 } from './jws.js';
 import { readJwkSet, readSource, TrustMaterialError } from './sources.js';
 import { certificatesFromPem, verifyX5cEndorsement } from './x5c.js';
@@ -237,16 +236,6 @@ export class JwtVerifier {
     const { alg, selected, selectError } = this.keyFor(jwt);
     if (selected === undefined) return this.viaPemKeys(jwt, alg, selectError);
     verifySignature(jwt, selected.key, alg);
-    checkExpiry(jwt.payload, Math.floor(this.now() / 1000));
-    return jwt.payload;
-  }
-
-  /** verify() with the signature check on the thread pool (for the resource hot path). */
-  async verifyAsync(token: string): Promise<Record<string, unknown>> {
-    const jwt = this.decode(token);
-    const { alg, selected, selectError } = this.keyFor(jwt);
-    if (selected === undefined) return this.viaPemKeys(jwt, alg, selectError);
-    await verifySignatureAsync(jwt, selected.key, alg);
     checkExpiry(jwt.payload, Math.floor(this.now() / 1000));
     return jwt.payload;
   }
