@@ -1432,6 +1432,12 @@ export interface CompileOptions {
   readonly builtins: BuiltinArities;
   /** Names callable besides BUILTINS and user functions (host builtins, evaluator-provided ones). */
   readonly extraCallables: ReadonlySet<string>;
+  /** Builtins removed in Rego v1: calling one from a v1 module is an error. */
+  readonly deprecated: ReadonlySet<string>;
+  /** OPA builtins this engine does not implement: calling one is an error naming it. */
+  readonly unsupported: ReadonlySet<string>;
+  /** Whether user queries are Rego v1. */
+  readonly queryV1: boolean;
 }
 
 /** Resolves the function or builtin a call refers to, as `data.pkg.f`, a builtin name, or undefined. */
@@ -1709,10 +1715,67 @@ function resolveCall(
     }
   }
   const arity = opts.builtins.get(p);
-  if (arity !== undefined) {
+  const v1 = m ? m.regoV1 : opts.queryV1;
+  if (arity !== undefined && !(v1 && opts.deprecated.has(p))) {
     checkArity(p, arity);
     return;
   }
   if (EVALUATOR_CALLABLES.has(p) || opts.extraCallables.has(p)) return;
+  if (opts.unsupported.has(p)) throw fail(x.loc, `builtin ${p} is not supported by this engine`);
   throw fail(x.loc, `could not find function ${p}`);
+}
+
+/** Calls in a module whose name is in `names` and that no function of the module's package defines. */
+export function callsNamed(m: Module, names: ReadonlySet<string>): CallExpr[] {
+  const defined = new Set<string>();
+  for (const r of m.rules)
+    if (r.k === 'spec' && r.head.k === 'func') defined.add(pathString(r.head.refr) ?? '');
+  const out: CallExpr[] = [];
+  const visitQuery = (q: Query): void => {
+    for (const st of q.stmts) {
+      const lit = st.lit;
+      if (lit.k === 'somein') {
+        if (lit.key) visit(lit.key);
+        visit(lit.value);
+        visit(lit.collection);
+      } else if (lit.k === 'expr' || lit.k === 'not') visit(lit.expr);
+      else if (lit.k === 'every') {
+        visit(lit.domain);
+        visitQuery(lit.query);
+      }
+      for (const w of st.withs) visit(w.as);
+    }
+  };
+  const visit = (e: Expr): void =>
+    traverse(e, (x) => {
+      if (x.k === 'call') {
+        const p = pathString(x.fcn);
+        if (p !== undefined && names.has(p) && !defined.has(p)) out.push(x);
+      } else if (x.k === 'arrcompr' || x.k === 'setcompr') {
+        visit(x.term);
+        visitQuery(x.query);
+        return false;
+      } else if (x.k === 'objcompr') {
+        visit(x.key);
+        visit(x.value);
+        visitQuery(x.query);
+        return false;
+      }
+      return true;
+    });
+  for (const r of m.rules) {
+    if (r.k === 'default') {
+      visit(r.value);
+      continue;
+    }
+    const h = r.head;
+    visit(h.refr);
+    if (h.k === 'set' && h.key) visit(h.key);
+    if (h.k !== 'set' && h.assign) visit(h.assign.value);
+    for (const b of r.bodies) {
+      if (b.assign) visit(b.assign.value);
+      visitQuery(b.query);
+    }
+  }
+  return out;
 }

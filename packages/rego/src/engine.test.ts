@@ -149,6 +149,21 @@ describe('Engine: errors', () => {
     expect(() => e.prepare()).toThrow('could not find function no_such_fn');
   });
 
+  it('rejects unsupported builtins when the policy is added', () => {
+    const e = new Engine();
+    expect(() => e.addPolicy('a.rego', 'package t\np := http.send({"url": "x"})\n')).toThrow(
+      'builtin http.send is not supported by this engine',
+    );
+    expect(e.getPackages()).toEqual([]);
+  });
+
+  it('rejects builtins removed in v1 in v1 modules only', () => {
+    const v1 = engine('package t\np := cast_array({1})\n');
+    expect(() => v1.prepare()).toThrow('could not find function cast_array');
+    const v0 = engine('package t\np := any([true])\n', { regoVersion: 'v0' });
+    expect(v0.evalRule('data.t.p')).toBe(true);
+  });
+
   it('raises conflict errors for complete rules and functions', () => {
     const e = engine(`package t
 p := 1

@@ -1,8 +1,15 @@
 // The embedding API, shaped after regorus' Engine: load policies and data once, evaluate many times.
-import type { Module, SourceFile } from './ast.js';
+import type { CallExpr, Module, SourceFile } from './ast.js';
 import type { BuiltinDef } from './builtins/api.js';
-import { BUILTINS } from './builtins/index.js';
-import { type BuiltinArities, type CompiledPolicy, compile, compileQuery } from './compiler.js';
+import { BUILTINS, DEPRECATED, UNSUPPORTED } from './builtins/index.js';
+import {
+  type BuiltinArities,
+  type CompiledPolicy,
+  callsNamed,
+  compile,
+  compileQuery,
+  pathString,
+} from './compiler.js';
 import { RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
 import { type HostBuiltin, type HostFunction, Interpreter } from './interpreter.js';
 import { parseModule, parseQuery } from './parser.js';
@@ -115,6 +122,15 @@ export class Engine {
       { name: path, text: source },
       { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
     );
+    const unsupported = callsNamed(m, UNSUPPORTED).find((c) => !this.hostBuiltins.has(pathOf(c)));
+    if (unsupported) {
+      throw new RegoParseError(
+        path,
+        unsupported.loc.line,
+        unsupported.loc.col,
+        `builtin ${pathOf(unsupported)} is not supported by this engine`,
+      );
+    }
     this.modules = [...this.modules, m];
     this.compiled = undefined;
     return `data.${m.pkg.join('.')}`;
@@ -248,7 +264,13 @@ export class Engine {
   private compileOptions() {
     const arities = new Map<string, number>(builtinArities());
     for (const [k, v] of this.hostBuiltins) arities.set(k, v.arity);
-    return { builtins: arities as BuiltinArities, extraCallables: new Set(this.hostBuiltins.keys()) };
+    return {
+      builtins: arities as BuiltinArities,
+      extraCallables: new Set(this.hostBuiltins.keys()),
+      deprecated: DEPRECATED,
+      unsupported: UNSUPPORTED,
+      queryV1: this.regoV1,
+    };
   }
 
   private prepared(): CompiledPolicy {
@@ -276,6 +298,10 @@ export class Engine {
   private toValue(j: unknown, what: string): Value {
     return convert(j, 0, this.limits.maxDocumentDepth, what);
   }
+}
+
+function pathOf(c: CallExpr): string {
+  return pathString(c.fcn) ?? '';
 }
 
 let mergedBuiltins: ReadonlyMap<string, BuiltinDef> | undefined;
