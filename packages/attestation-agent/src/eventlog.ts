@@ -212,7 +212,12 @@ export class EventLog {
 
   /** Logs `event` and extends PCR `pcr` (mapped by the attester) with its digest. */
   extend(event: AaelEvent, pcr: number): Promise<void> {
-    const text = aaelEventText(event);
+    let text: string;
+    try {
+      text = aaelEventText(event);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const run = this.#queue.then(() => this.#extend(text, pcr));
     this.#queue = run.catch(() => {});
     return run;
