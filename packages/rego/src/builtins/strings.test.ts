@@ -155,8 +155,8 @@ describe('sprintf (Go fmt)', () => {
   });
 
   it('formats floats as Go does', () => {
-    expect(f('%f', 3.14)).toBe('3.140000');
-    expect(f('%.2f', 3.14159)).toBe('3.14');
+    expect(f('%f', 3.25)).toBe('3.250000');
+    expect(f('%.2f', 1.23456)).toBe('1.23');
     expect(f('%v', 1.5)).toBe('1.5');
     expect(f('%v', 1234567.5)).toBe('1.2345675e+06');
     expect(f('%v', 0.00001)).toBe('1e-05');
@@ -164,7 +164,7 @@ describe('sprintf (Go fmt)', () => {
     expect(f('%g', 0.5)).toBe('0.5');
     expect(f('%.3g', 1234.5678)).toBe('1.23e+03');
     expect(f('%.3g', 12.5)).toBe('12.5');
-    expect(f('%8.2f|', 3.14159)).toBe('    3.14|');
+    expect(f('%8.2f|', 1.23456)).toBe('    1.23|');
   });
 
   it('renders other values as Rego terms', () => {
