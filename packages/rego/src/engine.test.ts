@@ -229,6 +229,27 @@ describe('Engine: limits', () => {
     expect(() => e.addPolicy('big.rego', `package t\n${'# padding\n'.repeat(20)}`)).toThrow(RegoLimitError);
   });
 
+  it('rejects long operator and reference chains and deep documents with limit errors', () => {
+    const e = new Engine();
+    expect(() => e.addPolicy('a.rego', `package t\np := ${Array(5000).fill('1').join(' + ')}\n`)).toThrow(
+      RegoLimitError,
+    );
+    expect(() => e.addPolicy('b.rego', `package t\np := input${'.a'.repeat(5000)}\n`)).toThrow(
+      RegoLimitError,
+    );
+    expect(() => e.evalQuery(`x := ${'['.repeat(3000)}${']'.repeat(3000)}`)).toThrow(RegoLimitError);
+    const ok = new Engine();
+    ok.addPolicy('c.rego', `package t\np := ${Array(500).fill('1').join(' + ')}\n`);
+    expect(ok.evalRule('data.t.p')).toBe(500);
+  });
+
+  it('schedules many statements written in reverse dependency order', () => {
+    const n = 2000;
+    const stmts = Array.from({ length: n }, (_, i) => `  x${i + 1} = x${i + 2} + 1`).join('\n');
+    const e = engine(`package t\np := x1 if {\n${stmts}\n  x${n + 1} = 0\n}\n`);
+    expect(e.evalRule('data.t.p')).toBe(n);
+  });
+
   it('bounds call depth', () => {
     let src = 'package t\nf0(x) := x\n';
     for (let i = 1; i < 40; i++) src += `f${i}(x) := f${i - 1}(x)\n`;

@@ -118,9 +118,8 @@ export class Engine {
         `${path} exceeds the maximum policy size of ${this.limits.maxPolicyBytes} bytes`,
       );
     }
-    const m = parseModule(
-      { name: path, text: source },
-      { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
+    const m = guarded(path, () =>
+      parseModule({ name: path, text: source }, { regoV1: this.regoV1, maxNesting: this.limits.maxNesting }),
     );
     const unsupported = callsNamed(m, UNSUPPORTED).find((c) => !this.hostBuiltins.has(pathOf(c)));
     if (unsupported) {
@@ -205,7 +204,7 @@ export class Engine {
     const c = this.prepared();
     const interp = this.interpreter(c);
     try {
-      return interp.evalRuleInPath(ref);
+      return guarded(ref, () => interp.evalRuleInPath(ref));
     } finally {
       this.collectPrints(interp);
     }
@@ -214,27 +213,29 @@ export class Engine {
   /** Evaluates a query; results follow OPA's/regorus' shape. */
   evalQuery(query: string): QueryResults {
     const c = this.prepared();
-    const q = parseQuery(
-      { name: '<query.rego>', text: query },
-      { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
-    );
-    const cq = compileQuery(q, c, this.compileOptions());
-    const interp = this.interpreter(cq);
-    try {
-      interp.createRulePrefixes();
-      if (query.trim() === 'data') interp.evalModules();
-      this.queryModule ??= parseModule(QUERY_MODULE_FILE, { regoV1: this.regoV1, maxNesting: 8 });
-      const results = interp.evalUserQuery(q, this.queryModule);
-      return {
-        result: results.map((r) => {
-          const bindings: Record<string, Value> = {};
-          for (const [k, v] of r.bindings.sortedEntries()) bindings[k as string] = v;
-          return { expressions: r.expressions, bindings };
-        }),
-      };
-    } finally {
-      this.collectPrints(interp);
-    }
+    return guarded('query', () => {
+      const q = parseQuery(
+        { name: '<query.rego>', text: query },
+        { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
+      );
+      const cq = compileQuery(q, c, this.compileOptions());
+      const interp = this.interpreter(cq);
+      try {
+        interp.createRulePrefixes();
+        if (query.trim() === 'data') interp.evalModules();
+        this.queryModule ??= parseModule(QUERY_MODULE_FILE, { regoV1: this.regoV1, maxNesting: 8 });
+        const results = interp.evalUserQuery(q, this.queryModule);
+        return {
+          result: results.map((r) => {
+            const bindings: Record<string, Value> = {};
+            for (const [k, v] of r.bindings.sortedEntries()) bindings[k as string] = v;
+            return { expressions: r.expressions, bindings };
+          }),
+        };
+      } finally {
+        this.collectPrints(interp);
+      }
+    });
   }
 
   /** Returns and clears the gathered `print` lines. */
@@ -274,7 +275,7 @@ export class Engine {
   }
 
   private prepared(): CompiledPolicy {
-    this.compiled ??= compile(this.modules, this.compileOptions());
+    this.compiled ??= guarded('prepare', () => compile(this.modules, this.compileOptions()));
     return this.compiled;
   }
 
@@ -297,6 +298,18 @@ export class Engine {
 
   private toValue(j: unknown, what: string): Value {
     return convert(j, 0, this.limits.maxDocumentDepth, what);
+  }
+}
+
+/** Runs `f`, turning a JavaScript stack overflow into a limit error (the last line of defence). */
+function guarded<T>(what: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof RangeError && /call stack/i.test(e.message)) {
+      throw new RegoLimitError('nesting_depth', `${what}: nesting exceeds the capacity of the evaluator`);
+    }
+    throw e;
   }
 }
 

@@ -122,6 +122,16 @@ export class Parser {
     this.depth--;
   }
 
+  /** Bounds operator and reference chains, which build trees as deep as they are long. */
+  private checkChain(n: number): void {
+    if (n > this.opts.maxNesting * 8) {
+      throw new RegoLimitError(
+        'nesting_depth',
+        `${this.file.name}:${this.tok.line}:${this.tok.col}: expression chain exceeds the limit of ${this.opts.maxNesting * 8}`,
+      );
+    }
+  }
+
   private isKeyword(t: string): boolean {
     return KEYWORDS.has(t);
   }
@@ -239,7 +249,9 @@ export class Parser {
     } else term = this.parseScalarOrVar();
 
     let possibleFcn = isPath(term);
+    let chain = 0;
     for (;;) {
+      this.checkChain(++chain);
       const tt = this.text();
       if ((tt === '.' || tt === '[') && this.kind() === 'symbol') {
         if (this.tok.start !== this.lastEnd) {
@@ -371,7 +383,9 @@ export class Parser {
   private parseMulExpr(prefix?: Expr): Expr {
     const startTok = prefix ? prefix.loc : this.loc();
     let e = prefix ?? this.parseRef();
+    let chain = 0;
     for (;;) {
+      this.checkChain(++chain);
       const t = this.text();
       if (this.kind() !== 'symbol' || (t !== '*' && t !== '/' && t !== '%')) return e;
       this.advance();
@@ -383,7 +397,9 @@ export class Parser {
   private parseArithExpr(prefix?: Expr): Expr {
     const startTok = prefix ? prefix.loc : this.loc();
     let e = this.parseMulExpr(prefix);
+    let chain = 0;
     for (;;) {
+      this.checkChain(++chain);
       const t = this.text();
       let rhs: Expr;
       let op: ArithOp;
@@ -408,7 +424,9 @@ export class Parser {
   private parseIntersection(prefix?: Expr): Expr {
     const startTok = prefix ? prefix.loc : this.loc();
     let e = this.parseArithExpr(prefix);
+    let chain = 0;
     while (this.text() === '&' && this.kind() === 'symbol') {
+      this.checkChain(++chain);
       this.advance();
       const rhs = this.parseArithExpr();
       e = { k: 'setop', op: '&', lhs: e, rhs, loc: this.spanFrom(startTok) };
@@ -419,7 +437,9 @@ export class Parser {
   private parseUnion(noPipe: boolean, prefix?: Expr): Expr {
     const startTok = prefix ? prefix.loc : this.loc();
     let e = this.parseIntersection(prefix);
+    let chain = 0;
     while (!noPipe && this.text() === '|' && this.kind() === 'symbol') {
+      this.checkChain(++chain);
       this.advance();
       const rhs = this.parseIntersection();
       e = { k: 'setop', op: '|', lhs: e, rhs, loc: this.spanFrom(startTok) };
@@ -430,7 +450,9 @@ export class Parser {
   private parseBoolExpr(noPipe = false, prefix?: Expr): Expr {
     const startTok = prefix ? prefix.loc : this.loc();
     let e = this.parseUnion(noPipe, prefix);
+    let chain = 0;
     for (;;) {
+      this.checkChain(++chain);
       const t = this.text();
       if (
         this.kind() !== 'symbol' ||
