@@ -77,6 +77,8 @@ class Builder {
   a: number[] = [];
   b: number[] = [];
   classes: ClassMatcher[] = [];
+  // Repetition copies the same class node; compile its matcher once.
+  private readonly classIndex = new Map<CharClass, number>();
 
   emit(op: Op, a = 0, b = 0): number {
     if (this.op.length >= MAX_PROGRAM) throw new RegexSyntaxError(ERR.large, '');
@@ -97,10 +99,15 @@ class Builder {
       case 'lit':
         this.emit(Op.Char, n.cp);
         return;
-      case 'class':
-        this.classes.push(new ClassMatcher(n.cls));
-        this.emit(Op.Class, this.classes.length - 1);
+      case 'class': {
+        let idx = this.classIndex.get(n.cls);
+        if (idx === undefined) {
+          idx = this.classes.push(new ClassMatcher(n.cls)) - 1;
+          this.classIndex.set(n.cls, idx);
+        }
+        this.emit(Op.Class, idx);
         return;
+      }
       case 'any':
         this.emit(n.nl ? Op.Any : Op.AnyNotNL);
         return;
