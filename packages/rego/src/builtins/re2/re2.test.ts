@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: Go replacement templates use ${name}
 import { describe, expect, it } from 'vitest';
 import { MAX_VISITED_BITS, Regex, RegexInputTooLargeError, RegexSyntaxError } from './index.js';
 
