@@ -143,22 +143,35 @@ export interface MainOptions {
 
 const STOP_SIGNALS = ['SIGINT', 'SIGHUP', 'SIGTERM'] as const;
 
-function waitForStop(signal: AbortSignal | undefined): Promise<string> {
-  return new Promise((resolve) => {
-    const handlers = STOP_SIGNALS.map((name) => {
-      const h = () => done(name);
-      process.on(name, h);
-      return [name, h] as const;
-    });
-    const onAbort = () => done('abort');
-    function done(why: string): void {
-      for (const [name, h] of handlers) process.off(name, h);
-      signal?.removeEventListener('abort', onAbort);
-      resolve(why);
-    }
-    if (signal?.aborted) done('abort');
-    else signal?.addEventListener('abort', onAbort, { once: true });
+interface StopWatch {
+  /** Resolves with the first stop signal's name, or `abort`. */
+  readonly stopped: Promise<string>;
+  readonly requested: () => boolean;
+  /** Removes the handlers (start-up failed). */
+  cancel(): void;
+}
+
+function watchForStop(signal: AbortSignal | undefined): StopWatch {
+  let requested = false;
+  let finish: (why: string) => void = () => {};
+  const stopped = new Promise<string>((resolve) => {
+    finish = resolve;
   });
+  const handlers = STOP_SIGNALS.map((name) => {
+    const h = () => done(name);
+    process.on(name, h);
+    return [name, h] as const;
+  });
+  const onAbort = () => done('abort');
+  function done(why: string): void {
+    for (const [name, h] of handlers) process.off(name, h);
+    signal?.removeEventListener('abort', onAbort);
+    requested = true;
+    finish(why);
+  }
+  if (signal?.aborted) done('abort');
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  return { stopped, requested: () => requested, cancel: () => done('cancelled') };
 }
 
 function createLogger(
@@ -224,6 +237,9 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   for (const key of config.ignoredKeys) logger.warn(`unknown configuration key ${key} ignored`);
   if (config.tokenConfigs.kbs === undefined) logger.warn('no KBS configured: GetToken("kbs") will fail');
 
+  // Handlers go in before the socket exists: a signal in the window between bind and the end of
+  // start-up would otherwise kill the process with the default action and leave the socket behind.
+  const stop = watchForStop(options.signal);
   let running: RunningAttestationAgent;
   try {
     const socketPath = socketPathOf(args.socket);
@@ -245,11 +261,11 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   } catch (e) {
     logger.fatal({ err: (e as Error).message }, 'attestation agent failed to start');
     logger.flush();
+    stop.cancel();
     return 1;
   }
-  const stop = waitForStop(options.signal);
-  options.onListening?.(running);
-  const why = await stop;
+  if (!stop.requested()) options.onListening?.(running);
+  const why = await stop.stopped;
   logger.info({ reason: why }, 'shutting down');
   await running.close();
   logger.info('attestation agent stopped');
