@@ -534,7 +534,12 @@ export class Interpreter {
     for (let i = from; i < stmts.length; i++) {
       const stmt = stmts[i]!;
       const loops = this.c.stmtLoops.get(stmt);
-      if (loops !== undefined && loops.length > 0) return this.evalStmtsInLoop(stmts, i, loops, 0);
+      if (loops !== undefined && loops.length > 0) {
+        if (stmt.lit.k !== 'not') return this.evalStmtsInLoop(stmts, i, loops, 0);
+        ok = this.evalNotWithLoops(stmt, loops);
+        if (!ok) break;
+        continue;
+      }
       ok = this.evalStmt(stmt, stmts, i + 1);
       if (stmt.lit.k === 'somein') return ok;
       if (!ok) break;
@@ -581,15 +586,33 @@ export class Interpreter {
       }
       return false;
     }
-    const loop = loops[li]!;
+    const ctx = this.ctx();
+    return this.iterateLoop(
+      stmt,
+      loops[li]!,
+      () => this.evalStmtsInLoop(stmts, i, loops, li + 1),
+      () => ctx.earlyReturn,
+    );
+  }
+
+  /**
+   * Runs `body` once per binding of a hoisted loop: each element of the collection, with the index bound
+   * by the loop's plan (or once, when the index variable is already bound). Returns whether any run
+   * succeeded; `stop` ends the iteration early.
+   */
+  private iterateLoop(
+    stmt: Stmt,
+    loop: HoistedLoop,
+    body: () => boolean,
+    stop: (ok: boolean) => boolean,
+  ): boolean {
     const saved = this.applyWith(stmt);
     let coll: Value | undefined;
     try {
       if (loop.walk) {
         const call = loop.collection as CallExpr;
         const extra = this.c.extraArgs.get(call);
-        const params = extra ? call.params.slice(0, -1) : call.params;
-        coll = this.evalCallImpl(call, params);
+        coll = this.evalCallImpl(call, extra ? call.params.slice(0, -1) : call.params);
       } else {
         coll = this.evalExpr(loop.collection);
       }
@@ -597,94 +620,96 @@ export class Interpreter {
       this.restoreWith(saved);
     }
 
+    let plan: DestructuringPlan = IGNORE;
     if (loop.walk) {
       const call = loop.collection as CallExpr;
       const last = call.params[call.params.length - 1];
-      const plan = last ? this.c.plans.get(last) : undefined;
-      this.scopes.push(new Map());
-      let result = false;
-      const ctx = this.ctx();
-      const snapshot = ctx.result ? ctx.result.expressions.length : 0;
-      try {
-        if (Array.isArray(coll)) {
-          for (const item of coll) {
-            this.loopVars.set(loop.loopExpr, item);
-            if (!plan || this.destructure(plan.t === 'param' ? plan.plan : { t: 'ignore' }, item) === true) {
-              result = this.evalStmtsInLoop(stmts, i, loops, li + 1) || result;
-            }
-            clearScope(this.currentScope());
-            if (ctx.result) ctx.result.expressions.length = snapshot;
-            if (ctx.earlyReturn) break;
-          }
-        } else if (coll !== undefined) {
-          throw this.err(
-            'eval_type_error',
-            loop.loopExpr.loc,
-            `walk expected array result, got \`${jsonText(coll)}\``,
-          );
-        }
-      } finally {
-        this.scopes.pop();
-        this.loopVars.delete(loop.loopExpr);
+      const bp = last ? this.c.plans.get(last) : undefined;
+      if (bp && bp.t === 'param') plan = bp.plan;
+      if (coll !== undefined && !Array.isArray(coll)) {
+        throw this.err(
+          'eval_type_error',
+          loop.loopExpr.loc,
+          `walk expected array result, got \`${jsonText(coll)}\``,
+        );
       }
-      return result;
+    } else {
+      const key = loop.key;
+      if (key !== undefined && key.k === 'var') {
+        const idx = this.lookupLocal(key.name);
+        if (idx !== NOT_FOUND && idx !== undefined) {
+          // The index is bound already: look the element up instead of iterating.
+          return indexValue(coll, idx) !== undefined ? body() : false;
+        }
+      }
+      const bp = key ? this.c.plans.get(key) : undefined;
+      if (bp && bp.t === 'loopIndex') plan = bp.plan;
     }
 
-    const key = loop.key;
-    if (key !== undefined && key.k === 'var') {
-      const local = this.lookupLocal(key.name);
-      if (local !== NOT_FOUND) {
-        const idx = local;
-        if (idx !== undefined && indexValue(coll, idx) !== undefined) {
-          return this.evalStmtsInLoop(stmts, i, loops, li + 1);
-        }
-        if (idx !== undefined) return false;
-      }
-    }
-    const bp = key ? this.c.plans.get(key) : undefined;
-    const plan: DestructuringPlan = bp && bp.t === 'loopIndex' ? bp.plan : { t: 'ignore' };
     this.scopes.push(new Map());
     let result = false;
-    const ctx = this.ctx();
-    const snapshot = ctx.result ? ctx.result.expressions.length : 0;
+    const partial = this.ctx().result;
+    const snapshot = partial ? partial.expressions.length : 0;
     const target = loop.loopExpr;
+    const each = (index: Value, v: Value): boolean => {
+      this.loopVars.set(target, v);
+      // A walk loop binds the [path, value] pair; index loops bind the key.
+      if (this.destructure(plan, loop.walk ? v : index) === true) {
+        const ok = body();
+        result = ok || result;
+      }
+      clearScope(this.currentScope());
+      if (partial) partial.expressions.length = snapshot;
+      return stop(result);
+    };
     try {
       if (Array.isArray(coll)) {
-        for (let idx = 0; idx < coll.length; idx++) {
-          this.loopVars.set(target, coll[idx]!);
-          if (this.destructure(plan, idx) === true) {
-            result = this.evalStmtsInLoop(stmts, i, loops, li + 1) || result;
-          }
-          clearScope(this.currentScope());
-          if (ctx.result) ctx.result.expressions.length = snapshot;
-          if (ctx.earlyReturn) break;
-        }
+        for (let idx = 0; idx < coll.length; idx++) if (each(idx, coll[idx]!)) break;
       } else if (coll instanceof SetValue) {
-        for (const v of coll.sorted()) {
-          this.loopVars.set(target, v);
-          if (this.destructure(plan, v) === true) {
-            result = this.evalStmtsInLoop(stmts, i, loops, li + 1) || result;
-          }
-          clearScope(this.currentScope());
-          if (ctx.result) ctx.result.expressions.length = snapshot;
-          if (ctx.earlyReturn) break;
-        }
+        for (const v of coll.sorted()) if (each(v, v)) break;
       } else if (coll instanceof ObjectValue) {
-        for (const [k, v] of coll.sortedEntries()) {
-          this.loopVars.set(target, v);
-          if (this.destructure(plan, k) === true) {
-            result = this.evalStmtsInLoop(stmts, i, loops, li + 1) || result;
-          }
-          clearScope(this.currentScope());
-          if (ctx.result) ctx.result.expressions.length = snapshot;
-          if (ctx.earlyReturn) break;
-        }
+        for (const [k, v] of coll.sortedEntries()) if (each(k, v)) break;
       }
     } finally {
       this.loopVars.delete(target);
       this.scopes.pop();
     }
     return result;
+  }
+
+  /**
+   * `not expr` whose expression iterates (`not a[_] == 1`): as in OPA, the negation holds when no
+   * iteration satisfies the expression, and the iteration's variables stay local to it.
+   */
+  private evalNotWithLoops(stmt: Stmt, loops: readonly HoistedLoop[]): boolean {
+    const lit = stmt.lit as Literal & { k: 'not' };
+    const holds = (li: number): boolean => {
+      if (li < loops.length)
+        return this.iterateLoop(
+          stmt,
+          loops[li]!,
+          () => holds(li + 1),
+          (ok) => ok,
+        );
+      const saved = this.applyWith(stmt);
+      try {
+        if (saved.skip) return false;
+        const e = lit.expr;
+        const v = e.k === 'call' ? this.evalCall(e, this.c.extraArgs.get(e), false) : this.evalExpr(e);
+        return v !== undefined && v !== false;
+      } finally {
+        this.restoreWith(saved);
+      }
+    };
+    this.scopes.push(new Map());
+    let found: boolean;
+    try {
+      found = holds(0);
+    } finally {
+      this.scopes.pop();
+    }
+    this.pushExpression(lit.loc, true);
+    return !found;
   }
 
   private evalStmt(stmt: Stmt, stmts: readonly Stmt[], next: number): boolean {
@@ -1965,6 +1990,7 @@ interface WithSaved {
 }
 
 const PRINT_CACHE = new WeakMap<object, string>();
+const IGNORE: DestructuringPlan = { t: 'ignore' };
 /** For refs indexed by a computed key: the `data.` path of the indexed ref, or null when not under data. */
 const DATA_REF_PATH = new WeakMap<Expr, string | null>();
 const NOT_FOUND: unique symbol = Symbol('not found');
