@@ -4,6 +4,7 @@
 
 import { formatNumber, ObjectValue, SetValue, serialize, type Value } from '../value.js';
 import { fromDecimalText } from './numeric.js';
+import { goQuote } from './text.js';
 
 /** Nesting deeper than this is refused when parsing (Go's own limit is 10000; ours bounds recursion). */
 export const MAX_JSON_DEPTH = 1000;
@@ -92,7 +93,7 @@ export class JSONSyntaxError extends Error {
 function quoteChar(c: string): string {
   if (c === "'") return "'\\''";
   if (c === '"') return `'"'`;
-  const q = JSON.stringify(c);
+  const q = goQuote(c);
   return `'${q.slice(1, -1)}'`;
 }
 

@@ -69,7 +69,7 @@ export function fixedZone(offset: number, abbr: string): Zone {
 const zones = new Map<string, Zone>();
 
 function intlZone(tz: string | undefined): Zone {
-  const fmt = new Intl.DateTimeFormat('en-US', {
+  const options: Intl.DateTimeFormatOptions = {
     timeZone: tz,
     hourCycle: 'h23',
     year: 'numeric',
@@ -80,14 +80,18 @@ function intlZone(tz: string | undefined): Zone {
     second: 'numeric',
     era: 'short',
     timeZoneName: 'short',
-  });
+  };
+  const fmt = new Intl.DateTimeFormat('en-US', options);
+  // en-US names US zones (EST, PDT); en-GB names European ones (CET, BST); other zones get "+01".
+  let gb: Intl.DateTimeFormat | undefined;
   const name = fmt.resolvedOptions().timeZone;
   return {
     name,
     at(utcSec: number) {
       // Intl covers years -271821..275760; clamp beyond that (no zone has rules there anyway).
       const clamped = Math.max(-8.64e12, Math.min(8.64e12, utcSec));
-      const parts = fmt.formatToParts(new Date(clamped * 1000));
+      const date = new Date(clamped * 1000);
+      const parts = fmt.formatToParts(date);
       const get = (t: string) => parts.find((p) => p.type === t)?.value ?? '';
       let year = Number(get('year'));
       if (get('era') === 'BC') year = 1 - year;
@@ -98,7 +102,11 @@ function intlZone(tz: string | undefined): Zone {
         Number(get('second'));
       const offset = local - Math.floor(clamped);
       let abbr = get('timeZoneName');
-      if (/^GMT[+-]/.test(abbr)) abbr = formatOffsetAbbr(offset);
+      if (/^GMT[+-]/.test(abbr)) {
+        gb ??= new Intl.DateTimeFormat('en-GB', options);
+        abbr = gb.formatToParts(date).find((p) => p.type === 'timeZoneName')?.value ?? abbr;
+      }
+      if (/^(GMT|UTC)[+-]/.test(abbr)) abbr = formatOffsetAbbr(offset);
       return { offset, abbr };
     },
   };
@@ -374,18 +382,20 @@ export function weekdayName(d: number): string {
   return LONG_DAYS[d]!;
 }
 
-export const NAMED_LAYOUTS: Record<string, string> = {
-  ANSIC: 'Mon Jan _2 15:04:05 2006',
-  UnixDate: 'Mon Jan _2 15:04:05 MST 2006',
-  RubyDate: 'Mon Jan 02 15:04:05 -0700 2006',
-  RFC822: '02 Jan 06 15:04 MST',
-  RFC822Z: '02 Jan 06 15:04 -0700',
-  RFC850: 'Monday, 02-Jan-06 15:04:05 MST',
-  RFC1123: 'Mon, 02 Jan 2006 15:04:05 MST',
-  RFC1123Z: 'Mon, 02 Jan 2006 15:04:05 -0700',
-  RFC3339: '2006-01-02T15:04:05Z07:00',
-  RFC3339Nano: '2006-01-02T15:04:05.999999999Z07:00',
-};
+export const NAMED_LAYOUTS = new Map<string, string>(
+  Object.entries({
+    ANSIC: 'Mon Jan _2 15:04:05 2006',
+    UnixDate: 'Mon Jan _2 15:04:05 MST 2006',
+    RubyDate: 'Mon Jan 02 15:04:05 -0700 2006',
+    RFC822: '02 Jan 06 15:04 MST',
+    RFC822Z: '02 Jan 06 15:04 -0700',
+    RFC850: 'Monday, 02-Jan-06 15:04:05 MST',
+    RFC1123: 'Mon, 02 Jan 2006 15:04:05 MST',
+    RFC1123Z: 'Mon, 02 Jan 2006 15:04:05 -0700',
+    RFC3339: '2006-01-02T15:04:05Z07:00',
+    RFC3339Nano: '2006-01-02T15:04:05.999999999Z07:00',
+  }),
+);
 
 function pad(n: number, width: number): string {
   const s = String(Math.abs(n)).padStart(width, '0');
@@ -865,16 +875,18 @@ function tzAbbrLength(v: string): number {
 
 // ---- durations ----
 
-const UNITS: Record<string, bigint> = {
-  ns: 1n,
-  us: 1000n,
-  µs: 1000n,
-  μs: 1000n,
-  ms: 1_000_000n,
-  s: NS,
-  m: 60n * NS,
-  h: 3600n * NS,
-};
+const UNITS = new Map<string, bigint>(
+  Object.entries({
+    ns: 1n,
+    us: 1000n,
+    µs: 1000n,
+    μs: 1000n,
+    ms: 1_000_000n,
+    s: NS,
+    m: 60n * NS,
+    h: 3600n * NS,
+  }),
+);
 
 const INT64_MAX = 2n ** 63n - 1n;
 
@@ -906,7 +918,7 @@ export function parseDuration(s: string): bigint {
     const unitm = /^[^0-9.]*/.exec(s)![0];
     s = s.slice(unitm.length);
     if (unitm === '') throw new GoTimeError(`time: missing unit in duration ${goQuote(orig)}`);
-    const unit = UNITS[unitm];
+    const unit = UNITS.get(unitm);
     if (unit === undefined)
       throw new GoTimeError(`time: unknown unit ${goQuote(unitm)} in duration ${goQuote(orig)}`);
     const v = intm === '' ? 0n : BigInt(intm);

@@ -122,9 +122,9 @@ export const objectBuiltins: BuiltinTable = {
       const obj = argObject('object.get', args, 0);
       const key = args[1] ?? null;
       const dflt = args[2] ?? null;
-      if (!Array.isArray(key)) return obj.get(key) ?? dflt;
-      if (key.length === 0) return obj;
-      return findPath(obj, key) ?? dflt;
+      // A null value is a value: only a missing key takes the default.
+      const found = Array.isArray(key) ? (key.length === 0 ? obj : findPath(obj, key)) : obj.get(key);
+      return found === undefined ? dflt : found;
     },
   },
   'object.keys': {

@@ -16,6 +16,8 @@ import {
 } from './gotime.js';
 import { isIntegral, toBig } from './numeric.js';
 
+const RFC3339 = NAMED_LAYOUTS.get('RFC3339')!;
+const RFC3339_NANO = NAMED_LAYOUTS.get('RFC3339Nano')!;
 const MIN_NS = -(2n ** 63n);
 const MAX_NS = 2n ** 63n - 1n;
 
@@ -72,7 +74,7 @@ export const timeBuiltins: BuiltinTable = {
     fn: (args) => {
       const layoutArg = argString('time.parse_ns', args, 0);
       const value = argString('time.parse_ns', args, 1);
-      const layout = NAMED_LAYOUTS[layoutArg] ?? layoutArg;
+      const layout = NAMED_LAYOUTS.get(layoutArg) ?? layoutArg;
       return safeNs(
         'time.parse_ns',
         goErr('time.parse_ns', () => parseTime(layout, value)),
@@ -85,7 +87,7 @@ export const timeBuiltins: BuiltinTable = {
       const value = argString('time.parse_rfc3339_ns', args, 0);
       return safeNs(
         'time.parse_rfc3339_ns',
-        goErr('time.parse_rfc3339_ns', () => parseTime(NAMED_LAYOUTS.RFC3339!, value)),
+        goErr('time.parse_rfc3339_ns', () => parseTime(RFC3339, value)),
       );
     },
   },
@@ -100,7 +102,7 @@ export const timeBuiltins: BuiltinTable = {
     arity: 1,
     fn: ([v = null]) => {
       const { ns, zone, layout } = tzTime('time.format', v);
-      const l = layout === '' ? NAMED_LAYOUTS.RFC3339Nano! : (NAMED_LAYOUTS[layout] ?? layout);
+      const l = layout === '' ? RFC3339_NANO : (NAMED_LAYOUTS.get(layout) ?? layout);
       return formatTime(ns, zone, l);
     },
   },
