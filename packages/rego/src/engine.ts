@@ -121,7 +121,9 @@ export class Engine {
     const m = guarded(path, () =>
       parseModule({ name: path, text: source }, { regoV1: this.regoV1, maxNesting: this.limits.maxNesting }),
     );
-    const unsupported = callsNamed(m, UNSUPPORTED).find((c) => !this.hostBuiltins.has(pathOf(c)));
+    const unsupported = callsNamed(m, UNSUPPORTED).find(
+      (c) => !this.hostBuiltins.has(pathOf(c)) && !allBuiltins().has(pathOf(c)),
+    );
     if (unsupported) {
       throw new RegoParseError(
         path,
