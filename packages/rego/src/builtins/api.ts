@@ -130,6 +130,13 @@ export function argInt(name: string, args: readonly Value[], i: number): bigint 
   return BigInt(v);
 }
 
+/** OPA's BigIntOperand: a non-number is reported as "must be integer", a fraction as a floating-point number. */
+export function argBigInt(name: string, args: readonly Value[], i: number): bigint {
+  const v = args[i] ?? null;
+  if (typeof v !== 'number' && typeof v !== 'bigint') throw typeError(name, i + 1, 'integer', v);
+  return argInt(name, args, i);
+}
+
 /** A number that must be an integer fitting a JS safe integer (lengths, indices, counts). */
 export function argSmallInt(name: string, args: readonly Value[], i: number): number {
   const v = argNumber(name, args, i);

@@ -1,12 +1,12 @@
 // Bitwise builtins on integers of any size (two's complement semantics, as Go's big.Int).
 import type { Value } from '../value.js';
-import { argInt, type BuiltinTable, builtinError, operandError } from './api.js';
+import { argBigInt, argInt, type BuiltinTable, builtinError, operandError } from './api.js';
 import { fromBig, MAX_INT_BITS } from './numeric.js';
 
 function binary(name: string, op: (a: bigint, b: bigint) => bigint) {
   return {
     arity: 2,
-    fn: (args: readonly Value[]) => fromBig(name, op(argInt(name, args, 0), argInt(name, args, 1))),
+    fn: (args: readonly Value[]) => fromBig(name, op(argBigInt(name, args, 0), argBigInt(name, args, 1))),
   };
 }
 
@@ -22,12 +22,12 @@ export const bitBuiltins: BuiltinTable = {
   'bits.xor': binary('bits.xor', (a, b) => a ^ b),
   'bits.negate': {
     arity: 1,
-    fn: (args) => fromBig('bits.negate', ~argInt('bits.negate', args, 0)),
+    fn: (args) => fromBig('bits.negate', ~argBigInt('bits.negate', args, 0)),
   },
   'bits.lsh': {
     arity: 2,
     fn: (args) => {
-      const x = argInt('bits.lsh', args, 0);
+      const x = argBigInt('bits.lsh', args, 0);
       const s = shiftAmount('bits.lsh', args);
       if (x === 0n) return 0;
       // Refuse before allocating: the result would exceed the integer size bound.
@@ -39,7 +39,7 @@ export const bitBuiltins: BuiltinTable = {
   'bits.rsh': {
     arity: 2,
     fn: (args) => {
-      const x = argInt('bits.rsh', args, 0);
+      const x = argBigInt('bits.rsh', args, 0);
       const s = shiftAmount('bits.rsh', args);
       return fromBig('bits.rsh', x >> BigInt(s));
     },

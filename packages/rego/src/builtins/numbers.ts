@@ -2,7 +2,7 @@
 import { randomInt } from 'node:crypto';
 import { SetValue, type Value } from '../value.js';
 import {
-  argInt,
+  argBigInt,
   argNumber,
   argSmallInt,
   argString,
@@ -148,8 +148,8 @@ export const numberBuiltins: BuiltinTable = {
   'numbers.range': {
     arity: 2,
     fn: (args) => {
-      const a = intOperand('numbers.range', args, 0);
-      const b = intOperand('numbers.range', args, 1);
+      const a = argBigInt('numbers.range', args, 0);
+      const b = argBigInt('numbers.range', args, 1);
       return range('numbers.range', a, b, 1n);
     },
   },
@@ -157,9 +157,9 @@ export const numberBuiltins: BuiltinTable = {
     arity: 3,
     fn: (args) => {
       const name = 'numbers.range_step';
-      const a = intOperand(name, args, 0);
-      const b = intOperand(name, args, 1);
-      const step = intOperand(name, args, 2);
+      const a = argBigInt(name, args, 0);
+      const b = argBigInt(name, args, 1);
+      const step = argBigInt(name, args, 2);
       if (step <= 0n) throw builtinError(name, 'step must be a positive integer');
       return range(name, a, b, step);
     },
@@ -182,10 +182,3 @@ export const numberBuiltins: BuiltinTable = {
     },
   },
 };
-
-// numbers.range reports a non-number as "must be integer" (OPA's BigIntOperand).
-function intOperand(name: string, args: readonly Value[], i: number): bigint {
-  const v = args[i] ?? null;
-  if (typeof v !== 'number' && typeof v !== 'bigint') throw typeError(name, i + 1, 'integer', v);
-  return argInt(name, args, i);
-}

@@ -52,7 +52,13 @@ function align(a: Decimal, b: Decimal): [bigint, bigint, number] {
 /** Rounds a decimal to a Rego number: exact when integral, else the nearest float64. */
 export function fromDecimal(name: string, d: Decimal): Num {
   if (d.m === 0n) return 0;
-  if (d.e >= 0) return fromBig(name, d.m * 10n ** BigInt(d.e));
+  if (d.e >= 0) {
+    // Check the size before computing 10^e, which could otherwise be enormous.
+    const digits = (d.m < 0n ? -d.m : d.m).toString().length + d.e;
+    if (digits * 3.33 > MAX_INT_BITS)
+      throw new BuiltinError('eval_builtin_error', `${name}: integer result too large`);
+    return fromBig(name, d.m * 10n ** BigInt(d.e));
+  }
   let m = d.m;
   let e = d.e;
   while (e < 0 && m % 10n === 0n) {

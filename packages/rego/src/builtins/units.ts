@@ -114,11 +114,10 @@ export const unitBuiltins: BuiltinTable = {
       if (factor === undefined) throw builtinError(name, `byte unit ${unit} not recognized`);
       const n = parseDecimal(num);
       if (n === undefined) throw builtinError(name, 'could not parse byte amount to a number');
-      if (n.e > 1000) throw builtinError(name, 'exponent too large');
       const d = mulDec(n, { m: factor, e: 0 });
       // Truncated toward zero, as big.Float.Int does.
-      const v = d.e >= 0 ? d.m * 10n ** BigInt(d.e) : d.m / 10n ** BigInt(-d.e);
-      return fromBig(name, v);
+      if (d.e >= 0) return fromDecimal(name, d);
+      return fromBig(name, d.m / 10n ** BigInt(-d.e));
     },
   },
 };
