@@ -13,6 +13,7 @@ import {
   type Query,
   type Rule,
   type RuleHead,
+  refComponents,
   rootVar,
   type Stmt,
   scalarValue,
@@ -628,6 +629,8 @@ class Analyzer {
       const withUsed: string[] = [];
       const withComprs: ComprExpr[] = [];
       for (const w of stmt.withs) {
+        // `with f as g` may name a function or builtin rather than a value.
+        if (isUnknownPath(w.as, scope)) continue;
         const g = this.gatherUsed(w.as, scope, firstUse, defs, undefined);
         withUsed.push(...g.used);
         withComprs.push(...g.comprs);
@@ -715,6 +718,20 @@ class Analyzer {
     this.schedules.set(q, { order, scope: scope.clone() });
     if (scope.usesInput && this.scopes.length > 0) this.scopes[this.scopes.length - 1]!.usesInput = true;
   }
+}
+
+/** A var or dotted path whose root is neither a local, an input nor a package name. */
+function isUnknownPath(e: Expr, scope: Scope): boolean {
+  const root = rootVar(e);
+  if (root === undefined || refComponents(e) === undefined) return false;
+  const n = root.name;
+  return !(
+    scope.locals.has(n) ||
+    scope.unscoped.has(n) ||
+    scope.inputs.has(n) ||
+    n === 'input' ||
+    n === 'data'
+  );
 }
 
 function checkFirst(v: VarExpr, firstUse: Map<string, Loc>): void {

@@ -949,6 +949,8 @@ export class Parser {
           for (const kw of FUTURE_KEYWORDS) this.setFutureKeyword(kw, loc);
         } else if (path.length === 3 && (FUTURE_KEYWORDS as readonly string[]).includes(path[2]!)) {
           this.setFutureKeyword(path[2]!, loc);
+        } else if (path.length === 3 && path[2] === 'not') {
+          // `not` is always a keyword; newer OPA versions accept this import as a no-op.
         } else {
           throw this.errAt(refr.loc, 'invalid future keyword');
         }
