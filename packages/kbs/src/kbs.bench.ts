@@ -56,7 +56,11 @@ name = "resource"
   });
   await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r));
   parentPort?.on('message', async (m: unknown) => {
-    if (m === 'close') {
+    if (m === 'cpu') {
+      // CPU time of this thread only: what the KBS itself spent, whatever else runs on the machine.
+      const u = process.threadCpuUsage();
+      parentPort?.postMessage({ cpuUs: u.user + u.system });
+    } else if (m === 'close') {
       await kbs.close();
       await new Promise((r) => {
         bare.close(r);
@@ -145,10 +149,22 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
-/** Runs `op` from `CONCURRENCY` loops; returns ops/s and latency percentiles (ms) over the measured window. */
+interface LoadResult {
+  perSec: number;
+  p50: number;
+  p99: number;
+  /** Server thread CPU microseconds per operation. */
+  cpuUs: number;
+}
+
+/**
+ * Runs `op` from `CONCURRENCY` loops; returns ops/s, latency percentiles (ms) and, through `cpu`, the
+ * server's CPU time per op over the measured window.
+ */
 async function load(
   op: (worker: number) => Promise<unknown>,
-): Promise<{ perSec: number; p50: number; p99: number }> {
+  cpu: () => Promise<number>,
+): Promise<LoadResult> {
   const latencies: number[] = [];
   let measuring = false;
   let stop = false;
@@ -165,15 +181,22 @@ async function load(
   };
   const loops = Array.from({ length: CONCURRENCY }, (_, w) => loop(w));
   await new Promise((r) => setTimeout(r, WARMUP_MS));
+  const cpu0 = await cpu();
   measuring = true;
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, MEASURE_MS));
   measuring = false;
   const elapsed = (performance.now() - t0) / 1000;
+  const cpuUs = (await cpu()) - cpu0;
   stop = true;
   await Promise.all(loops);
   latencies.sort((a, b) => a - b);
-  return { perSec: count / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return {
+    perSec: count / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpuUs: cpuUs / count,
+  };
 }
 
 /** Microseconds per call of `f`: the best of three runs of about `ms` (least disturbed by other load). */
@@ -238,6 +261,17 @@ export async function run(): Promise<Record<string, number>> {
     worker.once('error', reject);
   });
   const base = new URL(url);
+  const cpu = () =>
+    new Promise<number>((resolve) => {
+      const onMessage = (m: unknown) => {
+        if (typeof m === 'object' && m !== null && 'cpuUs' in m) {
+          worker.off('message', onMessage);
+          resolve((m as { cpuUs: number }).cpuUs);
+        }
+      };
+      worker.on('message', onMessage);
+      worker.postMessage('cpu');
+    });
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   try {
     const admin = async (method: string, path: string, body: string) => {
@@ -256,14 +290,16 @@ export async function run(): Promise<Record<string, number>> {
     const http = await load(async () => {
       const r = await call(agent, bareUrl, 'GET', '/', {});
       if (r.status !== 200) throw new Error(`bare ${r.status}`);
-    });
-    const hs = await load((w) => handshake(agent, base, keys[w % keys.length] as TeeKeyPair));
+    }, cpu);
+    const hs = await load((w) => handshake(agent, base, keys[w % keys.length] as TeeKeyPair), cpu);
     const token = await handshake(agent, base, keys[0] as TeeKeyPair);
     const bearer = { authorization: `Bearer ${token}` };
     const rs = await load(async () => {
       const r = await call(agent, base, 'GET', '/kbs/v0/resource/default/bench/secret', bearer);
       if (r.status !== 200) throw new Error(`resource ${r.status} ${r.body}`);
-    });
+    }, cpu);
+    const floorHandshakeUs = 1e6 / (floor.floor_handshake_per_s as number);
+    const floorResourceUs = 1e6 / (floor.floor_resource_per_s as number);
     return {
       handshakes_per_s: hs.perSec,
       handshake_p50_ms: hs.p50,
@@ -272,11 +308,21 @@ export async function run(): Promise<Record<string, number>> {
       resource_p50_ms: rs.p50,
       resource_p99_ms: rs.p99,
       concurrency: CONCURRENCY,
+      // Server CPU per operation (its own thread's time): robust against other load on the machine.
+      handshake_server_cpu_us: hs.cpuUs,
+      resource_server_cpu_us: rs.cpuUs,
+      bare_http_server_cpu_us: http.cpuUs,
+      /** What one uncontended core would sustain at that CPU cost. */
+      handshake_capacity_per_core_s: 1e6 / hs.cpuUs,
+      resource_capacity_per_core_s: 1e6 / rs.cpuUs,
       ...floor,
       floor_bare_http_per_s: http.perSec,
       floor_bare_http_p50_ms: http.p50,
       handshake_vs_floor: hs.perSec / (floor.floor_handshake_per_s as number),
       resource_vs_floor: rs.perSec / (floor.floor_resource_per_s as number),
+      /** Share of the server's CPU per operation that is the unavoidable crypto. */
+      handshake_crypto_share_of_cpu: floorHandshakeUs / hs.cpuUs,
+      resource_crypto_share_of_cpu: floorResourceUs / rs.cpuUs,
       // One handshake is three HTTP exchanges, one resource fetch is one.
       handshake_vs_bare_http: (3 * hs.perSec) / http.perSec,
       resource_vs_bare_http: rs.perSec / http.perSec,
