@@ -131,6 +131,16 @@ describe('Engine: data and input', () => {
     expect(j(e.evalQuery('data').result[0]!.expressions[0]!.value)).toBe('{"a":{"x":1,"y":2},"b":3}');
   });
 
+  it('replaces data with clearData and keeps clones independent', () => {
+    const e = engine('package t\np := data.v\n');
+    e.addData({ v: 1 });
+    const c = e.clone();
+    c.clearData();
+    c.addData({ v: 2 });
+    expect(e.evalRule('data.t.p')).toBe(1);
+    expect(c.evalRule('data.t.p')).toBe(2);
+  });
+
   it('rejects non-object data and bounds document depth', () => {
     const e = new Engine({ limits: { maxDocumentDepth: 10 } });
     expect(() => e.addData([1])).toThrow(RegoEvalError);

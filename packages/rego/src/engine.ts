@@ -146,8 +146,13 @@ export class Engine {
   addData(value: unknown): void {
     const v = this.toValue(value, 'data');
     if (!(v instanceof ObjectValue)) throw new RegoEvalError('rego_type_error', 'data must be an object');
+    // Compiled policies do not depend on data, so they stay valid.
     this.data = deepMerge(this.data, v, 0, this.limits.maxDocumentDepth) as ObjectValue;
-    this.compiled = undefined;
+  }
+
+  /** Removes all base documents. */
+  clearData(): void {
+    this.data = new ObjectValue();
   }
 
   /** Parses JSON text (integers beyond 2^53 stay exact) and merges it into `data`. */

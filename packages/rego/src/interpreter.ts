@@ -27,7 +27,7 @@ import {
 } from './compiler.js';
 import { RegoEvalError, RegoLimitError } from './errors.js';
 import { jsonText, printable } from './format.js';
-import type { AssignmentPlan, BindingPlan, DestructuringPlan, HoistedLoop } from './plans.js';
+import type { AssignmentPlan, DestructuringPlan, HoistedLoop } from './plans.js';
 import { getOrCreate } from './util.js';
 import { equals, keyOf, ObjectValue, SetValue, type Value } from './value.js';
 
@@ -182,8 +182,6 @@ function _isCollection(v: Value | undefined): v is readonly Value[] | SetValue |
 function valueToString(v: Value): string {
   return typeof v === 'string' ? v : jsonText(v);
 }
-
-class EvalFailure extends Error {}
 
 export class Interpreter {
   prints: string[] = [];
@@ -2096,6 +2094,3 @@ function walkPairs(root: Value): Value[] {
   visit(root);
   return out;
 }
-
-export type { BindingPlan };
-export { EvalFailure };
