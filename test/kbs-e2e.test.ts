@@ -1,121 +1,20 @@
 // dist/bin/kbs over HTTPS, driven by dist/bin/kbs-client: the operator's admin calls and a sample-TEE guest.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binary, freePort, type Running, runToEnd, start, waitForListen } from './helpers/process.js';
-import { makeServerCert } from './helpers/tls.js';
+import { type KbsHandle, openssl, prepareKbs, SAMPLE_REFERENCE_VALUES } from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-kbs-e2e-'));
-let port = 0;
-let kbs: Running;
 const secret = randomBytes(32);
-
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-}
-
-function writeConfig(): string {
-  const tls = makeServerCert(['localhost', '127.0.0.1'], dir);
-  // Token signer: a P-256 key with a self-signed certificate that the KBS trusts for x5c chains.
-  openssl(
-    'genpkey',
-    '-algorithm',
-    'EC',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-out',
-    join(dir, 'token.key'),
-  );
-  openssl(
-    'req',
-    '-x509',
-    '-new',
-    '-key',
-    join(dir, 'token.key'),
-    '-out',
-    join(dir, 'token.crt'),
-    '-days',
-    '30',
-    '-subj',
-    '/CN=token-signer',
-  );
-  // Admin: an Ed25519 key whose public half authenticates admin JWTs.
-  openssl('genpkey', '-algorithm', 'ed25519', '-out', join(dir, 'admin.key'));
-  openssl('pkey', '-in', join(dir, 'admin.key'), '-pubout', '-out', join(dir, 'admin.pub'));
-  const cfg = `
-[http_server]
-sockets = ["127.0.0.1:${port}"]
-private_key = "${tls.keyPath}"
-certificate = "${tls.certPath}"
-
-[attestation_token]
-trusted_certs_paths = ["${join(dir, 'token.crt')}"]
-
-[attestation_service]
-type = "coco_as_builtin"
-
-[attestation_service.attestation_token_broker]
-duration_min = 5
-
-[attestation_service.attestation_token_broker.signer]
-key_path = "${join(dir, 'token.key')}"
-cert_path = "${join(dir, 'token.crt')}"
-
-[attestation_service.rvps_config]
-type = "BuiltIn"
-
-[admin]
-authorization_mode = "AuthenticatedAuthorization"
-
-[admin.authentication.bearer_jwt]
-identity_providers = [{ public_key_uri = "${join(dir, 'admin.pub')}" }]
-
-[admin.authorization.regex_acl]
-acls = [{ role = "admin", allowed_endpoints = "^/kbs/v0/.+$" }]
-
-[storage_backend]
-storage_type = "LocalFs"
-
-[storage_backend.backends.local_fs]
-dir_path = "${join(dir, 'storage')}"
-
-[[plugins]]
-name = "resource"
-storage_backend_type = "kvstorage"
-`;
-  const path = join(dir, 'kbs-config.toml');
-  writeFileSync(path, cfg);
-  return path;
-}
-
-let configPath = '';
-
-async function startKbs(): Promise<void> {
-  kbs = start(binary('kbs'), ['--config-file', configPath]);
-  await waitForListen({ port }, kbs);
-}
-
-function client(...args: string[]) {
-  return runToEnd(binary('kbs-client'), [
-    '--url',
-    `https://127.0.0.1:${port}`,
-    '--cert-file',
-    join(dir, 'https.crt'),
-    ...args,
-  ]);
-}
-
-function admin(...args: string[]) {
-  return client('config', '--auth-private-key', join(dir, 'admin.key'), ...args);
-}
+let kbs: KbsHandle;
+const client = (...args: string[]) => kbs.client(...args);
+const admin = (...args: string[]) => kbs.admin(...args);
 
 beforeAll(async () => {
-  port = await freePort();
-  configPath = writeConfig();
-  await startKbs();
+  kbs = await prepareKbs(dir);
+  await kbs.start();
 });
 
 afterAll(async () => {
@@ -134,7 +33,9 @@ describe('kbs and kbs-client, real processes over HTTPS', () => {
     );
     expect(r.code, r.stderr).toBe(0);
     // The repository is the directory tree a mounted Kubernetes Secret gives.
-    expect(readFileSync(join(dir, 'storage', 'repository', 'default', 'app-secret', 'key'))).toEqual(secret);
+    expect(readFileSync(join(dir, 'kbs-storage', 'repository', 'default', 'app-secret', 'key'))).toEqual(
+      secret,
+    );
   });
 
   it('refuses admin calls without a valid admin token', async () => {
@@ -203,12 +104,7 @@ describe('kbs and kbs-client, real processes over HTTPS', () => {
     expect(denied.code).not.toBe(0);
     expect(denied.stderr).toMatch(/PolicyDeny/);
 
-    for (const args of [
-      ['launch_digest', 'abcde'],
-      ['svn', '1'],
-      ['major_version', '1', '--as-integer', '--as-single-value'],
-      ['minimum_minor_version', '4', '--as-integer', '--as-single-value'],
-    ]) {
+    for (const args of SAMPLE_REFERENCE_VALUES) {
       const s = await admin('set-sample-reference-value', ...args);
       expect(s.code, s.stderr).toBe(0);
     }
@@ -246,7 +142,7 @@ describe('kbs and kbs-client, real processes over HTTPS', () => {
 
   it('keeps resources and policies across a restart', async () => {
     await kbs.stop();
-    await startKbs();
+    await kbs.start();
     const p = await admin('set-resource-policy', '--allow-all');
     expect(p.code, p.stderr).toBe(0);
     const r = await client('get-resource', '--path', 'default/app-secret/key');
@@ -262,7 +158,7 @@ describe('kbs and kbs-client, real processes over HTTPS', () => {
   });
 
   it('writes access-log lines with the guest user agent and the verifier result', async () => {
-    const log = kbs.output();
+    const log = kbs.process.output();
     expect(log).toMatch(/"msg":"access"/);
     expect(log).toContain('attestation-agent-kbs-client/0.1.0');
     expect(log).toContain('POST /kbs/v0/attest');

@@ -1,0 +1,132 @@
+// A KBS over HTTPS with trustee-style configuration, and helpers to administer it with kbs-client.
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { binary, freePort, type Running, runToEnd, start, waitForListen } from './process.js';
+import { makeServerCert, type TlsMaterial } from './tls.js';
+
+export function openssl(...args: string[]): void {
+  execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+export interface KbsHandle {
+  dir: string;
+  port: number;
+  url: string;
+  tls: TlsMaterial;
+  configPath: string;
+  process: Running;
+  /** Starts (or restarts) the KBS process; `wrapper` runs it under another command, e.g. faketime. */
+  start(wrapper?: string[]): Promise<void>;
+  stop(): Promise<void>;
+  admin(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
+  client(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
+}
+
+export async function prepareKbs(dir: string): Promise<KbsHandle> {
+  const port = await freePort();
+  const tls = makeServerCert(['localhost', '127.0.0.1'], dir);
+  openssl(
+    'genpkey',
+    '-algorithm',
+    'EC',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-out',
+    join(dir, 'token.key'),
+  );
+  openssl(
+    'req',
+    '-x509',
+    '-new',
+    '-key',
+    join(dir, 'token.key'),
+    '-out',
+    join(dir, 'token.crt'),
+    '-days',
+    '30',
+    '-subj',
+    '/CN=token-signer',
+  );
+  openssl('genpkey', '-algorithm', 'ed25519', '-out', join(dir, 'admin.key'));
+  openssl('pkey', '-in', join(dir, 'admin.key'), '-pubout', '-out', join(dir, 'admin.pub'));
+  const configPath = join(dir, 'kbs-config.toml');
+  writeFileSync(
+    configPath,
+    `[http_server]
+sockets = ["127.0.0.1:${port}"]
+private_key = "${tls.keyPath}"
+certificate = "${tls.certPath}"
+
+[attestation_token]
+trusted_certs_paths = ["${join(dir, 'token.crt')}"]
+
+[attestation_service]
+type = "coco_as_builtin"
+
+[attestation_service.attestation_token_broker.signer]
+key_path = "${join(dir, 'token.key')}"
+cert_path = "${join(dir, 'token.crt')}"
+
+[attestation_service.rvps_config]
+type = "BuiltIn"
+
+[admin]
+authorization_mode = "AuthenticatedAuthorization"
+
+[admin.authentication.bearer_jwt]
+identity_providers = [{ public_key_uri = "${join(dir, 'admin.pub')}" }]
+
+[admin.authorization.regex_acl]
+acls = [{ role = "admin", allowed_endpoints = "^/kbs/v0/.+$" }]
+
+[storage_backend]
+storage_type = "LocalFs"
+
+[storage_backend.backends.local_fs]
+dir_path = "${join(dir, 'kbs-storage')}"
+
+[[plugins]]
+name = "resource"
+storage_backend_type = "kvstorage"
+`,
+  );
+  const url = `https://127.0.0.1:${port}`;
+  const client = (...args: string[]) =>
+    runToEnd(binary('kbs-client'), ['--url', url, '--cert-file', tls.certPath, ...args]);
+  const handle: KbsHandle = {
+    dir,
+    port,
+    url,
+    tls,
+    configPath,
+    process: undefined as unknown as Running,
+    async start(wrapper: string[] = []) {
+      const argv = [...wrapper, binary('kbs'), '--config-file', configPath];
+      handle.process = start(argv[0]!, argv.slice(1));
+      await waitForListen({ port }, handle.process);
+    },
+    async stop() {
+      await handle.process?.stop();
+    },
+    client,
+    admin: (...args: string[]) => client('config', '--auth-private-key', join(dir, 'admin.key'), ...args),
+  };
+  return handle;
+}
+
+/** Reference values that make the sample TEE affirming under trustee's default attestation policy. */
+export const SAMPLE_REFERENCE_VALUES: string[][] = [
+  ['launch_digest', 'abcde'],
+  ['svn', '1'],
+  ['major_version', '1', '--as-integer', '--as-single-value'],
+  ['minimum_minor_version', '4', '--as-integer', '--as-single-value'],
+];
+
+export async function mustSucceed(
+  p: Promise<{ code: number | null; stdout: string; stderr: string }>,
+): Promise<string> {
+  const r = await p;
+  if (r.code !== 0) throw new Error(`command failed (${r.code}):\n${r.stderr}${r.stdout}`);
+  return r.stdout;
+}
