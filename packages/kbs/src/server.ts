@@ -88,11 +88,10 @@ function fallbackError(plugin: string): KbsError {
   }
 }
 
-function queryObject(raw: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (raw === '') return out;
-  for (const [k, v] of new URLSearchParams(raw)) out[k] = v;
-  return out;
+/** The query as the policy's `query` object; a repeated name keeps its last value, as serde does. */
+export function queryObject(raw: string): Record<string, string> {
+  // fromEntries defines own properties, so a `__proto__` parameter is kept as data like any other.
+  return raw === '' ? {} : Object.fromEntries(new URLSearchParams(raw));
 }
 
 function causeChain(e: unknown): string {
