@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { Value } from '../value.js';
 import { BUILTINS, DEPRECATED, UNSUPPORTED } from './index.js';
+import { failure, testContext } from './testkit.js';
 
 // The builtins kata's genpolicy rules and trustee's policies call.
 const REQUIRED = [
@@ -34,6 +36,16 @@ describe('the builtin table', () => {
   it('keeps supported, deprecated and unsupported names consistent', () => {
     for (const name of UNSUPPORTED) expect(BUILTINS.has(name), name).toBe(false);
     for (const name of DEPRECATED) expect(BUILTINS.has(name), name).toBe(true);
+  });
+
+  it('turns engine size limits into builtin errors', () => {
+    const e = failure('replace', 'a'.repeat(1_000_000), 'a', 'x'.repeat(1000));
+    expect(e.code).toBe('eval_builtin_error');
+    expect(e.message).toMatch(/^replace: result too large/);
+    let deep: Value = 1;
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    const marshal = BUILTINS.get('json.marshal')!;
+    expect(() => marshal.fn([deep], testContext())).toThrow(/^json.marshal: result too large/);
   });
 
   it('declares sensible arities', () => {

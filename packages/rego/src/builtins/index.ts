@@ -3,7 +3,7 @@
 // Not here, because they are not plain functions of their arguments, and belong to the evaluator:
 // `eq` (=), `assign` (:=), `print`/`internal.print`, `trace` and `walk` (a relation with many results).
 import { aggregateBuiltins } from './aggregates.js';
-import type { BuiltinDef, BuiltinTable } from './api.js';
+import { type BuiltinDef, type BuiltinTable, builtinError } from './api.js';
 import { arrayBuiltins } from './arrays.js';
 import { bitBuiltins } from './bits.js';
 import { castBuiltins } from './casts.js';
@@ -50,12 +50,29 @@ const FAMILIES: readonly BuiltinTable[] = [
   uuidBuiltins,
 ];
 
+// The engine's own limits (string, array and BigInt sizes, stack depth) surface as RangeError; a builtin
+// that hits one (e.g. replace() amplifying a large input) fails with a builtin error instead of crashing.
+function guarded(name: string, def: BuiltinDef): BuiltinDef {
+  const fn = def.fn;
+  return {
+    ...def,
+    fn: (args, ctx) => {
+      try {
+        return fn(args, ctx);
+      } catch (e) {
+        if (e instanceof RangeError) throw builtinError(name, `result too large (${e.message})`);
+        throw e;
+      }
+    },
+  };
+}
+
 function merge(tables: readonly BuiltinTable[]): Map<string, BuiltinDef> {
   const out = new Map<string, BuiltinDef>();
   for (const t of tables) {
     for (const [name, def] of Object.entries(t)) {
       if (out.has(name)) throw new Error(`builtin defined twice: ${name}`);
-      out.set(name, def);
+      out.set(name, guarded(name, def));
     }
   }
   return out;
