@@ -880,6 +880,35 @@ describe('operations', () => {
     await expect(send(`${h.base}/healthz`)).rejects.toThrow();
   });
 
+  it('lets a request in flight finish when it is closed', async () => {
+    const h = await start();
+    const { request } = await import('node:http');
+    const u = new URL(`${h.base}/kbs/v0/resource/a/b/c`);
+    const req = request({
+      host: u.hostname,
+      port: u.port,
+      path: u.pathname,
+      method: 'POST',
+      headers: { 'content-length': '4' },
+    });
+    const status = new Promise<number>((resolve, reject) => {
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+    });
+    req.write('ab');
+    while ((await h.kbs.metrics.activeConnections.get()).values[0]?.value !== 1) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const closing = h.kbs.close();
+    req.end('cd');
+    expect(await status).toBe(200);
+    await closing;
+    await expect(send(`${h.base}/healthz`)).rejects.toThrow();
+  });
+
   it('listens on every configured socket', async () => {
     const h = await start({ http_server: 'sockets = ["127.0.0.1:0", "127.0.0.1:0"]\ninsecure_http = true' });
     expect(h.kbs.urls).toHaveLength(2);

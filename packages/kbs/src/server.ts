@@ -264,13 +264,22 @@ export interface Listening {
   close(): Promise<void>;
 }
 
-async function closeAll(servers: readonly Server[]): Promise<void> {
+/** How long requests in flight may take to finish once the KBS is asked to stop. */
+const SHUTDOWN_GRACE_MS = 5_000;
+
+async function closeAll(servers: readonly Server[], graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
   await Promise.all(
     servers.map(
       (s) =>
         new Promise<void>((resolve) => {
-          s.close(() => resolve());
-          s.closeAllConnections();
+          // Stop accepting, drop idle keep-alive connections, let requests in flight finish.
+          const force = setTimeout(() => s.closeAllConnections(), graceMs);
+          force.unref();
+          s.close(() => {
+            clearTimeout(force);
+            resolve();
+          });
+          s.closeIdleConnections();
         }),
     ),
   );
@@ -324,7 +333,7 @@ export async function listen(
       });
     }
   } catch (e) {
-    await closeAll(servers);
+    await closeAll(servers, 0);
     throw e;
   }
   return {
