@@ -50,7 +50,7 @@ function compile(text: string): Engine {
 }
 
 /** Distinct request data documents (plugin, path, query) kept compiled with the current policy. */
-const DATA_ENGINE_CACHE_SIZE = 256;
+const DATA_ENGINE_CACHE_SIZE = 64;
 
 export class ResourcePolicy {
   /** The compiled form of the last policy text read from storage; recompiled when the text changes. */
