@@ -58,6 +58,18 @@ describe('ResourcePolicy', () => {
     expect((await p.evaluate(sampleClaims, { ...data, query: { v: '2' } })).allow).toBe(false);
   });
 
+  it('gives the same answers while many distinct request documents come and go', async () => {
+    const p = await withPolicy(
+      'package policy\nimport rego.v1\ndefault allow := false\nallow if to_number(data.query.n) % 2 == 0\n',
+    );
+    for (let round = 0; round < 2; round++) {
+      for (let n = 0; n < 100; n++) {
+        const d = { ...data, query: { n: String(n) } };
+        expect((await p.evaluate(snpClaims, d)).allow).toBe(n % 2 === 0);
+      }
+    }
+  });
+
   it('treats an undefined or non-boolean allow as a denial and says why', async () => {
     const undef = await withPolicy('package policy\nimport rego.v1\nallow if { false }\n');
     expect(await undef.evaluate(snpClaims, data)).toMatchObject({
