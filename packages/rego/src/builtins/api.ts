@@ -25,11 +25,16 @@ export interface BuiltinDef {
 export type BuiltinCode = 'eval_type_error' | 'eval_builtin_error';
 
 export class BuiltinError extends Error {
-  constructor(
-    readonly code: BuiltinCode,
-    message: string,
-  ) {
+  readonly code: BuiltinCode;
+
+  constructor(code: BuiltinCode, message: string) {
+    // Builtin errors are expected outcomes (non-strict evaluation turns them into undefined), thrown on
+    // hot paths; the message names the builtin, so a stack trace would only cost time.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
+    this.code = code;
     this.name = 'BuiltinError';
   }
 }

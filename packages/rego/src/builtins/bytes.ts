@@ -42,6 +42,13 @@ function decodeMap(alphabet: string): Int16Array {
 
 /** Go's base64 (padded) decoding: CR and LF are skipped; padding and trailing data are checked. */
 export function base64Decode(input: string, alphabet: Base64Alphabet): Uint8Array {
+  const r = base64DecodeOrOffset(input, alphabet);
+  if (typeof r === 'number') throw new Base64Error(r);
+  return r;
+}
+
+/** The decoded bytes, or the input byte offset where decoding failed (no exception: is_valid is hot). */
+export function base64DecodeOrOffset(input: string, alphabet: Base64Alphabet): Uint8Array | number {
   const src = toBytes(input);
   const map = DECODE_MAPS[alphabet];
   const out: number[] = [];
@@ -55,7 +62,7 @@ export function base64Decode(input: string, alphabet: Base64Alphabet): Uint8Arra
     for (; j < 4; j++) {
       if (si === src.length) {
         if (j === 0) return Uint8Array.from(out);
-        throw new Base64Error(si - j);
+        return si - j;
       }
       const c = src[si]!;
       si++;
@@ -68,17 +75,17 @@ export function base64Decode(input: string, alphabet: Base64Alphabet): Uint8Arra
         j--;
         continue;
       }
-      if (c !== 0x3d) throw new Base64Error(si - 1);
+      if (c !== 0x3d) return si - 1;
       // Padding: only after two or three symbols.
-      if (j === 0 || j === 1) throw new Base64Error(si - 1);
+      if (j === 0 || j === 1) return si - 1;
       if (j === 2) {
         while (si < src.length && isNL(src[si])) si++;
-        if (si === src.length) throw new Base64Error(src.length);
-        if (src[si] !== 0x3d) throw new Base64Error(si - 1);
+        if (si === src.length) return src.length;
+        if (src[si] !== 0x3d) return si - 1;
         si++;
       }
       while (si < src.length && isNL(src[si])) si++;
-      if (si < src.length) throw new Base64Error(si);
+      if (si < src.length) return si;
       dlen = j;
       done = true;
       break;

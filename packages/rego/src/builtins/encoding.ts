@@ -13,6 +13,7 @@ import {
 import {
   Base64Error,
   base64Decode,
+  base64DecodeOrOffset,
   base64Encode,
   fromBytes,
   HexError,
@@ -105,14 +106,7 @@ export const encodingBuiltins: BuiltinTable = {
   'base64.is_valid': {
     arity: 1,
     fn: ([s = null]) => {
-      if (typeof s !== 'string') return false;
-      try {
-        base64Decode(s, 'std');
-        return true;
-      } catch (e) {
-        if (e instanceof Base64Error) return false;
-        throw e;
-      }
+      return typeof s === 'string' && typeof base64DecodeOrOffset(s, 'std') !== 'number';
     },
   },
   'base64url.encode': {
