@@ -85,35 +85,21 @@ function countSubstr(s: string, sub: string): number {
   return n;
 }
 
-function stringsOrString(name: string, v: Value, pos: number): string[] {
+/** A string, or an array or set of strings (operand i). */
+function stringsOrString(name: string, args: readonly Value[], i: number): string[] {
+  const v = args[i] ?? null;
   if (typeof v === 'string') return [v];
-  if (Array.isArray(v) || v instanceof SetValue) return argStrings(name, [v], 0).map((s) => s);
-  throw typeErrorOneOf(name, pos, ['string', 'set', 'array'], v);
+  if (Array.isArray(v) || v instanceof SetValue) return argStrings(name, args, i);
+  throw typeErrorOneOf(name, i + 1, ['string', 'set', 'array'], v);
 }
 
 function anyPrefix(name: string, args: readonly Value[], suffix: boolean): boolean {
-  let strs: string[];
-  let pres: string[];
-  try {
-    strs = stringsOrString(name, args[0] ?? null, 1);
-  } catch (e) {
-    throw fixPos(e, 1);
-  }
-  try {
-    pres = stringsOrString(name, args[1] ?? null, 2);
-  } catch (e) {
-    throw fixPos(e, 2);
-  }
+  const strs = stringsOrString(name, args, 0);
+  const affixes = stringsOrString(name, args, 1);
   for (const s of strs) {
-    for (const p of pres) if (suffix ? s.endsWith(p) : s.startsWith(p)) return true;
+    for (const p of affixes) if (suffix ? s.endsWith(p) : s.startsWith(p)) return true;
   }
   return false;
-}
-
-// argStrings reports operand 1; the any_*_match helpers reuse it for operand 2.
-function fixPos(e: unknown, pos: number): unknown {
-  if (e instanceof Error && pos !== 1) e.message = e.message.replace('operand 1 ', `operand ${pos} `);
-  return e;
 }
 
 export const stringBuiltins: BuiltinTable = {
