@@ -29,7 +29,11 @@ export class Regex {
   }
 
   test(s: string): boolean {
-    return this.prog.exec(s, 0, 0) !== null;
+    try {
+      return this.prog.exec(s, 0, 0) !== null;
+    } finally {
+      this.prog.release();
+    }
   }
 
   /** Index pairs for the whole match and each group (-1 when a group did not participate). */
@@ -39,6 +43,14 @@ export class Regex {
 
   /** Go's FindAll*Index: up to n matches (all when n < 0), skipping an empty match right after a match. */
   findAll(s: string, n: number, groups: boolean): Int32Array[] {
+    try {
+      return this.findAllInner(s, n, groups);
+    } finally {
+      this.prog.release();
+    }
+  }
+
+  private findAllInner(s: string, n: number, groups: boolean): Int32Array[] {
     const out: Int32Array[] = [];
     if (n === 0) return out;
     let pos = 0;
@@ -79,6 +91,14 @@ export class Regex {
 
   /** Go's Regexp.ReplaceAllString: `$1`, `${1}`, `$name`, `${name}` and `$$` in the template. */
   replaceAll(s: string, template: string): string {
+    try {
+      return this.replaceAllInner(s, template);
+    } finally {
+      this.prog.release();
+    }
+  }
+
+  private replaceAllInner(s: string, template: string): string {
     const needGroups = template.includes('$');
     let out = '';
     let lastEnd = 0;

@@ -23,6 +23,9 @@ export const MAX_PROGRAM = 100_000;
 /** The backtracker's visited set is bounded: instructions × (input length + 1) bits. */
 export const MAX_VISITED_BITS = 1 << 28;
 
+// Visited sets up to this many words (1 MiB) are kept between searches.
+const RETAINED_VISITED_WORDS = 1 << 18;
+
 export class RegexInputTooLargeError extends Error {
   constructor() {
     super('input too large for this regular expression');
@@ -342,6 +345,14 @@ export class Program {
     } finally {
       this.dirtyLo = (from * m) >>> 5;
       this.dirtyHi = Math.min(words, (((hi + 1) * m) >>> 5) + 1);
+    }
+  }
+
+  /** Drops a large visited set after an operation, so that cached programs do not pin its memory. */
+  release(): void {
+    if (this.visited.length > RETAINED_VISITED_WORDS) {
+      this.visited = new Uint32Array(0);
+      this.dirtyLo = this.dirtyHi = 0;
     }
   }
 }
