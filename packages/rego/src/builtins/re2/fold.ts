@@ -3,6 +3,8 @@
 // sign K; s, S and the long s ſ; ß and ẞ; ...).
 
 let orbits: Map<number, number[]> | undefined;
+// Every code point with a non-trivial orbit, sorted.
+let cased: Int32Array | undefined;
 
 // The last code point with a case mapping in current Unicode is below this bound.
 const MAX_CASED = 0x1e944;
@@ -73,12 +75,29 @@ export function foldOrbit(c: number): readonly number[] {
   return orbits.get(c) ?? [c];
 }
 
+function casedCodePoints(): Int32Array {
+  orbits ??= build();
+  cased ??= Int32Array.from([...orbits.keys()].sort((a, b) => a - b));
+  return cased;
+}
+
 /** Adds the fold orbits of every code point in [lo, hi] to ranges (pairs). */
 export function addFoldedRange(out: number[], lo: number, hi: number): void {
   out.push(lo, hi);
-  // Ranges wholly beyond the cased planes add nothing; cap the walk there.
-  const top = Math.min(hi, MAX_CASED - 1);
-  for (let c = lo; c <= top; c++) {
-    for (const o of foldOrbit(c)) if (o < lo || o > hi) out.push(o, o);
+  if (hi < 0x80) {
+    for (let c = lo; c <= hi; c++) for (const o of foldOrbit(c)) if (o < lo || o > hi) out.push(o, o);
+    return;
+  }
+  // Only cased code points can add anything: visit those in the range, not the whole range.
+  const all = casedCodePoints();
+  let i = 0;
+  let j = all.length;
+  while (i < j) {
+    const mid = (i + j) >> 1;
+    if (all[mid]! < lo) i = mid + 1;
+    else j = mid;
+  }
+  for (; i < all.length && all[i]! <= hi; i++) {
+    for (const o of foldOrbit(all[i]!)) if (o < lo || o > hi) out.push(o, o);
   }
 }
