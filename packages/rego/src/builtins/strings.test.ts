@@ -199,3 +199,19 @@ describe('sprintf (Go fmt)', () => {
     expect(failure('sprintf', '%s', 'a').message).toBe('sprintf: operand 2 must be array but got string');
   });
 });
+
+describe('large inputs', () => {
+  it('handle megabyte strings', () => {
+    const big = 'é,'.repeat(500_000);
+    expect((call('split', big, ',') as unknown[]).length).toBe(500_001);
+    expect(call('count', big)).toBe(1_000_000);
+    expect(call('indexof', `${big}x`, 'x')).toBe(1_000_000);
+    expect(call('substring', big, 999_998, 5)).toBe('é,');
+    expect(call('strings.count', big, 'é')).toBe(500_000);
+    expect((call('replace', big, ',', ';') as string).length).toBe(1_000_000);
+  });
+
+  it('bound sprintf widths', () => {
+    expect((call('sprintf', '%999999999d', [1]) as string).length).toBe(1_000_000);
+  });
+});
