@@ -37,10 +37,12 @@ export function start(
   args: string[],
   opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
 ): Running {
+  // Own process group, so that stopping also reaches the children of wrappers such as faketime.
   const child = spawn(cmd, args, {
     env: opts.env ?? process.env,
     cwd: opts.cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
@@ -54,10 +56,18 @@ export function start(
     child,
     output: () => out,
     async stop(signal = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      const group = (sig: NodeJS.Signals) => {
+        try {
+          if (child.pid !== undefined) process.kill(-child.pid, sig);
+        } catch {
+          // already gone
+        }
+      };
+      if (child.exitCode === null && child.signalCode === null) group(signal);
+      const timer = setTimeout(() => group('SIGKILL'), 5000);
       const code = await exited;
       clearTimeout(timer);
+      group('SIGKILL');
       return code;
     },
   };
