@@ -8,7 +8,7 @@ build: deps
 	npm run --silent build
 
 test: build
-	npm test
+	@npm test; code=$$?; node_modules/.bin/node scripts/test-summary.mjs; exit $$code
 
 lint: deps
 	npm run --silent lint
