@@ -11,7 +11,39 @@ export type VerificationErrorCode =
   /** The report data bound into the evidence is not the expected digest. */
   | 'REPORT_DATA_MISMATCH'
   /** No verifier for this TEE is built into this program. */
-  | 'VERIFIER_NOT_SUPPORTED';
+  | 'VERIFIER_NOT_SUPPORTED'
+  /** A binary structure inside the evidence (SNP report, HCL report, TPM quote or signature) is truncated or inconsistent. */
+  | 'REPORT_MALFORMED'
+  /** The evidence or report version is one this verifier does not handle. */
+  | 'UNSUPPORTED_VERSION'
+  /** The report names a processor generation without known AMD roots. */
+  | 'UNSUPPORTED_PROCESSOR'
+  /** A signature or key algorithm this verifier does not accept. */
+  | 'UNSUPPORTED_ALGORITHM'
+  /** The hardware report's signature does not verify with the endorsement key (VCEK/VLEK). */
+  | 'REPORT_SIGNATURE_INVALID'
+  /** The TPM quote's signature does not verify with the attestation key. */
+  | 'QUOTE_SIGNATURE_INVALID'
+  /** The attestation key is missing or not a usable public key. */
+  | 'AK_INVALID'
+  /** The PCR values sent do not hash to the quote's PCR digest, or do not match its PCR selection. */
+  | 'PCR_DIGEST_MISMATCH'
+  /** The HCL runtime claims (variable data) are not the ones the SNP report vouches for. */
+  | 'HCL_DATA_MISMATCH'
+  /** A certificate cannot be parsed, or lacks or garbles a required extension. */
+  | 'CERT_MALFORMED'
+  /** The endorsement key certificate does not chain to a trusted root. */
+  | 'CERT_CHAIN_INVALID'
+  /** A certificate of the chain is not valid at the verification time. */
+  | 'CERT_NOT_VALID_AT_TIME'
+  /** The TCB in the endorsement key certificate differs from the report's reported TCB. */
+  | 'TCB_MISMATCH'
+  /** The VCEK was issued for another chip than the one that produced the report. */
+  | 'CHIP_ID_MISMATCH'
+  /** The report was not requested at the required VMPL. */
+  | 'VMPL_MISMATCH'
+  /** The initdata digest is not the one bound into the evidence (PCR8, HOST_DATA). */
+  | 'INIT_DATA_MISMATCH';
 
 export class VerificationError extends Error {
   override readonly name: string = 'VerificationError';

@@ -1,4 +1,5 @@
 import type { Tee } from '@broker/protocol';
+import type { AmdRootSet } from './snp/certs.js';
 
 /** trustee's TEE classes: one policy per class (`<policy id>_<class>`) and one token submodule each. */
 export type TeeClass = 'cpu' | 'gpu';
@@ -9,6 +10,13 @@ export interface ExpectedData {
   readonly reportData: Uint8Array;
   /** Digest of the initdata TOML, when the guest sent initdata. */
   readonly initDataHash?: Uint8Array;
+  /** Time at which certificates must be valid (hardware-rooted TEEs); the current time by default. */
+  readonly now?: Date;
+  /**
+   * Hardware roots trusted besides the built-in vendor roots, e.g. the mock TEE's test ARK: PEM
+   * bundles of an ARK with the ASK/ASVK it signed. Leave unset in production.
+   */
+  readonly trustedArks?: readonly (string | AmdRootSet)[];
 }
 
 /** Claims of one attested environment. A verifier may report several (e.g. a CPU and its devices). */
