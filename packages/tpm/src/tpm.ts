@@ -73,6 +73,9 @@ export interface ExecuteResult {
   readonly sessions: readonly ResponseSession[];
 }
 
+const RESUBMIT: ReadonlySet<number> = new Set([TPM_RC.RETRY, TPM_RC.YIELDED, TPM_RC.TESTING]);
+const MAX_SUBMISSIONS = 5;
+
 /** Default chunk for NV reads and writes when the TPM does not say (TPM_PT_NV_BUFFER_MAX). */
 const DEFAULT_NV_CHUNK = 512;
 
@@ -112,11 +115,19 @@ export class Tpm {
       sessions,
       parameters: options.parameters ?? new Uint8Array(),
     });
-    const response = await this.transport.send(command);
-    return parseResponse(response, code, {
-      responseHandles: RESPONSE_HANDLES.get(code) ?? 0,
-      sessionCount: sessions.length,
-    });
+    for (let attempt = 1; ; attempt++) {
+      const response = await this.transport.send(command);
+      try {
+        return parseResponse(response, code, {
+          responseHandles: RESPONSE_HANDLES.get(code) ?? 0,
+          sessionCount: sessions.length,
+        });
+      } catch (err) {
+        // RETRY, YIELDED and TESTING ask for the same command again, as TSS stacks do (a bounded number of times).
+        if (!(err instanceof TpmError && RESUBMIT.has(err.code)) || attempt >= MAX_SUBMISSIONS) throw err;
+        await new Promise((r) => setTimeout(r, 10 * attempt));
+      }
+    }
   }
 
   // ------------------------------------------------------------ start-up
