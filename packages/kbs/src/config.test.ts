@@ -55,7 +55,7 @@ describe('parseKbsConfigText', () => {
 
   it('reads the HTTPS, token and TLS settings', () => {
     const c = parseKbsConfigText(`
-session_storage_type = "Memory"
+session_storage_type = "LocalFs"
 [http_server]
 sockets = ["0.0.0.0:8443", "[::1]:9443"]
 private_key = "/etc/kbs/key.pem"
@@ -89,9 +89,68 @@ storage_backend_type = "kvstorage"
     expect(c.httpServer.tls).toEqual({ profile: 'custom', minVersion: '1.3', groups: 'X25519' });
     expect(c.attestationToken.extraTeekeyPaths).toEqual(['/custom/tee-pubkey']);
     expect(c.storageBackend).toEqual({ storageType: 'LocalFs', localFsDir: '/var/lib/kbs' });
-    expect(c.sessionStorageType).toBe('Memory');
+    expect(c.sessionStorageType).toBe('LocalFs');
+    expect(c.httpServer.workerCount).toBe(4);
     expect(c.warnings.some((w) => w.includes('insecure_key'))).toBe(true);
-    expect(c.warnings.some((w) => w.includes('worker_count'))).toBe(true);
+  });
+
+  it("reads trustee's Redis backend: [storage_backend.backends.redis] url, and session_storage_type", () => {
+    const c = parseKbsConfigText(`
+session_storage_type = "Redis"
+[http_server]
+insecure_http = true
+worker_count = 2
+[admin]
+authorization_mode = "DenyAll"
+[storage_backend]
+storage_type = "Redis"
+[storage_backend.backends.redis]
+url = "redis://:pw@redis.kbs.svc:6379/2"
+`);
+    expect(c.storageBackend).toEqual({ storageType: 'Redis', redisUrl: 'redis://:pw@redis.kbs.svc:6379/2' });
+    expect(c.sessionStorageType).toBe('Redis');
+    expect(c.httpServer.workerCount).toBe(2);
+    const d = parseKbsConfigText(`${MIN}
+[storage_backend.backends.redis]
+`);
+    // trustee's default URL; the table alone does not select the backend.
+    expect(d.storageBackend).toEqual({ storageType: 'Memory', redisUrl: 'redis://127.0.0.1:6379' });
+  });
+
+  it('keeps sessions in Redis while resources stay in LocalFs', () => {
+    const c = parseKbsConfigText(`
+session_storage_type = "Redis"
+[http_server]
+insecure_http = true
+worker_count = 2
+[admin]
+authorization_mode = "DenyAll"
+[storage_backend]
+storage_type = "LocalFs"
+[storage_backend.backends.local_fs]
+dir_path = "/var/lib/kbs"
+[storage_backend.backends.redis]
+url = "redis://127.0.0.1:6379"
+`);
+    expect(c.storageBackend.storageType).toBe('LocalFs');
+    expect(c.sessionStorageType).toBe('Redis');
+  });
+
+  it('reads [mounted_files]', () => {
+    const c = parseKbsConfigText(`${MIN}
+[mounted_files]
+attestation_policies = ["/etc/kbs/attestation-policy"]
+resource_policy = "/etc/kbs/resource-policy"
+reference_values = ["/etc/kbs/reference-values"]
+resources = ["/etc/kbs/resources"]
+`);
+    expect(c.mountedFiles).toEqual({
+      attestationPolicies: ['/etc/kbs/attestation-policy'],
+      resourcePolicy: '/etc/kbs/resource-policy',
+      referenceValues: ['/etc/kbs/reference-values'],
+      resources: ['/etc/kbs/resources'],
+    });
+    expect(parseKbsConfigText(MIN).mountedFiles).toBeUndefined();
   });
 
   it("accepts trustee's earlier resource plugin form (type = LocalFs, dir_path)", () => {
@@ -217,7 +276,51 @@ allowed_endpoints = "^/kbs/v0/resource/.+$"
         ),
         /cannot be greater/,
       ],
-      ['Redis storage', `${MIN}\n[storage_backend]\nstorage_type = "Redis"`, /Redis is not supported/],
+      [
+        'Redis storage without its table',
+        `${MIN}\n[storage_backend]\nstorage_type = "Redis"`,
+        /needs \[storage_backend\.backends\.redis\].*Redis configuration is required/,
+      ],
+      [
+        'Redis sessions without the table',
+        `session_storage_type = "Redis"\n${MIN}`,
+        /Redis configuration is required/,
+      ],
+      [
+        'Redis reference values without the table',
+        `${MIN}\n[attestation_service.rvps_config]\ntype = "BuiltIn"\nstorage_type = "Redis"`,
+        /rvps_config\] storage_type = "Redis" needs/,
+      ],
+      [
+        'a Redis URL of another scheme',
+        `${MIN}\n[storage_backend.backends.redis]\nurl = "http://127.0.0.1:6379"`,
+        /redis:\/\/ or rediss:\/\//,
+      ],
+      [
+        'Postgres storage',
+        `${MIN}\n[storage_backend]\nstorage_type = "Postgres"`,
+        /Postgres is not supported/,
+      ],
+      [
+        'several workers with Memory sessions',
+        MIN.replace('insecure_http = true', 'insecure_http = true\nworker_count = 2'),
+        /worker_count = 2 needs state shared.*the sessions.*Memory.*Redis.*or set worker_count = 1/,
+      ],
+      [
+        'several workers with Redis sessions but Memory resources',
+        `session_storage_type = "Redis"\n${MIN.replace('insecure_http = true', 'insecure_http = true\nworker_count = 2')}\n[storage_backend.backends.redis]`,
+        /\[storage_backend\] storage_type, the attestation policies, the reference values are Memory/,
+      ],
+      [
+        'a relative mounted file path',
+        `${MIN}\n[mounted_files]\nresources = ["etc/kbs"]`,
+        /resources: "etc\/kbs" is not an absolute path/,
+      ],
+      [
+        'an unknown mounted_files key',
+        `${MIN}\n[mounted_files]\npolicies = []`,
+        /unknown key "policies" in \[mounted_files\]/,
+      ],
       ['LocalFs without dir_path table', `${MIN}\n[storage_backend]\nstorage_type = "LocalFs"`, /local_fs/],
       ['another plugin', `${MIN}\n[[plugins]]\nname = "nebula-ca"`, /nebula-ca" is not supported/],
       [

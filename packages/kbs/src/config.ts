@@ -2,11 +2,12 @@
 // embeds), with every section strict about unknown keys.
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
-import { extname } from 'node:path';
+import { extname, isAbsolute } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { type AttestationServiceConfig, parseAttestationServiceConfig } from './attestation/index.js';
 import { ConfigError, isTable, Section } from './config-reader.js';
 import { DEFAULT_LOCAL_FS_DIR } from './storage/local-fs.js';
+import { DEFAULT_REDIS_URL } from './storage/redis.js';
 
 export { ConfigError } from './config-reader.js';
 
@@ -43,7 +44,10 @@ export interface HttpServerConfig {
   readonly certificate?: string;
   /** Request body limit in MiB. */
   readonly payloadRequestSize: number;
-  /** Accepted for compatibility; one Node process serves all sockets. */
+  /**
+   * Processes serving the sockets (node:cluster workers); more than one needs every store shared between
+   * processes (Redis or LocalFs, not Memory). Absent: one.
+   */
   readonly workerCount?: number;
   readonly tls: TlsConfig;
 }
@@ -77,12 +81,29 @@ export type AdminConfig =
       readonly acls: readonly AclRuleConfig[];
     };
 
-export type StorageType = 'Memory' | 'LocalFs';
+export type StorageType = 'Memory' | 'LocalFs' | 'Redis';
 
 export interface StorageBackendConfig {
   readonly storageType: StorageType;
   /** `[storage_backend.backends.local_fs] dir_path`, when that table is present. */
   readonly localFsDir?: string;
+  /** `[storage_backend.backends.redis] url`, when that table is present (`REDIS_URL` overrides it at start). */
+  readonly redisUrl?: string;
+}
+
+/**
+ * `[mounted_files]` (this KBS's own table): files, typically mounted ConfigMaps and Secrets, whose content
+ * is written into the store at start and again whenever they change.
+ */
+export interface MountedFilesConfig {
+  /** Files or directories; each `<id>.rego` is attestation policy `<id>`. */
+  readonly attestationPolicies: readonly string[];
+  /** A `.rego` file, or a directory holding `resource-policy.rego` or a single `.rego` file. */
+  readonly resourcePolicy?: string;
+  /** Files or directories; each `.json` file holds an RVPS message or an array of them. */
+  readonly referenceValues: readonly string[];
+  /** Directories laid out `<repo>/<type>/<tag>` (a Secret mounted per `<repo>/<type>`). */
+  readonly resources: readonly string[];
 }
 
 export type ResourcePluginConfig =
@@ -101,6 +122,8 @@ export interface KbsConfig {
   readonly sessionStorageType?: StorageType;
   /** The `resource` plugin, when a `[[plugins]]` entry enables it. */
   readonly resourcePlugin?: ResourcePluginConfig;
+  /** Files loaded into the store and watched; absent when `[mounted_files]` is not configured. */
+  readonly mountedFiles?: MountedFilesConfig;
   /** Accepted but unused settings, for the operator to see at startup. */
   readonly warnings: readonly string[];
 }
@@ -133,7 +156,7 @@ function oneOf<T extends string>(
   return v;
 }
 
-function parseHttpServer(s: Section, warnings: string[]): HttpServerConfig {
+function parseHttpServer(s: Section): HttpServerConfig {
   const sockets = s.has('sockets') ? s.stringArray('sockets') : [DEFAULT_SOCKET];
   if (sockets.length === 0) throw new ConfigError(`${s.where} sockets: at least one socket is required`);
   const insecureHttp = s.bool('insecure_http', false);
@@ -141,11 +164,6 @@ function parseHttpServer(s: Section, warnings: string[]): HttpServerConfig {
   const certificate = s.optString('certificate');
   const payloadRequestSize = s.optInt('payload_request_size', 1, 4096) ?? DEFAULT_PAYLOAD_REQUEST_SIZE;
   const workerCount = s.optInt('worker_count', 1, 1024);
-  if (workerCount !== undefined) {
-    warnings.push(
-      `[http_server] worker_count = ${workerCount} is accepted but one Node process serves requests`,
-    );
-  }
   const versions: Record<string, TlsVersion> = { '1.2': '1.2', '1.3': '1.3' };
   const profile =
     oneOf(
@@ -309,9 +327,9 @@ const STORAGE_TYPES: Record<string, string> = {
 
 function storageType(value: string | undefined, where: string, key: string): StorageType | undefined {
   const t = oneOf(value, STORAGE_TYPES, where, key);
-  if (t === undefined || t === 'Memory' || t === 'LocalFs') return t;
+  if (t === undefined || t === 'Memory' || t === 'LocalFs' || t === 'Redis') return t;
   throw new ConfigError(
-    `${where} ${key}: storage type ${t} is not supported by this KBS (supported: Memory, LocalFs)`,
+    `${where} ${key}: storage type ${t} is not supported by this KBS (supported: Memory, LocalFs, Redis)`,
   );
 }
 
@@ -323,6 +341,7 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
     session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
   });
   let localFsDir: string | undefined;
+  let redisUrl: string | undefined;
   if (backends !== undefined) {
     const lfs = backends.optSection('local_fs');
     if (lfs !== undefined) {
@@ -331,7 +350,15 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
         session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
       });
     }
-    for (const unused of ['local_json', 'postgres', 'redis']) {
+    const redis = backends.optSection('redis');
+    if (redis !== undefined) {
+      redisUrl = redis.string('url', DEFAULT_REDIS_URL);
+      checkRedisUrl(redisUrl, redis.where);
+      redis.finish({
+        session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
+      });
+    }
+    for (const unused of ['local_json', 'postgres']) {
       if (backends.raw(unused) !== undefined) {
         warnings.push(`${backends.where.slice(0, -1)}.${unused}] is ignored: that backend is not supported`);
       }
@@ -343,7 +370,69 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
       `${s.where} storage_type = "LocalFs" needs [storage_backend.backends.local_fs] with dir_path (Local FS configuration is required)`,
     );
   }
-  return { storageType: type, ...(localFsDir !== undefined && { localFsDir }) };
+  if (type === 'Redis' && redisUrl === undefined) {
+    throw new ConfigError(
+      `${s.where} storage_type = "Redis" needs [storage_backend.backends.redis] with url (Redis configuration is required)`,
+    );
+  }
+  return {
+    storageType: type,
+    ...(localFsDir !== undefined && { localFsDir }),
+    ...(redisUrl !== undefined && { redisUrl }),
+  };
+}
+
+/** The URL must name a Redis server; the message never repeats the URL, which may hold a password. */
+function checkRedisUrl(url: string, where: string): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new ConfigError(`${where} url is not a URL (expected redis://host:port or rediss://host:port)`);
+  }
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
+    throw new ConfigError(`${where} url must start with redis:// or rediss://, found ${u.protocol}//`);
+  }
+  if (u.hostname === '') throw new ConfigError(`${where} url has no host`);
+}
+
+function parseMountedFiles(s: Section | undefined): MountedFilesConfig | undefined {
+  if (s === undefined) return undefined;
+  const attestationPolicies = s.stringArray('attestation_policies');
+  const resourcePolicy = s.optString('resource_policy');
+  const referenceValues = s.stringArray('reference_values');
+  const resources = s.stringArray('resources');
+  s.finish();
+  for (const [key, paths] of [
+    ['attestation_policies', attestationPolicies],
+    ['resource_policy', resourcePolicy === undefined ? [] : [resourcePolicy]],
+    ['reference_values', referenceValues],
+    ['resources', resources],
+  ] as const) {
+    for (const p of paths) {
+      if (!isAbsolute(p))
+        throw new ConfigError(`${s.where} ${key}: ${JSON.stringify(p)} is not an absolute path`);
+    }
+  }
+  return {
+    attestationPolicies,
+    ...(resourcePolicy !== undefined && { resourcePolicy }),
+    referenceValues,
+    resources,
+  };
+}
+
+/** Every store a KBS with `worker_count` > 1 uses must be shared between its processes. */
+function checkWorkers(
+  workerCount: number | undefined,
+  stores: readonly { what: string; type: StorageType }[],
+): void {
+  if (workerCount === undefined || workerCount <= 1) return;
+  const memory = stores.filter((st) => st.type === 'Memory').map((st) => st.what);
+  if (memory.length === 0) return;
+  throw new ConfigError(
+    `[http_server] worker_count = ${workerCount} needs state shared between worker processes, but ${memory.join(', ')} ${memory.length === 1 ? 'is' : 'are'} Memory (private to each process): use storage_type = "Redis" (or "LocalFs") for ${memory.length === 1 ? 'it' : 'them'}, or set worker_count = 1`,
+  );
 }
 
 function parsePlugins(list: Section[]): ResourcePluginConfig | undefined {
@@ -394,7 +483,7 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
   if (http === undefined)
     throw new ConfigError('[http_server] is required (it may be empty to take the defaults)');
   if (admin === undefined) throw new ConfigError('[admin] is required, with authorization_mode');
-  const httpServer = parseHttpServer(http, warnings);
+  const httpServer = parseHttpServer(http);
   const attestationToken = parseAttestationToken(
     root.optSection('attestation_token', '[attestation_token]'),
     warnings,
@@ -426,7 +515,37 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
       'session_storage_type = "LocalFs" needs [storage_backend.backends.local_fs] with dir_path (Local FS configuration is required)',
     );
   }
+  if (sessionStorageType === 'Redis' && storageBackend.redisUrl === undefined) {
+    throw new ConfigError(
+      'session_storage_type = "Redis" needs [storage_backend.backends.redis] with url (Redis configuration is required)',
+    );
+  }
   const resourcePlugin = parsePlugins(root.sectionArray('plugins', '[[plugins]]'));
+  const mountedFiles = parseMountedFiles(root.optSection('mounted_files', '[mounted_files]'));
+  const as = attestationService;
+  for (const [what, t] of [
+    ['[attestation_service] storage_type', as.storageType],
+    ['[attestation_service.rvps_config] storage_type', as.rvps.storageType],
+  ] as const) {
+    if (t === 'Redis' && storageBackend.redisUrl === undefined) {
+      throw new ConfigError(
+        `${what} = "Redis" needs [storage_backend.backends.redis] with url (Redis configuration is required)`,
+      );
+    }
+    if (t === 'LocalFs' && storageBackend.localFsDir === undefined) {
+      throw new ConfigError(
+        `${what} = "LocalFs" needs [storage_backend.backends.local_fs] with dir_path (Local FS configuration is required)`,
+      );
+    }
+  }
+  const main = storageBackend.storageType;
+  const asType = (as.storageType ?? main) as StorageType;
+  checkWorkers(httpServer.workerCount, [
+    { what: 'the sessions', type: sessionStorageType ?? main },
+    { what: '[storage_backend] storage_type', type: main },
+    { what: 'the attestation policies', type: asType },
+    { what: 'the reference values', type: (as.rvps.storageType ?? asType) as StorageType },
+  ]);
   root.finish({
     repository: 'use [[plugins]] name = "resource"',
     policy_engine: 'the resource policy is set through the admin API',
@@ -439,6 +558,7 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     storageBackend,
     ...(sessionStorageType !== undefined && { sessionStorageType }),
     ...(resourcePlugin !== undefined && { resourcePlugin }),
+    ...(mountedFiles !== undefined && { mountedFiles }),
     warnings,
   };
 }

@@ -13,6 +13,7 @@ import { createRequestHandler, type Listening, listen } from './server.js';
 import { type SessionLimits, SessionStore } from './session.js';
 import { LocalFsStorage } from './storage/local-fs.js';
 import { MemoryStorage } from './storage/memory.js';
+import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js';
 import { RoutedStorage } from './storage/routed.js';
 import type { KvStorage, Namespace } from './storage/types.js';
 import { AttestationTokenVerifier } from './token.js';
@@ -44,7 +45,7 @@ export interface RunningKbs {
 type BackendType = 'Memory' | 'LocalFs' | 'LocalJson' | 'Postgres' | 'Redis';
 
 /** One backend per storage type, and the namespaces routed to the types configured for them. */
-async function openStorage(config: KbsConfig, opened: KvStorage[]): Promise<RoutedStorage> {
+async function openStorage(config: KbsConfig, opened: KvStorage[], logger: Logger): Promise<RoutedStorage> {
   const backends = new Map<BackendType, KvStorage>();
   const backend = async (type: BackendType, what: string): Promise<KvStorage> => {
     const have = backends.get(type);
@@ -57,9 +58,27 @@ async function openStorage(config: KbsConfig, opened: KvStorage[]): Promise<Rout
         throw new KbsStartupError(`${what}: LocalFs needs [storage_backend.backends.local_fs] dir_path`);
       }
       s = await LocalFsStorage.open({ dirPath });
+    } else if (type === 'Redis') {
+      const configured = config.storageBackend.redisUrl;
+      if (configured === undefined) {
+        throw new KbsStartupError(`${what}: Redis needs [storage_backend.backends.redis] url`);
+      }
+      // trustee's override: the URL (which may hold a password) can come from a Secret through the env.
+      const fromEnv = process.env[REDIS_URL_ENV];
+      const url = fromEnv !== undefined && fromEnv !== '' ? fromEnv : configured;
+      const log = logger.child({ component: 'redis', redis: redactRedisUrl(url) });
+      s = await RedisStorage.open({
+        url,
+        onEvent: (e) => {
+          if (e.kind === 'disconnected')
+            log.error({ reason: e.reason }, 'Redis connection lost: requests fail until it returns');
+          else if (e.kind === 'reconnected') log.info('Redis connection restored');
+          else log.debug({ reason: e.reason }, 'Redis reconnection attempt failed');
+        },
+      });
     } else {
       throw new KbsStartupError(
-        `${what}: storage type ${type} is not supported by this KBS (supported: Memory, LocalFs)`,
+        `${what}: storage type ${type} is not supported by this KBS (supported: Memory, LocalFs, Redis)`,
       );
     }
     opened.push(s);
@@ -109,7 +128,9 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
   };
 
   try {
-    const storage = await step('storage backend initialization failed', () => openStorage(config, opened));
+    const storage = await step('storage backend initialization failed', () =>
+      openStorage(config, opened, logger),
+    );
     logger.info(
       {
         storage: config.storageBackend.storageType,
@@ -155,6 +176,11 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
         logger.child({ component: 'attestation-service' }),
         {
           ...(options.now !== undefined && { now: options.now }),
+          // A store other processes write to is read on every use, so that a change made through
+          // another replica applies to the next request here.
+          ...((storage.isShared('attestation_service_policy') || storage.isShared('reference_value')) && {
+            cacheTtlMs: 0,
+          }),
         },
       ),
     );

@@ -128,6 +128,8 @@ export class SessionStore {
   private readonly tracked = new Map<string, { expiresAt: number; bytes: number }>();
   private trackedBytes = 0;
   private readonly timer: NodeJS.Timeout | undefined;
+  /** The store forgets expired records itself. */
+  private readonly selfExpiring: boolean;
 
   constructor(options: SessionStoreOptions) {
     if (!(options.lifetimeMs > 0)) throw new RangeError('session lifetime must be positive');
@@ -139,7 +141,9 @@ export class SessionStore {
       throw new RangeError('session limits must be positive');
     this.now = options.now ?? Date.now;
     this.onEvict = options.onEvict;
-    const every = options.sweepIntervalMs ?? 60_000;
+    this.selfExpiring = this.storage.expiresKeys?.(NAMESPACE) ?? false;
+    // A store that expires keys itself (Redis) needs no sweep.
+    const every = options.sweepIntervalMs ?? (this.selfExpiring ? 0 : 60_000);
     if (every > 0) {
       this.timer = setInterval(() => {
         this.sweep().catch(() => undefined);
@@ -182,8 +186,10 @@ export class SessionStore {
       const full = this.tracked.size >= this.maxSessions || this.trackedBytes + bytes > this.maxBytes;
       if (!expired && !full) break;
       this.untrack(id);
-      await this.storage.delete(NAMESPACE, id);
-      if (!expired) evicted++;
+      if (!expired) {
+        await this.storage.delete(NAMESPACE, id);
+        evicted++;
+      } else if (!this.selfExpiring) await this.storage.delete(NAMESPACE, id);
     }
     if (evicted > 0) this.onEvict?.(evicted);
   }

@@ -190,6 +190,11 @@ export class LocalFsStorage implements KvStorage {
     return existed;
   }
 
+  /** Another process (a worker, a replica on a shared volume, a mounted file swap) may change the tree. */
+  isShared(): boolean {
+    return true;
+  }
+
   async list(ns: Namespace): Promise<string[]> {
     const keys: string[] = [];
     const base = this.namespaceDir(ns);

@@ -28,6 +28,14 @@ export class RoutedStorage implements KvStorage {
   list(ns: Namespace): Promise<string[]> {
     return this.backendOf(ns).list(ns);
   }
+  isShared(ns: Namespace): boolean {
+    return this.backendOf(ns).isShared?.(ns) ?? false;
+  }
+
+  expiresKeys(ns: Namespace): boolean {
+    return this.backendOf(ns).expiresKeys?.(ns) ?? false;
+  }
+
   async close(): Promise<void> {
     const all = new Set<KvStorage>([
       this.fallback,

@@ -24,4 +24,16 @@ export interface KvStorage {
   delete(ns: Namespace, key: string): Promise<boolean>;
   list(ns: Namespace): Promise<string[]>;
   close(): Promise<void>;
+  /**
+   * Whether another process may change this namespace (another replica, a worker, a mounted file). A
+   * cache in front of a shared namespace must check the store on every use. Absent: false.
+   */
+  isShared?(ns: Namespace): boolean;
+  /** Whether the backend itself forgets keys whose lifetime has passed, so nobody has to sweep them. */
+  expiresKeys?(ns: Namespace): boolean;
+}
+
+/** `storage.isShared(ns)`, false when the backend does not say. */
+export function isSharedNamespace(storage: KvStorage, ns: Namespace): boolean {
+  return storage.isShared?.(ns) ?? false;
 }

@@ -1,0 +1,248 @@
+// Redis backend (trustee deps/key-value-storage/src/redis): every key is the string `<namespace>:<key>`
+// holding the raw value bytes, so several KBS replicas sharing one Redis share all state. A write is one
+// SET (NX when the key must not be overwritten, PX for a lifetime), which Redis applies atomically; keys
+// with a lifetime (sessions) are expired by Redis itself. `list` walks the namespace with SCAN (never
+// KEYS, which blocks the server on a large keyspace).
+//
+// Availability: the client reconnects forever with a bounded backoff, commands are refused at once while
+// it is disconnected (no offline queue, so nothing piles up), and every command has a timeout. A failing
+// command becomes a StorageUnavailable error, which the KBS answers with its usual 401-class error —
+// never with data from anywhere else.
+import { createClient, RESP_TYPES } from 'redis';
+import { StorageUnavailable } from './errors.js';
+import { InvalidStorageKey, MAX_KEY_LENGTH } from './keys.js';
+import type { KvStorage, Namespace, SetOptions } from './types.js';
+
+/** trustee's default `[storage_backend.backends.redis] url`. */
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/** trustee's environment override of the URL (it may carry a password, so it can come from a Secret). */
+export const REDIS_URL_ENV = 'REDIS_URL';
+
+export interface RedisStorageOptions {
+  /** `redis://[user:password@]host[:port][/db]` or `rediss://` for TLS. */
+  readonly url: string;
+  /** Longest time one command may take before it fails; default 2000 ms. */
+  readonly commandTimeoutMs?: number;
+  /** Longest time one connection attempt may take; default 2000 ms. */
+  readonly connectTimeoutMs?: number;
+  /** How long `open` keeps trying to reach Redis before giving up; default 10 s. */
+  readonly startupTimeoutMs?: number;
+  /** Longest pause between reconnection attempts; default 2000 ms. */
+  readonly maxReconnectDelayMs?: number;
+  /** Told about connection state changes (for logs); never given credentials. */
+  readonly onEvent?: (event: RedisEvent) => void;
+}
+
+export type RedisEvent =
+  | { readonly kind: 'disconnected'; readonly reason: string }
+  | { readonly kind: 'reconnected' }
+  | { readonly kind: 'error'; readonly reason: string };
+
+/** The URL without its credentials, for messages. */
+export function redactRedisUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.username !== '' || u.password !== '') {
+      u.username = '';
+      u.password = '';
+      return u.toString().replace('//', '//***@');
+    }
+    return u.toString();
+  } catch {
+    return '<unparseable URL>';
+  }
+}
+
+// Keys reach Redis unchanged after the namespace prefix; Redis keys are binary-safe, so only what would
+// make messages or SCAN patterns misleading is refused.
+const CONTROL_RE = /[\u0000-\u001f\u007f]/;
+
+function checkKey(key: string): void {
+  if (key.length === 0) throw new InvalidStorageKey(key, 'empty');
+  if (key.length > MAX_KEY_LENGTH)
+    throw new InvalidStorageKey(key, `longer than ${MAX_KEY_LENGTH} characters`);
+  if (CONTROL_RE.test(key)) throw new InvalidStorageKey(key, 'control characters');
+}
+
+/** A SCAN MATCH pattern that matches `prefix` literally followed by anything. */
+function literalPrefixPattern(prefix: string): string {
+  return `${prefix.replace(/[\\*?[\]]/g, (c) => `\\${c}`)}*`;
+}
+
+const SCAN_COUNT = 1000;
+
+type BufferClient = ReturnType<typeof makeClients>['bytes'];
+type StringClient = ReturnType<typeof makeClients>['text'];
+
+function makeClients(
+  options: RedisStorageOptions,
+  reconnect: (retries: number, cause: Error) => number | Error,
+) {
+  const text = createClient({
+    url: options.url,
+    disableOfflineQueue: true,
+    commandOptions: { timeout: options.commandTimeoutMs ?? 2000 },
+    socket: {
+      connectTimeout: options.connectTimeoutMs ?? 2000,
+      reconnectStrategy: reconnect,
+    },
+  });
+  // Values are bytes: bulk strings come back as Buffers on this view of the same connection.
+  const bytes = text.withTypeMapping({ [RESP_TYPES.BLOB_STRING]: Buffer });
+  return { text, bytes };
+}
+
+export class RedisStorage implements KvStorage {
+  private readonly text: StringClient;
+  private readonly bytes: BufferClient;
+  private readonly where: string;
+  private closed = false;
+
+  private constructor(text: StringClient, bytes: BufferClient, where: string) {
+    this.text = text;
+    this.bytes = bytes;
+    this.where = where;
+  }
+
+  /** Connects (retrying until `startupTimeoutMs`) and checks the server answers. */
+  static async open(options: RedisStorageOptions): Promise<RedisStorage> {
+    const where = redactRedisUrl(options.url);
+    const startupTimeout = options.startupTimeoutMs ?? 10_000;
+    const maxDelay = options.maxReconnectDelayMs ?? 2000;
+    const started = Date.now();
+    let ready = false;
+    let down = false;
+    const onEvent = options.onEvent;
+    const reconnect = (retries: number, cause: Error): number | Error => {
+      if (!ready && Date.now() - started >= startupTimeout) {
+        return new StorageUnavailable(`Redis at ${where} is unreachable: ${cause.message}`, { cause });
+      }
+      // Exponential from 50 ms, capped, with jitter so that replicas do not reconnect in lockstep.
+      const base = Math.min(maxDelay, 50 * 2 ** Math.min(retries, 10));
+      return Math.round(base / 2 + Math.random() * (base / 2));
+    };
+    let clients: ReturnType<typeof makeClients>;
+    try {
+      clients = makeClients(options, reconnect);
+    } catch (e) {
+      throw new StorageUnavailable(`Redis URL ${where} is not valid: ${(e as Error).message}`, { cause: e });
+    }
+    const { text, bytes } = clients;
+    // Without a listener, an 'error' event would end the process; the reconnect logic handles them.
+    text.on('error', (e: Error) => {
+      if (ready && !down) {
+        down = true;
+        onEvent?.({ kind: 'disconnected', reason: e.message });
+      } else if (ready) onEvent?.({ kind: 'error', reason: e.message });
+    });
+    text.on('ready', () => {
+      if (down) {
+        down = false;
+        onEvent?.({ kind: 'reconnected' });
+      }
+    });
+    text.on('end', () => {
+      if (ready && !down) {
+        down = true;
+        onEvent?.({ kind: 'disconnected', reason: 'connection closed' });
+      }
+    });
+    try {
+      await text.connect();
+      await text.ping();
+    } catch (e) {
+      text.destroy();
+      if (e instanceof StorageUnavailable) throw e;
+      throw new StorageUnavailable(`Redis at ${where} is unreachable: ${(e as Error).message}`, { cause: e });
+    }
+    ready = true;
+    return new RedisStorage(text, bytes, where);
+  }
+
+  private key(ns: Namespace, key: string): string {
+    checkKey(key);
+    return `${ns}:${key}`;
+  }
+
+  private unavailable(op: string, e: unknown): StorageUnavailable {
+    if (e instanceof StorageUnavailable) return e;
+    return new StorageUnavailable(`Redis ${op} failed at ${this.where}: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+
+  async get(ns: Namespace, key: string): Promise<Uint8Array | undefined> {
+    const k = this.key(ns, key);
+    let v: Buffer | null;
+    try {
+      v = (await this.bytes.get(k)) as Buffer | null;
+    } catch (e) {
+      throw this.unavailable('GET', e);
+    }
+    return v === null ? undefined : new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  }
+
+  async set(ns: Namespace, key: string, value: Uint8Array, options: SetOptions = {}): Promise<boolean> {
+    const k = this.key(ns, key);
+    const ttl = options.ttlMs;
+    if (ttl !== undefined && !(ttl > 0)) throw new RangeError(`ttlMs must be positive, got ${ttl}`);
+    let reply: unknown;
+    try {
+      reply = await this.text.set(k, Buffer.from(value.buffer, value.byteOffset, value.byteLength), {
+        ...(options.overwrite === false && { condition: 'NX' as const }),
+        // Whole milliseconds, rounded up so that a lifetime is never cut short.
+        ...(ttl !== undefined && { expiration: { type: 'PX' as const, value: Math.ceil(ttl) } }),
+      });
+    } catch (e) {
+      throw this.unavailable('SET', e);
+    }
+    // SET answers nil only when NX found the key present.
+    return reply !== null;
+  }
+
+  async delete(ns: Namespace, key: string): Promise<boolean> {
+    const k = this.key(ns, key);
+    try {
+      return (await this.text.del(k)) > 0;
+    } catch (e) {
+      throw this.unavailable('DEL', e);
+    }
+  }
+
+  async list(ns: Namespace): Promise<string[]> {
+    const prefix = `${ns}:`;
+    const keys = new Set<string>();
+    try {
+      for await (const batch of this.text.scanIterator({
+        MATCH: literalPrefixPattern(prefix),
+        COUNT: SCAN_COUNT,
+      })) {
+        for (const k of batch) keys.add(String(k).slice(prefix.length));
+      }
+    } catch (e) {
+      throw this.unavailable('SCAN', e);
+    }
+    // SCAN may report a key more than once; the set removes repeats.
+    return [...keys];
+  }
+
+  /** Other processes (replicas) write to the same Redis. */
+  isShared(): boolean {
+    return true;
+  }
+
+  /** Keys written with a lifetime are expired by Redis itself (PX). */
+  expiresKeys(): boolean {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await this.text.close();
+    } catch {
+      this.text.destroy();
+    }
+  }
+}
