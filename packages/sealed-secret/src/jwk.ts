@@ -2,7 +2,13 @@
  * P-256 signing keys as JWKs: generation in the shape upstream's
  * `secret keygen` writes, and import with upstream's checks and wording.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import {
+  createECDH,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+} from 'node:crypto';
 import { decodeBase64UrlStrict } from '@broker/protocol';
 import { KeyJsonError, SealFailed, SigningKeyError } from './errors.js';
 import { isJsonMap, type JsonMap, parseStrictJson } from './json.js';
@@ -116,9 +122,20 @@ export function signingKeyFromJwk(value: unknown): KeyObject {
   const y = coordinate(value, 'y');
   const d = coordinate(value, 'd');
   if (x === null || y === null || d === null) throw new SigningKeyError('Could not parse verification key.');
-  let key: KeyObject;
+  // OpenSSL keeps the x/y given with d unchecked: derive the public point from d to compare.
+  let point: Buffer;
   try {
-    key = createPrivateKey({
+    const ecdh = createECDH('prime256v1');
+    ecdh.setPrivateKey(d);
+    point = ecdh.getPublicKey();
+  } catch (cause) {
+    throw new SigningKeyError('Could not parse verification key.', { cause });
+  }
+  if (!point.subarray(1, 33).equals(x) || !point.subarray(33, 65).equals(y)) {
+    throw new SealFailed('the private JWK is inconsistent: x and y are not the public key of d');
+  }
+  try {
+    return createPrivateKey({
       key: {
         kty: 'EC',
         crv: 'P-256',
@@ -131,9 +148,4 @@ export function signingKeyFromJwk(value: unknown): KeyObject {
   } catch (cause) {
     throw new SigningKeyError('Could not parse verification key.', { cause });
   }
-  const pub = createPublicKey(key).export({ format: 'jwk' });
-  if (pub.x !== x.toString('base64url') || pub.y !== y.toString('base64url')) {
-    throw new SealFailed('the private JWK is inconsistent: x and y are not the public key of d');
-  }
-  return key;
 }
