@@ -17,6 +17,7 @@ import type { HttpServerConfig, SocketAddress, TlsConfig } from './config.js';
 import type { KbsMetrics } from './metrics.js';
 import { errorReply, type Reply } from './reply.js';
 import { sessionIdFromCookieHeader } from './session.js';
+import { StorageUnavailable } from './storage/errors.js';
 
 const KBS_PREFIX = '/kbs/v0/';
 /** actix-web's request head limit; large Bearer tokens must fit. */
@@ -94,6 +95,16 @@ export function queryObject(raw: string): Record<string, string> {
   return raw === '' ? {} : Object.fromEntries(new URLSearchParams(raw));
 }
 
+/** The StorageUnavailable in an error's cause chain, if any. */
+function storageUnavailable(e: unknown): StorageUnavailable | undefined {
+  let cur: unknown = e;
+  for (let i = 0; i < 5 && cur instanceof Error; i++) {
+    if (cur instanceof StorageUnavailable) return cur;
+    cur = cur.cause;
+  }
+  return undefined;
+}
+
 function causeChain(e: unknown): string {
   const parts: string[] = [];
   let cur: unknown = e;
@@ -160,7 +171,11 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
         logger.warn({ kind: e.kind, plugin, cause: causeChain(e.cause) || undefined }, e.detail);
         return errorReply(e);
       }
-      logger.error({ plugin, err: e }, 'unexpected failure while handling a request');
+      const down = storageUnavailable(e);
+      if (down !== undefined) {
+        // Expected while the store (Redis) is away: the client gets its 401 and retries later.
+        logger.warn({ plugin, reason: down.message }, 'storage backend unavailable');
+      } else logger.error({ plugin, err: e }, 'unexpected failure while handling a request');
       return errorReply(fallbackError(plugin));
     }
   };
