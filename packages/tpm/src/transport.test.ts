@@ -84,7 +84,11 @@ describe('TpmDeviceTransport', () => {
     let closes = 0;
     let cut = true;
     const dev = fakeDevice({
-      mangle: (r) => (cut ? ((cut = false), r.subarray(0, r.length - 1)) : r),
+      mangle: (r) => {
+        if (!cut) return r;
+        cut = false;
+        return r.subarray(0, r.length - 1);
+      },
       onClose: () => closes++,
     });
     const t = new TpmDeviceTransport('/dev/tpm0', { openDevice: dev.open });
