@@ -14,6 +14,7 @@ import { parseKbsConfigText, type RunningKbs, startKbs } from '@broker/kbs';
 import { ALLOW_ALL_RESOURCE_POLICY, KbsAdminClient, KbsClient } from '@broker/kbs-client';
 import { Code, serverMethod, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import pino from 'pino';
+import type { JsonMap } from './json.js';
 import { unsealSecret } from './unseal.js';
 
 export const FIXTURES = join(
@@ -25,8 +26,8 @@ export function fixture(name: string): Promise<Buffer> {
   return readFile(join(FIXTURES, name));
 }
 
-export async function fixtureJson(name: string): Promise<Record<string, unknown>> {
-  return JSON.parse((await fixture(name)).toString('utf8')) as Record<string, unknown>;
+export async function fixtureJson(name: string): Promise<JsonMap> {
+  return JSON.parse((await fixture(name)).toString('utf8')) as JsonMap;
 }
 
 export async function tempDir(
