@@ -33,6 +33,11 @@ export interface DataHubOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Replaces the ttrpc connection to the agent (tests). */
   readonly aaConnect?: AaConnect;
+  /**
+   * Folder of sealed-secret verification keys named by a `kid` that is not a
+   * KBS URI (default `/run/confidential-containers/cdh/sealed-secret`). For tests.
+   */
+  readonly sealedSecretKeyDir?: string;
 }
 
 function messageOf(e: unknown): string {
@@ -92,6 +97,22 @@ export class DataHub {
       this.#log?.error({ resource: uri.slice(0, 512), err: failure.message }, 'GetResource failed');
       throw failure;
     }
+  }
+
+  /**
+   * `UnsealSecret`: a sealed-secret pointer to its plaintext (`./sealed/`).
+   * Throws `UnsealSecretFailed`.
+   */
+  async unsealSecret(secret: Uint8Array, _ctx?: CallContext): Promise<Uint8Array> {
+    const { unsealWithHub } = await import('./sealed/unseal.js');
+    return unsealWithHub(secret, {
+      getResource: (uri) => this.getResource(uri),
+      skipVerification: this.config.skipSealedSecretVerification,
+      ...(this.#options.sealedSecretKeyDir !== undefined
+        ? { signingKeyDir: this.#options.sealedSecretKeyDir }
+        : {}),
+      ...(this.#log !== undefined ? { logger: this.#log } : {}),
+    });
   }
 
   /** Closes the KBS and agent connections. */

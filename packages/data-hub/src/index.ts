@@ -48,4 +48,5 @@ export {
   OfflineResourceNotFound,
 } from './errors.js';
 export { DataHub, type DataHubOptions } from './hub.js';
+export { UnsealSecretFailed } from './sealed/errors.js';
 export { type RunningDataHub, type StartDataHubOptions, startDataHub } from './server.js';
