@@ -129,29 +129,50 @@ export function base64UrlMember(key: string, value: string): Buffer {
  * A byte string that serde wrote as a JSON array of numbers (`Vec<u8>`, `[u8; N]`).
  * `length` demands an exact size; otherwise at most `maxLength` bytes.
  */
-export function byteArrayMember(
-  obj: EvidenceObject,
-  key: string,
+export function byteArray(
+  value: unknown,
+  what: string,
   size: { readonly length: number } | { readonly maxLength: number },
 ): Buffer {
-  const max = 'length' in size ? size.length : size.maxLength;
-  const items = arrayMember(obj, key, max);
-  if ('length' in size && items.length !== size.length) {
+  if (!Array.isArray(value)) {
     throw new VerificationError(
       'EVIDENCE_MALFORMED',
-      `evidence member ${quote(key)} must have ${size.length} bytes`,
+      value === undefined
+        ? `evidence member ${quote(what)} is missing`
+        : `evidence member ${quote(what)} must be an array`,
     );
   }
-  const out = Buffer.alloc(items.length);
-  for (let i = 0; i < items.length; i++) {
-    const b = items[i];
+  const max = 'length' in size ? size.length : size.maxLength;
+  if (value.length > max && !('length' in size)) {
+    throw new VerificationError(
+      'EVIDENCE_TOO_LARGE',
+      `evidence member ${quote(what)} has more than ${max} bytes`,
+    );
+  }
+  if ('length' in size && value.length !== size.length) {
+    throw new VerificationError(
+      'EVIDENCE_MALFORMED',
+      `evidence member ${quote(what)} must have ${size.length} bytes`,
+    );
+  }
+  const out = Buffer.alloc(value.length);
+  for (let i = 0; i < value.length; i++) {
+    const b: unknown = value[i];
     if (typeof b !== 'number' || !Number.isInteger(b) || b < 0 || b > 255) {
       throw new VerificationError(
         'EVIDENCE_MALFORMED',
-        `evidence member ${quote(key)} must be an array of bytes`,
+        `evidence member ${quote(what)} must be an array of bytes`,
       );
     }
     out[i] = b;
   }
   return out;
+}
+
+export function byteArrayMember(
+  obj: EvidenceObject,
+  key: string,
+  size: { readonly length: number } | { readonly maxLength: number },
+): Buffer {
+  return byteArray(own(obj, key), key, size);
 }

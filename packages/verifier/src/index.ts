@@ -1,3 +1,12 @@
+export {
+  type HclReport,
+  hclAkPub,
+  hclUserData,
+  MAX_HCL_REPORT_BYTES,
+  parseHclReport,
+} from './az-snp-vtpm/hcl.js';
+export { type AzSnpVtpmClaims, AzSnpVtpmVerifier, HCL_VMPL } from './az-snp-vtpm/index.js';
+export { main as kbsVerifyMain } from './cli.js';
 export { VerificationError, type VerificationErrorCode, VerifierNotSupported } from './errors.js';
 export { getVerifier, supportedTees } from './registry.js';
 export {
@@ -6,4 +15,56 @@ export {
   type SampleClaims,
   SampleVerifier,
 } from './sample/index.js';
+export {
+  type AmdRootSet,
+  builtinAmdRoots,
+  OID_BL_SPL,
+  OID_FMC_SPL,
+  OID_HWID,
+  OID_SNP_SPL,
+  OID_TEE_SPL,
+  OID_UCODE_SPL,
+  parseAmdRootBundle,
+  parseVekCertificate,
+  type VekCertificate,
+  type VekChain,
+  type VekKind,
+  vekTcb,
+} from './snp/certs.js';
+export { type AzSnpReportClaims, azSnpReportClaims, type SnpClaims, snpClaims } from './snp/claims.js';
+export { SnpVerifier } from './snp/index.js';
+export {
+  encodeSnpReport,
+  type FirmwareVersion,
+  type GuestPolicy,
+  generationFromCpuid,
+  guestPolicy,
+  type PlatformInfo,
+  parseSnpReport,
+  platformInfo,
+  type SigningKey,
+  SNP_REPORT_SIZE,
+  SNP_SIGNED_LENGTH,
+  type SnpGeneration,
+  type SnpReport,
+  type SnpReportFields,
+  type SnpSignature,
+  signingKeyOf,
+  type TcbLayout,
+  type TcbVersion,
+} from './snp/report.js';
+export { reportFieldsFromSevJson, sevJsonFromReport } from './snp/serde.js';
+export { signatureFromP1363, signatureToP1363, verifySnpReportSignature } from './snp/signature.js';
+export {
+  createTestAmdRoots,
+  issueTestVek,
+  signSnpReport,
+  type TestAmdRoots,
+  type TestCertificate,
+  type TestRootOptions,
+  type TestVekOptions,
+  vekExtensions,
+} from './snp/test-roots.js';
+export { checkVmpl, type SnpTrustOptions, trustedRoots, verifySnpReport } from './snp/verify.js';
+export { type TpmClaims, TpmVerifier } from './tpm/index.js';
 export type { ExpectedData, TeeClass, Verifier, VerifierResult } from './verifier.js';

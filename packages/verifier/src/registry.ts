@@ -1,11 +1,17 @@
 import type { Tee } from '@broker/protocol';
+import { AzSnpVtpmVerifier } from './az-snp-vtpm/index.js';
 import { VerifierNotSupported } from './errors.js';
 import { SampleVerifier } from './sample/index.js';
+import { SnpVerifier } from './snp/index.js';
+import { TpmVerifier } from './tpm/index.js';
 import type { Verifier } from './verifier.js';
 
 // One entry per TEE folder. Verifiers are stateless, so one instance serves every request.
 const VERIFIERS: ReadonlyMap<string, Verifier> = new Map<string, Verifier>([
   ['sample', new SampleVerifier()],
+  ['az-snp-vtpm', new AzSnpVtpmVerifier()],
+  ['snp', new SnpVerifier()],
+  ['tpm', new TpmVerifier()],
 ]);
 
 /** The verifier for `tee`; throws VerifierNotSupported for a TEE this build cannot verify. */

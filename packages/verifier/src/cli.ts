@@ -1,0 +1,192 @@
+// `kbs-verify`: runs one evidence file through the same verifiers the KBS uses, for operators
+// debugging an attestation. Prints the claims as JSON, or the verification error.
+import { readFileSync } from 'node:fs';
+import {
+  decodeBase64StdStrict,
+  decodeBase64UrlStrict,
+  isTee,
+  MAX_JSON_BODY_BYTES,
+  type Tee,
+} from '@broker/protocol';
+import { parseAzSnpVtpmEvidence } from './az-snp-vtpm/evidence.js';
+import { VerificationError } from './errors.js';
+import { getVerifier, supportedTees } from './registry.js';
+import { parseQuoteMessage } from './tpm/quote.js';
+
+export interface CliIo {
+  readonly out: (s: string) => void;
+  readonly err: (s: string) => void;
+  /** Reads a file as bytes; `-` is standard input. */
+  readonly readFile: (path: string) => Buffer;
+}
+
+const defaultIo: CliIo = {
+  out: (s) => process.stdout.write(s),
+  err: (s) => process.stderr.write(s),
+  readFile: (p) => readFileSync(p === '-' ? 0 : p),
+};
+
+const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [--init-data-digest HEX]
+                  [--time RFC3339] [--trusted-ark PEM]...
+
+  --tee TEE               the TEE the evidence is for (listed by --help)
+  --evidence FILE         evidence JSON as the guest sent it, or base64url of it; - reads stdin
+  --report-data HEX       the report data the evidence must carry (the KBS's H(JCS(runtime data)));
+                          without it, the value bound in the evidence is shown and not checked
+  --init-data-digest HEX  the initdata digest the evidence must bind (PCR8, HOST_DATA)
+  --time RFC3339          verification time for certificate validity (default: now)
+  --trusted-ark PEM       also trust this test root (ARK + ASK/ASVK PEM bundle); repeatable
+
+Prints [{"class", "claims"}] as JSON and exits 0, or prints the error and exits 1 (2 for usage errors).
+`;
+
+class UsageError extends Error {}
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+
+function hexArg(name: string, v: string): Buffer {
+  if (!/^(?:[0-9a-fA-F]{2})*$/.test(v)) throw new UsageError(`${name} must be hex`);
+  return Buffer.from(v, 'hex');
+}
+
+/** Evidence as JSON text, or base64url of the JSON (how the AS REST API and the AA's coco_as send it). */
+function parseEvidence(bytes: Buffer): unknown {
+  if (bytes.length > MAX_JSON_BODY_BYTES)
+    throw new UsageError(`evidence file is larger than ${MAX_JSON_BODY_BYTES} bytes`);
+  const text = bytes.toString('utf8').trim();
+  try {
+    return JSON.parse(text);
+  } catch {
+    const decoded = decodeBase64UrlStrict(text.replace(/=+$/, ''));
+    if (decoded !== null) {
+      try {
+        return JSON.parse(decoded.toString('utf8'));
+      } catch {
+        // fall through
+      }
+    }
+    throw new UsageError('evidence file is neither JSON nor base64url of JSON');
+  }
+}
+
+/**
+ * The report data the evidence itself carries, for a run without --report-data. Read without
+ * verification: it only lets the other checks run, and is reported as unchecked.
+ */
+function boundReportData(tee: Tee, evidence: unknown): Buffer {
+  const obj = (evidence ?? {}) as Record<string, unknown>;
+  switch (tee) {
+    case 'az-snp-vtpm':
+      return Buffer.from(parseQuoteMessage(parseAzSnpVtpmEvidence(evidence).tpmQuote.message).extraData);
+    case 'tpm': {
+      const q = obj.tpm_quote as Record<string, unknown> | undefined;
+      const msg = typeof q?.message === 'string' ? decodeBase64StdStrict(q.message) : null;
+      if (msg === null)
+        throw new VerificationError('EVIDENCE_MALFORMED', 'tpm evidence has no quote message');
+      return Buffer.from(parseQuoteMessage(msg).extraData);
+    }
+    case 'snp': {
+      const rd = (obj.attestation_report as Record<string, unknown> | undefined)?.report_data;
+      if (!Array.isArray(rd) || !rd.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)) {
+        throw new VerificationError('EVIDENCE_MALFORMED', 'snp evidence has no report_data');
+      }
+      return Buffer.from(rd as number[]);
+    }
+    case 'sample': {
+      const rd =
+        typeof obj.report_data === 'string' ? decodeBase64StdStrict(obj.report_data) : Buffer.alloc(0);
+      if (rd === null) throw new VerificationError('EVIDENCE_MALFORMED', 'sample report_data is not base64');
+      return rd;
+    }
+    default:
+      throw new UsageError(`--report-data is required for ${tee}`);
+  }
+}
+
+/** Runs the command; returns the exit code (0 verified, 1 verification failed, 2 usage error). */
+export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
+  let tee: Tee;
+  let evidence: unknown;
+  let reportData: Buffer | undefined;
+  let initDataHash: Buffer | undefined;
+  let now: Date | undefined;
+  const trustedArks: string[] = [];
+  try {
+    let teeArg: string | undefined;
+    let evidenceFile: string | undefined;
+    for (let i = 0; i < argv.length; i++) {
+      const a = argv[i]!;
+      if (a === '-h' || a === '--help') {
+        io.out(`${USAGE}\nsupported TEEs: ${supportedTees().join(', ')}\n`);
+        return 0;
+      }
+      const value = () => {
+        const v = argv[++i];
+        if (v === undefined) throw new UsageError(`${a} needs a value`);
+        return v;
+      };
+      if (a === '--tee') teeArg = value();
+      else if (a === '--evidence') evidenceFile = value();
+      else if (a === '--report-data') reportData = hexArg(a, value());
+      else if (a === '--init-data-digest') initDataHash = hexArg(a, value());
+      else if (a === '--time') {
+        const v = value();
+        const d = new Date(v);
+        if (!RFC3339.test(v) || Number.isNaN(d.getTime()))
+          throw new UsageError('--time must be an RFC 3339 date-time');
+        now = d;
+      } else if (a === '--trusted-ark') trustedArks.push(io.readFile(value()).toString('utf8'));
+      else throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
+    }
+    if (teeArg === undefined) throw new UsageError('--tee is required');
+    if (evidenceFile === undefined) throw new UsageError('--evidence is required');
+    if (!isTee(teeArg)) throw new UsageError(`unknown TEE ${JSON.stringify(teeArg)}`);
+    tee = teeArg;
+    evidence = parseEvidence(io.readFile(evidenceFile));
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`kbs-verify: ${e.message}\n${USAGE}`);
+      return 2;
+    }
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string') {
+      io.err(`kbs-verify: ${(e as Error).message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+
+  try {
+    const verifier = getVerifier(tee);
+    if (reportData === undefined) {
+      reportData = boundReportData(tee, evidence);
+      io.err(
+        `kbs-verify: report data NOT checked: using the evidence's own ${reportData.toString('hex') || '(empty)'}\n`,
+      );
+    }
+    const results = await verifier.evaluate(evidence, {
+      reportData,
+      ...(initDataHash !== undefined ? { initDataHash } : {}),
+      ...(now !== undefined ? { now } : {}),
+      ...(trustedArks.length > 0 ? { trustedArks } : {}),
+    });
+    io.out(
+      `${JSON.stringify(
+        results.map((r) => ({ class: r.class, claims: r.claims })),
+        null,
+        2,
+      )}\n`,
+    );
+    return 0;
+  } catch (e) {
+    if (e instanceof VerificationError) {
+      io.err(`kbs-verify: verification failed: ${e.code}: ${e.message}\n`);
+      return 1;
+    }
+    if (e instanceof UsageError) {
+      io.err(`kbs-verify: ${e.message}\n${USAGE}`);
+      return 2;
+    }
+    throw e;
+  }
+}
