@@ -14,7 +14,13 @@ import {
   resolveInitialPolicy,
 } from './initial.js';
 import type { Json } from './json-patch.js';
-import { AgentPolicy, POLICY_MAX_FILE_BYTES, PolicyEvaluationError, PolicyLoadError } from './policy.js';
+import {
+  AgentPolicy,
+  POLICY_MAX_FILE_BYTES,
+  PolicyEvaluationError,
+  PolicyLoadError,
+  type RegoDialect,
+} from './policy.js';
 import { CopyFileInputError, policyInputOf } from './requests.js';
 import { rustDebugString } from './rust-debug.js';
 import { decodeRequest, encodeRequest, RequestDecodeError, RequestEncodeError } from './wire.js';
@@ -26,7 +32,7 @@ const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 
 const USAGE = `Usage:
   agent-policy-gate serve [OPTIONS]
-  agent-policy-gate check --policy FILE --request NAME --input FILE [--raw] [--json] [--rego-v1]
+  agent-policy-gate check --policy FILE --request NAME --input FILE [--raw] [--json] [--rego-version V]
 
 serve: enforce policy.rego on every kata agent ttrpc request, forwarding allowed ones to the agent.
   --listen ADDR            where the host side connects, tcp://HOST:PORT or unix:///PATH; repeatable
@@ -38,7 +44,8 @@ serve: enforce policy.rego on every kata agent ttrpc request, forwarding allowed
   --policy-file FILE       policy used when initdata has none [default: ${DEFAULT_POLICY_FILE}];
                            when neither exists, the built-in default policy applies
   --unknown-methods MODE   deny or pass requests the gate does not know [default: deny]
-  --rego-v1                parse policies as Rego v1 (kata-agent's current regorus mode) instead of v0
+  --rego-version V         auto, v1 or v0 [default: auto: Rego v1 as kata-agent parses today, falling back
+                           to v0 for older genpolicy output]
   --log-level LEVEL        trace, debug, info, warn, error or silent [default: info]
 
 check: evaluate one request against a policy and print the decision, the policy's prints and state ops.
@@ -48,7 +55,7 @@ check: evaluate one request against a policy and print the decision, the policy'
   --raw                    use the JSON as the policy input as is, instead of normalising it through the
                            protobuf message (defaults filled in, CopyFile reduced) as the gate does
   --json                   print the result as one JSON object
-  --rego-v1                parse the policy as Rego v1
+  --rego-version V         auto, v1 or v0 [default: auto]
 
 Exit status: 0 allowed, 1 denied, 2 usage error, 3 the policy could not decide or load, 4 bad input.
 `;
@@ -70,7 +77,7 @@ interface ServeArgs {
   readonly initdata: string | null;
   readonly policyFile: string;
   readonly unknownMethods: UnknownMethodMode;
-  readonly regoV1: boolean;
+  readonly regoVersion: RegoDialect | 'auto';
   readonly logLevel: Level | 'silent';
 }
 
@@ -80,7 +87,7 @@ interface CheckArgs {
   readonly input: string;
   readonly raw: boolean;
   readonly json: boolean;
-  readonly regoV1: boolean;
+  readonly regoVersion: RegoDialect | 'auto';
 }
 
 class UsageError extends Error {}
@@ -126,11 +133,17 @@ function parseListen(s: string): ListenOptions {
   }
 }
 
+function regoVersionFlag(flags: Map<string, string[]>): RegoDialect | 'auto' {
+  const v = single(flags, '--rego-version') ?? 'auto';
+  if (v !== 'auto' && v !== 'v0' && v !== 'v1') throw new UsageError('--rego-version must be auto, v0 or v1');
+  return v;
+}
+
 function parseServeArgs(argv: readonly string[]): ServeArgs {
   const flags = parseFlags(
     argv,
-    new Set(['--listen', '--agent', '--initdata', '--policy-file', '--unknown-methods', '--log-level']),
-    new Set(['--no-initdata', '--rego-v1']),
+    new Set(['--listen', '--agent', '--initdata', '--policy-file', '--unknown-methods', '--log-level', '--rego-version']),
+    new Set(['--no-initdata']),
   );
   const unknown = single(flags, '--unknown-methods') ?? 'deny';
   if (unknown !== 'deny' && unknown !== 'pass')
@@ -147,7 +160,7 @@ function parseServeArgs(argv: readonly string[]): ServeArgs {
     initdata: flags.has('--no-initdata') ? null : (single(flags, '--initdata') ?? DEFAULT_INITDATA_TOML_PATH),
     policyFile: single(flags, '--policy-file') ?? DEFAULT_POLICY_FILE,
     unknownMethods: unknown,
-    regoV1: flags.has('--rego-v1'),
+    regoVersion: regoVersionFlag(flags),
     logLevel: logLevel as Level | 'silent',
   };
 }
@@ -155,8 +168,8 @@ function parseServeArgs(argv: readonly string[]): ServeArgs {
 function parseCheckArgs(argv: readonly string[]): CheckArgs {
   const flags = parseFlags(
     argv,
-    new Set(['--policy', '--request', '--input']),
-    new Set(['--raw', '--json', '--rego-v1']),
+    new Set(['--policy', '--request', '--input', '--rego-version']),
+    new Set(['--raw', '--json']),
   );
   const need = (name: string): string => {
     const v = single(flags, name);
@@ -169,7 +182,7 @@ function parseCheckArgs(argv: readonly string[]): CheckArgs {
     input: need('--input'),
     raw: flags.has('--raw'),
     json: flags.has('--json'),
-    regoV1: flags.has('--rego-v1'),
+    regoVersion: regoVersionFlag(flags),
   };
 }
 
@@ -300,7 +313,7 @@ async function runCheck(
     err(`agent-policy-gate: ${(e as Error).message}\n`);
     return 4;
   }
-  const policy = new AgentPolicy({ regoVersion: args.regoV1 ? 'v1' : 'v0' });
+  const policy = new AgentPolicy({ regoVersion: args.regoVersion });
   try {
     policy.load(policyText);
   } catch (e) {
@@ -350,7 +363,7 @@ async function runServe(args: ServeArgs, options: MainOptions, err: (t: string) 
     { name: 'agent-policy-gate', level: args.logLevel },
     options.logDestination ?? pino.destination({ fd: 2, sync: true }),
   );
-  const policy = new AgentPolicy({ regoVersion: args.regoV1 ? 'v1' : 'v0' });
+  const policy = new AgentPolicy({ regoVersion: args.regoVersion });
   try {
     const initial = await resolveInitialPolicy({ initdataPath: args.initdata, policyFile: args.policyFile });
     const loaded = policy.load(initial.text, initial.name);
@@ -358,6 +371,7 @@ async function runServe(args: ServeArgs, options: MainOptions, err: (t: string) 
       {
         origin: initial.origin,
         ...(initial.path !== undefined && { path: initial.path }),
+        regoVersion: loaded.regoVersion,
         allowRequestsFailingPolicy: loaded.allowRequestsFailingPolicy,
       },
       initial.origin === 'initdata' ? 'using policy from initdata' : 'using default policy',

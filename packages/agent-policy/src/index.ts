@@ -57,7 +57,9 @@ export {
   type PolicyDecision,
   PolicyEvaluationError,
   PolicyLoadError,
+  type RegoDialect,
   SET_POLICY_SOURCE_NAME,
+  unimportedFutureKeywords,
 } from './policy.js';
 export {
   CopyFileInputError,

@@ -8,7 +8,7 @@
  * - loading a policy starts from a fresh engine (state reset); a policy that fails to load leaves an
  *   empty engine, so every later request fails.
  */
-import { Engine, ObjectValue, toJSON, type Value } from '@broker/rego';
+import { Engine, ObjectValue, type QueryResults, RegoParseError, toJSON, type Value } from '@broker/rego';
 import {
   applyPatch,
   cloneJson,
@@ -57,18 +57,26 @@ export class PolicyLoadError extends Error {
   override readonly name: string = 'PolicyLoadError';
 }
 
+export type RegoDialect = 'v0' | 'v1';
+
 export interface AgentPolicyOptions {
   /**
-   * Rego dialect of policies without `import rego.v1`. Default `v0`: genpolicy output up to 2025 needs it,
-   * and newer genpolicy rules (with `import future.keywords.*`) parse in both. kata-agent at the 2026-08
-   * snapshot builds regorus in v1 mode; choose `v1` to match it exactly.
+   * Rego dialect of policies (without `import rego.v1`):
+   * - `auto` (default): Rego v1, as kata-agent's current regorus parses; a policy that is not valid v1 is
+   *   read as v0, as kata-agent did before, which genpolicy output up to 2025 needs;
+   * - `v1` or `v0`: only that dialect.
+   * In v0, a policy that uses `if`, `contains`, `every` or `in` without importing them from
+   * `future.keywords` is refused: v0 (as regorus parses it) reads them as names, so
+   * `X := true if { … }` would become an unconditional `X := true`.
    */
-  readonly regoVersion?: 'v0' | 'v1';
+  readonly regoVersion?: RegoDialect | 'auto';
 }
 
 export interface LoadedPolicy {
   /** Source name used in `print` lines. */
   readonly name: string;
+  /** The dialect the policy was parsed in. */
+  readonly regoVersion: RegoDialect;
   readonly allowRequestsFailingPolicy: boolean;
 }
 
@@ -105,25 +113,46 @@ function checkSourceLimits(name: string, text: string): void {
   }
 }
 
+const FUTURE_KEYWORDS = ['contains', 'every', 'if', 'in'] as const;
+
+/**
+ * The future keywords a v0 policy uses as bare words without importing them (comments and strings
+ * skipped; `.name` references and calls such as the `contains(s, t)` builtin allowed). regorus' v0 parser would
+ * read such a word as a rule name.
+ */
+export function unimportedFutureKeywords(source: string): string[] {
+  // Blank out comments and string literals, keeping everything else in place.
+  const code = source.replace(/#[^\n]*|"(?:[^"\\\n]|\\.)*"|`[^`]*`/g, (m) => ' '.repeat(m.length));
+  const imported = new Set<string>();
+  for (const m of code.matchAll(/^\s*import\s+(rego\.v1|future\.keywords(?:\.(\w+))?)\b/gm)) {
+    if (m[1] === 'rego.v1' || m[2] === undefined) return [];
+    imported.add(m[2]);
+  }
+  const body = code.replace(/^\s*import\s+[^\n]*/gm, '');
+  return FUTURE_KEYWORDS.filter(
+    (kw) => !imported.has(kw) && new RegExp(`(?<![\\w.])${kw}(?!\\w|\\s*\\()`).test(body),
+  );
+}
+
 function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
 export class AgentPolicy {
-  private readonly regoVersion: 'v0' | 'v1';
+  private readonly regoVersion: RegoDialect | 'auto';
   private engine: Engine;
   private data: Json = initialData();
   private allowFailures = false;
   private sourceName: string | undefined;
 
   constructor(options: AgentPolicyOptions = {}) {
-    this.regoVersion = options.regoVersion ?? 'v0';
-    this.engine = this.newEngine();
+    this.regoVersion = options.regoVersion ?? 'auto';
+    this.engine = this.newEngine('v1');
   }
 
-  private newEngine(): Engine {
+  private newEngine(regoVersion: RegoDialect): Engine {
     const engine = new Engine({
-      regoVersion: this.regoVersion,
+      regoVersion,
       strictBuiltinErrors: false,
       gatherPrints: true,
       limits: { maxPolicyBytes: POLICY_MAX_FILE_BYTES },
@@ -158,17 +187,17 @@ export class AgentPolicy {
    * `AllowRequestsFailingPolicy` is then evaluated with input `{}`.
    */
   load(source: string, name: string = SET_POLICY_SOURCE_NAME): LoadedPolicy {
-    this.engine = this.newEngine();
+    this.engine = this.newEngine('v1');
     this.sourceName = undefined;
     // Unlike kata (which keeps the previous flag when the new policy fails to load), a failed load never
     // inherits an allow-everything switch.
     this.allowFailures = false;
+    let dialect: RegoDialect;
     try {
       checkSourceLimits(name, source);
-      this.engine.addPolicy(name, source);
-      this.engine.prepare();
+      dialect = this.parse(name, source);
     } catch (e) {
-      this.engine = this.newEngine();
+      this.engine = this.newEngine('v1');
       throw new PolicyLoadError(messageOf(e), { cause: e });
     }
     this.sourceName = name;
@@ -179,7 +208,42 @@ export class AgentPolicy {
       allow = false;
     }
     this.allowFailures = allow;
-    return { name, allowRequestsFailingPolicy: allow };
+    return { name, regoVersion: dialect, allowRequestsFailingPolicy: allow };
+  }
+
+  /** Parses and compiles into a fresh engine of the right dialect; returns the dialect used. */
+  private parse(name: string, source: string): RegoDialect {
+    const attempt = (dialect: RegoDialect): void => {
+      if (dialect === 'v0') {
+        const misused = unimportedFutureKeywords(source);
+        if (misused.length > 0) {
+          throw new PolicyLoadError(
+            `${name}: ${misused.map((k) => `\`${k}\``).join(', ')} used without \`import future.keywords\`; ` +
+              'Rego v0 would read it as a name (add the import or write the policy in Rego v1)',
+          );
+        }
+      }
+      const engine = this.newEngine(dialect);
+      engine.addPolicy(name, source);
+      engine.prepare();
+      this.engine = engine;
+    };
+    if (this.regoVersion !== 'auto') {
+      attempt(this.regoVersion);
+      return this.regoVersion;
+    }
+    try {
+      attempt('v1');
+      return 'v1';
+    } catch (v1Error) {
+      if (!(v1Error instanceof RegoParseError)) throw v1Error;
+      try {
+        attempt('v0');
+        return 'v0';
+      } catch (v0Error) {
+        throw new PolicyLoadError(`${messageOf(v1Error)} (as Rego v0: ${messageOf(v0Error)})`, { cause: v1Error });
+      }
+    }
   }
 
   /**
@@ -193,10 +257,11 @@ export class AgentPolicy {
         `invalid request name ${JSON.stringify(request.slice(0, 80))}`,
       );
     }
-    let value: Value | undefined;
+    let results: QueryResults;
     try {
       this.engine.setInput(input);
-      value = this.engine.evalRule(`data.agent_policy.${request}`);
+      // A query, as kata runs it: a rule that does not exist is an empty result, not an error.
+      results = this.engine.evalQuery(`data.agent_policy.${request}`);
     } catch (e) {
       this.engine.takePrints();
       throw new PolicyEvaluationError(request, messageOf(e), { cause: e });
@@ -204,10 +269,18 @@ export class AgentPolicy {
       this.engine.setInput(undefined);
     }
     const prints = this.engine.takePrints().join(' ');
-    if (value === undefined) {
+    if (results.result.length !== 1) {
       if (this.allowFailures) return { allowed: true, prints, ops: [] };
-      throw new PolicyEvaluationError(request, UNDEFINED_RESULT);
+      throw new PolicyEvaluationError(
+        request,
+        results.result.length === 0 ? UNDEFINED_RESULT : 'policy check: unexpected eval_query result len',
+      );
     }
+    const expressions = results.result[0]!.expressions;
+    if (expressions.length !== 1) {
+      throw new PolicyEvaluationError(request, 'policy check: unexpected eval_query result expressions');
+    }
+    const value: Value = expressions[0]!.value;
     let allowed: boolean;
     let ops: unknown[] = [];
     if (typeof value === 'boolean') {
