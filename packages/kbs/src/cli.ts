@@ -1,6 +1,8 @@
 // `kbs --config-file kbs-config.toml` (trustee's CLI: `-c/--config-file`, or KBS_CONFIG_FILE).
+import cluster from 'node:cluster';
 import pino from 'pino';
-import { ConfigError, loadKbsConfig } from './config.js';
+import { reportListening, superviseWorkers } from './cluster.js';
+import { ConfigError, type KbsConfig, loadKbsConfig } from './config.js';
 import { startKbs } from './kbs.js';
 import { KBS_VERSION } from './metrics.js';
 
@@ -62,11 +64,23 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`error: ${args.message}\n\n${USAGE}`);
     return 2;
   }
-  const logger = pino({ name: 'kbs', level: process.env.KBS_LOG_LEVEL ?? 'info' });
+  const logger = pino({
+    name: 'kbs',
+    level: process.env.KBS_LOG_LEVEL ?? 'info',
+    ...(cluster.isWorker && { base: { pid: process.pid, worker: cluster.worker?.id } }),
+  });
   let kbs: Awaited<ReturnType<typeof startKbs>>;
   try {
-    const config = await loadKbsConfig(args.configFile);
+    const config: KbsConfig = await loadKbsConfig(args.configFile);
+    const workers = config.httpServer.workerCount ?? 1;
+    if (workers > 1 && cluster.isPrimary) {
+      // The configuration was checked above (shared stores); each worker loads it again and serves.
+      const code = await superviseWorkers({ workerCount: workers, logger, argv });
+      logger.flush();
+      return code;
+    }
     kbs = await startKbs(config, { logger });
+    reportListening(kbs.urls);
   } catch (e) {
     const msg = e instanceof ConfigError ? `configuration error: ${e.message}` : (e as Error).message;
     logger.fatal(msg);
@@ -74,10 +88,18 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`kbs: ${msg}\n`);
     return 1;
   }
+  const running = kbs;
+  // SIGHUP: re-read the watched files now (TLS, [mounted_files]) rather than on the next file event.
+  const onHup = () => {
+    logger.info('SIGHUP: reloading watched files');
+    running.reload().catch((e: unknown) => logger.warn({ reason: (e as Error).message }, 'reload failed'));
+  };
+  process.on('SIGHUP', onHup);
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
   });
+  process.off('SIGHUP', onHup);
   logger.info({ signal }, 'shutting down');
   await kbs.close();
   logger.flush();

@@ -1,4 +1,5 @@
 // Wiring: storage, trust material, admin, policies, the attestation service, sessions and the servers.
+import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
@@ -8,6 +9,9 @@ import type { KbsConfig } from './config.js';
 import { KbsMetrics } from './metrics.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
+import { MountedFiles } from './reload/mounted.js';
+import { type TlsReloader, watchTlsFiles } from './reload/tls.js';
+import type { DirectoryWatcherOptions } from './reload/watcher.js';
 import { ResourceRepository } from './repository.js';
 import { createRequestHandler, type Listening, listen } from './server.js';
 import { type SessionLimits, SessionStore } from './session.js';
@@ -28,6 +32,8 @@ export interface KbsOptions {
   readonly sessionLimits?: SessionLimits;
   /** Clock in epoch milliseconds for sessions and token checks (tests). */
   readonly now?: () => number;
+  /** How file changes are noticed (quiet period, fallback poll); tests shorten them. */
+  readonly watch?: DirectoryWatcherOptions;
 }
 
 export interface RunningKbs {
@@ -39,6 +45,11 @@ export interface RunningKbs {
   readonly sessions: SessionStore;
   readonly storage: KvStorage;
   readonly attestationService: AttestationService;
+  /**
+   * Re-reads the watched files now (TLS key and certificate, `[mounted_files]`) instead of waiting for
+   * the file watch; resolves once the changes apply. The `kbs` command does this on SIGHUP.
+   */
+  reload(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -211,11 +222,40 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       logger,
       bodyLimit: config.httpServer.payloadRequestSize * 1024 * 1024,
     });
+    let mounted: MountedFiles | undefined;
+    if (config.mountedFiles !== undefined) {
+      const mountedFiles = config.mountedFiles;
+      mounted = await step('mounted files', () =>
+        MountedFiles.start(
+          {
+            config: mountedFiles,
+            attestation,
+            policy,
+            repository,
+            logger: logger.child({ component: 'mounted-files' }),
+          },
+          options.watch,
+        ),
+      );
+      cleanups.push(() => mounted?.close());
+    }
+
     const tls = !config.httpServer.insecureHttp;
     const listening: Listening = await step(`HTTP${tls ? 'S' : ''} initialization failed`, () =>
       listen(config.httpServer, handler),
     );
     cleanups.push(() => listening.close());
+    let tlsReloader: TlsReloader | undefined;
+    if (listening.tls !== undefined) {
+      tlsReloader = watchTlsFiles(
+        config.httpServer,
+        listening.servers as HttpsServer[],
+        listening.tls,
+        logger.child({ component: 'tls' }),
+        options.watch,
+      );
+      cleanups.push(() => tlsReloader?.close());
+    }
     const urls = listening.addresses.map((a) => urlOf(a, tls));
     logger.info({ urls }, `KBS listening (HTTP${tls ? 'S' : ''})`);
     if (!tls) logger.warn('[http_server] insecure_http = true: serving plain HTTP');
@@ -228,6 +268,9 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       sessions,
       storage,
       attestationService: attestation,
+      reload: async () => {
+        await Promise.all([tlsReloader?.reload(), mounted?.reload()]);
+      },
       close: () => {
         closed ??= cleanup();
         return closed;

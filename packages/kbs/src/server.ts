@@ -276,6 +276,8 @@ function formatSocket(s: SocketAddress): string {
 export interface Listening {
   readonly servers: readonly Server[];
   readonly addresses: readonly AddressInfo[];
+  /** The key and certificate the HTTPS servers started with; absent for plain HTTP. */
+  readonly tls?: { readonly key: Buffer; readonly cert: Buffer };
   close(): Promise<void>;
 }
 
@@ -312,6 +314,7 @@ export async function listen(
     keepAliveTimeout: 5_000,
   };
   let https: HttpsServerOptions | undefined;
+  let material: { key: Buffer; cert: Buffer } | undefined;
   if (!config.insecureHttp) {
     if (config.privateKey === undefined || config.certificate === undefined) {
       throw new HttpStartupError('HTTPS initialization failed: private_key and certificate are required');
@@ -325,6 +328,7 @@ export async function listen(
       throw new HttpStartupError(`HTTPS initialization failed: ${(e as Error).message}`);
     }
     https = { ...common, ...tlsOptions(config.tls), key, cert };
+    material = { key, cert };
   }
   const servers: Server[] = [];
   try {
@@ -354,6 +358,7 @@ export async function listen(
   return {
     servers,
     addresses: servers.map((s) => s.address() as AddressInfo),
+    ...(material !== undefined && { tls: material }),
     close: () => closeAll(servers),
   };
 }
