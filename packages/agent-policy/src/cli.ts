@@ -142,7 +142,15 @@ function regoVersionFlag(flags: Map<string, string[]>): RegoDialect | 'auto' {
 function parseServeArgs(argv: readonly string[]): ServeArgs {
   const flags = parseFlags(
     argv,
-    new Set(['--listen', '--agent', '--initdata', '--policy-file', '--unknown-methods', '--log-level', '--rego-version']),
+    new Set([
+      '--listen',
+      '--agent',
+      '--initdata',
+      '--policy-file',
+      '--unknown-methods',
+      '--log-level',
+      '--rego-version',
+    ]),
     new Set(['--no-initdata']),
   );
   const unknown = single(flags, '--unknown-methods') ?? 'deny';

@@ -64,30 +64,34 @@ describe('resolveInitialPolicy', () => {
       policyFile: join(dir, 'missing.rego'),
     });
     expect(p).toEqual({ origin: 'builtin', text: DEFAULT_POLICY_REGO, name: 'agent_policy' });
-    expect(await resolveInitialPolicy({ initdataPath: null, policyFile: null })).toMatchObject({ origin: 'builtin' });
+    expect(await resolveInitialPolicy({ initdataPath: null, policyFile: null })).toMatchObject({
+      origin: 'builtin',
+    });
   });
 
   it('refuses sources that exist but cannot be used (fail closed)', async () => {
     await writeFile(join(dir, 'bad.toml'), 'version = "0.1.0"\nalgorithm = "sha-256"\n[data]\n');
-    await expect(resolveInitialPolicy({ initdataPath: join(dir, 'bad.toml'), policyFile: null })).rejects.toThrow(
-      /unsupported algorithm/,
-    );
+    await expect(
+      resolveInitialPolicy({ initdataPath: join(dir, 'bad.toml'), policyFile: null }),
+    ).rejects.toThrow(/unsupported algorithm/);
     await writeFile(join(dir, 'garbage.toml'), 'this is = = not toml');
-    await expect(resolveInitialPolicy({ initdataPath: join(dir, 'garbage.toml') })).rejects.toThrow(InitialPolicyError);
+    await expect(resolveInitialPolicy({ initdataPath: join(dir, 'garbage.toml') })).rejects.toThrow(
+      InitialPolicyError,
+    );
     await mkdir(join(dir, 'a-dir'));
-    await expect(resolveInitialPolicy({ initdataPath: null, policyFile: join(dir, 'a-dir') })).rejects.toThrow(
-      /not a regular file/,
-    );
+    await expect(
+      resolveInitialPolicy({ initdataPath: null, policyFile: join(dir, 'a-dir') }),
+    ).rejects.toThrow(/not a regular file/);
     await writeFile(join(dir, 'latin1.rego'), Buffer.from([0x70, 0xe9, 0x0a]));
-    await expect(resolveInitialPolicy({ initdataPath: null, policyFile: join(dir, 'latin1.rego') })).rejects.toThrow(
-      /not valid UTF-8/,
-    );
+    await expect(
+      resolveInitialPolicy({ initdataPath: null, policyFile: join(dir, 'latin1.rego') }),
+    ).rejects.toThrow(/not valid UTF-8/);
     if (process.getuid?.() !== 0) {
       await writeFile(join(dir, 'secret.rego'), EXEC_BLOCKED);
       await chmod(join(dir, 'secret.rego'), 0);
-      await expect(resolveInitialPolicy({ initdataPath: null, policyFile: join(dir, 'secret.rego') })).rejects.toThrow(
-        /cannot read policy file/,
-      );
+      await expect(
+        resolveInitialPolicy({ initdataPath: null, policyFile: join(dir, 'secret.rego') }),
+      ).rejects.toThrow(/cannot read policy file/);
     }
   });
 

@@ -12,15 +12,23 @@ describe('JSON Patch (RFC 6902)', () => {
     ]);
     expect(next).toEqual({ pstate: { sandbox_name: 'web-0', namespace: 'default' } });
     expect(doc).toEqual({ pstate: {} }); // the input is never modified
-    expect(patch(next, [{ op: 'remove', path: '/pstate/namespace' }])).toEqual({ pstate: { sandbox_name: 'web-0' } });
+    expect(patch(next, [{ op: 'remove', path: '/pstate/namespace' }])).toEqual({
+      pstate: { sandbox_name: 'web-0' },
+    });
   });
 
   it('implements add, remove, replace, move, copy and test, with array indexes and escapes', () => {
     const doc: Json = { a: [1, 2], 'x/y': { '~k': 1 } };
     expect(patch(doc, [{ op: 'add', path: '/a/1', value: 9 }])).toEqual({ a: [1, 9, 2], 'x/y': { '~k': 1 } });
     expect(patch(doc, [{ op: 'add', path: '/a/-', value: 3 }])).toMatchObject({ a: [1, 2, 3] });
-    expect(patch(doc, [{ op: 'replace', path: '/x~1y/~0k', value: 2 }])).toMatchObject({ 'x/y': { '~k': 2 } });
-    expect(patch(doc, [{ op: 'move', from: '/a/0', path: '/b' }])).toEqual({ a: [2], b: 1, 'x/y': { '~k': 1 } });
+    expect(patch(doc, [{ op: 'replace', path: '/x~1y/~0k', value: 2 }])).toMatchObject({
+      'x/y': { '~k': 2 },
+    });
+    expect(patch(doc, [{ op: 'move', from: '/a/0', path: '/b' }])).toEqual({
+      a: [2],
+      b: 1,
+      'x/y': { '~k': 1 },
+    });
     expect(patch(doc, [{ op: 'copy', from: '/a', path: '/c' }])).toMatchObject({ a: [1, 2], c: [1, 2] });
     expect(patch(doc, [{ op: 'test', path: '/a', value: [1, 2] }])).toEqual(doc);
     expect(patch(doc, [{ op: 'replace', path: '', value: 5 }])).toBe(5);
@@ -39,8 +47,12 @@ describe('JSON Patch (RFC 6902)', () => {
       "operation '/0' failed at path '/missing/x': path is invalid",
     );
     expect(() => patch(doc, [{ op: 'remove', path: '/pstate/zz' }])).toThrow(/path is invalid/);
-    expect(() => patch(doc, [{ op: 'add', path: '/pstate/x', value: 1 }, { op: 'move', from: '/nope', path: '/y' }]))
-      .toThrow(/"from" path is invalid/);
+    expect(() =>
+      patch(doc, [
+        { op: 'add', path: '/pstate/x', value: 1 },
+        { op: 'move', from: '/nope', path: '/y' },
+      ]),
+    ).toThrow(/"from" path is invalid/);
     expect(() => patch(doc, [{ op: 'move', from: '/pstate', path: '/pstate/a/b' }])).toThrow(/inside itself/);
     expect(() => patch({ a: [1] }, [{ op: 'add', path: '/a/5', value: 1 }])).toThrow(/path is invalid/);
     expect(() => patch({ a: [1] }, [{ op: 'add', path: '/a/01', value: 1 }])).toThrow(/path is invalid/);
@@ -48,7 +60,9 @@ describe('JSON Patch (RFC 6902)', () => {
   });
 
   it('adds "__proto__" as a member, never as the prototype', () => {
-    const next = patch({ pstate: {} }, [{ op: 'add', path: '/pstate/__proto__', value: { polluted: true } }]) as any;
+    const next = patch({ pstate: {} }, [
+      { op: 'add', path: '/pstate/__proto__', value: { polluted: true } },
+    ]) as any;
     expect(Object.getOwnPropertyDescriptor(next.pstate, '__proto__')?.value).toEqual({ polluted: true });
     expect(({} as any).polluted).toBeUndefined();
     expect(next.pstate.polluted).toBeUndefined();

@@ -83,7 +83,12 @@ describe("the spec's default policy", () => {
   });
 
   it('leaves requests the table does not name undefined, which is an internal error', () => {
-    for (const r of ['AddSwapPathRequest', 'GetDiagnosticDataRequest', 'VolumeStatsRequest', 'MemAgentMemcgConfig']) {
+    for (const r of [
+      'AddSwapPathRequest',
+      'GetDiagnosticDataRequest',
+      'VolumeStatsRequest',
+      'MemAgentMemcgConfig',
+    ]) {
       expect(evalError(p, r).message).toBe(`${r}: internal error ${UNDEFINED}`);
     }
   });
@@ -96,7 +101,12 @@ describe("kata's static policies (src/kata-opa)", () => {
     const p = loaded(policy('allow-all.rego'));
     expect(ALLOW_ALL).toHaveLength(39);
     for (const r of ALLOW_ALL) expect(p.evaluate(r, {}).allowed, r).toBe(true);
-    for (const r of ['AddSwapPathRequest', 'GetIPTablesRequest', 'SetIPTablesRequest', 'VolumeStatsRequest']) {
+    for (const r of [
+      'AddSwapPathRequest',
+      'GetIPTablesRequest',
+      'SetIPTablesRequest',
+      'VolumeStatsRequest',
+    ]) {
       expect(evalError(p, r).reason).toBe(UNDEFINED);
     }
   });
@@ -174,7 +184,9 @@ Number := 1
   it('fails on malformed ops (even when denied), ops that do not apply, and results of other shapes', () => {
     const p = loaded(STATEFUL);
     expect(evalError(p, 'BadOps').reason).toMatch(/unknown op/);
-    expect(evalError(p, 'FailingOps').reason).toBe("operation '/0' failed at path '/pstate/missing': path is invalid");
+    expect(evalError(p, 'FailingOps').reason).toBe(
+      "operation '/0' failed at path '/pstate/missing': path is invalid",
+    );
     expect(p.state).toEqual({ pstate: {} });
     expect(evalError(p, 'NoAllowed').reason).toBe('missing field `allowed`');
     expect(evalError(p, 'Number').reason).toBe('policy check: unexpected eval_query result type 1');
@@ -268,9 +280,9 @@ describe('loading', () => {
   });
 
   it('finds future keywords outside comments, strings, imports and references', () => {
-    expect(unimportedFutureKeywords('package p\n# if in\nx := "if every"\ny := input.in\nz := contains("a", "b")')).toEqual(
-      [],
-    );
+    expect(
+      unimportedFutureKeywords('package p\n# if in\nx := "if every"\ny := input.in\nz := contains("a", "b")'),
+    ).toEqual([]);
     expect(unimportedFutureKeywords('package p\ndeny contains m if { some m in input }')).toEqual([
       'contains',
       'if',
@@ -278,12 +290,17 @@ describe('loading', () => {
     ]);
     expect(unimportedFutureKeywords('package p\nimport future.keywords\nx if { true }')).toEqual([]);
     expect(unimportedFutureKeywords('package p\nimport rego.v1\nx if { true }')).toEqual([]);
-    expect(unimportedFutureKeywords('package p\nimport future.keywords.in\nx if { 1 in [1] }')).toEqual(['if']);
+    expect(unimportedFutureKeywords('package p\nimport future.keywords.in\nx if { 1 in [1] }')).toEqual([
+      'if',
+    ]);
   });
 
   it('names print lines after the policy source', () => {
     const p = new AgentPolicy();
-    p.load('package agent_policy\nX := true if { print("hi", {"b": 1, "a": [1]}) }', '/etc/kata-opa/default-policy.rego');
+    p.load(
+      'package agent_policy\nX := true if { print("hi", {"b": 1, "a": [1]}) }',
+      '/etc/kata-opa/default-policy.rego',
+    );
     expect(p.name).toBe('/etc/kata-opa/default-policy.rego');
     expect(p.evaluate('X', {}).prints).toBe('/etc/kata-opa/default-policy.rego:2: hi {"a": [1], "b": 1}');
   });

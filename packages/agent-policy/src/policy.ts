@@ -241,7 +241,9 @@ export class AgentPolicy {
         attempt('v0');
         return 'v0';
       } catch (v0Error) {
-        throw new PolicyLoadError(`${messageOf(v1Error)} (as Rego v0: ${messageOf(v0Error)})`, { cause: v1Error });
+        throw new PolicyLoadError(`${messageOf(v1Error)} (as Rego v0: ${messageOf(v0Error)})`, {
+          cause: v1Error,
+        });
       }
     }
   }

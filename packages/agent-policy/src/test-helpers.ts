@@ -1,12 +1,13 @@
 /** Test helpers (not exported): temp dirs, a TypeScript stand-in agent, the regorus kata inputs, log capture. */
-import { mkdtemp, rm } from 'node:fs/promises';
+
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type CallContext, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import { AGENT_METHODS, AGENT_SERVICE, HEALTH_SERVICE } from './agent-proto.js';
-import type { GateLogger } from './gate.js';
 import { parseJsonExact } from './cli.js';
+import type { GateLogger } from './gate.js';
 
 export const KATA_FIXTURES = '/work/shared/fixtures/regorus/kata';
 export const KATA_POLICIES = '/work/shared/fixtures/kata/policies';
@@ -38,7 +39,8 @@ export class TsStandInAgent {
 
   constructor() {
     const methods: Record<string, (p: Uint8Array, ctx: CallContext) => Promise<Uint8Array>> = {};
-    for (const m of [...Object.keys(AGENT_METHODS), 'FutureMethod']) methods[m] = (p, ctx) => this.handle(p, ctx);
+    for (const m of [...Object.keys(AGENT_METHODS), 'FutureMethod'])
+      methods[m] = (p, ctx) => this.handle(p, ctx);
     this.server.register(AGENT_SERVICE, methods);
     this.server.register(HEALTH_SERVICE, {
       Check: (p, ctx) => this.handle(p, ctx),
@@ -68,7 +70,9 @@ export class TsStandInAgent {
     if (fail !== undefined) {
       const [code, ...msg] = fail.split(':');
       throw new TtrpcError(Number(code), msg.join(':'), {
-        details: [{ type_url: 'type.googleapis.com/stand.in.Detail', value: new TextEncoder().encode('detail') }],
+        details: [
+          { type_url: 'type.googleapis.com/stand.in.Detail', value: new TextEncoder().encode('detail') },
+        ],
       });
     }
     if (ctx.method === 'ReadStdout' || ctx.method === 'ReadStderr') return STAND_IN_OUTPUT;
@@ -90,7 +94,10 @@ export function kataRequests(name: string): [string, Record<string, unknown>][] 
     .map((l) => l.trim())
     .filter((l) => l !== '')
     .map((l) => {
-      const [ep, input] = parseJsonExact(l.replace('"ep":', '').replace(/,$/, '')) as [string, Record<string, unknown>];
+      const [ep, input] = parseJsonExact(l.replace('"ep":', '').replace(/,$/, '')) as [
+        string,
+        Record<string, unknown>,
+      ];
       return [ep, input];
     });
 }

@@ -77,7 +77,13 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
       OCI: { Mounts: [{ destination: '/d', source: '/s', type_: 'bind', options: ['rbind'] }] },
     });
     const d = decodeRequest('CreateContainerRequest', b) as Record<string, any>;
-    expect(d.devices[0]).toEqual({ id: 'd', type_: 'blk', vm_path: '/dev/vda', container_path: '/dev/x', options: ['a'] });
+    expect(d.devices[0]).toEqual({
+      id: 'd',
+      type_: 'blk',
+      vm_path: '/dev/vda',
+      container_path: '/dev/x',
+      options: ['a'],
+    });
     expect(d.OCI.Mounts[0]).toEqual({ destination: '/d', source: '/s', type_: 'bind', options: ['rbind'] });
     expect(d.OCI.Process).toBeNull();
     expect(d.OCI.Annotations).toEqual({});
@@ -98,7 +104,9 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
     const { bytes: again } = encodeRequest('CreateContainerRequest', {
       OCI: { Linux: { Seccomp: { Syscalls: [{ Names: ['x'], ErrnoRet: { Errnoret: 38 } }] } } },
     });
-    expect((decodeRequest('CreateContainerRequest', again) as any).OCI.Linux.Seccomp.Syscalls[0].ErrnoRet).toEqual({
+    expect(
+      (decodeRequest('CreateContainerRequest', again) as any).OCI.Linux.Seccomp.Syscalls[0].ErrnoRet,
+    ).toEqual({
       Errnoret: 38,
     });
   });
@@ -114,14 +122,23 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
       eviction_run_aging_count_min: null,
     });
     const b = bytes(tag(2, 0), [0], tag(4, 0), varint(60));
-    expect(decodeRequest('MemAgentMemcgConfig', b)).toMatchObject({ disabled: null, swap: false, period_secs: 60 });
+    expect(decodeRequest('MemAgentMemcgConfig', b)).toMatchObject({
+      disabled: null,
+      swap: false,
+      period_secs: 60,
+    });
   });
 
   it('keeps enums as integers, including values the schema does not name', () => {
-    const b = bytes(len(1, [...len(3, [...tag(1, 0), 1, ...str(2, 'fe80::1')]), ...len(3, [...tag(1, 0), 7])]));
+    const b = bytes(
+      len(1, [...len(3, [...tag(1, 0), 1, ...str(2, 'fe80::1')]), ...len(3, [...tag(1, 0), 7])]),
+    );
     const d = decodeRequest('UpdateInterfaceRequest', b) as any;
     expect(d.interface.IPAddresses.map((a: any) => a.family)).toEqual([1, 7]);
-    const neg = decodeRequest('UpdateInterfaceRequest', bytes(len(1, len(3, [...tag(1, 0), ...varint(-2)])))) as any;
+    const neg = decodeRequest(
+      'UpdateInterfaceRequest',
+      bytes(len(1, len(3, [...tag(1, 0), ...varint(-2)]))),
+    ) as any;
     expect(neg.interface.IPAddresses[0].family).toBe(-2);
   });
 
@@ -193,7 +210,14 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
       'ExecProcessRequest.stderr_port',
     ]);
     let compared = 0;
-    for (const suite of ['k8s-policy-job', 'k8s-policy-rc', 'pod-cm2', 'pod-lifecycle', 'pod-persistent-volumes', 'web']) {
+    for (const suite of [
+      'k8s-policy-job',
+      'k8s-policy-rc',
+      'pod-cm2',
+      'pod-lifecycle',
+      'pod-persistent-volumes',
+      'web',
+    ]) {
       for (const [ep, recorded] of kataRequests(suite)) {
         if (ep === 'AllowRequestsFailingPolicy' || ep === 'CopyFileRequest') continue;
         const { bytes: b, ignored } = encodeRequest(ep, recorded);
@@ -227,11 +251,15 @@ describe('decodeRequest refuses encodings rust-protobuf could read differently',
   it('a singular field given twice (rust-protobuf merges messages, decoders differ)', () => {
     expect(decodeError('StartContainerRequest', bytes(str(1, 'a'), str(1, 'b')))).toMatch(/more than once/);
     const spec = len(6, str(1, '1.0'));
-    expect(decodeError('CreateContainerRequest', bytes(spec, spec))).toMatch(/OCI: field given more than once/);
+    expect(decodeError('CreateContainerRequest', bytes(spec, spec))).toMatch(
+      /OCI: field given more than once/,
+    );
   });
 
   it('32-bit and boolean varints outside their range', () => {
-    expect(decodeError('RemoveContainerRequest', bytes(tag(2, 0), varint(2n ** 32n)))).toMatch(/uint32 value out/);
+    expect(decodeError('RemoveContainerRequest', bytes(tag(2, 0), varint(2n ** 32n)))).toMatch(
+      /uint32 value out/,
+    );
     expect(decodeError('CopyFileRequest', bytes(tag(5, 0), varint(2n ** 31n)))).toMatch(/int32 value out/);
     expect(decodeError('GetIPTablesRequest', bytes(tag(1, 0), [2]))).toMatch(/neither 0 nor 1/);
     expect(decodeError('GetIPTablesRequest', bytes(tag(1, 0), varint(2n ** 32n)))).toMatch(/neither 0 nor 1/);
@@ -298,7 +326,11 @@ describe('encodeRequest', () => {
       container_id: 'c1',
       exec_id: 'e1',
       string_user: { uid: '0', gid: '0', additionalGids: ['1'] },
-      process: { Args: ['/bin/sh'], User: { UID: 1000, GID: 1000, AdditionalGids: [], Username: '' }, OOMScoreAdj: -999 },
+      process: {
+        Args: ['/bin/sh'],
+        User: { UID: 1000, GID: 1000, AdditionalGids: [], Username: '' },
+        OOMScoreAdj: -999,
+      },
     };
     const d = decodeRequest('ExecProcessRequest', encodeRequest('ExecProcessRequest', input).bytes) as any;
     expect(d.string_user).toEqual(input.string_user);
