@@ -1,0 +1,177 @@
+// The BrokerConfig resource (`{crd_group}/v1alpha1`, kind BrokerConfig), read strictly: unknown fields are
+// refused by name, values are checked against the Kubernetes rules they end up in.
+import { BrokerConfigError } from './errors.js';
+import { Fields } from './fields.js';
+import {
+  CRD_VERSION,
+  DEFAULT_CRD_GROUP,
+  generatedNames,
+  isCrdGroup,
+  isDns1123Label,
+  isDns1123Subdomain,
+} from './names.js';
+
+export const PROFILE_TYPES = ['Restricted', 'Permissive'] as const;
+export type ProfileType = (typeof PROFILE_TYPES)[number];
+export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer'] as const;
+export type ServiceType = (typeof SERVICE_TYPES)[number];
+
+/** Replicas beyond this are refused: a typo like 100 would start a hundred KBS pods. */
+export const MAX_REPLICAS = 32;
+export const MAX_SECRET_RESOURCES = 256;
+export const DEFAULT_REDIS_URL_KEY = 'url';
+
+export interface RedisSpec {
+  /** Secret in the service namespace holding the Redis URL (it may embed a password). */
+  readonly urlSecretName: string;
+  readonly urlSecretKey: string;
+}
+
+export interface BrokerConfig {
+  readonly crdGroup: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly profileType: ProfileType;
+  readonly kbsServiceType: ServiceType;
+  /** kubernetes.io/tls Secret of the HTTPS key and certificate. */
+  readonly httpsTlsSecretName?: string;
+  /** kubernetes.io/tls Secret of the attestation-token signing key (EC P-256) and certificate. */
+  readonly tokenTlsSecretName?: string;
+  readonly kbsSecretResources: readonly string[];
+  readonly replicas: number;
+  readonly redis?: RedisSpec;
+  readonly kbsImage?: string;
+}
+
+const KNOWN_KIND = 'BrokerConfig';
+
+function secretName(f: Fields, key: string, required: boolean): string | undefined {
+  const v = required ? f.string(key) : f.optString(key);
+  if (v === undefined || v === '') return undefined;
+  if (!isDns1123Subdomain(v)) {
+    throw new BrokerConfigError(`${f.path}.${key}`, `${JSON.stringify(v)} is not a valid Secret name`);
+  }
+  return v;
+}
+
+/**
+ * Reads a BrokerConfig document. `crdGroup`, when given, must match the document's apiVersion; otherwise the
+ * group is taken from the document.
+ */
+export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } = {}): BrokerConfig {
+  const root = Fields.of(doc, '');
+  const apiVersion = root.string('apiVersion');
+  const kind = root.string('kind');
+  if (kind !== KNOWN_KIND) throw new BrokerConfigError('kind', `must be ${KNOWN_KIND}, found ${JSON.stringify(kind)}`);
+  const slash = apiVersion.lastIndexOf('/');
+  const group = apiVersion.slice(0, Math.max(slash, 0));
+  const version = apiVersion.slice(slash + 1);
+  const wanted = options.crdGroup;
+  if (wanted !== undefined && !isCrdGroup(wanted)) {
+    throw new BrokerConfigError('apiVersion', `--crd-group ${JSON.stringify(wanted)} is not a DNS name with a dot`);
+  }
+  if (slash < 0 || version !== CRD_VERSION || !isCrdGroup(group) || (wanted !== undefined && group !== wanted)) {
+    throw new BrokerConfigError(
+      'apiVersion',
+      `must be ${wanted ?? `<crd_group>`}/${CRD_VERSION} (default group ${DEFAULT_CRD_GROUP}), found ${JSON.stringify(apiVersion)}`,
+    );
+  }
+
+  const meta = root.fields('metadata');
+  const name = meta.string('name');
+  if (!isDns1123Label(name)) {
+    throw new BrokerConfigError('metadata.name', `${JSON.stringify(name)} is not a DNS-1123 label (a-z, 0-9, -; at most 63)`);
+  }
+  // The longest generated name must still be a valid object name.
+  if (generatedNames(name).attestationCertSecret.length > 253) {
+    throw new BrokerConfigError('metadata.name', 'is too long for the generated object names');
+  }
+  const namespace = meta.string('namespace');
+  if (!isDns1123Label(namespace)) {
+    throw new BrokerConfigError('metadata.namespace', `${JSON.stringify(namespace)} is not a valid namespace name`);
+  }
+  const labels = meta.optStringMap('labels') ?? {};
+  // Fields the API server adds; harmless when an exported object is rendered again.
+  meta.optStringMap('annotations');
+  for (const k of ['uid', 'resourceVersion', 'generation', 'creationTimestamp', 'managedFields']) meta.ignore(k);
+  meta.finish();
+
+  const spec = root.fields('spec');
+  const profileType = spec.optEnum('profileType', PROFILE_TYPES) ?? 'Restricted';
+  const kbsServiceType = spec.optEnum('kbsServiceType', SERVICE_TYPES) ?? 'ClusterIP';
+
+  const https = spec.optFields('httpsSpec');
+  const httpsTlsSecretName = https === undefined ? undefined : secretName(https, 'tlsSecretName', false);
+  https?.finish();
+  const token = spec.optFields('attestationTokenVerificationSpec');
+  const tokenTlsSecretName = token === undefined ? undefined : secretName(token, 'tlsSecretName', false);
+  token?.finish();
+  if (profileType === 'Restricted') {
+    if (httpsTlsSecretName === undefined) {
+      throw new BrokerConfigError('spec.httpsSpec.tlsSecretName', 'is required with profileType Restricted (HTTPS is on)');
+    }
+    if (tokenTlsSecretName === undefined) {
+      throw new BrokerConfigError(
+        'spec.attestationTokenVerificationSpec.tlsSecretName',
+        'is required with profileType Restricted (signed-token verification is on)',
+      );
+    }
+  }
+
+  const resources = spec.optStringArray('kbsSecretResources', MAX_SECRET_RESOURCES) ?? [];
+  const seen = new Set<string>();
+  for (const [i, r] of resources.entries()) {
+    if (!isDns1123Subdomain(r)) {
+      throw new BrokerConfigError(`spec.kbsSecretResources[${i}]`, `${JSON.stringify(r)} is not a valid Secret name`);
+    }
+    if (seen.has(r)) throw new BrokerConfigError(`spec.kbsSecretResources[${i}]`, `${JSON.stringify(r)} is listed twice`);
+    seen.add(r);
+  }
+
+  const replicas = spec.optInt('replicas', 1, MAX_REPLICAS) ?? 1;
+  const redisFields = spec.optFields('redisSpec');
+  let redis: RedisSpec | undefined;
+  if (redisFields !== undefined) {
+    const urlSecretName = secretName(redisFields, 'urlSecretName', true) as string;
+    const urlSecretKey = redisFields.optString('urlSecretKey') ?? DEFAULT_REDIS_URL_KEY;
+    if (!/^[-._a-zA-Z0-9]{1,253}$/.test(urlSecretKey)) {
+      throw new BrokerConfigError('spec.redisSpec.urlSecretKey', `${JSON.stringify(urlSecretKey)} is not a valid Secret key`);
+    }
+    redisFields.finish();
+    redis = { urlSecretName, urlSecretKey };
+  }
+  if (replicas > 1 && redis === undefined) {
+    throw new BrokerConfigError(
+      'spec.replicas',
+      `${replicas} replicas need spec.redisSpec: handshake sessions must be shared so that any replica can finish one another began`,
+    );
+  }
+  const kbsImage = spec.optString('kbsImage');
+  if (kbsImage !== undefined && !/^[^\s]{1,512}$/.test(kbsImage)) {
+    throw new BrokerConfigError('spec.kbsImage', 'must be an image reference without spaces');
+  }
+  spec.finish({
+    profile: 'did you mean profileType?',
+    tlsSecretName: 'it belongs under httpsSpec or attestationTokenVerificationSpec',
+    redis: 'did you mean redisSpec?',
+    image: 'did you mean kbsImage?',
+  });
+  root.ignore('status');
+  root.finish();
+
+  return {
+    crdGroup: group,
+    name,
+    namespace,
+    labels,
+    profileType,
+    kbsServiceType,
+    ...(httpsTlsSecretName !== undefined && { httpsTlsSecretName }),
+    ...(tokenTlsSecretName !== undefined && { tokenTlsSecretName }),
+    kbsSecretResources: resources,
+    replicas,
+    ...(redis !== undefined && { redis }),
+    ...(kbsImage !== undefined && { kbsImage }),
+  };
+}

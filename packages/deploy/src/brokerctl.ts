@@ -1,0 +1,223 @@
+// `brokerctl`: render a BrokerConfig into Kubernetes objects, print the CRDs, make certificates, and print
+// the steps that add a resource Secret.
+import { addSecretPlan } from './add-secret.js';
+import { type BrokerConfig, parseBrokerConfig } from './broker-config.js';
+import {
+  certManagerObjects,
+  DEFAULT_HTTPS_SECRET,
+  DEFAULT_ORGANIZATION,
+  DEFAULT_TOKEN_SECRET,
+  generateCertificates,
+  type CertificateNames,
+  tlsSecrets,
+} from './certs.js';
+import { type CliIO, MAX_INPUT_BYTES, nodeIO, type ParsedArgs, parseArgs } from './cli-io.js';
+import { renderCrds } from './crds.js';
+import { DeployError, InputError, UsageError } from './errors.js';
+import { isRecord } from './fields.js';
+import { isCrdGroup, routeHost } from './names.js';
+import { renderBrokerConfig } from './render.js';
+import { collectSecrets, type SourceSecret } from './source-secrets.js';
+import { parseYamlDocuments, stringifyYamlDocuments } from './yaml-io.js';
+
+export const BROKERCTL_USAGE = `usage:
+  brokerctl render BROKERCONFIG.yaml --cluster-domain D [--crd-group G] [--secrets FILE]... [--image IMG]
+      Every object the BrokerConfig generates, as multi-document YAML. The TLS Secrets it names are read
+      from Secret documents in BROKERCONFIG.yaml or in --secrets files (e.g. \`brokerctl certs\` output).
+  brokerctl crds [--crd-group G]
+      CustomResourceDefinitions of BrokerConfig and KbsConfig.
+  brokerctl cert-manager (BROKERCONFIG.yaml --cluster-domain D | --namespace NS --route-host H)
+                         [--https-secret N] [--token-secret N] [--organization O]
+      Issuer kbs-issuer and Certificates kbs-https and kbs-token.
+  brokerctl certs (BROKERCONFIG.yaml --cluster-domain D | --namespace NS --route-host H)
+                  [--https-secret N] [--token-secret N] [--organization O] [--out DIR]
+      The same keys and certificates made directly; prints the kubernetes.io/tls Secrets, and with --out
+      also writes https.key, https.crt, token.key, token.crt and secrets.yaml into DIR.
+  brokerctl add-secret NAME --config C --namespace NS [--deployment D] [--json]
+      The JSON patch that appends NAME to kbsSecretResources, the kubectl commands and the restart step.
+`;
+
+function readDocs(io: CliIO, path: string): unknown[] {
+  return parseYamlDocuments(io.readFile(path, MAX_INPUT_BYTES), path);
+}
+
+/** The one BrokerConfig of a file, plus any Secret documents beside it. */
+function readBrokerConfig(
+  io: CliIO,
+  path: string,
+  crdGroup: string | undefined,
+): { cfg: BrokerConfig; secrets: Map<string, SourceSecret> } {
+  const { secrets, others } = collectSecrets(readDocs(io, path), path);
+  const configs = others.filter((d) => isRecord(d) && d.kind === 'BrokerConfig');
+  const rest = others.filter((d) => !(isRecord(d) && d.kind === 'BrokerConfig'));
+  if (rest.length > 0) {
+    const kinds = rest.map((d) => (isRecord(d) && typeof d.kind === 'string' ? d.kind : typeof d));
+    throw new InputError(`${path}: only BrokerConfig and Secret documents are read, found ${kinds.join(', ')}`);
+  }
+  if (configs.length !== 1) throw new InputError(`${path}: expected one BrokerConfig document, found ${configs.length}`);
+  return { cfg: parseBrokerConfig(configs[0], crdGroup === undefined ? {} : { crdGroup }), secrets };
+}
+
+function render(args: ParsedArgs, io: CliIO): number {
+  const [file, ...extra] = args.positional;
+  if (file === undefined || extra.length > 0) throw new UsageError('render takes one BrokerConfig file');
+  const clusterDomain = args.flags.get('cluster-domain');
+  if (clusterDomain === undefined) {
+    throw new UsageError('render needs --cluster-domain (the route host is kbs-route-<namespace>.<cluster_domain>)');
+  }
+  const { cfg, secrets } = readBrokerConfig(io, file, args.flags.get('crd-group'));
+  for (const extraFile of args.lists.get('secrets') ?? []) {
+    const more = collectSecrets(readDocs(io, extraFile), extraFile);
+    if (more.others.length > 0) throw new InputError(`${extraFile}: --secrets files hold only Secret documents`);
+    for (const [name, s] of more.secrets) {
+      if (secrets.has(name)) throw new InputError(`${extraFile}: Secret ${name} is given twice`);
+      secrets.set(name, s);
+    }
+  }
+  for (const s of secrets.values()) {
+    if (s.namespace !== undefined && s.namespace !== cfg.namespace) {
+      throw new InputError(`Secret ${s.name} is in namespace ${s.namespace}, the BrokerConfig in ${cfg.namespace}`);
+    }
+  }
+  const image = args.flags.get('image');
+  const out = renderBrokerConfig(cfg, { clusterDomain, secrets, ...(image !== undefined && { image }) });
+  io.out(stringifyYamlDocuments(out.objects));
+  return 0;
+}
+
+function certificateNames(args: ParsedArgs, io: CliIO, command: string): CertificateNames {
+  const [file, ...extra] = args.positional;
+  if (extra.length > 0) throw new UsageError(`${command} takes at most one BrokerConfig file`);
+  const organization = args.flags.get('organization') ?? DEFAULT_ORGANIZATION;
+  if (file !== undefined) {
+    const { cfg } = readBrokerConfig(io, file, args.flags.get('crd-group'));
+    const clusterDomain = args.flags.get('cluster-domain');
+    const host = args.flags.get('route-host') ?? (clusterDomain === undefined ? undefined : routeHost(cfg.namespace, clusterDomain));
+    if (host === undefined) throw new UsageError(`${command} needs --cluster-domain or --route-host`);
+    return {
+      namespace: cfg.namespace,
+      routeHost: host,
+      httpsSecretName: args.flags.get('https-secret') ?? cfg.httpsTlsSecretName ?? DEFAULT_HTTPS_SECRET,
+      tokenSecretName: args.flags.get('token-secret') ?? cfg.tokenTlsSecretName ?? DEFAULT_TOKEN_SECRET,
+      organization,
+    };
+  }
+  const namespace = args.flags.get('namespace');
+  const host = args.flags.get('route-host');
+  if (namespace === undefined || host === undefined) {
+    throw new UsageError(`${command} needs a BrokerConfig file, or --namespace and --route-host`);
+  }
+  return {
+    namespace,
+    routeHost: host,
+    httpsSecretName: args.flags.get('https-secret') ?? DEFAULT_HTTPS_SECRET,
+    tokenSecretName: args.flags.get('token-secret') ?? DEFAULT_TOKEN_SECRET,
+    organization,
+  };
+}
+
+async function certs(args: ParsedArgs, io: CliIO): Promise<number> {
+  const names = certificateNames(args, io, 'certs');
+  const generated = await generateCertificates(names);
+  const yaml = stringifyYamlDocuments(tlsSecrets(names, generated));
+  const dir = args.flags.get('out');
+  if (dir !== undefined) {
+    io.mkdir(dir);
+    // Keys are written owner-only; certificates are public.
+    io.writeFile(`${dir}/https.key`, generated.https.keyPem, 0o600);
+    io.writeFile(`${dir}/https.crt`, generated.https.certPem, 0o644);
+    io.writeFile(`${dir}/token.key`, generated.token.keyPem, 0o600);
+    io.writeFile(`${dir}/token.crt`, generated.token.certPem, 0o644);
+    io.writeFile(`${dir}/secrets.yaml`, yaml, 0o600);
+    io.err(`wrote ${dir}/https.key, https.crt, token.key, token.crt, secrets.yaml\n`);
+  }
+  io.out(yaml);
+  return 0;
+}
+
+function addSecret(args: ParsedArgs, io: CliIO): number {
+  const [name, ...extra] = args.positional;
+  if (name === undefined || extra.length > 0) throw new UsageError('add-secret takes one Secret name');
+  const config = args.flags.get('config');
+  const namespace = args.flags.get('namespace');
+  if (config === undefined || namespace === undefined) throw new UsageError('add-secret needs --config and --namespace');
+  const deployment = args.flags.get('deployment');
+  const plan = addSecretPlan(name, { config, namespace, ...(deployment !== undefined && { deployment }) });
+  if (args.switches.has('json')) {
+    io.out(`${JSON.stringify(plan.kbsConfigPatch)}\n`);
+    return 0;
+  }
+  const [patchKbs, patchDeploy, restart] = plan.commands;
+  io.out(
+    [
+      `# JSON patch of KbsConfig ${config}-kbs-config:`,
+      JSON.stringify(plan.kbsConfigPatch),
+      '# 1. record it in the KbsConfig:',
+      patchKbs,
+      '# 2. mount the Secret as the repository folder default/<secret>/ of the KBS:',
+      patchDeploy,
+      '# 3. restart the KBS so that it serves the new resource:',
+      restart,
+      `# (or add ${name} to spec.kbsSecretResources of the BrokerConfig and apply \`brokerctl render\` again)`,
+      '',
+    ].join('\n'),
+  );
+  return 0;
+}
+
+const VALUED = [
+  'cluster-domain',
+  'crd-group',
+  'secrets',
+  'image',
+  'namespace',
+  'route-host',
+  'https-secret',
+  'token-secret',
+  'organization',
+  'out',
+  'config',
+  'deployment',
+];
+
+/** Runs brokerctl; returns the exit code (0 ok, 1 failure, 2 usage). Never exits the process. */
+export async function brokerctlMain(argv: readonly string[], io: CliIO = nodeIO): Promise<number> {
+  const [cmd, ...rest] = argv;
+  try {
+    if (cmd === undefined || cmd === 'help' || cmd === '--help' || cmd === '-h') {
+      (cmd === undefined ? io.err : io.out)(BROKERCTL_USAGE);
+      return cmd === undefined ? 2 : 0;
+    }
+    const args = parseArgs(rest, VALUED, ['json']);
+    switch (cmd) {
+      case 'render':
+        return render(args, io);
+      case 'crds': {
+        if (args.positional.length > 0) throw new UsageError('crds takes no arguments');
+        const group = args.flags.get('crd-group');
+        if (group !== undefined && !isCrdGroup(group)) throw new UsageError(`--crd-group ${JSON.stringify(group)} is not a DNS name with a dot`);
+        io.out(stringifyYamlDocuments(renderCrds(group)));
+        return 0;
+      }
+      case 'cert-manager':
+        io.out(stringifyYamlDocuments(certManagerObjects(certificateNames(args, io, 'cert-manager'))));
+        return 0;
+      case 'certs':
+        return await certs(args, io);
+      case 'add-secret':
+        return addSecret(args, io);
+      default:
+        throw new UsageError(`unknown command ${JSON.stringify(cmd)}`);
+    }
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`brokerctl: ${e.message}\n${BROKERCTL_USAGE}`);
+      return 2;
+    }
+    if (e instanceof DeployError) {
+      io.err(`brokerctl: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
+  }
+}

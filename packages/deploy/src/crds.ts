@@ -1,0 +1,159 @@
+// CustomResourceDefinitions of BrokerConfig and KbsConfig (`{crd_group}/v1alpha1`), with structural
+// schemas that match what `parseBrokerConfig` accepts and what `render` writes.
+import type { ICustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
+import type { IJSONSchemaProps } from 'kubernetes-models/apiextensions.k8s.io/v1/JSONSchemaProps';
+import { MAX_REPLICAS, MAX_SECRET_RESOURCES, PROFILE_TYPES, SERVICE_TYPES } from './broker-config.js';
+import { CRD_VERSION, DEFAULT_CRD_GROUP } from './names.js';
+
+const SECRET_NAME: IJSONSchemaProps = {
+  type: 'string',
+  maxLength: 253,
+  pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+};
+const OBJECT_NAME = SECRET_NAME;
+
+function tlsSecretSpec(description: string): IJSONSchemaProps {
+  return {
+    type: 'object',
+    description,
+    properties: { tlsSecretName: { ...SECRET_NAME, description: 'kubernetes.io/tls Secret in the same namespace' } },
+  };
+}
+
+const REDIS_SPEC: IJSONSchemaProps = {
+  type: 'object',
+  description: 'Redis holding the handshake sessions that replicas share',
+  required: ['urlSecretName'],
+  properties: {
+    urlSecretName: { ...SECRET_NAME, description: 'Secret holding the Redis URL (redis:// or rediss://)' },
+    urlSecretKey: { type: 'string', default: 'url', pattern: '^[-._a-zA-Z0-9]+$', maxLength: 253 },
+  },
+};
+
+const SECRET_RESOURCES: IJSONSchemaProps = {
+  type: 'array',
+  description: 'Secrets released as kbs:///default/<secret>/<key>',
+  maxItems: MAX_SECRET_RESOURCES,
+  items: SECRET_NAME,
+};
+
+const SERVICE_TYPE: IJSONSchemaProps = { type: 'string', enum: [...SERVICE_TYPES], default: 'ClusterIP' };
+
+export function brokerConfigSchema(): IJSONSchemaProps {
+  return {
+    type: 'object',
+    description: 'Configuration of one key broker service deployment',
+    required: ['spec'],
+    properties: {
+      apiVersion: { type: 'string' },
+      kind: { type: 'string' },
+      metadata: { type: 'object' },
+      spec: {
+        type: 'object',
+        properties: {
+          profileType: {
+            type: 'string',
+            enum: [...PROFILE_TYPES],
+            default: 'Restricted',
+            description: 'Restricted turns every security flag on',
+          },
+          kbsServiceType: SERVICE_TYPE,
+          httpsSpec: tlsSecretSpec('HTTPS key and certificate'),
+          attestationTokenVerificationSpec: tlsSecretSpec('Attestation token signing key (EC P-256) and certificate'),
+          kbsSecretResources: SECRET_RESOURCES,
+          replicas: { type: 'integer', minimum: 1, maximum: MAX_REPLICAS, default: 1 },
+          redisSpec: REDIS_SPEC,
+          kbsImage: { type: 'string', maxLength: 512 },
+        },
+        'x-kubernetes-validations': [
+          {
+            rule: "(has(self.profileType) && self.profileType == 'Permissive') || (has(self.httpsSpec) && has(self.httpsSpec.tlsSecretName) && has(self.attestationTokenVerificationSpec) && has(self.attestationTokenVerificationSpec.tlsSecretName))",
+            message: 'profileType Restricted needs httpsSpec.tlsSecretName and attestationTokenVerificationSpec.tlsSecretName',
+          },
+          {
+            rule: '!has(self.replicas) || self.replicas <= 1 || has(self.redisSpec)',
+            message: 'more than one replica needs redisSpec (shared handshake sessions)',
+          },
+        ],
+      },
+      status: {
+        type: 'object',
+        properties: { isReady: { type: 'boolean' }, statusDescription: { type: 'string' } },
+      },
+    },
+  };
+}
+
+export function kbsConfigSchema(): IJSONSchemaProps {
+  const name = (description: string): IJSONSchemaProps => ({ ...OBJECT_NAME, description });
+  return {
+    type: 'object',
+    description: 'Wiring of the KBS deployment: which Secrets and ConfigMaps it mounts',
+    required: ['spec'],
+    properties: {
+      apiVersion: { type: 'string' },
+      kind: { type: 'string' },
+      metadata: { type: 'object' },
+      spec: {
+        type: 'object',
+        required: ['kbsConfigMapName'],
+        properties: {
+          kbsSecretResources: SECRET_RESOURCES,
+          kbsHttpsKeySecretName: name('HTTPS private key Secret'),
+          kbsHttpsCertSecretName: name('HTTPS certificate Secret'),
+          kbsAuthSecretName: name('token verification Secret (admin API)'),
+          kbsAttestationKeySecretName: name('attestation token key Secret'),
+          kbsAttestationCertSecretName: name('attestation token certificate Secret'),
+          kbsConfigMapName: name('server ConfigMap'),
+          kbsRvpsRefValuesConfigMapName: name('reference values ConfigMap'),
+          kbsAttestationPolicyConfigMapName: name('attestation policy ConfigMap'),
+          kbsResourcePolicyConfigMapName: name('resource access policy ConfigMap'),
+          tdxConfigSpec: {
+            type: 'object',
+            properties: { kbsTdxConfigMapName: name('TDX ConfigMap') },
+          },
+          kbsServiceType: SERVICE_TYPE,
+          kbsDeploymentSpec: {
+            type: 'object',
+            properties: { replicas: { type: 'integer', minimum: 1, maximum: MAX_REPLICAS } },
+          },
+          kbsRedisSpec: REDIS_SPEC,
+        },
+      },
+      status: {
+        type: 'object',
+        properties: { isReady: { type: 'boolean' } },
+      },
+    },
+  };
+}
+
+function crd(group: string, kind: string, plural: string, schema: IJSONSchemaProps, shortNames: string[]): ICustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${group}` },
+    spec: {
+      group,
+      scope: 'Namespaced',
+      names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames },
+      versions: [
+        {
+          name: CRD_VERSION,
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: schema },
+          subresources: { status: {} },
+        },
+      ],
+    },
+  };
+}
+
+/** The two CRDs, BrokerConfig first. */
+export function renderCrds(group = DEFAULT_CRD_GROUP): [ICustomResourceDefinition, ICustomResourceDefinition] {
+  return [
+    crd(group, 'BrokerConfig', 'brokerconfigs', brokerConfigSchema(), ['bc']),
+    crd(group, 'KbsConfig', 'kbsconfigs', kbsConfigSchema(), ['kbsc']),
+  ];
+}

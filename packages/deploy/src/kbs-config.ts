@@ -1,0 +1,146 @@
+// The KBS configuration file (trustee's kbs-config.toml keys) of a rendered deployment, and the paths
+// inside the KBS container where the generated Secrets and ConfigMaps are mounted.
+import type { BrokerConfig } from './broker-config.js';
+import { KBS_PORT } from './names.js';
+import { INTEL_PCS_URL } from './policies.js';
+import { tomlString, tomlStringArray } from './toml-text.js';
+
+const STORAGE = '/opt/confidential-containers/storage';
+
+/** Where things live in the KBS container. Secret and ConfigMap keys are the last path segments. */
+export const KBS_PATHS = {
+  configDir: '/etc/kbs-config',
+  configKey: 'kbs-config.toml',
+  httpsKeyDir: '/etc/https-key',
+  httpsKeyKey: 'privateKey',
+  httpsCertDir: '/etc/https-cert',
+  httpsCertKey: 'certificate',
+  attestationKeyDir: '/etc/attestation-key',
+  attestationKeyKey: 'token.key',
+  attestationCertDir: '/etc/attestation-cert',
+  attestationCertKey: 'token.crt',
+  authDir: '/etc/auth-secret',
+  authKey: 'publicKey',
+  /** `[storage_backend.backends.local_fs] dir_path`: namespaces are directories under it. */
+  storageDir: STORAGE,
+  /** Namespace `repository`: `<repo>/<type>/<tag>`, one mounted Secret per `default/<secret>/`. */
+  repositoryDir: `${STORAGE}/repository`,
+  /** Namespace `reference_value`: one file per reference-value name. */
+  referenceValueDir: `${STORAGE}/reference_value`,
+  attestationPolicyDir: `${STORAGE}/attestation_service_policy`,
+  attestationPolicyKey: 'default_cpu.rego',
+  resourcePolicyDir: `${STORAGE}/kbs`,
+  resourcePolicyKey: 'resource-policy.rego',
+  tdxQcnlFile: '/etc/sgx_default_qcnl.conf',
+  tdxQcnlKey: 'sgx_default_qcnl.conf',
+  tmpDir: '/tmp',
+} as const;
+
+export const KBS_CONFIG_FILE = `${KBS_PATHS.configDir}/${KBS_PATHS.configKey}`;
+
+/** Admin role of the bearer tokens the admin API accepts, and the endpoints it may call. */
+export const ADMIN_ROLE = 'admin';
+export const ADMIN_ENDPOINTS = '^/kbs/v0/.+$';
+
+/** Environment variable that carries the Redis URL from its Secret (trustee reads it before `url`). */
+export const REDIS_URL_ENV = 'REDIS_URL';
+
+/** Text of `kbs-config.toml` for a BrokerConfig. */
+export function renderKbsConfigToml(cfg: BrokerConfig): string {
+  const p = KBS_PATHS;
+  const https = cfg.httpsTlsSecretName !== undefined;
+  const signedTokens = cfg.tokenTlsSecretName !== undefined;
+  const lines: string[] = [
+    `# KBS configuration rendered by brokerctl from BrokerConfig ${cfg.namespace}/${cfg.name} (profile ${cfg.profileType}).`,
+    '# Keys are trustee kbs-config.toml keys.',
+    '',
+  ];
+  const add = (...l: string[]) => lines.push(...l);
+
+  // Sessions are the only state replicas must share; the rest comes from the mounted ConfigMaps and
+  // Secrets, which every replica sees alike.
+  add(
+    cfg.redis === undefined
+      ? '# One replica: handshake sessions stay in memory.'
+      : '# Handshake sessions in Redis, so that any replica finishes a handshake another began.',
+    `session_storage_type = ${tomlString(cfg.redis === undefined ? 'Memory' : 'Redis')}`,
+    '',
+  );
+
+  add('[http_server]', `sockets = ${tomlStringArray([`0.0.0.0:${KBS_PORT}`])}`);
+  if (https) {
+    add(
+      'insecure_http = false',
+      `private_key = ${tomlString(`${p.httpsKeyDir}/${p.httpsKeyKey}`)}`,
+      `certificate = ${tomlString(`${p.httpsCertDir}/${p.httpsCertKey}`)}`,
+    );
+  } else {
+    add('# No httpsSpec (Permissive): plain HTTP, for clusters that terminate TLS elsewhere.', 'insecure_http = true');
+  }
+  add('');
+
+  add('[admin]');
+  if (signedTokens) {
+    add(
+      '# Admin requests carry a bearer JWT with role "admin", signed by the token key (auth Secret).',
+      'authorization_mode = "AuthenticatedAuthorization"',
+      '',
+      '[admin.authentication.bearer_jwt]',
+      `identity_providers = [{ public_key_uri = ${tomlString(`${p.authDir}/${p.authKey}`)} }]`,
+      '',
+      '[admin.authorization.regex_acl]',
+      `acls = [{ role = ${tomlString(ADMIN_ROLE)}, allowed_endpoints = ${tomlString(ADMIN_ENDPOINTS)} }]`,
+    );
+  } else {
+    add('# No attestationTokenVerificationSpec (Permissive): no admin credential exists, so no admin access.', 'authorization_mode = "DenyAll"');
+  }
+  add('');
+
+  add('[attestation_token]');
+  if (signedTokens) {
+    add(
+      '# Tokens must carry an x5c chain to the attestation certificate.',
+      `trusted_certs_paths = ${tomlStringArray([`${p.attestationCertDir}/${p.attestationCertKey}`])}`,
+      'insecure_header_jwk = false',
+    );
+  } else {
+    add('# No token certificate (Permissive): the token header key is used unchecked.', 'insecure_header_jwk = true');
+  }
+  add('');
+
+  add('[attestation_service]', 'type = "coco_as_builtin"', 'timeout = 5', '');
+  add('[attestation_service.attestation_token_broker]', 'duration_min = 5', '');
+  if (signedTokens) {
+    add(
+      '[attestation_service.attestation_token_broker.signer]',
+      `key_path = ${tomlString(`${p.attestationKeyDir}/${p.attestationKeyKey}`)}`,
+      `cert_path = ${tomlString(`${p.attestationCertDir}/${p.attestationCertKey}`)}`,
+      '',
+    );
+  }
+  add('[attestation_service.rvps_config]', 'type = "BuiltIn"', '');
+  add(
+    '[attestation_service.verifier_config.dcap_verifier]',
+    `collateral_service = ${tomlString(INTEL_PCS_URL)}`,
+    '',
+  );
+
+  add(
+    '# Policies, reference values and resources are files mounted from the ConfigMaps and Secrets.',
+    '[storage_backend]',
+    'storage_type = "LocalFs"',
+    '',
+    '[storage_backend.backends.local_fs]',
+    `dir_path = ${tomlString(p.storageDir)}`,
+    '',
+  );
+  if (cfg.redis !== undefined) {
+    add(
+      `# The URL (it may hold a password) comes from Secret ${cfg.redis.urlSecretName} through ${REDIS_URL_ENV}.`,
+      '[storage_backend.backends.redis]',
+      '',
+    );
+  }
+  add('[[plugins]]', 'name = "resource"', 'storage_backend_type = "kvstorage"');
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,380 @@
+// `brokerctl render`: every object of the spec's "Creating it generates" table for one BrokerConfig, plus
+// the Deployment and Service that run the KBS. What an operator would reconcile in the cluster is done
+// here offline, so the output applies as-is with `kubectl apply -f`.
+import { createHash } from 'node:crypto';
+import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { ISecret } from 'kubernetes-models/v1/Secret';
+import type { IService } from 'kubernetes-models/v1/Service';
+import type { IVolume } from 'kubernetes-models/v1/Volume';
+import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import type { BrokerConfig } from './broker-config.js';
+import { CertificateError } from './errors.js';
+import { KBS_CONFIG_FILE, KBS_PATHS, REDIS_URL_ENV, renderKbsConfigToml } from './kbs-config.js';
+import {
+  CRD_VERSION,
+  DEPLOYMENT_NAME,
+  type GeneratedNames,
+  generatedNames,
+  KBS_CONTAINER_NAME,
+  KBS_PORT,
+  KBS_PORT_NAME,
+  ROUTE_NAME,
+  resourceVolumeName,
+  routeHost,
+  SERVICE_NAME,
+} from './names.js';
+import { pemPublicKeyOfCertificate } from './pem-export.js';
+import { ATTESTATION_POLICY, referenceValuesData, resourcePolicy, tdxQcnlConfig } from './policies.js';
+import { httpsMaterial, type SourceSecret, type TlsMaterial, tokenMaterial } from './source-secrets.js';
+
+/** Image run when neither the BrokerConfig nor the command line names one. */
+export const DEFAULT_KBS_IMAGE = 'localhost/broker/kbs:0.1.0';
+
+export interface RenderOptions {
+  /** Cluster apps domain; the route host is `kbs-route-<namespace>.<clusterDomain>`. */
+  readonly clusterDomain: string;
+  /** Source Secrets by name: the TLS Secrets the BrokerConfig names. */
+  readonly secrets: ReadonlyMap<string, SourceSecret>;
+  /** Overrides `spec.kbsImage`. */
+  readonly image?: string;
+  /** Clock for certificate validity checks. */
+  readonly now?: Date;
+}
+
+/** A rendered Kubernetes object (plain JSON). */
+export type KubeObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+} & Record<string, unknown>;
+
+export interface RouteObject {
+  apiVersion: 'route.openshift.io/v1';
+  kind: 'Route';
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+  spec: {
+    host: string;
+    to: { kind: 'Service'; name: string; weight: number };
+    port: { targetPort: string };
+    tls: { termination: 'passthrough' | 'edge'; insecureEdgeTerminationPolicy: 'None' | 'Redirect' };
+    wildcardPolicy: 'None';
+  };
+}
+
+const DNS_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
+
+function b64(buf: Buffer | string): string {
+  return (typeof buf === 'string' ? Buffer.from(buf, 'utf8') : buf).toString('base64');
+}
+
+export function objectLabels(cfg: BrokerConfig, component: string): Record<string, string> {
+  return {
+    ...cfg.labels,
+    'app.kubernetes.io/name': 'kbs',
+    'app.kubernetes.io/instance': cfg.name,
+    'app.kubernetes.io/part-of': 'broker',
+    'app.kubernetes.io/managed-by': 'brokerctl',
+    'app.kubernetes.io/component': component,
+  };
+}
+
+function selectorLabels(cfg: BrokerConfig): Record<string, string> {
+  return { 'app.kubernetes.io/name': 'kbs', 'app.kubernetes.io/instance': cfg.name };
+}
+
+function secret(cfg: BrokerConfig, name: string, component: string, data: Record<string, Buffer | string>): ISecret {
+  const encoded: Record<string, string> = {};
+  for (const [k, v] of Object.entries(data)) encoded[k] = b64(v);
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: cfg.namespace, labels: objectLabels(cfg, component) },
+    type: 'Opaque',
+    data: encoded,
+  };
+}
+
+function configMap(cfg: BrokerConfig, name: string, component: string, data: Record<string, string>): IConfigMap {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace: cfg.namespace, labels: objectLabels(cfg, component) },
+    data,
+  };
+}
+
+function sourceSecret(opts: RenderOptions, name: string, field: string): SourceSecret {
+  const s = opts.secrets.get(name);
+  if (s === undefined) {
+    throw new CertificateError(
+      `${field} names Secret ${name}, which was not given: add it to the input (a kubernetes.io/tls Secret document, e.g. from \`brokerctl certs\` or \`kubectl get secret ${name} -o yaml\` once cert-manager issued it), or pass it with --secrets FILE`,
+    );
+  }
+  return s;
+}
+
+export interface RenderedBrokerConfig {
+  readonly objects: KubeObject[];
+  readonly routeHost: string;
+  readonly names: GeneratedNames;
+  readonly kbsConfigToml: string;
+}
+
+export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): RenderedBrokerConfig {
+  if (!DNS_NAME.test(opts.clusterDomain)) {
+    throw new CertificateError(`--cluster-domain ${JSON.stringify(opts.clusterDomain)} is not a lowercase DNS name with a dot`);
+  }
+  const host = routeHost(cfg.namespace, opts.clusterDomain);
+  if (host.split('.')[0]!.length > 63) {
+    throw new CertificateError(`route host label kbs-route-${cfg.namespace} is longer than 63 characters`);
+  }
+  const n = generatedNames(cfg.name);
+  const p = KBS_PATHS;
+
+  let https: TlsMaterial | undefined;
+  if (cfg.httpsTlsSecretName !== undefined) {
+    https = httpsMaterial(sourceSecret(opts, cfg.httpsTlsSecretName, 'spec.httpsSpec.tlsSecretName'), host, opts.now);
+  }
+  let token: TlsMaterial | undefined;
+  if (cfg.tokenTlsSecretName !== undefined) {
+    token = tokenMaterial(
+      sourceSecret(opts, cfg.tokenTlsSecretName, 'spec.attestationTokenVerificationSpec.tlsSecretName'),
+    );
+  }
+
+  const secrets: ISecret[] = [];
+  if (https !== undefined) {
+    secrets.push(secret(cfg, n.httpsKeySecret, 'https', { [p.httpsKeyKey]: https.keyPem }));
+    secrets.push(secret(cfg, n.httpsCertSecret, 'https', { [p.httpsCertKey]: https.certPem }));
+  }
+  if (token !== undefined) {
+    secrets.push(secret(cfg, n.authSecret, 'auth', { [p.authKey]: pemPublicKeyOfCertificate(token.cert) }));
+    secrets.push(secret(cfg, n.attestationKeySecret, 'attestation', { [p.attestationKeyKey]: token.keyPem }));
+    secrets.push(secret(cfg, n.attestationCertSecret, 'attestation', { [p.attestationCertKey]: token.certPem }));
+  }
+
+  const kbsConfigToml = renderKbsConfigToml(cfg);
+  const configMaps: IConfigMap[] = [
+    configMap(cfg, n.kbsConfigMap, 'config', { [p.configKey]: kbsConfigToml }),
+    configMap(cfg, n.rvpsReferenceValuesConfigMap, 'reference-values', referenceValuesData()),
+    configMap(cfg, n.attestationPolicyConfigMap, 'attestation-policy', { [p.attestationPolicyKey]: ATTESTATION_POLICY }),
+    configMap(cfg, n.tdxConfigMap, 'tdx-config', { [p.tdxQcnlKey]: tdxQcnlConfig() }),
+    configMap(cfg, n.resourcePolicyConfigMap, 'resource-policy', {
+      [p.resourcePolicyKey]: resourcePolicy(cfg.profileType),
+    }),
+  ];
+
+  const kbsConfig: KubeObject = {
+    apiVersion: `${cfg.crdGroup}/${CRD_VERSION}`,
+    kind: 'KbsConfig',
+    metadata: { name: n.kbsConfig, namespace: cfg.namespace, labels: objectLabels(cfg, 'config') },
+    spec: {
+      kbsConfigMapName: n.kbsConfigMap,
+      ...(token !== undefined && { kbsAuthSecretName: n.authSecret }),
+      ...(https !== undefined && { kbsHttpsKeySecretName: n.httpsKeySecret, kbsHttpsCertSecretName: n.httpsCertSecret }),
+      ...(token !== undefined && {
+        kbsAttestationKeySecretName: n.attestationKeySecret,
+        kbsAttestationCertSecretName: n.attestationCertSecret,
+      }),
+      kbsSecretResources: [...cfg.kbsSecretResources],
+      kbsRvpsRefValuesConfigMapName: n.rvpsReferenceValuesConfigMap,
+      kbsAttestationPolicyConfigMapName: n.attestationPolicyConfigMap,
+      kbsResourcePolicyConfigMapName: n.resourcePolicyConfigMap,
+      tdxConfigSpec: { kbsTdxConfigMapName: n.tdxConfigMap },
+      kbsServiceType: cfg.kbsServiceType,
+      kbsDeploymentSpec: { replicas: cfg.replicas },
+      ...(cfg.redis !== undefined && { kbsRedisSpec: { ...cfg.redis } }),
+    },
+  };
+
+  const service: IService = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: SERVICE_NAME, namespace: cfg.namespace, labels: objectLabels(cfg, 'kbs') },
+    spec: {
+      type: cfg.kbsServiceType,
+      selector: selectorLabels(cfg),
+      ports: [{ name: KBS_PORT_NAME, port: KBS_PORT, targetPort: KBS_PORT_NAME, protocol: 'TCP' }],
+      // Replicas share sessions through Redis, so no client needs to stick to one pod.
+      sessionAffinity: 'None',
+    },
+  };
+
+  const deployment = renderDeployment(cfg, n, https !== undefined, token !== undefined, opts);
+  // Any change of configuration changes the pod template, so `kubectl apply` rolls the pods (subPath
+  // mounts, like the policy files, are never refreshed in a running pod).
+  const hash = createHash('sha256');
+  for (const o of [...secrets, ...configMaps]) hash.update(JSON.stringify([o.metadata?.name, o.data]));
+  const template = deployment.spec?.template;
+  if (template?.metadata !== undefined) {
+    template.metadata.annotations = { [`${cfg.crdGroup}/config-sha256`]: hash.digest('hex') };
+  }
+
+  const route: RouteObject = {
+    apiVersion: 'route.openshift.io/v1',
+    kind: 'Route',
+    metadata: { name: ROUTE_NAME, namespace: cfg.namespace, labels: objectLabels(cfg, 'kbs') },
+    spec: {
+      host,
+      to: { kind: 'Service', name: SERVICE_NAME, weight: 100 },
+      port: { targetPort: KBS_PORT_NAME },
+      // The KBS terminates TLS itself; the router only forwards the bytes.
+      tls:
+        https !== undefined
+          ? { termination: 'passthrough', insecureEdgeTerminationPolicy: 'None' }
+          : { termination: 'edge', insecureEdgeTerminationPolicy: 'Redirect' },
+      wildcardPolicy: 'None',
+    },
+  };
+
+  const objects = [...secrets, ...configMaps, kbsConfig, service, deployment, route] as KubeObject[];
+  return { objects, routeHost: host, names: n, kbsConfigToml };
+}
+
+function renderDeployment(
+  cfg: BrokerConfig,
+  n: GeneratedNames,
+  https: boolean,
+  token: boolean,
+  opts: RenderOptions,
+): IDeployment {
+  const p = KBS_PATHS;
+  const volumes: IVolume[] = [];
+  const mounts: IVolumeMount[] = [];
+  const secretDir = (name: string, secretName: string, mountPath: string) => {
+    volumes.push({ name, secret: { secretName } });
+    mounts.push({ name, mountPath, readOnly: true });
+  };
+  const configMapDir = (name: string, configMapName: string, mountPath: string) => {
+    volumes.push({ name, configMap: { name: configMapName } });
+    mounts.push({ name, mountPath, readOnly: true });
+  };
+  const configMapFile = (name: string, configMapName: string, key: string, mountPath: string) => {
+    volumes.push({ name, configMap: { name: configMapName, items: [{ key, path: key }] } });
+    mounts.push({ name, mountPath, subPath: key, readOnly: true });
+  };
+
+  configMapDir('kbs-config', n.kbsConfigMap, p.configDir);
+  if (https) {
+    secretDir('https-key', n.httpsKeySecret, p.httpsKeyDir);
+    secretDir('https-cert', n.httpsCertSecret, p.httpsCertDir);
+  }
+  if (token) {
+    secretDir('auth-secret', n.authSecret, p.authDir);
+    secretDir('attestation-key', n.attestationKeySecret, p.attestationKeyDir);
+    secretDir('attestation-cert', n.attestationCertSecret, p.attestationCertDir);
+  }
+  // The storage root is writable (the KBS seeds its built-in policies there); the generated policies are
+  // single files over it, the reference values and resources whole directories that Kubernetes updates
+  // in place.
+  volumes.push({ name: 'storage', emptyDir: { sizeLimit: '64Mi' } });
+  mounts.push({ name: 'storage', mountPath: p.storageDir });
+  configMapDir('reference-values', n.rvpsReferenceValuesConfigMap, p.referenceValueDir);
+  configMapFile(
+    'attestation-policy',
+    n.attestationPolicyConfigMap,
+    p.attestationPolicyKey,
+    `${p.attestationPolicyDir}/${p.attestationPolicyKey}`,
+  );
+  configMapFile(
+    'resource-policy',
+    n.resourcePolicyConfigMap,
+    p.resourcePolicyKey,
+    `${p.resourcePolicyDir}/${p.resourcePolicyKey}`,
+  );
+  configMapFile('tdx-config', n.tdxConfigMap, p.tdxQcnlKey, p.tdxQcnlFile);
+  volumes.push({ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } });
+  mounts.push({ name: 'tmp', mountPath: p.tmpDir });
+  for (const s of cfg.kbsSecretResources) {
+    const v = resourceVolumeSpec(s);
+    volumes.push(v.volume);
+    mounts.push(v.mount);
+  }
+
+  const scheme = https ? 'HTTPS' : 'HTTP';
+  const container: IContainer = {
+    name: KBS_CONTAINER_NAME,
+    image: opts.image ?? cfg.kbsImage ?? DEFAULT_KBS_IMAGE,
+    imagePullPolicy: 'IfNotPresent',
+    command: ['kbs', '--config-file', KBS_CONFIG_FILE],
+    ports: [{ name: KBS_PORT_NAME, containerPort: KBS_PORT, protocol: 'TCP' }],
+    env: [
+      { name: 'KBS_LOG_LEVEL', value: cfg.profileType === 'Restricted' ? 'info' : 'debug' },
+      ...(cfg.redis !== undefined
+        ? [
+            {
+              name: REDIS_URL_ENV,
+              valueFrom: { secretKeyRef: { name: cfg.redis.urlSecretName, key: cfg.redis.urlSecretKey } },
+            },
+          ]
+        : []),
+    ],
+    readinessProbe: {
+      httpGet: { path: '/healthz', port: KBS_PORT_NAME, scheme },
+      initialDelaySeconds: 2,
+      periodSeconds: 10,
+      timeoutSeconds: 5,
+      failureThreshold: 3,
+    },
+    livenessProbe: {
+      httpGet: { path: '/healthz', port: KBS_PORT_NAME, scheme },
+      initialDelaySeconds: 15,
+      periodSeconds: 30,
+      timeoutSeconds: 5,
+      failureThreshold: 3,
+    },
+    resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { memory: '1Gi' } },
+    securityContext: {
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    volumeMounts: mounts,
+  };
+
+  const selector = selectorLabels(cfg);
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: DEPLOYMENT_NAME, namespace: cfg.namespace, labels: objectLabels(cfg, 'kbs') },
+    spec: {
+      replicas: cfg.replicas,
+      selector: { matchLabels: selector },
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      template: {
+        metadata: { labels: { ...objectLabels(cfg, 'kbs'), ...selector } },
+        spec: {
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+          ...(cfg.replicas > 1 && {
+            topologySpreadConstraints: [
+              {
+                maxSkew: 1,
+                topologyKey: 'kubernetes.io/hostname',
+                whenUnsatisfiable: 'ScheduleAnyway',
+                labelSelector: { matchLabels: selector },
+              },
+            ],
+          }),
+          containers: [container],
+          volumes,
+        },
+      },
+    },
+  };
+}
+
+/** Volume and mount of one `kbsSecretResources` Secret: the repository folder `default/<secret>/`. */
+export function resourceVolumeSpec(secretName: string): { volume: IVolume; mount: IVolumeMount } {
+  const name = resourceVolumeName(secretName);
+  return {
+    volume: { name, secret: { secretName } },
+    mount: { name, mountPath: `${KBS_PATHS.repositoryDir}/default/${secretName}`, readOnly: true },
+  };
+}
