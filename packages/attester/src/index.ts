@@ -9,6 +9,18 @@ export {
   type PlatformContext,
   type PlatformOptions,
 } from './attester.js';
+export { BROKER_AZURE_IMDS_URL, DEFAULT_IMDS_URL, IMDS_CERT_PATH } from './az-snp-vtpm/imds.js';
+export {
+  AZURE_AK_HANDLE,
+  AZURE_TPM_DEVICE,
+  AzSnpVtpmAttester,
+  type AzSnpVtpmAttesterOptions,
+  type AzSnpVtpmEvidence,
+  azSnpVtpmModule,
+  DEFAULT_REPORT_SETTLE_MS,
+  HCL_REPORT_NV_INDEX,
+  REPORT_DATA_NV_INDEX,
+} from './az-snp-vtpm/index.js';
 export { platformContext } from './platform.js';
 export {
   BUILTIN_ATTESTERS,
@@ -25,3 +37,16 @@ export {
 } from './registry.js';
 export { SampleAttester, type SampleEvidence, sampleEvidence, sampleModule } from './sample/index.js';
 export { ENABLE_SAMPLE_DEVICE, SampleDeviceAttester, sampleDeviceModule } from './sample-device/index.js';
+export { BROKER_TPM, INIT_DATA_PCR } from './tpm/common.js';
+export {
+  AA_TPM_AK_HANDLE,
+  AA_TPM_DEVICE,
+  DEFAULT_TPM_AK_HANDLE,
+  parseAkHandle,
+  resizeReportData,
+  TPM_REPORT_DATA_SIZE,
+  TpmAttester,
+  type TpmAttesterOptions,
+  type TpmEvidence,
+  tpmModule,
+} from './tpm/index.js';

@@ -61,11 +61,15 @@ describe('TEE detection', () => {
 
   it('falls back to sample with a warning when no built attester detects its platform', async () => {
     const log = recordingLogger();
-    expect(await detectTee({ logger: log })).toBe('sample');
+    // A tree with no TPM device and an empty environment: the vTPM probes find nothing.
+    expect(await detectTee({ logger: log, root, env: {} })).toBe('sample');
     expect(log.lines.some((l) => l.startsWith('warn No TEE platform detected'))).toBe(true);
-    const why = await explainTeeDetection();
+    const why = await explainTeeDetection({ root, env: {} });
     expect(why.fallback).toBe(true);
-    expect(why.probes.map((p) => p.outcome)).toEqual(PRIMARY_DETECTION_ORDER.map(() => 'not-built'));
+    const built = new Set(['az-snp-vtpm', 'tpm']);
+    expect(why.probes.map((p) => p.outcome)).toEqual(
+      PRIMARY_DETECTION_ORDER.map((tee) => (built.has(tee) ? 'absent' : 'not-built')),
+    );
   });
 
   it('picks the first detected TEE in order, not the first module listed', async () => {

@@ -5,9 +5,11 @@ import {
   AttesterNotSupported,
   type PlatformOptions,
 } from './attester.js';
+import { azSnpVtpmModule } from './az-snp-vtpm/index.js';
 import { platformContext } from './platform.js';
 import { sampleModule } from './sample/index.js';
 import { sampleDeviceModule } from './sample-device/index.js';
+import { tpmModule } from './tpm/index.js';
 
 /**
  * Primary TEEs in guest-components' detection order (`detect_tee_type`): the
@@ -34,7 +36,12 @@ export const DEVICE_DETECTION_ORDER: readonly Tee[] = Object.freeze([
 ] as const);
 
 /** Attesters built into this program. A new TEE adds its folder's module here. */
-export const BUILTIN_ATTESTERS: readonly AttesterModule[] = Object.freeze([sampleModule, sampleDeviceModule]);
+export const BUILTIN_ATTESTERS: readonly AttesterModule[] = Object.freeze([
+  azSnpVtpmModule,
+  tpmModule,
+  sampleModule,
+  sampleDeviceModule,
+]);
 
 export interface DetectOptions extends PlatformOptions {
   /** Attester modules to consider instead of the built-in ones (tests, the mock TEE). */
