@@ -21,12 +21,12 @@ export const EXECUTABLES = [
   {
     name: 'broker-tools',
     entry: 'packages/executables/src/tools.ts',
-    commands: ['kbs', 'kbs-client', 'rego'],
+    commands: ['kbs', 'kbs-client', 'kbs-verify', 'rego', 'secret'],
   },
   {
     name: 'broker-guest',
     entry: 'packages/executables/src/guest.ts',
-    commands: ['attestation-agent', 'confidential-data-hub', 'api-server-rest'],
+    commands: ['attestation-agent', 'confidential-data-hub', 'api-server-rest', 'agent-policy-gate', 'sealed-secret-init'],
   },
 ];
 

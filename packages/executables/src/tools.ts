@@ -1,8 +1,10 @@
-// The service-and-tools multi-call executable: kbs, kbs-client, rego.
+// The service-and-tools multi-call executable: the KBS and the operator's tools.
 import { run } from './dispatch.js';
 
 run('broker-tools', {
   kbs: async () => (await import('@broker/kbs')).main,
   'kbs-client': async () => (await import('@broker/kbs-client')).main,
+  'kbs-verify': async () => (await import('@broker/verifier')).kbsVerifyMain,
   rego: async () => (await import('@broker/rego')).main,
+  secret: async () => (await import('@broker/sealed-secret')).main,
 });
