@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { applyPatch, InvalidPatchError, type Json, PatchApplyError, parsePatch } from './json-patch.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: tests walk into decoded JSON of known shape
+type J = any;
+
 const patch = (doc: Json, ops: unknown) => applyPatch(doc, parsePatch(ops));
 
 describe('JSON Patch (RFC 6902)', () => {
@@ -62,9 +65,9 @@ describe('JSON Patch (RFC 6902)', () => {
   it('adds "__proto__" as a member, never as the prototype', () => {
     const next = patch({ pstate: {} }, [
       { op: 'add', path: '/pstate/__proto__', value: { polluted: true } },
-    ]) as any;
+    ]) as J;
     expect(Object.getOwnPropertyDescriptor(next.pstate, '__proto__')?.value).toEqual({ polluted: true });
-    expect(({} as any).polluted).toBeUndefined();
+    expect(({} as J).polluted).toBeUndefined();
     expect(next.pstate.polluted).toBeUndefined();
   });
 

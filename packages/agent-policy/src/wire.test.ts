@@ -11,6 +11,9 @@ import {
   toPolicyJson,
 } from './wire.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: tests walk into decoded JSON of known shape
+type J = any;
+
 /** Wire-format building blocks for hand-made messages. */
 function varint(n: bigint | number): number[] {
   let x = BigInt.asUintN(64, BigInt(n));
@@ -76,7 +79,7 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
       devices: [{ id: 'd', type_: 'blk', vm_path: '/dev/vda', container_path: '/dev/x', options: ['a'] }],
       OCI: { Mounts: [{ destination: '/d', source: '/s', type_: 'bind', options: ['rbind'] }] },
     });
-    const d = decodeRequest('CreateContainerRequest', b) as Record<string, any>;
+    const d = decodeRequest('CreateContainerRequest', b) as J;
     expect(d.devices[0]).toEqual({
       id: 'd',
       type_: 'blk',
@@ -92,20 +95,20 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
   it('writes a oneof as {"<Variant>": value} when set (even to 0) and null when not', () => {
     const syscall = (errno: number[]) => len(4, [...str(1, 'mkdir'), ...str(2, 'SCMP_ACT_ERRNO'), ...errno]);
     const spec = (sc: number[]) => len(6, len(8, len(8, sc)));
-    const set0 = decodeRequest('CreateContainerRequest', bytes(spec(syscall([...tag(3, 0), 0])))) as any;
+    const set0 = decodeRequest('CreateContainerRequest', bytes(spec(syscall([...tag(3, 0), 0])))) as J;
     expect(set0.OCI.Linux.Seccomp.Syscalls[0]).toEqual({
       Names: ['mkdir'],
       Action: 'SCMP_ACT_ERRNO',
       ErrnoRet: { Errnoret: 0 },
       Args: [],
     });
-    const unset = decodeRequest('CreateContainerRequest', bytes(spec(syscall([])))) as any;
+    const unset = decodeRequest('CreateContainerRequest', bytes(spec(syscall([])))) as J;
     expect(unset.OCI.Linux.Seccomp.Syscalls[0].ErrnoRet).toBeNull();
     const { bytes: again } = encodeRequest('CreateContainerRequest', {
       OCI: { Linux: { Seccomp: { Syscalls: [{ Names: ['x'], ErrnoRet: { Errnoret: 38 } }] } } },
     });
     expect(
-      (decodeRequest('CreateContainerRequest', again) as any).OCI.Linux.Seccomp.Syscalls[0].ErrnoRet,
+      (decodeRequest('CreateContainerRequest', again) as J).OCI.Linux.Seccomp.Syscalls[0].ErrnoRet,
     ).toEqual({
       Errnoret: 38,
     });
@@ -133,12 +136,12 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
     const b = bytes(
       len(1, [...len(3, [...tag(1, 0), 1, ...str(2, 'fe80::1')]), ...len(3, [...tag(1, 0), 7])]),
     );
-    const d = decodeRequest('UpdateInterfaceRequest', b) as any;
-    expect(d.interface.IPAddresses.map((a: any) => a.family)).toEqual([1, 7]);
+    const d = decodeRequest('UpdateInterfaceRequest', b) as J;
+    expect(d.interface.IPAddresses.map((a: J) => a.family)).toEqual([1, 7]);
     const neg = decodeRequest(
       'UpdateInterfaceRequest',
       bytes(len(1, len(3, [...tag(1, 0), ...varint(-2)]))),
-    ) as any;
+    ) as J;
     expect(neg.interface.IPAddresses[0].family).toBe(-2);
   });
 
@@ -159,11 +162,11 @@ describe('decodeRequest: the serde form kata gives the policy', () => {
 
   it('keeps map keys such as __proto__ as plain members', () => {
     const entry = len(7, [...str(1, '__proto__'), ...str(2, 'x')]);
-    const d = decodeRequest('CreateContainerRequest', bytes(len(6, entry))) as any;
+    const d = decodeRequest('CreateContainerRequest', bytes(len(6, entry))) as J;
     expect(Object.getPrototypeOf(d.OCI.Annotations)).toBe(Object.prototype);
     expect(Object.keys(d.OCI.Annotations)).toEqual(['__proto__']);
     expect(Object.getOwnPropertyDescriptor(d.OCI.Annotations, '__proto__')?.value).toBe('x');
-    const policyJson = toPolicyJson(d) as any;
+    const policyJson = toPolicyJson(d) as J;
     expect(Object.getOwnPropertyDescriptor(policyJson.OCI.Annotations, '__proto__')?.value).toBe('x');
   });
 
@@ -332,7 +335,7 @@ describe('encodeRequest', () => {
         OOMScoreAdj: -999,
       },
     };
-    const d = decodeRequest('ExecProcessRequest', encodeRequest('ExecProcessRequest', input).bytes) as any;
+    const d = decodeRequest('ExecProcessRequest', encodeRequest('ExecProcessRequest', input).bytes) as J;
     expect(d.string_user).toEqual(input.string_user);
     expect(d.process.Args).toEqual(['/bin/sh']);
     expect(d.process.OOMScoreAdj).toBe(-999);
