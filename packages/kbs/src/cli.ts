@@ -16,6 +16,11 @@ Options:
   -V, --version             Print version
 `;
 
+/** A worker's channel to the primary would keep the process running after `main` returns. */
+function leaveCluster(): void {
+  if (cluster.isWorker) cluster.worker?.disconnect();
+}
+
 type Parsed =
   | { kind: 'run'; configFile: string }
   | { kind: 'help' }
@@ -86,6 +91,7 @@ export async function main(argv: string[]): Promise<number> {
     logger.fatal(msg);
     logger.flush();
     process.stderr.write(`kbs: ${msg}\n`);
+    leaveCluster();
     return 1;
   }
   const running = kbs;
@@ -103,5 +109,6 @@ export async function main(argv: string[]): Promise<number> {
   logger.info({ signal }, 'shutting down');
   await kbs.close();
   logger.flush();
+  leaveCluster();
   return 0;
 }

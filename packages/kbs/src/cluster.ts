@@ -104,7 +104,7 @@ export async function superviseWorkers(options: SupervisorOptions): Promise<numb
       const wasServing = serving.delete(w);
       if (stopping) return;
       if (!wasServing) {
-        logger.fatal({ pid: w.process.pid, code, signal }, 'a KBS worker could not start; stopping');
+        logger.fatal({ workerPid: w.process.pid, code, signal }, 'a KBS worker could not start; stopping');
         void stopAll('SIGTERM').then(() => finish(1));
         return;
       }
@@ -116,7 +116,7 @@ export async function superviseWorkers(options: SupervisorOptions): Promise<numb
         void stopAll('SIGTERM').then(() => finish(1));
         return;
       }
-      logger.error({ pid: w.process.pid, code, signal }, 'a KBS worker exited; starting a new one');
+      logger.error({ workerPid: w.process.pid, code, signal }, 'a KBS worker exited; starting a new one');
       setTimeout(() => {
         if (!stopping) fork();
       }, restartDelay).unref();

@@ -71,6 +71,14 @@ function literalPrefixPattern(prefix: string): string {
 
 const SCAN_COUNT = 1000;
 
+interface ConnectionState {
+  /** Connected once: from then on, failures are outages rather than a failed start. */
+  ready: boolean;
+  down: boolean;
+  /** close() was called: the connection ending is expected. */
+  closing: boolean;
+}
+
 type BufferClient = ReturnType<typeof makeClients>['bytes'];
 type StringClient = ReturnType<typeof makeClients>['text'];
 
@@ -96,12 +104,13 @@ export class RedisStorage implements KvStorage {
   private readonly text: StringClient;
   private readonly bytes: BufferClient;
   private readonly where: string;
-  private closed = false;
+  private readonly state: ConnectionState;
 
-  private constructor(text: StringClient, bytes: BufferClient, where: string) {
+  private constructor(text: StringClient, bytes: BufferClient, where: string, state: ConnectionState) {
     this.text = text;
     this.bytes = bytes;
     this.where = where;
+    this.state = state;
   }
 
   /** Connects (retrying until `startupTimeoutMs`) and checks the server answers. */
@@ -110,13 +119,13 @@ export class RedisStorage implements KvStorage {
     const startupTimeout = options.startupTimeoutMs ?? 10_000;
     const maxDelay = options.maxReconnectDelayMs ?? 2000;
     const started = Date.now();
-    let ready = false;
-    let down = false;
-    const onEvent = options.onEvent;
+    const state: ConnectionState = { ready: false, down: false, closing: false };
+    const onEvent = (e: RedisEvent) => {
+      if (!state.closing) options.onEvent?.(e);
+    };
     const reconnect = (retries: number, cause: Error): number | Error => {
-      if (!ready && Date.now() - started >= startupTimeout) {
-        return new StorageUnavailable(`Redis at ${where} is unreachable: ${cause.message}`, { cause });
-      }
+      // Giving up at start: connect() rejects with this error, worded by the caller below.
+      if (!state.ready && Date.now() - started >= startupTimeout) return cause;
       // Exponential from 50 ms, capped, with jitter so that replicas do not reconnect in lockstep.
       const base = Math.min(maxDelay, 50 * 2 ** Math.min(retries, 10));
       return Math.round(base / 2 + Math.random() * (base / 2));
@@ -130,21 +139,21 @@ export class RedisStorage implements KvStorage {
     const { text, bytes } = clients;
     // Without a listener, an 'error' event would end the process; the reconnect logic handles them.
     text.on('error', (e: Error) => {
-      if (ready && !down) {
-        down = true;
-        onEvent?.({ kind: 'disconnected', reason: e.message });
-      } else if (ready) onEvent?.({ kind: 'error', reason: e.message });
+      if (state.ready && !state.down) {
+        state.down = true;
+        onEvent({ kind: 'disconnected', reason: e.message });
+      } else if (state.ready) onEvent({ kind: 'error', reason: e.message });
     });
     text.on('ready', () => {
-      if (down) {
-        down = false;
-        onEvent?.({ kind: 'reconnected' });
+      if (state.down) {
+        state.down = false;
+        onEvent({ kind: 'reconnected' });
       }
     });
     text.on('end', () => {
-      if (ready && !down) {
-        down = true;
-        onEvent?.({ kind: 'disconnected', reason: 'connection closed' });
+      if (state.ready && !state.down) {
+        state.down = true;
+        onEvent({ kind: 'disconnected', reason: 'connection closed' });
       }
     });
     try {
@@ -155,8 +164,8 @@ export class RedisStorage implements KvStorage {
       if (e instanceof StorageUnavailable) throw e;
       throw new StorageUnavailable(`Redis at ${where} is unreachable: ${(e as Error).message}`, { cause: e });
     }
-    ready = true;
-    return new RedisStorage(text, bytes, where);
+    state.ready = true;
+    return new RedisStorage(text, bytes, where, state);
   }
 
   private key(ns: Namespace, key: string): string {
@@ -237,8 +246,8 @@ export class RedisStorage implements KvStorage {
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
+    if (this.state.closing) return;
+    this.state.closing = true;
     try {
       await this.text.close();
     } catch {
