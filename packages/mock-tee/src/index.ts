@@ -1,0 +1,78 @@
+export { HANDLE_COUNTS } from './command-handles.js';
+export { type MockTee, STATE_FILES, type StartMockTeeOptions, startMockTee } from './device.js';
+export { MockTeeError, type MockTeeErrorCode } from './errors.js';
+export {
+  AK_PERSISTENT_HANDLE,
+  buildHclReport,
+  createHclReport,
+  HCL_HASH_TYPE_SHA256,
+  HCL_REPORT_NV_INDEX,
+  HCL_REPORT_NV_SIZE,
+  HCL_REPORT_TYPE_SNP,
+  HCL_USER_DATA_NV_INDEX,
+  type HclReportInput,
+  type HclReportParts,
+  MAX_RUNTIME_CLAIMS_SIZE,
+  parseHclReport,
+  type RuntimeClaimsInput,
+  reportDataForClaims,
+  runtimeClaims,
+  USER_DATA_SIZE,
+  userDataHex,
+  type VmConfiguration,
+} from './hcl.js';
+export {
+  certificationResponse,
+  IMDS_CERTIFICATION_PATH,
+  type ImdsCertificationResponse,
+  ImdsServer,
+  type ImdsServerOptions,
+} from './imds.js';
+export {
+  DEFAULT_SNP_MEASUREMENT,
+  expectedPcrValues,
+  formatMeasurementManifest,
+  loadMeasurementManifest,
+  MANIFEST_PCRS,
+  MAX_DIGESTS_PER_PCR,
+  MAX_MANIFEST_BYTES,
+  type MeasurementManifest,
+  parseMeasurementManifest,
+} from './manifest.js';
+export { NV_BUFFER_MAX, Paravisor, type ParavisorIdentity, type ParavisorOptions } from './paravisor.js';
+export {
+  AK_TEMPLATE,
+  EK_PERSISTENT_HANDLE,
+  EK_TEMPLATE,
+  HCL_REPORT_NV_ATTRIBUTES,
+  type ProvisionedKeys,
+  provisionVtpm,
+  simulateBoot,
+  USER_DATA_NV_ATTRIBUTES,
+} from './provision.js';
+export {
+  type CreateRootsOptions,
+  createHardwareRoots,
+  DEFAULT_TCB,
+  type HardwareRoots,
+  loadHardwareRoots,
+  loadOrCreateHardwareRoots,
+  ROOT_FILES,
+  rootBundlePem,
+  saveHardwareRoots,
+  type TcbVersion,
+  VCEK_OID,
+} from './roots.js';
+export { SAMPLE_MANIFEST_DOCUMENT, sampleManifest } from './sample-manifest.js';
+export {
+  AZURE_GUEST_POLICY,
+  buildSnpReport,
+  SNP_OFFSET,
+  SNP_REPORT_SIZE,
+  SNP_SIGNED_LENGTH,
+  type SnpReportInput,
+  snpReportSignatureValid,
+  tcbToU64,
+} from './snp-report.js';
+export { errorResponse, TpmStreamServer, type TpmStreamServerOptions } from './stream-server.js';
+export { launchSwtpm, type SwtpmEndpoint, type SwtpmProcess } from './swtpm.js';
