@@ -1,0 +1,454 @@
+/**
+ * Pull, verify and unpack: resolve the manifest (choosing the platform of an
+ * index), evaluate the signature policy before a single layer is fetched,
+ * then stream each layer into `<bundle>/rootfs` checking blob digests and
+ * diff_ids. The rootfs is assembled in a temporary folder next to it and
+ * renamed into place only when everything verified; any failure removes it.
+ *
+ * Errors carry image-rs' wording (`Image policy rejected: …`, `Errors
+ * happened when pulling image: …`), which kata shows in pod events and
+ * which tests and operators grep for.
+ */
+import { chmod, mkdir, mkdtemp, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type Readable, Transform, type TransformCallback } from 'node:stream';
+import { digestOf } from './digest.js';
+import type { DirImage } from './dir-image.js';
+import { evaluatePolicy, type KeyReader, type PolicyDecision, type PolicyImage } from './evaluate.js';
+import { applyLayerStream, LayerError } from './layer.js';
+import {
+  currentPlatform,
+  type Descriptor,
+  type ImageConfig,
+  type ImageManifest,
+  InvalidManifestError,
+  type LayerCompression,
+  layerCompression,
+  type Platform,
+  parseImageConfig,
+  parseManifest,
+  selectPlatformManifest,
+} from './manifest.js';
+import type { Policy, RequirementType } from './policy.js';
+import {
+  type DockerReference,
+  dockerImageName,
+  parseImageReference,
+  policyIdentity,
+  policyNamespaces,
+  referenceString,
+} from './reference.js';
+import { RegistryClient, type RegistryClientOptions } from './registry/client.js';
+import { fetchSigstoreSignatures } from './registry/signatures.js';
+import type { UntrustedSignature } from './sigstore.js';
+import { RootfsUnpacker, type UnpackStats } from './unpack.js';
+
+/** containers/image `iolimits.MaxConfigBodySize`. */
+export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+/** image-rs `BUNDLE_ROOTFS`. */
+export const BUNDLE_ROOTFS = 'rootfs';
+
+export type PullStage = 'reference' | 'manifest' | 'policy' | 'layers' | 'bundle';
+
+/**
+ * A failed pull. `message` is image-rs' text for the stage; `detail` says
+ * what exactly went wrong (containers/image's reason for a policy denial).
+ */
+export class ImagePullError extends Error {
+  override readonly name = 'ImagePullError';
+  readonly stage: PullStage;
+  readonly detail: string;
+  readonly decision: PolicyDecision | undefined;
+  constructor(
+    stage: PullStage,
+    message: string,
+    detail: string,
+    options?: ErrorOptions & { decision?: PolicyDecision },
+  ) {
+    super(message, options);
+    this.stage = stage;
+    this.detail = detail;
+    this.decision = options?.decision;
+  }
+}
+
+/** image-rs' reason for a denial (`Denied by policy: …` follows it). */
+export function imageRsDenial(deniedBy: RequirementType, reference: DockerReference | null): string {
+  switch (deniedBy) {
+    case 'reject':
+      return `Policy \`reject\` rejects image ${reference !== null ? referenceString(reference) : ''}`.trimEnd();
+    case 'insecureAcceptAnything':
+      return 'rejected by `insecureAcceptAnything` rule';
+    default:
+      return `rejected by \`${deniedBy}\` rule`;
+  }
+}
+
+export type PullProgressEvent =
+  | { readonly kind: 'manifest'; readonly reference: string; readonly digest: string }
+  | { readonly kind: 'policy'; readonly decision: PolicyDecision }
+  | {
+      readonly kind: 'layer';
+      readonly index: number;
+      readonly count: number;
+      readonly digest: string;
+      /** Compressed bytes read so far, of `size`. */
+      readonly bytes: number;
+      readonly size: number;
+      readonly done: boolean;
+    };
+
+export interface PullImageOptions {
+  /** Registry client to use; otherwise one is made from `registry` and closed afterwards. */
+  readonly client?: RegistryClient;
+  readonly registry?: RegistryClientOptions;
+  /** The signature policy; null or absent means every image is accepted (image-rs without a policy). */
+  readonly policy?: Policy | null;
+  /** Reads `keyPath` keys (e.g. `kbs:///` through the KBS). */
+  readonly readKey?: KeyReader;
+  /** Platform to choose from an index (default: this machine's). */
+  readonly platform?: Platform;
+  /**
+   * Also accept signatures made on the index (image-rs since 2026-04).
+   * containers/image, and this default, verify the platform manifest only.
+   */
+  readonly indexSignatures?: boolean;
+  readonly onProgress?: (event: PullProgressEvent) => void;
+  readonly signal?: AbortSignal;
+  /** Keep file ownership from the layers (default: when running as root). */
+  readonly preserveOwnership?: boolean;
+}
+
+export interface PullResult {
+  /** The normalised reference pulled. */
+  readonly reference: string;
+  /** Digest of the (platform) manifest whose layers were unpacked. */
+  readonly manifestDigest: string;
+  /** Digest of the index the manifest was chosen from, when the reference named an index. */
+  readonly indexDigest?: string;
+  readonly configDigest: string;
+  readonly config: ImageConfig;
+  readonly rootfs: string;
+  readonly decision?: PolicyDecision;
+  readonly stats: UnpackStats;
+}
+
+/** Where a pull reads from: a registry or a `dir:` image. */
+interface Source {
+  readonly reference: DockerReference | null;
+  readonly manifestBytes: Buffer | Uint8Array;
+  readonly manifestDigest: string;
+  readonly contentType: string | undefined;
+  readonly indexDigest?: string;
+  readonly policyImage: PolicyImage;
+  blob(d: Descriptor): Promise<Readable>;
+  blobBytes(d: Descriptor, limit: number): Promise<Uint8Array>;
+}
+
+function fail(stage: PullStage, message: string, detail: string, cause?: unknown): never {
+  throw new ImagePullError(stage, detail !== '' ? `${message}: ${detail}` : message, detail, { cause });
+}
+
+async function registrySource(
+  client: RegistryClient,
+  ref: DockerReference,
+  platform: Platform,
+  indexSignatures: boolean,
+  signal: AbortSignal | undefined,
+  onProgress: PullImageOptions['onProgress'],
+): Promise<Source> {
+  const repo = { domain: ref.domain, path: ref.path };
+  const top = await client.getManifest(
+    repo,
+    ref.digest ?? ref.tag ?? 'latest',
+    signal !== undefined ? { signal } : {},
+  );
+  let manifestBytes = top.bytes;
+  let manifestDigest = top.digest;
+  let contentType = top.contentType;
+  let indexDigest: string | undefined;
+  const parsedTop = parseManifest(top.bytes, top.contentType);
+  if (parsedTop.kind === 'index') {
+    indexDigest = top.digest;
+    const chosen = selectPlatformManifest(parsedTop, platform);
+    const instance = await client.getManifest(repo, chosen.digest, signal !== undefined ? { signal } : {});
+    manifestBytes = instance.bytes;
+    manifestDigest = instance.digest;
+    contentType = instance.contentType;
+  }
+  onProgress?.({ kind: 'manifest', reference: referenceString(ref), digest: manifestDigest });
+  let sigs: Promise<UntrustedSignature[]> | undefined;
+  const policyImage: PolicyImage = {
+    transport: 'docker',
+    policyIdentity: policyIdentity(ref),
+    policyNamespaces: policyNamespaces(ref),
+    imageName: dockerImageName(ref),
+    dockerReference: ref,
+    manifest: async () => manifestBytes,
+    ...(indexSignatures && indexDigest !== undefined ? { extraManifestDigests: [indexDigest] } : {}),
+    signatures: () => {
+      sigs ??= (async () => {
+        const own = await fetchSigstoreSignatures(client, repo, manifestDigest);
+        if (!indexSignatures || indexDigest === undefined) return own;
+        return [...own, ...(await fetchSigstoreSignatures(client, repo, indexDigest))];
+      })();
+      return sigs;
+    },
+  };
+  return {
+    reference: ref,
+    manifestBytes,
+    manifestDigest,
+    contentType,
+    ...(indexDigest !== undefined ? { indexDigest } : {}),
+    policyImage,
+    blob: (d) => client.getBlob(repo, d, signal),
+    blobBytes: (d, limit) => client.getBlobBytes(repo, d, limit),
+  };
+}
+
+async function dirSource(image: DirImage): Promise<Source> {
+  const manifestBytes = await image.manifest();
+  const { VerifyingStream } = await import('./registry/client.js');
+  return {
+    reference: image.dockerReference,
+    manifestBytes,
+    manifestDigest: digestOf(manifestBytes),
+    contentType: undefined,
+    policyImage: image,
+    blob: async (d) => {
+      const verify = new VerifyingStream(d);
+      const raw = image.blob(d.digest);
+      raw.on('error', (e) => verify.destroy(e));
+      return raw.pipe(verify);
+    },
+    blobBytes: async (d, limit) => {
+      if (d.size > limit) throw new Error(`blob ${d.digest} exceeds ${limit} bytes`);
+      const chunks: Buffer[] = [];
+      const verify = new VerifyingStream(d);
+      const raw = image.blob(d.digest);
+      raw.on('error', (e) => verify.destroy(e));
+      for await (const c of raw.pipe(verify)) chunks.push(c as Buffer);
+      return Buffer.concat(chunks);
+    },
+  };
+}
+
+class Counter extends Transform {
+  #bytes = 0;
+  constructor(readonly onBytes: (total: number) => void) {
+    super();
+  }
+  override _transform(chunk: Buffer, _e: BufferEncoding, cb: TransformCallback): void {
+    this.#bytes += chunk.byteLength;
+    this.onBytes(this.#bytes);
+    cb(null, chunk);
+  }
+}
+
+/**
+ * Pulls `image` (a reference such as `quay.io/ns/app:v1`, `docker://…`, or
+ * an opened `dir:` image) into `<bundleDir>/rootfs`. Throws `ImagePullError`.
+ */
+export async function pullImage(
+  image: string | DockerReference | DirImage,
+  bundleDir: string,
+  options: PullImageOptions = {},
+): Promise<PullResult> {
+  let ref: DockerReference | null = null;
+  if (typeof image === 'string') {
+    try {
+      ref = parseImageReference(image.replace(/^docker:\/\//, ''));
+    } catch (e) {
+      fail('reference', 'Illegal image reference', (e as Error).message, e);
+    }
+  } else if (!('blob' in image)) ref = image;
+  const ownClient =
+    options.client === undefined && ref !== null ? new RegistryClient(options.registry ?? {}) : undefined;
+  const client = options.client ?? ownClient;
+  try {
+    let source: Source;
+    try {
+      source =
+        ref !== null && client !== undefined
+          ? await registrySource(
+              client,
+              ref,
+              options.platform ?? currentPlatform(),
+              options.indexSignatures ?? false,
+              options.signal,
+              options.onProgress,
+            )
+          : await dirSource(image as DirImage);
+    } catch (e) {
+      fail('manifest', 'Failed to pull image manifest', (e as Error).message, e);
+    }
+    return await pullFrom(source, bundleDir, options);
+  } finally {
+    ownClient?.close();
+  }
+}
+
+async function pullFrom(source: Source, bundleDir: string, options: PullImageOptions): Promise<PullResult> {
+  let manifest: ImageManifest;
+  try {
+    const parsed = parseManifest(source.manifestBytes, source.contentType);
+    if (parsed.kind !== 'manifest') throw new InvalidManifestError('the chosen manifest is an index');
+    manifest = parsed;
+  } catch (e) {
+    fail('manifest', 'Failed to pull image manifest', (e as Error).message, e);
+  }
+
+  let decision: PolicyDecision | undefined;
+  if (options.policy !== undefined && options.policy !== null) {
+    decision = await evaluatePolicy(options.policy, source.policyImage, {
+      ...(options.readKey !== undefined ? { readKey: options.readKey } : {}),
+    });
+    options.onProgress?.({ kind: 'policy', decision });
+    if (!decision.allowed) {
+      const reason = imageRsDenial(decision.deniedBy?.type ?? 'reject', source.reference);
+      throw new ImagePullError(
+        'policy',
+        `Image policy rejected: Denied by policy: ${reason}`,
+        decision.reason ?? '',
+        {
+          decision,
+        },
+      );
+    }
+  }
+
+  let config: ImageConfig;
+  try {
+    config = parseImageConfig(await source.blobBytes(manifest.config, MAX_CONFIG_BYTES));
+  } catch (e) {
+    fail('manifest', 'Failed to pull image manifest', `image config: ${(e as Error).message}`, e);
+  }
+  if (config.diffIds.length !== manifest.layers.length) {
+    fail(
+      'manifest',
+      'Failed to pull image manifest',
+      `${manifest.layers.length} layers but ${config.diffIds.length} diff_ids in the image config`,
+    );
+  }
+  const compressions: LayerCompression[] = [];
+  for (const layer of manifest.layers) {
+    try {
+      compressions.push(layerCompression(layer.mediaType));
+    } catch (e) {
+      fail(
+        'layers',
+        'Errors happened when pulling image',
+        `Failed to decode layer: ${(e as Error).message}`,
+        e,
+      );
+    }
+  }
+
+  try {
+    await mkdir(bundleDir, { recursive: true });
+  } catch (e) {
+    fail('bundle', 'Failed to create bundle', (e as Error).message, e);
+  }
+  const rootfs = join(bundleDir, BUNDLE_ROOTFS);
+  const work = await mkdtemp(join(bundleDir, '.rootfs-'));
+  const unpacker = new RootfsUnpacker(
+    work,
+    options.preserveOwnership !== undefined ? { preserveOwnership: options.preserveOwnership } : {},
+  );
+  try {
+    for (const [i, layer] of manifest.layers.entries()) {
+      const emit = (bytes: number, done: boolean) =>
+        options.onProgress?.({
+          kind: 'layer',
+          index: i,
+          count: manifest.layers.length,
+          digest: layer.digest,
+          bytes,
+          size: layer.size,
+          done,
+        });
+      emit(0, false);
+      let stream: Readable;
+      try {
+        stream = await source.blob(layer);
+      } catch (e) {
+        fail(
+          'layers',
+          'Errors happened when pulling image',
+          `Failed to async pull blob stream: ${(e as Error).message}`,
+          e,
+        );
+      }
+      const counted = stream.pipe(new Counter((n) => emit(n, false)));
+      stream.on('error', (e) => counted.destroy(e));
+      try {
+        await applyLayerStream(unpacker, counted, compressions[i] ?? 'none', config.diffIds[i] ?? '');
+      } catch (e) {
+        throw layerFailure(e);
+      }
+      emit(layer.size, true);
+    }
+    try {
+      await unpacker.finish();
+      await chmod(work, 0o755);
+      await placeRootfs(work, rootfs);
+    } catch (e) {
+      fail('bundle', 'Failed to create bundle', (e as Error).message, e);
+    }
+  } catch (e) {
+    // Nothing of an image that did not fully verify may stay behind.
+    await rm(work, { recursive: true, force: true }).catch(() => undefined);
+    throw e;
+  }
+  return {
+    reference: source.reference !== null ? referenceString(source.reference) : '',
+    manifestDigest: source.manifestDigest,
+    ...(source.indexDigest !== undefined ? { indexDigest: source.indexDigest } : {}),
+    configDigest: manifest.config.digest,
+    config,
+    rootfs,
+    ...(decision !== undefined ? { decision } : {}),
+    stats: unpacker.stats,
+  };
+}
+
+function layerFailure(e: unknown): ImagePullError {
+  const prefix = 'Errors happened when pulling image';
+  if (!(e instanceof LayerError)) {
+    return new ImagePullError('layers', `${prefix}: ${(e as Error).message}`, (e as Error).message, {
+      cause: e,
+    });
+  }
+  let detail: string;
+  switch (e.stage) {
+    case 'fetch':
+      detail = `Failed to async pull blob stream: ${e.message}`;
+      break;
+    case 'decode':
+      detail = `Failed to decode layer data stream: Failed to unpack layer: Failed to read entries from the tar (${e.message})`;
+      break;
+    case 'unpack':
+      detail = `Failed to decode layer data stream: Failed to unpack layer: ${e.message}`;
+      break;
+    case 'diffid':
+      detail = e.message;
+      break;
+  }
+  return new ImagePullError('layers', `${prefix}: ${detail}`, detail, { cause: e });
+}
+
+/** Moves the finished rootfs into place; an existing empty `rootfs` folder (made by the caller) is replaced. */
+async function placeRootfs(work: string, rootfs: string): Promise<void> {
+  let existing: string[] | undefined;
+  try {
+    existing = await readdir(rootfs);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  if (existing !== undefined) {
+    if (existing.length > 0) throw new Error(`${rootfs} exists and is not empty`);
+    await rmdir(rootfs);
+  }
+  await rename(work, rootfs);
+}
