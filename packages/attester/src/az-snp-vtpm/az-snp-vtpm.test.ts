@@ -107,9 +107,11 @@ async function startParavisor(
       while (pending.length >= 10 && pending.length >= pending.readUInt32BE(2)) {
         const cmd = new Uint8Array(pending.subarray(0, pending.readUInt32BE(2)));
         pending = pending.subarray(cmd.length);
-        chain = chain.then(() => handle(cmd)).catch(() => {
-          client.destroy();
-        });
+        chain = chain
+          .then(() => handle(cmd))
+          .catch(() => {
+            client.destroy();
+          });
       }
     });
     client.on('close', () => void chain.then(() => upstream.close()));
