@@ -5,7 +5,12 @@
 // the caller configures them.
 import { type KeyObject, X509Certificate } from 'node:crypto';
 import { VerificationError } from '../errors.js';
-import { certificateFields, decodeOctetString, decodeSmallUint } from '../x509/der.js';
+import {
+  type CertificateFields,
+  certificateFields,
+  decodeOctetString,
+  decodeSmallUint,
+} from '../x509/der.js';
 import {
   GENOA_ARK_PEM,
   GENOA_ASK_PEM,
@@ -104,17 +109,20 @@ export function pemCertificates(pem: string, maxCerts: number): Buffer[] {
   return out;
 }
 
-function parseCertificate(der: Uint8Array, what: string): X509Certificate {
+function parseCertificate(
+  der: Uint8Array,
+  what: string,
+): { cert: X509Certificate; fields: CertificateFields } {
   if (der.length > MAX_CERT_DER_BYTES) {
     throw new VerificationError('EVIDENCE_TOO_LARGE', `${what} is larger than ${MAX_CERT_DER_BYTES} bytes`);
   }
   // The DER walk first: it refuses trailing bytes and odd encodings that OpenSSL may let pass.
-  certificateFields(der);
+  const fields = certificateFields(der);
   try {
     const cert = new X509Certificate(der);
     // Node decodes the key lazily; a broken key must fail here, as a malformed certificate.
     void cert.publicKey;
-    return cert;
+    return { cert, fields };
   } catch (e) {
     throw new VerificationError('CERT_MALFORMED', `${what} is not an X.509 certificate`, { cause: e });
   }
@@ -132,22 +140,22 @@ export function parseAmdRootBundle(pem: string): AmdRootSet {
       `root bundle is longer than ${MAX_ROOT_BUNDLE_CHARS} characters`,
     );
   }
-  const certs = pemCertificates(pem, 3).map((der, i) =>
+  const parsed = pemCertificates(pem, 3).map((der, i) =>
     parseCertificate(der, `root bundle certificate ${i + 1}`),
   );
-  const arks = certs.filter(selfSigned);
+  const arks = parsed.map((p) => p.cert).filter(selfSigned);
   if (arks.length !== 1) {
     throw new VerificationError('CERT_CHAIN_INVALID', 'root bundle must hold exactly one self-signed ARK');
   }
   const ark = arks[0]!;
   let ask: X509Certificate | undefined;
   let asvk: X509Certificate | undefined;
-  for (const c of certs) {
+  for (const { cert: c, fields } of parsed) {
     if (c === ark) continue;
     if (!signedBy(c, ark)) {
       throw new VerificationError('CERT_CHAIN_INVALID', 'root bundle intermediate is not signed by its ARK');
     }
-    const isAsvk = /VLEK/i.test(certificateFields(Buffer.from(c.raw)).commonName ?? '');
+    const isAsvk = /VLEK/i.test(fields.commonName ?? '');
     if (isAsvk ? asvk !== undefined : ask !== undefined) {
       throw new VerificationError('CERT_CHAIN_INVALID', 'root bundle holds two intermediates of one kind');
     }
@@ -191,8 +199,7 @@ export interface VekCertificate {
 /** Parses a VCEK or VLEK certificate (DER). */
 export function parseVekCertificate(der: Uint8Array): VekCertificate {
   const bytes = Buffer.from(der);
-  const cert = parseCertificate(bytes, 'endorsement key certificate');
-  const fields = certificateFields(bytes);
+  const { cert, fields } = parseCertificate(bytes, 'endorsement key certificate');
   return {
     der: bytes,
     cert,
