@@ -1,27 +1,25 @@
 // The guest half against the real KBS, all as real processes: attestation-agent, confidential-data-hub
 // and api-server-rest on their own sockets, configured the way the spec's initdata configures them.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binary, freePort, type Running, start, waitForListen } from './helpers/process.js';
-import { type KbsHandle, mustSucceed, prepareKbs, SAMPLE_REFERENCE_VALUES } from './helpers/stack.js';
+import {
+  type GuestHandle,
+  type KbsHandle,
+  mustSucceed,
+  prepareKbs,
+  SAMPLE_REFERENCE_VALUES,
+  startGuest,
+} from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-guest-e2e-'));
 const key = randomBytes(32);
 let kbs: KbsHandle;
-let aa: Running;
-let cdh: Running;
-let rest: Running;
-let restPort = 0;
+let guest: GuestHandle;
 
-const aaSock = join(dir, 'aa', 'attestation-agent.sock');
-const cdhSock = join(dir, 'cdh', 'cdh.sock');
-
-function get(path: string, timeoutMs = 60_000): Promise<Response> {
-  return fetch(`http://127.0.0.1:${restPort}${path}`, { signal: AbortSignal.timeout(timeoutMs) });
-}
+const get = (path: string, timeoutMs?: number) => guest.get(path, timeoutMs);
 
 function attestCount(): number {
   return (kbs.process.output().match(/POST \/kbs\/v0\/attest/g) ?? []).length;
@@ -46,44 +44,11 @@ beforeAll(async () => {
   );
   for (const rv of SAMPLE_REFERENCE_VALUES) await mustSucceed(kbs.admin('set-sample-reference-value', ...rv));
   await mustSucceed(kbs.admin('set-resource-policy', '--affirming'));
-
-  // The initdata the pod carries, and the two files kata extracts from it.
-  const cert = kbs.tls.certPem.trim();
-  const aaToml = `[token_configs]\n[token_configs.coco_as]\nurl = "${kbs.url}"\n\n[token_configs.kbs]\nurl = "${kbs.url}"\ncert = """\n${cert}\n"""\n`;
-  const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n\n[aa]\naa_socket = 'unix://${aaSock}'\n\n[kbc]\nname = "cc_kbc"\nurl = "${kbs.url}"\nkbs_cert = """\n${cert}\n"""\n`;
-  const initdata = `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '''\n${aaToml}'''\n\n"cdh.toml" = '''\n${cdhToml}'''\n`;
-  mkdirSync(join(dir, 'initdata'));
-  writeFileSync(join(dir, 'initdata', 'aa.toml'), aaToml);
-  writeFileSync(join(dir, 'initdata', 'cdh.toml'), cdhToml);
-  writeFileSync(join(dir, 'initdata', 'initdata.toml'), initdata);
-
-  aa = start(binary('attestation-agent'), [
-    '-c',
-    join(dir, 'initdata', 'aa.toml'),
-    '--attestation_sock',
-    `unix://${aaSock}`,
-    '--initdata-toml',
-    join(dir, 'initdata', 'initdata.toml'),
-  ]);
-  await waitForListen({ path: aaSock }, aa);
-  cdh = start(binary('confidential-data-hub'), ['-c', join(dir, 'initdata', 'cdh.toml')]);
-  await waitForListen({ path: cdhSock }, cdh);
-  restPort = await freePort();
-  rest = start(binary('api-server-rest'), [
-    '--features',
-    'all',
-    '--cdh_addr',
-    `unix://${cdhSock}`,
-    '--aa_addr',
-    `unix://${aaSock}`,
-    '--bind',
-    `127.0.0.1:${restPort}`,
-  ]);
-  await waitForListen({ port: restPort }, rest);
+  guest = await startGuest(kbs, dir);
 });
 
 afterAll(async () => {
-  await Promise.all([rest?.stop(), cdh?.stop(), aa?.stop()]);
+  await guest?.stop();
   await kbs?.stop();
 });
 

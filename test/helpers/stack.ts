@@ -1,6 +1,6 @@
 // A KBS over HTTPS with trustee-style configuration, and helpers to administer it with kbs-client.
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { binary, freePort, type Running, runToEnd, start, waitForListen } from './process.js';
 import { makeServerCert, type TlsMaterial } from './tls.js';
@@ -129,4 +129,70 @@ export async function mustSucceed(
   const r = await p;
   if (r.code !== 0) throw new Error(`command failed (${r.code}):\n${r.stderr}${r.stdout}`);
   return r.stdout;
+}
+
+export interface GuestHandle {
+  aaSock: string;
+  cdhSock: string;
+  restPort: number;
+  aa: Running;
+  cdh: Running;
+  rest: Running;
+  get(path: string, timeoutMs?: number): Promise<Response>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The guest components of one CVM as real processes on their own sockets, configured from an initdata
+ * TOML the way kata extracts it: aa.toml and cdh.toml from its [data] table.
+ */
+export async function startGuest(kbs: KbsHandle, dir: string): Promise<GuestHandle> {
+  const aaSock = join(dir, 'aa', 'attestation-agent.sock');
+  const cdhSock = join(dir, 'cdh', 'cdh.sock');
+  const cert = kbs.tls.certPem.trim();
+  const aaToml = `[token_configs]\n[token_configs.coco_as]\nurl = "${kbs.url}"\n\n[token_configs.kbs]\nurl = "${kbs.url}"\ncert = """\n${cert}\n"""\n`;
+  const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n\n[aa]\naa_socket = 'unix://${aaSock}'\n\n[kbc]\nname = "cc_kbc"\nurl = "${kbs.url}"\nkbs_cert = """\n${cert}\n"""\n`;
+  const initdata = `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '''\n${aaToml}'''\n\n"cdh.toml" = '''\n${cdhToml}'''\n`;
+  const initdataDir = join(dir, 'initdata');
+  mkdirSync(initdataDir, { recursive: true });
+  writeFileSync(join(initdataDir, 'aa.toml'), aaToml);
+  writeFileSync(join(initdataDir, 'cdh.toml'), cdhToml);
+  writeFileSync(join(initdataDir, 'initdata.toml'), initdata);
+
+  const aa = start(binary('attestation-agent'), [
+    '-c',
+    join(initdataDir, 'aa.toml'),
+    '--attestation_sock',
+    `unix://${aaSock}`,
+    '--initdata-toml',
+    join(initdataDir, 'initdata.toml'),
+  ]);
+  await waitForListen({ path: aaSock }, aa);
+  const cdh = start(binary('confidential-data-hub'), ['-c', join(initdataDir, 'cdh.toml')]);
+  await waitForListen({ path: cdhSock }, cdh);
+  const restPort = await freePort();
+  const rest = start(binary('api-server-rest'), [
+    '--features',
+    'all',
+    '--cdh_addr',
+    `unix://${cdhSock}`,
+    '--aa_addr',
+    `unix://${aaSock}`,
+    '--bind',
+    `127.0.0.1:${restPort}`,
+  ]);
+  await waitForListen({ port: restPort }, rest);
+  return {
+    aaSock,
+    cdhSock,
+    restPort,
+    aa,
+    cdh,
+    rest,
+    get: (path, timeoutMs = 60_000) =>
+      fetch(`http://127.0.0.1:${restPort}${path}`, { signal: AbortSignal.timeout(timeoutMs) }),
+    async stop() {
+      await Promise.all([rest.stop(), cdh.stop(), aa.stop()]);
+    },
+  };
 }

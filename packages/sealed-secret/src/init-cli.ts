@@ -13,7 +13,7 @@
  * resource URI and never a secret: the volume step then exits 0 so the
  * container still starts (spec: "file keeps the `sealed.` pointer text;
  * container still starts"), and `exec` runs the command with the value
- * unchanged. Only a usage error exits 2. Logs are JSON lines on stdout.
+ * unchanged. Only a usage error exits 2. Logs are JSON lines on stderr, so that the output of an `exec` command stays its own.
  */
 import { spawn } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
@@ -149,7 +149,7 @@ export async function mainInit(
     return 2;
   }
 
-  const logger = jsonLineLogger(io.stdout, level);
+  const logger = jsonLineLogger(io.stderr, level);
   const socket = parsed.values.get('cdh-socket') ?? DEFAULT_CDH_SOCKET;
   const { dataHubUnsealer } = await import('./remote.js');
   const hub = dataHubUnsealer(socket, { timeoutMs });

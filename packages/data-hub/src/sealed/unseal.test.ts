@@ -258,7 +258,7 @@ describe('the CVM-side step against the hub', () => {
     await writeFile(join(root, 'password'), pointer);
     const out: string[] = [];
     const status = await mainInit(['--root', root, '--cdh-socket', `unix://${join(dir, 'none.sock')}`], {
-      stdout: (t) => out.push(t),
+      stderr: (t) => out.push(t),
     });
     expect(status).toBe(0);
     expect(await readFile(join(root, 'password'), 'utf8')).toBe(pointer);
