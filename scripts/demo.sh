@@ -13,7 +13,7 @@ KBS_PORT=${KBS_PORT:-8080}
 WORK=$(mktemp -d /tmp/broker-demo.XXXXXX)
 PIDS=()
 
-line() { printf '  %-64s %s\n' "$1" "$2"; }
+line() { printf '  %-74s %s\n' "$1" "$2"; }
 fail() {
   line "$1" "FAILED"
   echo "    logs: $WORK/*.log" >&2
@@ -39,9 +39,13 @@ wait_for() { # wait_for <description> <command...>: up to 10 s
   fail "$what"
 }
 
-for b in kbs kbs-client attestation-agent confidential-data-hub api-server-rest; do
+for b in kbs kbs-client attestation-agent confidential-data-hub api-server-rest secret sealed-secret-init; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run make build" >&2; exit 1; }
 done
+if (exec 3<>"/dev/tcp/127.0.0.1/$KBS_PORT") 2>/dev/null; then
+  echo "something already listens on 127.0.0.1:$KBS_PORT; stop it or set KBS_PORT" >&2
+  exit 1
+fi
 if curl -s -o /dev/null "http://127.0.0.1:8006/info" 2>/dev/null; then
   echo "something already listens on 127.0.0.1:8006 (a demo left running with --keep?); stop it first" >&2
   exit 1
@@ -154,7 +158,7 @@ TOML
   printf "\"aa.toml\" = '''\n%s\n'''\n\n" "$(cat "$WORK/initdata/aa.toml")"
   printf "\"cdh.toml\" = '''\n%s\n'''\n" "$(cat "$WORK/initdata/cdh.toml")"
 } >"$WORK/initdata/initdata.toml"
-line "initdata.toml (sha256 $(sha256sum "$WORK/initdata/initdata.toml" | cut -c1-16)…)" "ok"
+line "initdata.toml (sha256 $(sha256sum "$WORK/initdata/initdata.toml" | cut -c1-16)...)" "ok"
 
 AA_SOCK=/run/confidential-containers/attestation-agent/attestation-agent.sock
 "$BIN/attestation-agent" -c "$WORK/initdata/aa.toml" --initdata-toml "$WORK/initdata/initdata.toml" \
@@ -176,7 +180,7 @@ echo "4. Flow B: the init container fetches the key, the main container reads it
 mkdir -p "$WORK/shared-volume"
 curl -fsS -o "$WORK/shared-volume/dataset.key" http://127.0.0.1:8006/cdh/resource/default/app-secret/dataset-key ||
   fail "init container: curl .../cdh/resource/default/app-secret/dataset-key"
-line "init container: curl → /shared/dataset.key ($(stat -c %s "$WORK/shared-volume/dataset.key") bytes)" "ok"
+line "init container: curl -> /shared/dataset.key ($(stat -c %s "$WORK/shared-volume/dataset.key") bytes)" "ok"
 export DECRYPTION_KEY_PATH="$WORK/shared-volume/dataset.key"
 if cmp -s "$DECRYPTION_KEY_PATH" "$WORK/dataset.key"; then
   line "main container: DECRYPTION_KEY_PATH holds the released key" "ok"
@@ -192,7 +196,34 @@ for i in 1 2 3; do
 done
 
 echo
-echo "6. The operator revokes release: deny-all resource policy"
+echo "6. Flow C: a sealed secret in a /sealed volume"
+mkdir -p "$WORK/keys"
+"$BIN/secret" keygen --kid sealed-signing --output-dir "$WORK/keys" >>"$WORK/admin.log" 2>&1 || fail "secret keygen"
+line "secret keygen: P-256 signing JWK (sealed-signing)" "ok"
+admin set-resource --path default/signing-key/jwk_public --resource-file "$WORK/keys/sealed-signing-public.json" ||
+  fail "store the public JWK"
+printf 'db-password-%s' "$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$WORK/db-password"
+admin set-resource --path default/db/password --resource-file "$WORK/db-password" || fail "store default/db/password"
+line "stored kbs:///default/signing-key/jwk_public and default/db/password" "ok"
+POINTER=$("$BIN/secret" seal --signing-kid kbs:///default/signing-key/jwk_public \
+  --signing-jwk-path "$WORK/keys/sealed-signing-private.json" vault \
+  --resource-uri kbs:///default/db/password --provider kbs 2>>"$WORK/admin.log") || fail "secret seal"
+line "secret seal: pointer ${POINTER:0:24}..." "ok"
+# The kubelet projects the cluster Secret into the CVM as a volume under /sealed.
+SEALED="$WORK/sealed/db-credentials"
+mkdir -p "$SEALED/..2026_01_01_00_00_00.000000001"
+ln -s ..2026_01_01_00_00_00.000000001 "$SEALED/..data"
+printf '%s' "$POINTER" >"$SEALED/..data/password"
+ln -s ..data/password "$SEALED/password"
+"$BIN/sealed-secret-init" --root "$WORK/sealed" >"$WORK/sealed-secret-init.log" 2>&1 || fail "sealed-secret-init"
+if cmp -s "$SEALED/password" "$WORK/db-password"; then
+  line "sealed-secret-init: /sealed/db-credentials/password holds the secret" "ok"
+else
+  fail "sealed-secret-init: file still holds $(head -c 12 "$SEALED/password")…"
+fi
+
+echo
+echo "7. The operator revokes release: deny-all resource policy"
 admin set-resource-policy --deny-all || fail "set deny-all resource policy"
 line "resource policy: deny all" "ok"
 if poll; then
@@ -209,7 +240,7 @@ if [ "$KEEP" = 1 ]; then
   echo "Stop it with: kill ${PIDS[*]}"
   trap - EXIT
 else
-  echo "7. Stopping the stack"
+  echo "8. Stopping the stack"
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   PIDS=()
