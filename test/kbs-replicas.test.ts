@@ -8,7 +8,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jweDecrypt } from '@broker/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Guest, type HttpResult, prepareReplicas, type RedisProcess, type ReplicaSet, sampleGuest, startRedis } from './helpers/replicas.js';
+import {
+  type Guest,
+  type HttpResult,
+  prepareReplicas,
+  type RedisProcess,
+  type ReplicaSet,
+  sampleGuest,
+  startRedis,
+} from './helpers/replicas.js';
 import { SAMPLE_REFERENCE_VALUES } from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-kbs-replicas-'));
@@ -19,7 +27,8 @@ let urls: string[];
 
 async function mustAdmin(replica: number, ...args: string[]): Promise<string> {
   const r = await set.admin(set.replicas[replica]!, ...args);
-  if (r.code !== 0) throw new Error(`kbs-client ${args.join(' ')} failed (${r.code}):\n${r.stderr}${r.stdout}`);
+  if (r.code !== 0)
+    throw new Error(`kbs-client ${args.join(' ')} failed (${r.code}):\n${r.stderr}${r.stdout}`);
   return r.stdout;
 }
 
@@ -65,26 +74,34 @@ describe('KBS replicas on one Redis, real processes', () => {
       'across replicas',
     );
     for (const url of urls) {
-      expect(plaintext(guest, await guest.resource(url, 'default/app/key', { token }))).toBe('across replicas');
+      expect(plaintext(guest, await guest.resource(url, 'default/app/key', { token }))).toBe(
+        'across replicas',
+      );
     }
   });
 
   it('applies an admin write through one replica to the next request on the others', async () => {
     const guest = sampleGuest(set.ca);
     const auth = await guest.auth(urls[2]!);
-    const { token } = JSON.parse((await guest.attest(urls[2]!, auth.cookie, auth.nonce)).body) as { token: string };
+    const { token } = JSON.parse((await guest.attest(urls[2]!, auth.cookie, auth.nonce)).body) as {
+      token: string;
+    };
 
     await putResource(1, 'default/app/changing', 'first');
     expect(plaintext(guest, await guest.resource(urls[2]!, 'default/app/changing', { token }))).toBe('first');
     await putResource(2, 'default/app/changing', 'second');
-    expect(plaintext(guest, await guest.resource(urls[0]!, 'default/app/changing', { token }))).toBe('second');
+    expect(plaintext(guest, await guest.resource(urls[0]!, 'default/app/changing', { token }))).toBe(
+      'second',
+    );
 
     await mustAdmin(1, 'set-resource-policy', '--deny-all');
     const denied = await guest.resource(urls[0]!, 'default/app/changing', { token });
     expect(denied.status).toBe(401);
     expect(errorType(denied)).toBe('PolicyDeny');
     await mustAdmin(0, 'set-resource-policy', '--allow-all');
-    expect(plaintext(guest, await guest.resource(urls[1]!, 'default/app/changing', { token }))).toBe('second');
+    expect(plaintext(guest, await guest.resource(urls[1]!, 'default/app/changing', { token }))).toBe(
+      'second',
+    );
   });
 
   it('uses reference values registered on one replica in the appraisals of the others', async () => {
@@ -192,9 +209,13 @@ describe('KBS replicas on one Redis, real processes', () => {
     expect(value).toEqual(secret);
     // Everything written before the restart is still there, through every replica.
     const auth = await guest.auth(urls[1]!);
-    const { token } = JSON.parse((await guest.attest(urls[1]!, auth.cookie, auth.nonce)).body) as { token: string };
+    const { token } = JSON.parse((await guest.attest(urls[1]!, auth.cookie, auth.nonce)).body) as {
+      token: string;
+    };
     for (const url of urls) {
-      expect(plaintext(guest, await guest.resource(url, 'default/app/key', { token }))).toBe('across replicas');
+      expect(plaintext(guest, await guest.resource(url, 'default/app/key', { token }))).toBe(
+        'across replicas',
+      );
     }
   });
 });

@@ -28,7 +28,18 @@ export async function startRedis(dir: string): Promise<RedisProcess> {
     url: `redis://127.0.0.1:${port}`,
     dir,
     async start() {
-      const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'yes'];
+      const args = [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--appendonly',
+        'yes',
+      ];
       args.push('--appendfsync', 'always', '--daemonize', 'no', '--logfile', join(dir, 'redis.log'));
       const c = spawn('redis-server', args, { stdio: 'ignore' });
       child = c;
@@ -79,7 +90,10 @@ export interface ReplicaSet {
   readonly ca: string;
   readonly replicas: Replica[];
   /** kbs-client `config` subcommands with the admin key, against one replica. */
-  admin(replica: Replica, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
+  admin(
+    replica: Replica,
+    ...args: string[]
+  ): Promise<{ code: number | null; stdout: string; stderr: string }>;
   stopAll(): Promise<void>;
 }
 
@@ -90,11 +104,24 @@ export async function prepareReplicas(
   count: number,
   options: { workerCount?: number } = {},
 ): Promise<ReplicaSet> {
+  mkdirSync(dir, { recursive: true });
   const tls = makeServerCert(['localhost', '127.0.0.1'], dir);
   const tokenKey = join(dir, 'token.key');
   const tokenCert = join(dir, 'token.crt');
   openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', tokenKey);
-  openssl('req', '-x509', '-new', '-key', tokenKey, '-out', tokenCert, '-days', '30', '-subj', '/CN=token-signer');
+  openssl(
+    'req',
+    '-x509',
+    '-new',
+    '-key',
+    tokenKey,
+    '-out',
+    tokenCert,
+    '-days',
+    '30',
+    '-subj',
+    '/CN=token-signer',
+  );
   openssl('genpkey', '-algorithm', 'ed25519', '-out', join(dir, 'admin.key'));
   openssl('pkey', '-in', join(dir, 'admin.key'), '-pubout', '-out', join(dir, 'admin.pub'));
   const replicas: Replica[] = [];
@@ -214,7 +241,11 @@ export function call(
         res.on('error', reject);
         res.on('end', () => {
           const sc = res.headers['set-cookie']?.[0];
-          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), setCookie: sc?.split(';')[0] });
+          resolve({
+            status: res.statusCode ?? 0,
+            body: Buffer.concat(chunks).toString(),
+            setCookie: sc?.split(';')[0],
+          });
         });
       },
     );
