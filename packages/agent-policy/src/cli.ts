@@ -125,12 +125,19 @@ function single(flags: Map<string, string[]>, name: string): string | undefined 
   return v[0];
 }
 
-function parseListen(s: string): ListenOptions {
+function parseAddress(s: string): TtrpcAddress {
   try {
     return parseTtrpcAddress(s);
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+}
+
+/** A listen address: as a ttrpc address, but TCP port 0 (any free port) is allowed. */
+function parseListen(s: string): ListenOptions {
+  const any = /^tcp:\/\/(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]/]+)):0$/.exec(s);
+  if (any) return { host: (any[1] ?? any[2])!, port: 0 };
+  return parseAddress(s);
 }
 
 function regoVersionFlag(flags: Map<string, string[]>): RegoDialect | 'auto' {
@@ -164,7 +171,7 @@ function parseServeArgs(argv: readonly string[]): ServeArgs {
   }
   return {
     listen: (flags.get('--listen') ?? [DEFAULT_LISTEN]).map(parseListen),
-    agent: parseListen(single(flags, '--agent') ?? DEFAULT_AGENT_ADDRESS),
+    agent: parseAddress(single(flags, '--agent') ?? DEFAULT_AGENT_ADDRESS),
     initdata: flags.has('--no-initdata') ? null : (single(flags, '--initdata') ?? DEFAULT_INITDATA_TOML_PATH),
     policyFile: single(flags, '--policy-file') ?? DEFAULT_POLICY_FILE,
     unknownMethods: unknown,
