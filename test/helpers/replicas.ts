@@ -293,7 +293,8 @@ export function sampleGuest(ca: string): Guest {
       return call(ca, `${replica}/kbs/v0/attest`, 'POST', { cookie }, body);
     },
     resource(replica, path, auth) {
-      const headers = 'cookie' in auth ? { cookie: auth.cookie } : { authorization: `Bearer ${auth.token}` };
+      const headers: Record<string, string> =
+        'cookie' in auth ? { cookie: auth.cookie } : { authorization: `Bearer ${auth.token}` };
       return call(ca, `${replica}/kbs/v0/resource/${path}`, 'GET', headers);
     },
   };
