@@ -19,12 +19,25 @@ function shellQuote(s: string): string {
   return `'${s.replaceAll("'", `'\\''`)}'`;
 }
 
-export function addSecretPlan(secret: string, options: { config: string; namespace: string; deployment?: string }): AddSecretPlan {
-  if (!isDns1123Subdomain(secret)) throw new BrokerConfigError('add-secret NAME', `${JSON.stringify(secret)} is not a valid Secret name`);
-  if (!isDns1123Label(options.config)) throw new BrokerConfigError('--config', `${JSON.stringify(options.config)} is not a valid BrokerConfig name`);
-  if (!isDns1123Label(options.namespace)) throw new BrokerConfigError('--namespace', `${JSON.stringify(options.namespace)} is not a valid namespace`);
+export function addSecretPlan(
+  secret: string,
+  options: { config: string; namespace: string; deployment?: string },
+): AddSecretPlan {
+  if (!isDns1123Subdomain(secret))
+    throw new BrokerConfigError('add-secret NAME', `${JSON.stringify(secret)} is not a valid Secret name`);
+  if (!isDns1123Label(options.config))
+    throw new BrokerConfigError(
+      '--config',
+      `${JSON.stringify(options.config)} is not a valid BrokerConfig name`,
+    );
+  if (!isDns1123Label(options.namespace))
+    throw new BrokerConfigError(
+      '--namespace',
+      `${JSON.stringify(options.namespace)} is not a valid namespace`,
+    );
   const deployment = options.deployment ?? DEPLOYMENT_NAME;
-  if (!isDns1123Subdomain(deployment)) throw new BrokerConfigError('--deployment', `${JSON.stringify(deployment)} is not a valid name`);
+  if (!isDns1123Subdomain(deployment))
+    throw new BrokerConfigError('--deployment', `${JSON.stringify(deployment)} is not a valid name`);
   const kbsConfigPatch: JsonPatch = [{ op: 'add', path: '/spec/kbsSecretResources/-', value: secret }];
   const { volume, mount } = resourceVolumeSpec(secret);
   const deploymentPatch: JsonPatch = [

@@ -63,15 +63,24 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
   const root = Fields.of(doc, '');
   const apiVersion = root.string('apiVersion');
   const kind = root.string('kind');
-  if (kind !== KNOWN_KIND) throw new BrokerConfigError('kind', `must be ${KNOWN_KIND}, found ${JSON.stringify(kind)}`);
+  if (kind !== KNOWN_KIND)
+    throw new BrokerConfigError('kind', `must be ${KNOWN_KIND}, found ${JSON.stringify(kind)}`);
   const slash = apiVersion.lastIndexOf('/');
   const group = apiVersion.slice(0, Math.max(slash, 0));
   const version = apiVersion.slice(slash + 1);
   const wanted = options.crdGroup;
   if (wanted !== undefined && !isCrdGroup(wanted)) {
-    throw new BrokerConfigError('apiVersion', `--crd-group ${JSON.stringify(wanted)} is not a DNS name with a dot`);
+    throw new BrokerConfigError(
+      'apiVersion',
+      `--crd-group ${JSON.stringify(wanted)} is not a DNS name with a dot`,
+    );
   }
-  if (slash < 0 || version !== CRD_VERSION || !isCrdGroup(group) || (wanted !== undefined && group !== wanted)) {
+  if (
+    slash < 0 ||
+    version !== CRD_VERSION ||
+    !isCrdGroup(group) ||
+    (wanted !== undefined && group !== wanted)
+  ) {
     throw new BrokerConfigError(
       'apiVersion',
       `must be ${wanted ?? `<crd_group>`}/${CRD_VERSION} (default group ${DEFAULT_CRD_GROUP}), found ${JSON.stringify(apiVersion)}`,
@@ -81,7 +90,10 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
   const meta = root.fields('metadata');
   const name = meta.string('name');
   if (!isDns1123Label(name)) {
-    throw new BrokerConfigError('metadata.name', `${JSON.stringify(name)} is not a DNS-1123 label (a-z, 0-9, -; at most 63)`);
+    throw new BrokerConfigError(
+      'metadata.name',
+      `${JSON.stringify(name)} is not a DNS-1123 label (a-z, 0-9, -; at most 63)`,
+    );
   }
   // The longest generated name must still be a valid object name.
   if (generatedNames(name).attestationCertSecret.length > 253) {
@@ -89,12 +101,16 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
   }
   const namespace = meta.string('namespace');
   if (!isDns1123Label(namespace)) {
-    throw new BrokerConfigError('metadata.namespace', `${JSON.stringify(namespace)} is not a valid namespace name`);
+    throw new BrokerConfigError(
+      'metadata.namespace',
+      `${JSON.stringify(namespace)} is not a valid namespace name`,
+    );
   }
   const labels = meta.optStringMap('labels') ?? {};
   // Fields the API server adds; harmless when an exported object is rendered again.
   meta.optStringMap('annotations');
-  for (const k of ['uid', 'resourceVersion', 'generation', 'creationTimestamp', 'managedFields']) meta.ignore(k);
+  for (const k of ['uid', 'resourceVersion', 'generation', 'creationTimestamp', 'managedFields'])
+    meta.ignore(k);
   meta.finish();
 
   const spec = root.fields('spec');
@@ -109,7 +125,10 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
   token?.finish();
   if (profileType === 'Restricted') {
     if (httpsTlsSecretName === undefined) {
-      throw new BrokerConfigError('spec.httpsSpec.tlsSecretName', 'is required with profileType Restricted (HTTPS is on)');
+      throw new BrokerConfigError(
+        'spec.httpsSpec.tlsSecretName',
+        'is required with profileType Restricted (HTTPS is on)',
+      );
     }
     if (tokenTlsSecretName === undefined) {
       throw new BrokerConfigError(
@@ -123,9 +142,13 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
   const seen = new Set<string>();
   for (const [i, r] of resources.entries()) {
     if (!isDns1123Subdomain(r)) {
-      throw new BrokerConfigError(`spec.kbsSecretResources[${i}]`, `${JSON.stringify(r)} is not a valid Secret name`);
+      throw new BrokerConfigError(
+        `spec.kbsSecretResources[${i}]`,
+        `${JSON.stringify(r)} is not a valid Secret name`,
+      );
     }
-    if (seen.has(r)) throw new BrokerConfigError(`spec.kbsSecretResources[${i}]`, `${JSON.stringify(r)} is listed twice`);
+    if (seen.has(r))
+      throw new BrokerConfigError(`spec.kbsSecretResources[${i}]`, `${JSON.stringify(r)} is listed twice`);
     seen.add(r);
   }
 
@@ -136,7 +159,10 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
     const urlSecretName = secretName(redisFields, 'urlSecretName', true) as string;
     const urlSecretKey = redisFields.optString('urlSecretKey') ?? DEFAULT_REDIS_URL_KEY;
     if (!/^[-._a-zA-Z0-9]{1,253}$/.test(urlSecretKey)) {
-      throw new BrokerConfigError('spec.redisSpec.urlSecretKey', `${JSON.stringify(urlSecretKey)} is not a valid Secret key`);
+      throw new BrokerConfigError(
+        'spec.redisSpec.urlSecretKey',
+        `${JSON.stringify(urlSecretKey)} is not a valid Secret key`,
+      );
     }
     redisFields.finish();
     redis = { urlSecretName, urlSecretKey };

@@ -3,12 +3,12 @@
 import { addSecretPlan } from './add-secret.js';
 import { type BrokerConfig, parseBrokerConfig } from './broker-config.js';
 import {
+  type CertificateNames,
   certManagerObjects,
   DEFAULT_HTTPS_SECRET,
   DEFAULT_ORGANIZATION,
   DEFAULT_TOKEN_SECRET,
   generateCertificates,
-  type CertificateNames,
   tlsSecrets,
 } from './certs.js';
 import { type CliIO, MAX_INPUT_BYTES, nodeIO, type ParsedArgs, parseArgs } from './cli-io.js';
@@ -52,9 +52,12 @@ function readBrokerConfig(
   const rest = others.filter((d) => !(isRecord(d) && d.kind === 'BrokerConfig'));
   if (rest.length > 0) {
     const kinds = rest.map((d) => (isRecord(d) && typeof d.kind === 'string' ? d.kind : typeof d));
-    throw new InputError(`${path}: only BrokerConfig and Secret documents are read, found ${kinds.join(', ')}`);
+    throw new InputError(
+      `${path}: only BrokerConfig and Secret documents are read, found ${kinds.join(', ')}`,
+    );
   }
-  if (configs.length !== 1) throw new InputError(`${path}: expected one BrokerConfig document, found ${configs.length}`);
+  if (configs.length !== 1)
+    throw new InputError(`${path}: expected one BrokerConfig document, found ${configs.length}`);
   return { cfg: parseBrokerConfig(configs[0], crdGroup === undefined ? {} : { crdGroup }), secrets };
 }
 
@@ -63,12 +66,15 @@ function render(args: ParsedArgs, io: CliIO): number {
   if (file === undefined || extra.length > 0) throw new UsageError('render takes one BrokerConfig file');
   const clusterDomain = args.flags.get('cluster-domain');
   if (clusterDomain === undefined) {
-    throw new UsageError('render needs --cluster-domain (the route host is kbs-route-<namespace>.<cluster_domain>)');
+    throw new UsageError(
+      'render needs --cluster-domain (the route host is kbs-route-<namespace>.<cluster_domain>)',
+    );
   }
   const { cfg, secrets } = readBrokerConfig(io, file, args.flags.get('crd-group'));
   for (const extraFile of args.lists.get('secrets') ?? []) {
     const more = collectSecrets(readDocs(io, extraFile), extraFile);
-    if (more.others.length > 0) throw new InputError(`${extraFile}: --secrets files hold only Secret documents`);
+    if (more.others.length > 0)
+      throw new InputError(`${extraFile}: --secrets files hold only Secret documents`);
     for (const [name, s] of more.secrets) {
       if (secrets.has(name)) throw new InputError(`${extraFile}: Secret ${name} is given twice`);
       secrets.set(name, s);
@@ -76,7 +82,9 @@ function render(args: ParsedArgs, io: CliIO): number {
   }
   for (const s of secrets.values()) {
     if (s.namespace !== undefined && s.namespace !== cfg.namespace) {
-      throw new InputError(`Secret ${s.name} is in namespace ${s.namespace}, the BrokerConfig in ${cfg.namespace}`);
+      throw new InputError(
+        `Secret ${s.name} is in namespace ${s.namespace}, the BrokerConfig in ${cfg.namespace}`,
+      );
     }
   }
   const image = args.flags.get('image');
@@ -92,7 +100,9 @@ function certificateNames(args: ParsedArgs, io: CliIO, command: string): Certifi
   if (file !== undefined) {
     const { cfg } = readBrokerConfig(io, file, args.flags.get('crd-group'));
     const clusterDomain = args.flags.get('cluster-domain');
-    const host = args.flags.get('route-host') ?? (clusterDomain === undefined ? undefined : routeHost(cfg.namespace, clusterDomain));
+    const host =
+      args.flags.get('route-host') ??
+      (clusterDomain === undefined ? undefined : routeHost(cfg.namespace, clusterDomain));
     if (host === undefined) throw new UsageError(`${command} needs --cluster-domain or --route-host`);
     return {
       namespace: cfg.namespace,
@@ -140,7 +150,8 @@ function addSecret(args: ParsedArgs, io: CliIO): number {
   if (name === undefined || extra.length > 0) throw new UsageError('add-secret takes one Secret name');
   const config = args.flags.get('config');
   const namespace = args.flags.get('namespace');
-  if (config === undefined || namespace === undefined) throw new UsageError('add-secret needs --config and --namespace');
+  if (config === undefined || namespace === undefined)
+    throw new UsageError('add-secret needs --config and --namespace');
   const deployment = args.flags.get('deployment');
   const plan = addSecretPlan(name, { config, namespace, ...(deployment !== undefined && { deployment }) });
   if (args.switches.has('json')) {
@@ -195,7 +206,8 @@ export async function brokerctlMain(argv: readonly string[], io: CliIO = nodeIO)
       case 'crds': {
         if (args.positional.length > 0) throw new UsageError('crds takes no arguments');
         const group = args.flags.get('crd-group');
-        if (group !== undefined && !isCrdGroup(group)) throw new UsageError(`--crd-group ${JSON.stringify(group)} is not a DNS name with a dot`);
+        if (group !== undefined && !isCrdGroup(group))
+          throw new UsageError(`--crd-group ${JSON.stringify(group)} is not a DNS name with a dot`);
         io.out(stringifyYamlDocuments(renderCrds(group)));
         return 0;
       }

@@ -1,10 +1,11 @@
 // The two certificates of the service (spec "Certificates"): as cert-manager objects, and made directly
 // for clusters without cert-manager. Both paths give the same key types, lifetimes and names.
-import { webcrypto, X509Certificate as NodeX509 } from 'node:crypto';
+
 import type { webcrypto as wc } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
+import { X509Certificate as NodeX509, webcrypto } from 'node:crypto';
 import type { ICertificate } from '@kubernetes-models/cert-manager/cert-manager.io/v1/Certificate';
 import type { IIssuer } from '@kubernetes-models/cert-manager/cert-manager.io/v1/Issuer';
+import * as x509 from '@peculiar/x509';
 import type { ISecret } from 'kubernetes-models/v1/Secret';
 import { CertificateError } from './errors.js';
 
@@ -30,10 +31,13 @@ export interface CertificateNames {
 const HOST = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function checkNames(n: CertificateNames): void {
-  if (!HOST.test(n.routeHost)) throw new CertificateError(`route host ${JSON.stringify(n.routeHost)} is not a lowercase DNS name`);
+  if (!HOST.test(n.routeHost))
+    throw new CertificateError(`route host ${JSON.stringify(n.routeHost)} is not a lowercase DNS name`);
   if (n.routeHost.length > 64) {
     // X.509 limits the common name to 64 characters; cert-manager would fail to issue.
-    throw new CertificateError(`route host ${n.routeHost} is longer than 64 characters, the limit of a certificate common name`);
+    throw new CertificateError(
+      `route host ${n.routeHost} is longer than 64 characters, the limit of a certificate common name`,
+    );
   }
   if (n.organization.length === 0 || n.organization.length > 64) {
     throw new CertificateError('organization must be 1 to 64 characters');
@@ -128,19 +132,33 @@ async function selfSigned(
     webcrypto as never,
   );
   const pkcs8 = await webcrypto.subtle.exportKey('pkcs8', keys.privateKey);
-  return { keyPem: pem('PRIVATE KEY', pkcs8), certPem: cert.toString('pem').replace(/\r\n/g, '\n').replace(/\n?$/, '\n') };
+  return {
+    keyPem: pem('PRIVATE KEY', pkcs8),
+    certPem: cert.toString('pem').replace(/\r\n/g, '\n').replace(/\n?$/, '\n'),
+  };
 }
 
 /** Makes the HTTPS (RSA 2048) and token (ECDSA P-256) keys and self-signed certificates directly. */
-export async function generateCertificates(n: CertificateNames, now = new Date()): Promise<GeneratedCertificates> {
+export async function generateCertificates(
+  n: CertificateNames,
+  now = new Date(),
+): Promise<GeneratedCertificates> {
   checkNames(n);
   const https = await selfSigned(
-    { name: 'RSASSA-PKCS1-v1_5', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' },
+    {
+      name: 'RSASSA-PKCS1-v1_5',
+      modulusLength: 2048,
+      publicExponent: new Uint8Array([1, 0, 1]),
+      hash: 'SHA-256',
+    },
     { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
     [{ CN: [n.routeHost] }, { O: [n.organization] }],
     async (keys) => [
       new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
+      new x509.KeyUsagesExtension(
+        x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment,
+        true,
+      ),
       new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
       new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: n.routeHost }]),
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey as never, false, webcrypto as never),

@@ -7,31 +7,46 @@ export interface CliIO {
   readonly err: (s: string) => void;
   /** Reads a text file; refuses files larger than `maxBytes`. */
   readonly readFile: (path: string, maxBytes: number) => string;
+  /** Reads a file's exact bytes (digests are over bytes, not text). */
+  readonly readBytes: (path: string, maxBytes: number) => Buffer;
   readonly writeFile: (path: string, data: string, mode?: number) => void;
   readonly mkdir: (path: string) => void;
 }
 
 export const MAX_INPUT_BYTES = 4 * 1024 * 1024;
 
+function readBytes(path: string, maxBytes: number): Buffer {
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch (e) {
+    throw new InputError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  if (size > maxBytes) throw new InputError(`${path} is larger than ${maxBytes} bytes`);
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch (e) {
+    throw new InputError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  if (bytes.length > maxBytes) throw new InputError(`${path} is larger than ${maxBytes} bytes`);
+  return bytes;
+}
+
+/** UTF-8 text of bytes; a byte-order mark is kept so that text and bytes stay the same. */
+export function decodeUtf8(bytes: Uint8Array, what: string): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new InputError(`${what} is not UTF-8 text`);
+  }
+}
+
 export const nodeIO: CliIO = {
   out: (s) => process.stdout.write(s),
   err: (s) => process.stderr.write(s),
-  readFile: (path, maxBytes) => {
-    let size: number;
-    try {
-      size = statSync(path).size;
-    } catch (e) {
-      throw new InputError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-    }
-    if (size > maxBytes) throw new InputError(`${path} is larger than ${maxBytes} bytes`);
-    const bytes = readFileSync(path);
-    if (bytes.length > maxBytes) throw new InputError(`${path} is larger than ${maxBytes} bytes`);
-    try {
-      return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    } catch {
-      throw new InputError(`${path} is not UTF-8 text`);
-    }
-  },
+  readFile: (path, maxBytes) => decodeUtf8(readBytes(path, maxBytes), path),
+  readBytes,
   writeFile: (path, data, mode) => writeFileSync(path, data, mode === undefined ? undefined : { mode }),
   mkdir: (path) => mkdirSync(path, { recursive: true }),
 };
@@ -49,7 +64,11 @@ export interface ParsedArgs {
  * `--name value` / `--name=value` options; `valued` lists the flags that take a value, `switches` the
  * boolean ones. Anything else starting with `--` is a usage error, so a typo never passes unnoticed.
  */
-export function parseArgs(argv: readonly string[], valued: readonly string[], switches: readonly string[] = []): ParsedArgs {
+export function parseArgs(
+  argv: readonly string[],
+  valued: readonly string[],
+  switches: readonly string[] = [],
+): ParsedArgs {
   const positional: string[] = [];
   const flags = new Map<string, string>();
   const lists = new Map<string, string[]>();

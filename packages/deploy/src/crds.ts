@@ -16,7 +16,9 @@ function tlsSecretSpec(description: string): IJSONSchemaProps {
   return {
     type: 'object',
     description,
-    properties: { tlsSecretName: { ...SECRET_NAME, description: 'kubernetes.io/tls Secret in the same namespace' } },
+    properties: {
+      tlsSecretName: { ...SECRET_NAME, description: 'kubernetes.io/tls Secret in the same namespace' },
+    },
   };
 }
 
@@ -59,7 +61,9 @@ export function brokerConfigSchema(): IJSONSchemaProps {
           },
           kbsServiceType: SERVICE_TYPE,
           httpsSpec: tlsSecretSpec('HTTPS key and certificate'),
-          attestationTokenVerificationSpec: tlsSecretSpec('Attestation token signing key (EC P-256) and certificate'),
+          attestationTokenVerificationSpec: tlsSecretSpec(
+            'Attestation token signing key (EC P-256) and certificate',
+          ),
           kbsSecretResources: SECRET_RESOURCES,
           replicas: { type: 'integer', minimum: 1, maximum: MAX_REPLICAS, default: 1 },
           redisSpec: REDIS_SPEC,
@@ -68,7 +72,8 @@ export function brokerConfigSchema(): IJSONSchemaProps {
         'x-kubernetes-validations': [
           {
             rule: "(has(self.profileType) && self.profileType == 'Permissive') || (has(self.httpsSpec) && has(self.httpsSpec.tlsSecretName) && has(self.attestationTokenVerificationSpec) && has(self.attestationTokenVerificationSpec.tlsSecretName))",
-            message: 'profileType Restricted needs httpsSpec.tlsSecretName and attestationTokenVerificationSpec.tlsSecretName',
+            message:
+              'profileType Restricted needs httpsSpec.tlsSecretName and attestationTokenVerificationSpec.tlsSecretName',
           },
           {
             rule: '!has(self.replicas) || self.replicas <= 1 || has(self.redisSpec)',
@@ -128,7 +133,13 @@ export function kbsConfigSchema(): IJSONSchemaProps {
   };
 }
 
-function crd(group: string, kind: string, plural: string, schema: IJSONSchemaProps, shortNames: string[]): ICustomResourceDefinition {
+function crd(
+  group: string,
+  kind: string,
+  plural: string,
+  schema: IJSONSchemaProps,
+  shortNames: string[],
+): ICustomResourceDefinition {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -151,7 +162,9 @@ function crd(group: string, kind: string, plural: string, schema: IJSONSchemaPro
 }
 
 /** The two CRDs, BrokerConfig first. */
-export function renderCrds(group = DEFAULT_CRD_GROUP): [ICustomResourceDefinition, ICustomResourceDefinition] {
+export function renderCrds(
+  group = DEFAULT_CRD_GROUP,
+): [ICustomResourceDefinition, ICustomResourceDefinition] {
   return [
     crd(group, 'BrokerConfig', 'brokerconfigs', brokerConfigSchema(), ['bc']),
     crd(group, 'KbsConfig', 'kbsconfigs', kbsConfigSchema(), ['kbsc']),

@@ -47,7 +47,8 @@ export class Fields {
   optString(key: string): string | undefined {
     const v = this.take(key);
     if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'string') throw new BrokerConfigError(this.at(key), `must be a string, found ${describe(v)}`);
+    if (typeof v !== 'string')
+      throw new BrokerConfigError(this.at(key), `must be a string, found ${describe(v)}`);
     return v;
   }
 
@@ -70,7 +71,10 @@ export class Fields {
     const v = this.take(key);
     if (v === undefined || v === null) return undefined;
     if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-      throw new BrokerConfigError(this.at(key), `must be an integer from ${min} to ${max}, found ${describe(v)}`);
+      throw new BrokerConfigError(
+        this.at(key),
+        `must be an integer from ${min} to ${max}, found ${describe(v)}`,
+      );
     }
     return v;
   }

@@ -75,7 +75,10 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
       `certificate = ${tomlString(`${p.httpsCertDir}/${p.httpsCertKey}`)}`,
     );
   } else {
-    add('# No httpsSpec (Permissive): plain HTTP, for clusters that terminate TLS elsewhere.', 'insecure_http = true');
+    add(
+      '# No httpsSpec (Permissive): plain HTTP, for clusters that terminate TLS elsewhere.',
+      'insecure_http = true',
+    );
   }
   add('');
 
@@ -92,7 +95,10 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
       `acls = [{ role = ${tomlString(ADMIN_ROLE)}, allowed_endpoints = ${tomlString(ADMIN_ENDPOINTS)} }]`,
     );
   } else {
-    add('# No attestationTokenVerificationSpec (Permissive): no admin credential exists, so no admin access.', 'authorization_mode = "DenyAll"');
+    add(
+      '# No attestationTokenVerificationSpec (Permissive): no admin credential exists, so no admin access.',
+      'authorization_mode = "DenyAll"',
+    );
   }
   add('');
 
@@ -104,7 +110,10 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
       'insecure_header_jwk = false',
     );
   } else {
-    add('# No token certificate (Permissive): the token header key is used unchecked.', 'insecure_header_jwk = true');
+    add(
+      '# No token certificate (Permissive): the token header key is used unchecked.',
+      'insecure_header_jwk = true',
+    );
   }
   add('');
 

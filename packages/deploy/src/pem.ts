@@ -12,7 +12,8 @@ const CERT_BLOCK = /-----BEGIN CERTIFICATE-----\r?\n[\s\S]*?-----END CERTIFICATE
 
 /** Every certificate of a PEM bundle, in order; refuses text that has none or has garbage blocks. */
 export function parseCertificates(pem: string, what: string): X509Certificate[] {
-  if (pem.length > MAX_PEM_BYTES) throw new CertificateError(`${what}: PEM is larger than ${MAX_PEM_BYTES} bytes`);
+  if (pem.length > MAX_PEM_BYTES)
+    throw new CertificateError(`${what}: PEM is larger than ${MAX_PEM_BYTES} bytes`);
   const blocks = pem.match(CERT_BLOCK) ?? [];
   if (blocks.length === 0) throw new CertificateError(`${what}: no PEM CERTIFICATE block found`);
   if (blocks.length > MAX_CERTS) throw new CertificateError(`${what}: more than ${MAX_CERTS} certificates`);
@@ -43,12 +44,18 @@ export function subjectAltNames(cert: X509Certificate): string {
 }
 
 /** Checks the leaf of `pem` is valid at `now` and names `host`; returns the parsed chain. */
-export function checkServerCertificate(pem: string, host: string, what: string, now = new Date()): X509Certificate[] {
+export function checkServerCertificate(
+  pem: string,
+  host: string,
+  what: string,
+  now = new Date(),
+): X509Certificate[] {
   const certs = parseCertificates(pem, what);
   const leaf = certs[0] as X509Certificate;
   const from = new Date(leaf.validFrom);
   const to = new Date(leaf.validTo);
-  if (now < from) throw new CertificateError(`${what}: certificate is not valid before ${from.toISOString()}`);
+  if (now < from)
+    throw new CertificateError(`${what}: certificate is not valid before ${from.toISOString()}`);
   if (now > to) throw new CertificateError(`${what}: certificate expired at ${to.toISOString()}`);
   if (!certificateCoversHost(leaf, host)) {
     throw new CertificateError(
@@ -60,7 +67,8 @@ export function checkServerCertificate(pem: string, host: string, what: string, 
 
 /** A private key PEM (PKCS#8, PKCS#1 or SEC1); refuses anything else. */
 export function parsePrivateKey(pem: string, what: string): KeyObject {
-  if (pem.length > MAX_PEM_BYTES) throw new CertificateError(`${what}: PEM is larger than ${MAX_PEM_BYTES} bytes`);
+  if (pem.length > MAX_PEM_BYTES)
+    throw new CertificateError(`${what}: PEM is larger than ${MAX_PEM_BYTES} bytes`);
   if (!/-----BEGIN (RSA |EC )?PRIVATE KEY-----/.test(pem)) {
     throw new CertificateError(`${what}: no PEM PRIVATE KEY block found`);
   }

@@ -2,13 +2,13 @@
 // the Deployment and Service that run the KBS. What an operator would reconcile in the cluster is done
 // here offline, so the output applies as-is with `kubectl apply -f`.
 import { createHash } from 'node:crypto';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { ISecret } from 'kubernetes-models/v1/Secret';
 import type { IService } from 'kubernetes-models/v1/Service';
 import type { IVolume } from 'kubernetes-models/v1/Volume';
 import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
-import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { BrokerConfig } from './broker-config.js';
 import { CertificateError } from './errors.js';
 import { KBS_CONFIG_FILE, KBS_PATHS, REDIS_URL_ENV, renderKbsConfigToml } from './kbs-config.js';
@@ -84,7 +84,12 @@ function selectorLabels(cfg: BrokerConfig): Record<string, string> {
   return { 'app.kubernetes.io/name': 'kbs', 'app.kubernetes.io/instance': cfg.name };
 }
 
-function secret(cfg: BrokerConfig, name: string, component: string, data: Record<string, Buffer | string>): ISecret {
+function secret(
+  cfg: BrokerConfig,
+  name: string,
+  component: string,
+  data: Record<string, Buffer | string>,
+): ISecret {
   const encoded: Record<string, string> = {};
   for (const [k, v] of Object.entries(data)) encoded[k] = b64(v);
   return {
@@ -96,7 +101,12 @@ function secret(cfg: BrokerConfig, name: string, component: string, data: Record
   };
 }
 
-function configMap(cfg: BrokerConfig, name: string, component: string, data: Record<string, string>): IConfigMap {
+function configMap(
+  cfg: BrokerConfig,
+  name: string,
+  component: string,
+  data: Record<string, string>,
+): IConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -124,7 +134,9 @@ export interface RenderedBrokerConfig {
 
 export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): RenderedBrokerConfig {
   if (!DNS_NAME.test(opts.clusterDomain)) {
-    throw new CertificateError(`--cluster-domain ${JSON.stringify(opts.clusterDomain)} is not a lowercase DNS name with a dot`);
+    throw new CertificateError(
+      `--cluster-domain ${JSON.stringify(opts.clusterDomain)} is not a lowercase DNS name with a dot`,
+    );
   }
   const host = routeHost(cfg.namespace, opts.clusterDomain);
   if (host.split('.')[0]!.length > 63) {
@@ -135,7 +147,11 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
 
   let https: TlsMaterial | undefined;
   if (cfg.httpsTlsSecretName !== undefined) {
-    https = httpsMaterial(sourceSecret(opts, cfg.httpsTlsSecretName, 'spec.httpsSpec.tlsSecretName'), host, opts.now);
+    https = httpsMaterial(
+      sourceSecret(opts, cfg.httpsTlsSecretName, 'spec.httpsSpec.tlsSecretName'),
+      host,
+      opts.now,
+    );
   }
   let token: TlsMaterial | undefined;
   if (cfg.tokenTlsSecretName !== undefined) {
@@ -152,14 +168,18 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
   if (token !== undefined) {
     secrets.push(secret(cfg, n.authSecret, 'auth', { [p.authKey]: pemPublicKeyOfCertificate(token.cert) }));
     secrets.push(secret(cfg, n.attestationKeySecret, 'attestation', { [p.attestationKeyKey]: token.keyPem }));
-    secrets.push(secret(cfg, n.attestationCertSecret, 'attestation', { [p.attestationCertKey]: token.certPem }));
+    secrets.push(
+      secret(cfg, n.attestationCertSecret, 'attestation', { [p.attestationCertKey]: token.certPem }),
+    );
   }
 
   const kbsConfigToml = renderKbsConfigToml(cfg);
   const configMaps: IConfigMap[] = [
     configMap(cfg, n.kbsConfigMap, 'config', { [p.configKey]: kbsConfigToml }),
     configMap(cfg, n.rvpsReferenceValuesConfigMap, 'reference-values', referenceValuesData()),
-    configMap(cfg, n.attestationPolicyConfigMap, 'attestation-policy', { [p.attestationPolicyKey]: ATTESTATION_POLICY }),
+    configMap(cfg, n.attestationPolicyConfigMap, 'attestation-policy', {
+      [p.attestationPolicyKey]: ATTESTATION_POLICY,
+    }),
     configMap(cfg, n.tdxConfigMap, 'tdx-config', { [p.tdxQcnlKey]: tdxQcnlConfig() }),
     configMap(cfg, n.resourcePolicyConfigMap, 'resource-policy', {
       [p.resourcePolicyKey]: resourcePolicy(cfg.profileType),
@@ -173,7 +193,10 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
     spec: {
       kbsConfigMapName: n.kbsConfigMap,
       ...(token !== undefined && { kbsAuthSecretName: n.authSecret }),
-      ...(https !== undefined && { kbsHttpsKeySecretName: n.httpsKeySecret, kbsHttpsCertSecretName: n.httpsCertSecret }),
+      ...(https !== undefined && {
+        kbsHttpsKeySecretName: n.httpsKeySecret,
+        kbsHttpsCertSecretName: n.httpsCertSecret,
+      }),
       ...(token !== undefined && {
         kbsAttestationKeySecretName: n.attestationKeySecret,
         kbsAttestationCertSecretName: n.attestationCertSecret,

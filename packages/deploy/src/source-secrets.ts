@@ -41,7 +41,8 @@ export function parseSourceSecret(doc: unknown, source: string): SourceSecret {
     if (m === undefined || m === null) continue;
     if (!isRecord(m)) throw new InputError(`${source}: Secret ${name} ${field} must be a mapping`);
     for (const [k, v] of Object.entries(m)) {
-      if (typeof v !== 'string') throw new InputError(`${source}: Secret ${name} ${field}.${k} must be a string`);
+      if (typeof v !== 'string')
+        throw new InputError(`${source}: Secret ${name} ${field}.${k} must be a string`);
       data.set(k, decode(v, k));
     }
   }

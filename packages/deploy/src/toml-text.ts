@@ -32,7 +32,6 @@ export function tomlKey(k: string): string {
  * control characters or CR) is written as a basic multi-line string with escapes instead.
  */
 export function tomlMultiline(s: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is tested for
   const literalOk = !s.includes("'''") && !s.endsWith("'") && !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(s);
   if (literalOk) return `'''\n${s}'''`;
   let body = '';

@@ -47,7 +47,5 @@ export function parseYamlStream(text: string, source: string): Document[] {
 
 /** Multi-document YAML of plain objects, in order, each starting with `---`. */
 export function stringifyYamlDocuments(objects: readonly unknown[]): string {
-  return objects
-    .map((o) => `---\n${stringify(o, { lineWidth: 0, aliasDuplicateObjects: false })}`)
-    .join('');
+  return objects.map((o) => `---\n${stringify(o, { lineWidth: 0, aliasDuplicateObjects: false })}`).join('');
 }

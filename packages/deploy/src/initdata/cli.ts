@@ -1,0 +1,201 @@
+// `initdata`: build, inspect and deliver the initdata of confidential pods.
+import {
+  encodeInitDataAnnotation,
+  type HashAlgorithm,
+  initDataDigest,
+  isHashAlgorithm,
+  MAX_INITDATA_BYTES,
+  parseInitData,
+  pcr8FromInitDataDigest,
+} from '@broker/protocol';
+import { type CliIO, MAX_INPUT_BYTES, nodeIO, type ParsedArgs, parseArgs } from '../cli-io.js';
+import { DeployError, InitDataInputError, UsageError } from '../errors.js';
+import { stringifyYamlDocuments } from '../yaml-io.js';
+import { buildInitData } from './build.js';
+import { annotateWorkloads, INITDATA_ANNOTATION, peerPodsConfigMap } from './deliver.js';
+import { validateAaToml, validateAgentPolicy, validateCdhToml } from './validate.js';
+
+export const INITDATA_USAGE = `usage:
+  initdata build --aa aa.toml --cdh cdh.toml [--policy policy.rego] [--algorithm sha256|sha384|sha512] [--out FILE]
+      The initdata TOML (version 0.1.0); the service URLs and certificates are checked first.
+  initdata check FILE        parse FILE and check the aa.toml, cdh.toml and policy.rego inside it
+  initdata digest FILE       hex digest of FILE's exact bytes, with its own algorithm
+  initdata pcr8 FILE [--truncate]
+                             expected PCR8 in hex: sha256(32 zero bytes || sha256(FILE))
+  initdata encode FILE       gzip, then base64 (the annotation and INITDATA form)
+  initdata annotate POD.yaml --initdata FILE [--out FILE]
+      Adds the ${INITDATA_ANNOTATION} annotation to every workload in POD.yaml.
+  initdata configmap --initdata FILE --root-volume-size GiB --instance-size SIZE [--namespace NS]
+      ConfigMap peer-pods-cm with INITDATA, ROOT_VOLUME_SIZE and CLOUD_INSTANCE_SIZE.
+`;
+
+/** Reads and parses an initdata file: its exact bytes and the parsed document. */
+function readInitData(io: CliIO, path: string) {
+  const bytes = io.readBytes(path, MAX_INITDATA_BYTES);
+  try {
+    return { bytes, doc: parseInitData(bytes) };
+  } catch (e) {
+    throw new InitDataInputError(`${path}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+function oneFile(args: ParsedArgs, command: string): string {
+  const [file, ...extra] = args.positional;
+  if (file === undefined || extra.length > 0) throw new UsageError(`${command} takes one initdata file`);
+  return file;
+}
+
+function flag(args: ParsedArgs, name: string, command: string): string {
+  const v = args.flags.get(name);
+  if (v === undefined) throw new UsageError(`${command} needs --${name}`);
+  return v;
+}
+
+function warn(io: CliIO, warnings: readonly string[]): void {
+  for (const w of warnings) io.err(`initdata: warning: ${w}\n`);
+}
+
+function build(args: ParsedArgs, io: CliIO): number {
+  if (args.positional.length > 0) throw new UsageError('build takes no positional arguments');
+  const algorithm = args.flags.get('algorithm') ?? 'sha256';
+  if (!isHashAlgorithm(algorithm)) throw new UsageError('--algorithm must be sha256, sha384 or sha512');
+  const policyFile = args.flags.get('policy');
+  const built = buildInitData(
+    {
+      aa: io.readFile(flag(args, 'aa', 'build'), MAX_INPUT_BYTES),
+      cdh: io.readFile(flag(args, 'cdh', 'build'), MAX_INPUT_BYTES),
+      ...(policyFile !== undefined && { policy: io.readFile(policyFile, MAX_INPUT_BYTES) }),
+    },
+    { algorithm: algorithm as HashAlgorithm },
+  );
+  warn(io, built.warnings);
+  const out = args.flags.get('out');
+  if (out !== undefined) io.writeFile(out, built.toml);
+  else io.out(built.toml);
+  return 0;
+}
+
+function check(args: ParsedArgs, io: CliIO): number {
+  const file = oneFile(args, 'check');
+  const { doc } = readInitData(io, file);
+  const warnings: string[] = [];
+  const aa = doc.data['aa.toml'];
+  const cdh = doc.data['cdh.toml'];
+  const policy = doc.data['policy.rego'];
+  if (aa === undefined) throw new InitDataInputError(`${file}: data has no aa.toml`);
+  if (cdh === undefined) throw new InitDataInputError(`${file}: data has no cdh.toml`);
+  warnings.push(...validateAaToml(aa).warnings, ...validateCdhToml(cdh).warnings);
+  if (policy !== undefined) warnings.push(...validateAgentPolicy(policy).warnings);
+  for (const k of Object.keys(doc.data)) {
+    if (!['aa.toml', 'cdh.toml', 'policy.rego'].includes(k)) {
+      warnings.push(`data.${k} is not one of aa.toml, cdh.toml, policy.rego; the guest ignores it`);
+    }
+  }
+  if (doc.algorithm !== 'sha256')
+    warnings.push(`algorithm ${doc.algorithm}: PCR8 binding on vTPM platforms needs sha256`);
+  warn(io, warnings);
+  io.out(`${file}: ok\n`);
+  return 0;
+}
+
+async function run(cmd: string, args: ParsedArgs, io: CliIO): Promise<number> {
+  switch (cmd) {
+    case 'build':
+      return build(args, io);
+    case 'check':
+      return check(args, io);
+    case 'digest': {
+      const { bytes, doc } = readInitData(io, oneFile(args, 'digest'));
+      io.out(`${initDataDigest(bytes, doc.algorithm).toString('hex')}\n`);
+      return 0;
+    }
+    case 'pcr8': {
+      const file = oneFile(args, 'pcr8');
+      const { bytes, doc } = readInitData(io, file);
+      const truncate = args.switches.has('truncate');
+      if (doc.algorithm !== 'sha256' && !truncate) {
+        throw new InitDataInputError(
+          `${file}: algorithm ${doc.algorithm}; PCR8 is defined for sha256 initdata (--truncate gives what a peer-pod guest extends: the first 32 bytes of the digest)`,
+        );
+      }
+      io.out(
+        `${pcr8FromInitDataDigest(initDataDigest(bytes, doc.algorithm), { truncate }).toString('hex')}\n`,
+      );
+      return 0;
+    }
+    case 'encode': {
+      const { bytes } = readInitData(io, oneFile(args, 'encode'));
+      io.out(`${encodeInitDataAnnotation(bytes)}\n`);
+      return 0;
+    }
+    case 'annotate': {
+      const [pod, ...extra] = args.positional;
+      if (pod === undefined || extra.length > 0)
+        throw new UsageError('annotate takes one workload YAML file');
+      const { bytes } = readInitData(io, flag(args, 'initdata', 'annotate'));
+      const r = annotateWorkloads(io.readFile(pod, MAX_INPUT_BYTES), encodeInitDataAnnotation(bytes), pod);
+      for (const w of r.replaced) io.err(`initdata: ${w}: replaced the existing ${INITDATA_ANNOTATION}\n`);
+      const out = args.flags.get('out');
+      if (out !== undefined) io.writeFile(out, r.yaml);
+      else io.out(r.yaml);
+      return 0;
+    }
+    case 'configmap': {
+      if (args.positional.length > 0) throw new UsageError('configmap takes no positional arguments');
+      const { bytes } = readInitData(io, flag(args, 'initdata', 'configmap'));
+      const sizeText = flag(args, 'root-volume-size', 'configmap');
+      if (!/^\d{1,5}$/.test(sizeText)) throw new UsageError('--root-volume-size is a whole number of GiB');
+      const namespace = args.flags.get('namespace');
+      const { configMap, size } = peerPodsConfigMap({
+        encodedInitData: encodeInitDataAnnotation(bytes),
+        rootVolumeSizeGiB: Number(sizeText),
+        instanceSize: flag(args, 'instance-size', 'configmap'),
+        ...(namespace !== undefined && { namespace }),
+      });
+      io.out(stringifyYamlDocuments([configMap]));
+      io.err(
+        `initdata: ${size.name} is an ${size.tee === 'snp' ? 'AMD SEV-SNP' : 'Intel TDX'} size (not every region offers every size); restart the sandbox operator deployment after applying\n`,
+      );
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(cmd)}`);
+  }
+}
+
+/** Runs initdata; returns the exit code (0 ok, 1 failure, 2 usage). Never exits the process. */
+export async function initdataMain(argv: readonly string[], io: CliIO = nodeIO): Promise<number> {
+  const [cmd, ...rest] = argv;
+  try {
+    if (cmd === undefined || cmd === 'help' || cmd === '--help' || cmd === '-h') {
+      (cmd === undefined ? io.err : io.out)(INITDATA_USAGE);
+      return cmd === undefined ? 2 : 0;
+    }
+    const args = parseArgs(
+      rest,
+      [
+        'aa',
+        'cdh',
+        'policy',
+        'algorithm',
+        'out',
+        'initdata',
+        'root-volume-size',
+        'instance-size',
+        'namespace',
+      ],
+      ['truncate'],
+    );
+    return await run(cmd, args, io);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`initdata: ${e.message}\n${INITDATA_USAGE}`);
+      return 2;
+    }
+    if (e instanceof DeployError) {
+      io.err(`initdata: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
+  }
+}
