@@ -62,7 +62,7 @@ export interface MockTee {
   readonly tpm: string;
   /** tpm2-tools' TCTI for the same endpoint (`TPM2TOOLS_TCTI`). */
   readonly tcti: string;
-  /** The IMDS base URL, `http://HOST:PORT/metadata`. */
+  /** The IMDS base URL, `http://HOST:PORT` (what BROKER_AZURE_IMDS_URL takes). */
   readonly imdsUrl: string;
   readonly arkPem: string;
   readonly askPem: string;

@@ -127,49 +127,6 @@ export function buildHclReport(snpReport: Uint8Array, claims: Uint8Array): Buffe
   return out;
 }
 
-export interface HclReportParts {
-  readonly version: number;
-  /** Header's report size: header, hardware report, request data and variable data. */
-  readonly reportSize: number;
-  readonly reportType: number;
-  readonly hashType: number;
-  readonly snpReport: Buffer;
-  readonly runtimeClaims: Buffer;
-}
-
-/**
- * Splits an HCL report carrying an SNP report. Checks the signature, the report type and that the
- * sizes agree and fit the bytes given; the contents are left to the verifier.
- */
-export function parseHclReport(bytes: Uint8Array): HclReportParts {
-  const b = Buffer.from(bytes);
-  const fail = (why: string): never => {
-    throw new MockTeeError('REPORT_INVALID', `HCL report: ${why}`);
-  };
-  if (b.length < VAR_DATA_OFFSET)
-    fail(`${b.length} bytes are fewer than the ${VAR_DATA_OFFSET} of the fixed part`);
-  if (b.length > 64 * 1024) fail(`${b.length} bytes exceed the 64 KiB limit`);
-  if (b.toString('latin1', 0, 4) !== HCL_SIGNATURE) fail('signature is not "HCLA"');
-  const igvm = HCL_HEADER_SIZE + SNP_REPORT_SIZE;
-  const dataSize = b.readUInt32LE(igvm);
-  const reportType = b.readUInt32LE(igvm + 8);
-  const hashType = b.readUInt32LE(igvm + 12);
-  const varSize = b.readUInt32LE(igvm + 16);
-  if (reportType !== HCL_REPORT_TYPE_SNP)
-    fail(`report type ${reportType} is not SNP (${HCL_REPORT_TYPE_SNP})`);
-  if (varSize > b.length - VAR_DATA_OFFSET) fail(`variable data of ${varSize} bytes runs past the end`);
-  if (dataSize !== IGVM_REQUEST_DATA_HEADER_SIZE + varSize)
-    fail('request data size disagrees with its variable data size');
-  return {
-    version: b.readUInt32LE(4),
-    reportSize: b.readUInt32LE(8),
-    reportType,
-    hashType,
-    snpReport: b.subarray(HCL_HEADER_SIZE, igvm),
-    runtimeClaims: b.subarray(VAR_DATA_OFFSET, VAR_DATA_OFFSET + varSize),
-  };
-}
-
 export interface HclReportInput extends RuntimeClaimsInput {
   readonly roots: Pick<HardwareRoots, 'chipId' | 'tcb' | 'vcekPrivateKey'>;
   /** The SNP launch measurement (48 bytes). */

@@ -67,10 +67,10 @@ export class ImdsServer {
     return this.#port;
   }
 
-  /** `http://HOST:PORT/metadata`, the base the IMDS paths hang off. */
+  /** `http://HOST:PORT`: the base URL, standing for http://169.254.169.254 (paths start with /metadata). */
   get url(): string {
     const host = this.#opts.host.includes(':') ? `[${this.#opts.host}]` : this.#opts.host;
-    return `http://${host}:${this.#port}/metadata`;
+    return `http://${host}:${this.#port}`;
   }
 
   #route(req: IncomingMessage, res: ServerResponse, certification: ImdsCertificationResponse): void {

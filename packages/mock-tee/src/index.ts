@@ -11,9 +11,7 @@ export {
   HCL_REPORT_TYPE_SNP,
   HCL_USER_DATA_NV_INDEX,
   type HclReportInput,
-  type HclReportParts,
   MAX_RUNTIME_CLAIMS_SIZE,
-  parseHclReport,
   type RuntimeClaimsInput,
   reportDataForClaims,
   runtimeClaims,
@@ -67,11 +65,8 @@ export { SAMPLE_MANIFEST_DOCUMENT, sampleManifest } from './sample-manifest.js';
 export {
   AZURE_GUEST_POLICY,
   buildSnpReport,
-  SNP_OFFSET,
   SNP_REPORT_SIZE,
-  SNP_SIGNED_LENGTH,
   type SnpReportInput,
-  snpReportSignatureValid,
   tcbToU64,
 } from './snp-report.js';
 export { errorResponse, TpmStreamServer, type TpmStreamServerOptions } from './stream-server.js';

@@ -6,8 +6,11 @@ import './reflect-metadata.js';
 import { createPrivateKey, type KeyObject, randomBytes, webcrypto } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { TcbVersion } from '@broker/verifier';
 import * as x509 from '@peculiar/x509';
 import { MockTeeError } from './errors.js';
+
+export type { TcbVersion };
 
 // Node's WebCrypto is the provider; @peculiar/x509 types it with the DOM's Crypto.
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -26,14 +29,6 @@ export const VCEK_OID = Object.freeze({
   microcode: '1.3.6.1.4.1.3704.1.3.8',
   hwid: '1.3.6.1.4.1.3704.1.4',
 } as const);
-
-/** The security version numbers of a TCB_VERSION (Milan/Genoa layout). */
-export interface TcbVersion {
-  readonly bootloader: number;
-  readonly tee: number;
-  readonly snp: number;
-  readonly microcode: number;
-}
 
 /** The TCB of the Azure Milan host in trustee's az-snp-vtpm fixture. */
 export const DEFAULT_TCB: TcbVersion = Object.freeze({ bootloader: 3, tee: 0, snp: 8, microcode: 115 });
