@@ -3,14 +3,7 @@
  * and the PCR operations behind init-data binding and runtime measurements.
  */
 import { join } from 'node:path';
-import {
-  formatTpmAddress,
-  parseTpmAddress,
-  TPM_ALG,
-  Tpm,
-  type TpmAddress,
-  TpmLibraryError,
-} from '@broker/tpm';
+import { formatTpmAddress, parseTpmAddress, TPM_ALG, Tpm, type TpmAddress } from '@broker/tpm';
 import {
   AttesterError,
   type AttesterLogger,
@@ -106,16 +99,14 @@ export async function readSha256Pcr(address: TpmAddress, pcr: number): Promise<U
   }
 }
 
-/** Keeps attester errors as they are and wraps TPM and transport errors with context. */
+/** Keeps attester errors as they are and wraps TPM and transport errors with context (the cause is kept). */
 export function wrapTpmError(
   context: string,
   err: unknown,
-  make = (m: string, o: ErrorOptions) => new AttesterError(m, o),
-): Error {
+  make: (message: string, options: ErrorOptions) => AttesterError = (m, o) => new AttesterError(m, o),
+): AttesterError {
   if (err instanceof AttesterError) return err;
-  if (err instanceof TpmLibraryError || err instanceof Error)
-    return make(`${context}: ${err.message}`, { cause: err });
-  return make(`${context}: ${String(err)}`, { cause: err });
+  return make(`${context}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 }
 
 export function lowerHex(b: Uint8Array): string {
