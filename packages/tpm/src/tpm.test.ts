@@ -7,9 +7,20 @@ import {
   ALL_PCRS,
   attestationKeyTemplate,
   extendPcr,
+  marshalCreatePrimary,
+  marshalGetCapability,
+  marshalNvReadPublicResponse,
+  marshalPcrRead,
   marshalPublic,
+  marshalQuote,
   nvName,
   objectName,
+  parseCreatePrimaryResponse,
+  parseGetCapabilityResponse,
+  parseNvReadPublicResponse,
+  parsePcrReadResponse,
+  parseQuoteResponse,
+  parseReadPublicResponse,
   pcrDigest,
   pcrSelection,
   publicKeyFromTpmt,
@@ -17,6 +28,7 @@ import {
   spkiFromTpmt,
   TPM_ALG,
   TPM_CAP,
+  TPM_CC,
   TPM_HR,
   TPM_PT,
   TPM_RC,
@@ -25,6 +37,7 @@ import {
   TPMA_NV,
   Tpm,
   TpmError,
+  TpmParseError,
   TpmUsageError,
   verifySignature,
 } from './index.js';
@@ -305,5 +318,81 @@ describe('Tpm against swtpm', () => {
       // Persistent objects survive a reboot.
       expect(await tpm.getHandles(TPM_HR.PERSISTENT)).toContain(0x81010002);
     });
+  });
+
+  it('response parsers refuse every truncation, trailing bytes and corruption of real swtpm responses', async () => {
+    const samples = await withTpm(async (tpm) => {
+      const primary = await tpm.execute(TPM_CC.CreatePrimary, {
+        handles: [TPM_RH.OWNER],
+        auths: [undefined],
+        parameters: marshalCreatePrimary(attestationKeyTemplate('ecc-p256')),
+      });
+      const handle = primary.handles[0]!;
+      try {
+        const quote = await tpm.execute(TPM_CC.Quote, {
+          handles: [handle],
+          auths: [undefined],
+          parameters: marshalQuote(sha256('q'), { scheme: TPM_ALG.NULL }, [
+            pcrSelection(TPM_ALG.SHA256, [0, 1]),
+          ]),
+        });
+        const readPublic = await tpm.execute(TPM_CC.ReadPublic, { handles: [handle] });
+        const pcrRead = await tpm.execute(TPM_CC.PCR_Read, {
+          parameters: marshalPcrRead([pcrSelection(TPM_ALG.SHA256, [0, 8, 17])]),
+        });
+        const cap = await tpm.execute(TPM_CC.GetCapability, {
+          parameters: marshalGetCapability(TPM_CAP.TPM_PROPERTIES, TPM_PT.FAMILY_INDICATOR, 4),
+        });
+        return [
+          ['CreatePrimary', primary.parameters, parseCreatePrimaryResponse],
+          ['Quote', quote.parameters, parseQuoteResponse],
+          ['ReadPublic', readPublic.parameters, parseReadPublicResponse],
+          ['PCR_Read', pcrRead.parameters, parsePcrReadResponse],
+          ['GetCapability', cap.parameters, parseGetCapabilityResponse],
+        ] as const;
+      } finally {
+        await tpm.flushContext(handle);
+      }
+    });
+    const nvPub = {
+      nvIndex: 0x01400001,
+      nameAlg: TPM_ALG.SHA256,
+      attributes: TPMA_NV.OWNERREAD,
+      authPolicy: new Uint8Array(),
+      dataSize: 10,
+    };
+    const all = [
+      ...samples,
+      [
+        'NV_ReadPublic',
+        marshalNvReadPublicResponse(nvPub, nvName(nvPub)),
+        parseNvReadPublicResponse,
+      ] as const,
+    ];
+    for (const [name, bytes, parse] of all) {
+      expect(() => (parse as (b: Uint8Array) => unknown)(bytes), name).not.toThrow();
+      for (let n = 0; n < bytes.length; n++) {
+        expect(
+          () => (parse as (b: Uint8Array) => unknown)(bytes.subarray(0, n)),
+          `${name} prefix ${n}`,
+        ).toThrow(TpmParseError);
+      }
+      const longer = new Uint8Array([...bytes, 0]);
+      expect(() => (parse as (b: Uint8Array) => unknown)(longer), `${name} + 1 byte`).toThrow(TpmParseError);
+      let seed = bytes.length;
+      const rand = () => {
+        seed = (seed * 1103515245 + 12345) >>> 0;
+        return seed / 2 ** 32;
+      };
+      for (let i = 0; i < 500; i++) {
+        const b = bytes.slice();
+        b[Math.floor(rand() * b.length)] = Math.floor(rand() * 256);
+        try {
+          (parse as (b: Uint8Array) => unknown)(b);
+        } catch (err) {
+          expect(err, name).toBeInstanceOf(TpmParseError);
+        }
+      }
+    }
   });
 });
