@@ -174,6 +174,9 @@ describe("gate with the spec's default policy", () => {
   it('never checks grpc.Health', async () => {
     expect(bytesOf(await h.client.call('grpc.Health', 'Check', new Uint8Array(0)))).toEqual([0x08, 0x01]);
     expect(h.agent.callsOf('Check')).toHaveLength(1);
+    // Methods the gate does not know are forwarded too; the agent answers for itself.
+    const watch = await failure(h.client.call('grpc.Health', 'Watch', new Uint8Array(0)));
+    expect([watch.code, watch.message]).toEqual([Code.UNIMPLEMENTED, 'method Watch']);
   });
 
   it('forwards metadata and the remaining deadline', async () => {

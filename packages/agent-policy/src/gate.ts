@@ -187,7 +187,8 @@ export class AgentPolicyGate {
   }
 
   private async unknown(payload: Uint8Array, ctx: CallContext): Promise<Uint8Array> {
-    if (this.unknownMethods === 'pass') {
+    // grpc.Health is never checked, whatever the method.
+    if (this.unknownMethods === 'pass' || ctx.service === HEALTH_SERVICE) {
       this.logger.debug({ service: ctx.service, method: ctx.method }, 'passing an unknown method through');
       return this.forward(payload, ctx);
     }
