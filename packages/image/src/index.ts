@@ -1,4 +1,19 @@
 export {
+  type BuildCompression,
+  type BuiltImage,
+  type BuiltLayer,
+  buildImage,
+  buildIndex,
+  buildLayer,
+  buildTar,
+  type ImageSpec,
+  type LayerEntry,
+  layerFromTar,
+  pushImage,
+  writeDirImage,
+} from './build.js';
+export { IMAGE_TOOLS_VERSION, type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
+export {
   type DigestAlgorithm,
   Digester,
   digestAlgorithm,
@@ -23,6 +38,27 @@ export {
 } from './evaluate.js';
 export { matchesDockerReference } from './identity.js';
 export { JsonFormatError } from './json.js';
+export { type ApplyLayerOptions, applyLayerStream, LayerError, type LayerFailureStage } from './layer.js';
+export {
+  currentPlatform,
+  type Descriptor,
+  formatPlatform,
+  type ImageConfig,
+  type ImageIndex,
+  type ImageManifest,
+  InvalidManifestError,
+  type LayerCompression,
+  layerCompression,
+  MANIFEST_ACCEPT,
+  MEDIA_TYPE,
+  type ParsedManifest,
+  type Platform,
+  parseImageConfig,
+  parseManifest,
+  parsePlatform,
+  selectPlatformManifest,
+  wantedPlatforms,
+} from './manifest.js';
 export {
   cleanPath,
   type IdentityMatcher,
@@ -38,6 +74,22 @@ export {
   type ScopeChoice,
   validateScope,
 } from './policy.js';
+export { formatBytes, type ProgressOutput, progressPrinter } from './progress.js';
+export {
+  BUNDLE_ROOTFS,
+  ImagePullError,
+  type ImageSource,
+  imageRsDenial,
+  MAX_CONFIG_BYTES,
+  type OpenRegistryImageOptions,
+  openDirSource,
+  openRegistryImage,
+  type PullImageOptions,
+  type PullProgressEvent,
+  type PullResult,
+  type PullStage,
+  pullImage,
+} from './pull.js';
 export {
   DEFAULT_DOMAIN,
   DEFAULT_TAG,
@@ -61,6 +113,33 @@ export {
   withTag,
 } from './reference.js';
 export {
+  type BearerToken,
+  type Challenge,
+  type CredentialLookup,
+  type Credentials,
+  loadAuthFile,
+  parseAuthFile,
+  parseChallenges,
+  RegistryAuthError,
+} from './registry/auth.js';
+export {
+  DigestMismatchError,
+  type FetchedManifest,
+  isManifestUnknown,
+  MAX_MANIFEST_BYTES,
+  RegistryClient,
+  type RegistryClientOptions,
+  RegistryError,
+  type Repository,
+  VerifyingStream,
+} from './registry/client.js';
+export { HttpError } from './registry/http.js';
+export {
+  fetchSigstoreSignatures,
+  MAX_SIGNATURE_ATTACHMENTS,
+  pushSigstoreSignatures,
+} from './registry/signatures.js';
+export {
   createSigstorePayload,
   createSigstoreSignature,
   InvalidPublicKeyError,
@@ -82,3 +161,10 @@ export {
   verifyPayloadSignature,
   verifySigstorePayload,
 } from './sigstore.js';
+export {
+  entryComponents,
+  RootfsUnpacker,
+  type TarEntryHeader,
+  UnpackError,
+  type UnpackStats,
+} from './unpack.js';

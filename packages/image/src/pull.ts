@@ -134,7 +134,7 @@ export interface PullResult {
 }
 
 /** Where a pull reads from: a registry or a `dir:` image. */
-interface Source {
+export interface ImageSource {
   readonly reference: DockerReference | null;
   readonly manifestBytes: Buffer | Uint8Array;
   readonly manifestDigest: string;
@@ -149,14 +149,27 @@ function fail(stage: PullStage, message: string, detail: string, cause?: unknown
   throw new ImagePullError(stage, detail !== '' ? `${message}: ${detail}` : message, detail, { cause });
 }
 
-async function registrySource(
+export interface OpenRegistryImageOptions {
+  /** Platform to choose from an index (default: this machine's). */
+  readonly platform?: Platform;
+  /** Also offer the index's signatures and digest to the policy (image-rs behaviour). */
+  readonly indexSignatures?: boolean;
+  readonly signal?: AbortSignal;
+  readonly onProgress?: PullImageOptions['onProgress'];
+}
+
+/**
+ * Resolves `ref` on its registry to one platform manifest and describes it
+ * for the policy; signatures are fetched only if the policy asks for them.
+ */
+export async function openRegistryImage(
   client: RegistryClient,
   ref: DockerReference,
-  platform: Platform,
-  indexSignatures: boolean,
-  signal: AbortSignal | undefined,
-  onProgress: PullImageOptions['onProgress'],
-): Promise<Source> {
+  options: OpenRegistryImageOptions = {},
+): Promise<ImageSource> {
+  const { signal, onProgress } = options;
+  const platform = options.platform ?? currentPlatform();
+  const indexSignatures = options.indexSignatures ?? false;
   const repo = { domain: ref.domain, path: ref.path };
   const top = await client.getManifest(
     repo,
@@ -207,7 +220,8 @@ async function registrySource(
   };
 }
 
-async function dirSource(image: DirImage): Promise<Source> {
+/** A `dir:` image as a pull source. */
+export async function openDirSource(image: DirImage): Promise<ImageSource> {
   const manifestBytes = await image.manifest();
   const { VerifyingStream } = await import('./registry/client.js');
   return {
@@ -267,19 +281,17 @@ export async function pullImage(
     options.client === undefined && ref !== null ? new RegistryClient(options.registry ?? {}) : undefined;
   const client = options.client ?? ownClient;
   try {
-    let source: Source;
+    let source: ImageSource;
     try {
       source =
         ref !== null && client !== undefined
-          ? await registrySource(
-              client,
-              ref,
-              options.platform ?? currentPlatform(),
-              options.indexSignatures ?? false,
-              options.signal,
-              options.onProgress,
-            )
-          : await dirSource(image as DirImage);
+          ? await openRegistryImage(client, ref, {
+              ...(options.platform !== undefined ? { platform: options.platform } : {}),
+              ...(options.indexSignatures !== undefined ? { indexSignatures: options.indexSignatures } : {}),
+              ...(options.signal !== undefined ? { signal: options.signal } : {}),
+              ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {}),
+            })
+          : await openDirSource(image as DirImage);
     } catch (e) {
       fail('manifest', 'Failed to pull image manifest', (e as Error).message, e);
     }
@@ -289,7 +301,11 @@ export async function pullImage(
   }
 }
 
-async function pullFrom(source: Source, bundleDir: string, options: PullImageOptions): Promise<PullResult> {
+async function pullFrom(
+  source: ImageSource,
+  bundleDir: string,
+  options: PullImageOptions,
+): Promise<PullResult> {
   let manifest: ImageManifest;
   try {
     const parsed = parseManifest(source.manifestBytes, source.contentType);

@@ -6,12 +6,7 @@
  */
 import { digestOf } from '../digest.js';
 import { type Descriptor, MEDIA_TYPE, parseManifest } from '../manifest.js';
-import {
-  MAX_SIGNATURE_BYTES,
-  SIGSTORE_SIGNATURE_MIME_TYPE,
-  sigstoreAttachmentTag,
-  type UntrustedSignature,
-} from '../sigstore.js';
+import { MAX_SIGNATURE_BYTES, sigstoreAttachmentTag, type UntrustedSignature } from '../sigstore.js';
 import { isManifestUnknown, type RegistryClient, type Repository } from './client.js';
 
 /** Most attachment layers read from one `.sig` manifest. */
@@ -132,5 +127,3 @@ export async function pushSigstoreSignatures(
   );
   return client.putManifest(repo, sigstoreAttachmentTag(manifestDigest), manifest, MEDIA_TYPE.ociManifest);
 }
-
-export { SIGSTORE_SIGNATURE_MIME_TYPE };

@@ -1,0 +1,529 @@
+/**
+ * Operator tools:
+ *
+ * - `image-policy check`: which scope of a policy applies to an image, what
+ *   each requirement says, and the decision (exit 0 accepted, 1 rejected);
+ * - `image-policy sign` / `generate-key`: cosign-compatible key-based
+ *   signatures (`.sig` attachments in a registry, or `signature-N` in a
+ *   `dir:` image), so that our own tooling can sign what it builds;
+ * - `image-pull`: pull, verify and unpack into a bundle folder.
+ *
+ * `kbs:///` key paths resolve through a KBS (`--kbs-url`, `--kbs-cert`),
+ * attesting with the detected TEE (the sample attester outside one). That
+ * client is loaded only when asked for: the library itself never talks to a
+ * KBS and takes a key reader instead.
+ */
+import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { digestOf } from './digest.js';
+import { type DirImage, openDirImage } from './dir-image.js';
+import { evaluatePolicy, type KeyReader, type PolicyDecision, readKeyFile } from './evaluate.js';
+import { formatPlatform, type Platform, parseManifest, parsePlatform } from './manifest.js';
+import { loadPolicyFile, type PolicyRequirement } from './policy.js';
+import { progressPrinter } from './progress.js';
+import { ImagePullError, openRegistryImage, pullImage } from './pull.js';
+import { type DockerReference, parseImageReference, referenceName } from './reference.js';
+import { loadAuthFile } from './registry/auth.js';
+import { RegistryClient, type RegistryClientOptions } from './registry/client.js';
+import { pushSigstoreSignatures } from './registry/signatures.js';
+import { createSigstoreSignature, signatureToBlob } from './sigstore.js';
+
+export const IMAGE_TOOLS_VERSION = '0.1.0';
+
+/** Process surroundings, injectable for tests. */
+export interface ImageCliIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Where progress goes (default process.stderr). */
+  readonly progress?: { write(text: string): unknown; readonly isTTY?: boolean; readonly columns?: number };
+  /** Replaces the KBS key reader (tests). */
+  readonly kbsKeyReader?: KeyReader;
+}
+
+function defaultIo(): ImageCliIo {
+  return {
+    stdout: (t) => process.stdout.write(t),
+    stderr: (t) => process.stderr.write(t),
+    env: process.env,
+    progress: process.stderr,
+  };
+}
+
+class UsageError extends Error {}
+
+interface Parsed {
+  readonly positional: string[];
+  readonly values: Map<string, string[]>;
+  readonly flags: Set<string>;
+}
+
+/** `--name value`, `--name=value`, repeatable values, boolean flags. */
+function parseArgs(argv: readonly string[], valued: readonly string[], booleans: readonly string[]): Parsed {
+  const positional: string[] = [];
+  const values = new Map<string, string[]>();
+  const flags = new Set<string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--') {
+      positional.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!a.startsWith('--') || a === '--') {
+      if (a.startsWith('-') && a !== '-' && a !== '-h') throw new UsageError(`unknown option ${a}`);
+      if (a === '-h') flags.add('help');
+      else positional.push(a);
+      continue;
+    }
+    const eq = a.indexOf('=');
+    const name = a.slice(2, eq < 0 ? undefined : eq);
+    if (booleans.includes(name)) {
+      if (eq >= 0) {
+        const v = a.slice(eq + 1);
+        if (v !== 'true' && v !== 'false') throw new UsageError(`--${name} takes true or false`);
+        if (v === 'true') flags.add(name);
+        else flags.delete(name);
+      } else flags.add(name);
+      continue;
+    }
+    if (!valued.includes(name)) throw new UsageError(`unknown option --${name}`);
+    let v: string | undefined;
+    if (eq >= 0) v = a.slice(eq + 1);
+    else {
+      v = argv[i + 1];
+      i++;
+    }
+    if (v === undefined) throw new UsageError(`--${name} needs a value`);
+    values.set(name, [...(values.get(name) ?? []), v]);
+  }
+  return { positional, values, flags };
+}
+
+function one(p: Parsed, name: string): string | undefined {
+  const v = p.values.get(name);
+  if (v !== undefined && v.length > 1) throw new UsageError(`--${name} given more than once`);
+  return v?.[0];
+}
+
+const REGISTRY_OPTIONS = ['authfile', 'insecure-registry', 'registry-ca'];
+const KBS_OPTIONS = ['kbs-url', 'kbs-cert'];
+
+async function registryOptions(p: Parsed, io: ImageCliIo): Promise<RegistryClientOptions> {
+  const authfile = one(p, 'authfile') ?? io.env.REGISTRY_AUTH_FILE;
+  const insecure = new Set(p.values.get('insecure-registry') ?? []);
+  const plain = p.flags.has('plain-http');
+  const ca = await Promise.all((p.values.get('registry-ca') ?? []).map((f) => readFile(f, 'utf8')));
+  return {
+    ...(authfile !== undefined ? { credentials: await loadAuthFile(authfile) } : {}),
+    insecure: (host) => plain || insecure.has(host),
+    ...(ca.length > 0 ? { ca } : {}),
+    userAgent: `broker-image/${IMAGE_TOOLS_VERSION}`,
+  };
+}
+
+/** A key reader for `kbs:///` paths through a KBS, and local files otherwise. */
+async function keyReader(p: Parsed, io: ImageCliIo): Promise<{ read: KeyReader; close(): void }> {
+  const url = one(p, 'kbs-url');
+  const certFile = one(p, 'kbs-cert');
+  if (url === undefined) {
+    if (certFile !== undefined) throw new UsageError('--kbs-cert needs --kbs-url');
+    const noKbs: KeyReader = async (path) => {
+      if (path.startsWith('kbs:')) {
+        if (io.kbsKeyReader !== undefined) return io.kbsKeyReader(path);
+        throw new Error(`key ${path} is a KBS resource: give --kbs-url`);
+      }
+      return readKeyFile(path);
+    };
+    return { read: noKbs, close() {} };
+  }
+  if (io.kbsKeyReader !== undefined) {
+    const injected = io.kbsKeyReader;
+    return { read: (path) => (path.startsWith('kbs:') ? injected(path) : readKeyFile(path)), close() {} };
+  }
+  const [{ KbsClient }, attester] = await Promise.all([
+    import('@broker/kbs-client'),
+    import('@broker/attester'),
+  ]);
+  const certPem = certFile !== undefined ? await readFile(certFile, 'utf8') : undefined;
+  const opts = { env: io.env };
+  const tee = await attester.detectTee(opts);
+  const devices = await attester.detectAdditionalDevices(opts);
+  const client = new KbsClient({
+    url,
+    ...(certPem !== undefined ? { certPem } : {}),
+    attester: attester.getAttester(tee, opts),
+    additionalAttesters: devices.map((d) => attester.getAttester(d, opts)),
+  });
+  const cache = new Map<string, Promise<Uint8Array>>();
+  return {
+    read: (path) => {
+      if (!path.startsWith('kbs:')) return readKeyFile(path);
+      let hit = cache.get(path);
+      if (hit === undefined) {
+        hit = client.getResource(path);
+        cache.set(path, hit);
+      }
+      return hit;
+    },
+    close: () => client.close(),
+  };
+}
+
+type ImageArg = { kind: 'docker'; ref: DockerReference } | { kind: 'dir'; path: string };
+
+function imageArg(s: string): ImageArg {
+  if (s.startsWith('docker://'))
+    return { kind: 'docker', ref: parseImageReference(s.slice('docker://'.length)) };
+  if (s.startsWith('dir:')) return { kind: 'dir', path: s.slice('dir:'.length) };
+  throw new UsageError(`IMAGE must be docker://REFERENCE or dir:PATH, not ${JSON.stringify(s)}`);
+}
+
+function platformOf(p: Parsed): Platform | undefined {
+  const v = one(p, 'platform');
+  if (v === undefined) return undefined;
+  try {
+    return parsePlatform(v);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+function describeRequirement(r: PolicyRequirement): string {
+  switch (r.type) {
+    case 'insecureAcceptAnything':
+    case 'reject':
+      return r.type;
+    case 'signedBaseLayer':
+      return `signedBaseLayer (baseLayerIdentity ${r.baseLayerIdentity.type})`;
+    case 'signedBy':
+    case 'sigstoreSigned': {
+      const k = r.keySource;
+      const keys =
+        k.kind === 'keyPath'
+          ? `keyPath ${k.path}`
+          : k.kind === 'keyPaths'
+            ? `keyPaths ${k.paths.join(', ')}`
+            : k.kind === 'keyData'
+              ? `keyData (${k.data.byteLength} bytes)`
+              : `keyDatas (${k.datas.length} keys)`;
+      return `${r.type} (${keys}; signedIdentity ${r.signedIdentity.type})`;
+    }
+  }
+}
+
+function report(
+  decision: PolicyDecision,
+  imageName: string,
+  manifestDigest: string | undefined,
+  io: ImageCliIo,
+): void {
+  io.stdout(`image: ${imageName}\n`);
+  if (manifestDigest !== undefined) io.stdout(`manifest: ${manifestDigest}\n`);
+  io.stdout(
+    `scope: ${decision.scope === null ? 'default' : `transports.${decision.transport}[${JSON.stringify(decision.scope)}]`}\n`,
+  );
+  for (const v of decision.verdicts) {
+    const reason = v.reason !== undefined ? `: ${v.reason}` : '';
+    const signed = v.signature !== undefined ? ` (signature for ${v.signature.dockerReference})` : '';
+    io.stdout(
+      `requirement ${v.index + 1}: ${describeRequirement(v.requirement)}: ${v.outcome}${signed}${reason}\n`,
+    );
+  }
+  io.stdout(`decision: ${decision.allowed ? 'accepted' : 'rejected'}\n`);
+}
+
+const POLICY_HELP = `Check images against a containers-policy.json signature policy, and sign images.
+
+Usage:
+  image-policy check --policy FILE [--reference HOST/REPO[:TAG]] [options] IMAGE
+  image-policy sign --key PRIVATE.pem [--identity REFERENCE] [options] IMAGE
+  image-policy generate-key [--algorithm p256|p384|ed25519|rsa] PREFIX
+
+IMAGE is docker://REFERENCE (a registry) or dir:PATH (containers/image's directory
+layout: manifest.json, signature-1, ...). For dir: images, --reference gives the
+docker reference the image stands for; without it the policy's "dir" scopes apply.
+
+check exits 0 when the policy accepts the image, 1 when it rejects it, 2 on a usage
+error or when the policy or image cannot be read.
+
+Options:
+  --policy FILE              the policy (check)
+  --reference REF            docker reference of a dir: image (check)
+  --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
+  --index-signatures         also accept signatures made on the index (image-rs)
+  --kbs-url URL              resolve kbs:/// key paths through this KBS
+  --kbs-cert FILE            PEM certificate to trust for an https KBS
+  --authfile FILE            registry credentials (containers-auth.json); default $REGISTRY_AUTH_FILE
+  --insecure-registry HOST   reach HOST[:PORT] over plain http (repeatable)
+  --plain-http               reach every registry over plain http
+  --registry-ca FILE         PEM certificate to trust for registries (repeatable)
+  --key FILE                 PEM private key: EC P-256/P-384, Ed25519 or RSA (sign)
+  --identity REF             docker-reference to sign (default: the repository, as cosign)
+  -h, --help                 print help
+  --version                  print version
+`;
+
+const PULL_HELP = `Pull, verify and unpack an image into DEST/rootfs.
+
+Usage:
+  image-pull [--policy FILE] [--authfile FILE] [--platform OS/ARCH[/VARIANT]] [options] IMAGE DEST
+
+IMAGE is docker://REFERENCE, a bare reference (as the CDH receives it), or dir:PATH.
+Without --policy every image is accepted. Prints the manifest digest on success.
+Exits 0 on success, 1 when the pull fails or the policy rejects the image, 2 on a
+usage error.
+
+Options:
+  --policy FILE              containers-policy.json to enforce
+  --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
+  --index-signatures         also accept signatures made on the index (image-rs)
+  --kbs-url URL / --kbs-cert FILE   resolve kbs:/// key paths through a KBS
+  --authfile FILE            registry credentials (containers-auth.json); default $REGISTRY_AUTH_FILE
+  --insecure-registry HOST   reach HOST[:PORT] over plain http (repeatable)
+  --plain-http               reach every registry over plain http
+  --registry-ca FILE         PEM certificate to trust for registries (repeatable)
+  --no-progress              no progress output
+  -h, --help, --version
+`;
+
+/** `image-policy` main; resolves to the exit status. */
+export async function imagePolicyMain(
+  argv: readonly string[],
+  io: ImageCliIo = defaultIo(),
+): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
+      io.stdout(POLICY_HELP);
+      return command === undefined ? 2 : 0;
+    }
+    if (command === '--version' || command === '-V') {
+      io.stdout(`image-policy ${IMAGE_TOOLS_VERSION}\n`);
+      return 0;
+    }
+    switch (command) {
+      case 'check':
+        return await checkCommand(rest, io);
+      case 'sign':
+        return await signCommand(rest, io);
+      case 'generate-key':
+        return await generateKeyCommand(rest, io);
+      default:
+        throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    }
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.stderr(`image-policy: ${e.message}\nRun image-policy --help for usage.\n`);
+      return 2;
+    }
+    io.stderr(`image-policy: ${(e as Error).message}\n`);
+    return 2;
+  }
+}
+
+async function checkCommand(argv: readonly string[], io: ImageCliIo): Promise<number> {
+  const p = parseArgs(
+    argv,
+    ['policy', 'reference', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
+    ['index-signatures', 'plain-http', 'help'],
+  );
+  if (p.flags.has('help')) {
+    io.stdout(POLICY_HELP);
+    return 0;
+  }
+  const policyFile = one(p, 'policy');
+  if (policyFile === undefined) throw new UsageError('check needs --policy FILE');
+  if (p.positional.length !== 1) throw new UsageError('check takes exactly one IMAGE');
+  const image = imageArg(p.positional[0] as string);
+  const policy = await loadPolicyFile(policyFile);
+  const reference = one(p, 'reference');
+  if (reference !== undefined && image.kind !== 'dir')
+    throw new UsageError('--reference applies to dir: images only');
+  const keys = await keyReader(p, io);
+  let client: RegistryClient | undefined;
+  try {
+    let decision: PolicyDecision;
+    let name: string;
+    let digest: string | undefined;
+    if (image.kind === 'dir') {
+      const dir = await openDirImage(image.path, reference !== undefined ? { reference } : {});
+      decision = await evaluatePolicy(policy, dir, { readKey: keys.read });
+      name = dir.imageName;
+      digest = await dir.manifest().then(
+        (m) => digestOf(m),
+        () => undefined,
+      );
+    } else {
+      client = new RegistryClient(await registryOptions(p, io));
+      const platform = platformOf(p);
+      const source = await openRegistryImage(client, image.ref, {
+        ...(platform !== undefined ? { platform } : {}),
+        indexSignatures: p.flags.has('index-signatures'),
+      });
+      decision = await evaluatePolicy(policy, source.policyImage, { readKey: keys.read });
+      name = source.policyImage.imageName;
+      digest = source.manifestDigest;
+    }
+    report(decision, name, digest, io);
+    return decision.allowed ? 0 : 1;
+  } finally {
+    keys.close();
+    client?.close();
+  }
+}
+
+async function loadPrivateKey(file: string): Promise<KeyObject> {
+  const pem = await readFile(file, 'utf8');
+  if (pem.includes('ENCRYPTED'))
+    throw new Error(
+      `${file}: encrypted keys (cosign's own format included) are not supported; give an unencrypted PEM key`,
+    );
+  try {
+    return createPrivateKey(pem);
+  } catch (e) {
+    throw new Error(`${file}: ${(e as Error).message}`);
+  }
+}
+
+async function signCommand(argv: readonly string[], io: ImageCliIo): Promise<number> {
+  const p = parseArgs(argv, ['key', 'identity', ...REGISTRY_OPTIONS], ['plain-http', 'help']);
+  if (p.flags.has('help')) {
+    io.stdout(POLICY_HELP);
+    return 0;
+  }
+  const keyFile = one(p, 'key');
+  if (keyFile === undefined) throw new UsageError('sign needs --key FILE');
+  if (p.positional.length !== 1) throw new UsageError('sign takes exactly one IMAGE');
+  const image = imageArg(p.positional[0] as string);
+  const key = await loadPrivateKey(keyFile);
+  const identity = one(p, 'identity');
+  if (image.kind === 'dir') {
+    if (identity === undefined) throw new UsageError('signing a dir: image needs --identity');
+    const dir: DirImage = await openDirImage(image.path, { reference: identity });
+    const manifestDigest = digestOf(await dir.manifest());
+    const existing = await dir.signatures();
+    const sig = createSigstoreSignature(key, { manifestDigest, dockerReference: identity });
+    await writeFile(`${dir.path}/signature-${existing.length + 1}`, signatureToBlob(sig));
+    io.stdout(`${manifestDigest}\n`);
+    return 0;
+  }
+  const client = new RegistryClient(await registryOptions(p, io));
+  try {
+    const repo = { domain: image.ref.domain, path: image.ref.path };
+    const top = await client.getManifest(repo, image.ref.digest ?? image.ref.tag ?? 'latest');
+    const digests = [top.digest];
+    const parsed = parseManifest(top.bytes, top.contentType);
+    // As `cosign sign --recursive`: an index and each of its manifests.
+    if (parsed.kind === 'index') digests.push(...parsed.manifests.map((m) => m.digest));
+    const dockerReference = identity ?? referenceName(image.ref);
+    for (const manifestDigest of digests) {
+      await pushSigstoreSignatures(client, repo, manifestDigest, [
+        createSigstoreSignature(key, { manifestDigest, dockerReference }),
+      ]);
+      io.stdout(`${manifestDigest}\n`);
+    }
+    return 0;
+  } finally {
+    client.close();
+  }
+}
+
+async function generateKeyCommand(argv: readonly string[], io: ImageCliIo): Promise<number> {
+  const p = parseArgs(argv, ['algorithm'], ['help']);
+  if (p.flags.has('help')) {
+    io.stdout(POLICY_HELP);
+    return 0;
+  }
+  if (p.positional.length !== 1) throw new UsageError('generate-key takes exactly one PREFIX');
+  const prefix = p.positional[0] as string;
+  const algorithm = one(p, 'algorithm') ?? 'p256';
+  let pair: { publicKey: KeyObject; privateKey: KeyObject };
+  switch (algorithm) {
+    case 'p256':
+      pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      break;
+    case 'p384':
+      pair = generateKeyPairSync('ec', { namedCurve: 'P-384' });
+      break;
+    case 'ed25519':
+      pair = generateKeyPairSync('ed25519');
+      break;
+    case 'rsa':
+      pair = generateKeyPairSync('rsa', { modulusLength: 3072 });
+      break;
+    default:
+      throw new UsageError(`unknown --algorithm ${JSON.stringify(algorithm)} (p256, p384, ed25519, rsa)`);
+  }
+  await writeFile(`${prefix}.key`, pair.privateKey.export({ type: 'pkcs8', format: 'pem' }), {
+    mode: 0o600,
+    flag: 'wx',
+  });
+  await writeFile(`${prefix}.pub`, pair.publicKey.export({ type: 'spki', format: 'pem' }), { flag: 'wx' });
+  io.stdout(`${prefix}.key\n${prefix}.pub\n`);
+  return 0;
+}
+
+/** `image-pull` main; resolves to the exit status. */
+export async function imagePullMain(argv: readonly string[], io: ImageCliIo = defaultIo()): Promise<number> {
+  try {
+    const p = parseArgs(
+      argv,
+      ['policy', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
+      ['index-signatures', 'plain-http', 'no-progress', 'help', 'version'],
+    );
+    if (p.flags.has('help')) {
+      io.stdout(PULL_HELP);
+      return 0;
+    }
+    if (p.flags.has('version')) {
+      io.stdout(`image-pull ${IMAGE_TOOLS_VERSION}\n`);
+      return 0;
+    }
+    if (p.positional.length !== 2) throw new UsageError('image-pull takes IMAGE and DEST');
+    const [imageText, dest] = p.positional as [string, string];
+    const policyFile = one(p, 'policy');
+    const policy = policyFile !== undefined ? await loadPolicyFile(policyFile) : null;
+    const platform = platformOf(p);
+    const keys = await keyReader(p, io);
+    const progress = p.flags.has('no-progress')
+      ? undefined
+      : progressPrinter(io.progress ?? { write: io.stderr });
+    try {
+      const common = {
+        policy,
+        readKey: keys.read,
+        ...(platform !== undefined ? { platform } : {}),
+        indexSignatures: p.flags.has('index-signatures'),
+        ...(progress !== undefined ? { onProgress: progress } : {}),
+      };
+      let result: Awaited<ReturnType<typeof pullImage>>;
+      if (imageText.startsWith('dir:')) {
+        result = await pullImage(await openDirImage(imageText.slice(4)), dest, common);
+      } else {
+        result = await pullImage(imageText.replace(/^docker:\/\//, ''), dest, {
+          ...common,
+          registry: await registryOptions(p, io),
+        });
+      }
+      io.stdout(`${result.manifestDigest}\n`);
+      io.stderr(
+        `unpacked ${result.reference !== '' ? result.reference : imageText}${platform !== undefined ? ` (${formatPlatform(platform)})` : ''} to ${result.rootfs}: ${result.stats.files} files, ${result.stats.directories} folders, ${result.stats.symlinks} symlinks\n`,
+      );
+      return 0;
+    } finally {
+      keys.close();
+    }
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.stderr(`image-pull: ${e.message}\nRun image-pull --help for usage.\n`);
+      return 2;
+    }
+    if (e instanceof ImagePullError) {
+      io.stderr(`image-pull: ${e.message}\n`);
+      if (e.detail !== '' && !e.message.endsWith(e.detail)) io.stderr(`  reason: ${e.detail}\n`);
+      return 1;
+    }
+    io.stderr(`image-pull: ${(e as Error).message}\n`);
+    return 1;
+  }
+}
