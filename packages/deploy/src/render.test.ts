@@ -1,0 +1,356 @@
+import { X509Certificate } from 'node:crypto';
+import { parseKbsConfigText } from '@broker/kbs';
+import { parse as parseToml } from 'smol-toml';
+import { describe, expect, it } from 'vitest';
+import { parseBrokerConfig } from './broker-config.js';
+import { BrokerConfigError, CertificateError } from './errors.js';
+import { KBS_PATHS } from './kbs-config.js';
+import { type KubeObject, renderBrokerConfig } from './render.js';
+import { collectSecrets } from './source-secrets.js';
+import { brokerConfigDoc, CLUSTER_DOMAIN, HOST, NAMESPACE, sourceSecrets } from './testing/fixtures.js';
+import { schemaProblems } from './testing/schemas.js';
+import { parseYamlDocuments, stringifyYamlDocuments } from './yaml-io.js';
+
+async function renderDoc(spec: Record<string, unknown> = {}) {
+  const { secrets } = await sourceSecrets();
+  return renderBrokerConfig(parseBrokerConfig(brokerConfigDoc(spec)), {
+    clusterDomain: CLUSTER_DOMAIN,
+    secrets,
+  });
+}
+
+function find(objects: readonly KubeObject[], kind: string, name?: string): KubeObject {
+  const o = objects.find((x) => x.kind === kind && (name === undefined || x.metadata.name === name));
+  if (o === undefined) throw new Error(`no ${kind} ${name ?? ''}`);
+  return o;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: test access to nested plain JSON
+type Any = any;
+
+describe('renderBrokerConfig', () => {
+  it('generates every object of the spec table, with its name', async () => {
+    const r = await renderDoc();
+    const names = r.objects.map((o) => `${o.kind}/${o.metadata.name}`);
+    expect(names).toEqual([
+      'Secret/broker-https-key-secret',
+      'Secret/broker-https-cert-secret',
+      'Secret/broker-auth-secret',
+      'Secret/broker-attestation-key-secret',
+      'Secret/broker-attestation-cert-secret',
+      'ConfigMap/broker-kbs-config',
+      'ConfigMap/broker-rvps-reference-values',
+      'ConfigMap/broker-attestation-policy',
+      'ConfigMap/broker-tdx-config',
+      'ConfigMap/broker-resource-policy',
+      'KbsConfig/broker-kbs-config',
+      'Service/kbs-service',
+      'Deployment/kbs-deployment',
+      'Route/kbs-route',
+    ]);
+    for (const o of r.objects) expect(o.metadata.namespace).toBe(NAMESPACE);
+  });
+
+  it('passes the schema of every object (Kubernetes, cert-manager, CRDs, Route)', async () => {
+    for (const spec of [{}, { replicas: 3, redisSpec: { urlSecretName: 'redis-url' } }]) {
+      const r = await renderDoc(spec);
+      for (const o of r.objects) expect(schemaProblems(o), `${o.kind}/${o.metadata.name}`).toEqual([]);
+    }
+    const { secrets } = await sourceSecrets();
+    const permissive = renderBrokerConfig(
+      parseBrokerConfig(
+        brokerConfigDoc({
+          profileType: 'Permissive',
+          httpsSpec: null,
+          attestationTokenVerificationSpec: null,
+        }),
+      ),
+      { clusterDomain: CLUSTER_DOMAIN, secrets },
+    );
+    for (const o of permissive.objects) expect(schemaProblems(o), `${o.kind}/${o.metadata.name}`).toEqual([]);
+  });
+
+  it('a deliberately wrong field fails validation, in every kind', async () => {
+    const r = await renderDoc();
+    const broken: [string, (o: Any) => void][] = [
+      ['Deployment', (o) => (o.spec.template.spec.containers[0].securityContex = {})],
+      ['Deployment', (o) => (o.spec.template.spec.volumes[0].secrett = { secretName: 'x' })],
+      ['Service', (o) => (o.spec.sessionAffinty = 'None')],
+      ['Secret', (o) => (o.stringdata = {})],
+      ['ConfigMap', (o) => (o.metadata.lables = {})],
+      ['KbsConfig', (o) => (o.spec.kbsSecretResource = ['x'])],
+      ['KbsConfig', (o) => (o.spec.tdxConfigSpec.kbsTdxConfigMap = 'x')],
+      ['Route', (o) => (o.spec.tls.terminaton = 'passthrough')],
+      ['Route', (o) => (o.spec.tls.insecureEdgeTerminationPolicy = 'Allow')],
+      ['Deployment', (o) => (o.spec.replicas = 'three')],
+    ];
+    for (const [kind, breakIt] of broken) {
+      const o = structuredClone(find(r.objects, kind));
+      breakIt(o);
+      expect(schemaProblems(o).length, `${kind} ${breakIt.toString()}`).toBeGreaterThan(0);
+    }
+    const d = structuredClone(find(r.objects, 'Deployment')) as Any;
+    d.spec.template.spec.containers[0].securityContex = {};
+    expect(schemaProblems(d)).toEqual([
+      '/spec/template/spec/containers/0/securityContex is not a field of Deployment',
+    ]);
+  });
+
+  it('renders a kbs-config that our KBS loads: HTTPS, authenticated admin API, signed-token verification', async () => {
+    const r = await renderDoc();
+    const cm = find(r.objects, 'ConfigMap', 'broker-kbs-config') as Any;
+    const cfg = parseKbsConfigText(cm.data['kbs-config.toml']);
+    expect(cfg.httpServer.insecureHttp).toBe(false);
+    expect(cfg.httpServer.privateKey).toBe('/etc/https-key/privateKey');
+    expect(cfg.httpServer.certificate).toBe('/etc/https-cert/certificate');
+    expect(cfg.admin.mode).toBe('AuthenticatedAuthorization');
+    expect(cfg.attestationToken).toMatchObject({
+      trustedCertsPaths: ['/etc/attestation-cert/token.crt'],
+      insecureHeaderJwk: false,
+    });
+    expect(cfg.attestationService.tokenBroker.signer).toEqual({
+      keyPath: '/etc/attestation-key/token.key',
+      certPath: '/etc/attestation-cert/token.crt',
+    });
+    expect(cfg.storageBackend).toEqual({ storageType: 'LocalFs', localFsDir: KBS_PATHS.storageDir });
+    expect(cfg.sessionStorageType).toBe('Memory');
+    expect(cfg.resourcePlugin).toEqual({ backend: 'kvstorage' });
+    expect(cfg.warnings).toEqual([]);
+  });
+
+  it('round trip: YAML text back to objects; the kbs-config and every mounted path agree', async () => {
+    const r = await renderDoc();
+    const back = parseYamlDocuments(stringifyYamlDocuments(r.objects), 'rendered') as Any[];
+    expect(back).toEqual(JSON.parse(JSON.stringify(r.objects)));
+    const cm = back.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'broker-kbs-config');
+    const toml = parseToml(cm.data['kbs-config.toml']) as Any;
+    const deployment = back.find((o) => o.kind === 'Deployment');
+    const container = deployment.spec.template.spec.containers[0];
+    const mounts: Any[] = container.volumeMounts;
+    const volumes: Any[] = deployment.spec.template.spec.volumes;
+    const sourceOf = (path: string): { object: Any; key: string } => {
+      const m = mounts
+        .filter((x) => path === x.mountPath || path.startsWith(`${x.mountPath}/`))
+        .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+      const v = volumes.find((x) => x.name === m.name);
+      const key = m.subPath ?? path.slice(m.mountPath.length + 1);
+      const object = v.secret
+        ? back.find((o) => o.kind === 'Secret' && o.metadata.name === v.secret.secretName)
+        : back.find((o) => o.kind === 'ConfigMap' && o.metadata.name === v.configMap.name);
+      return { object, key };
+    };
+    // Every file the configuration names is a key of a mounted Secret or ConfigMap.
+    for (const path of [
+      toml.http_server.private_key,
+      toml.http_server.certificate,
+      toml.attestation_token.trusted_certs_paths[0],
+      toml.attestation_service.attestation_token_broker.signer.key_path,
+      toml.admin.authentication.bearer_jwt.identity_providers[0].public_key_uri,
+      container.command[2],
+      `${KBS_PATHS.attestationPolicyDir}/default_cpu.rego`,
+      `${KBS_PATHS.resourcePolicyDir}/resource-policy.rego`,
+      `${KBS_PATHS.referenceValueDir}/snp_pcr08`,
+    ]) {
+      const { object, key } = sourceOf(path);
+      expect(object, path).toBeDefined();
+      expect(Object.keys(object.data), path).toContain(key);
+    }
+    expect(container.command).toEqual(['kbs', '--config-file', '/etc/kbs-config/kbs-config.toml']);
+  });
+
+  it('copies the TLS Secrets: key and certificate unchanged, auth Secret holds the token public key', async () => {
+    const r = await renderDoc();
+    const { certs } = await sourceSecrets();
+    const data = (name: string, key: string) =>
+      Buffer.from((find(r.objects, 'Secret', name) as Any).data[key], 'base64').toString('utf8');
+    expect(data('broker-https-key-secret', 'privateKey')).toBe(certs.https.keyPem);
+    expect(data('broker-https-cert-secret', 'certificate')).toBe(certs.https.certPem);
+    expect(data('broker-attestation-key-secret', 'token.key')).toBe(certs.token.keyPem);
+    expect(data('broker-attestation-cert-secret', 'token.crt')).toBe(certs.token.certPem);
+    const pub = data('broker-auth-secret', 'publicKey');
+    expect(pub).toContain('BEGIN PUBLIC KEY');
+    expect(new X509Certificate(certs.token.certPem).publicKey.export({ format: 'pem', type: 'spki' })).toBe(
+      pub,
+    );
+  });
+
+  it('KbsConfig carries every field of the spec table', async () => {
+    const r = await renderDoc();
+    const spec = (find(r.objects, 'KbsConfig') as Any).spec;
+    expect(spec).toMatchObject({
+      kbsSecretResources: ['attestation-status', 'kbsres1'],
+      kbsHttpsKeySecretName: 'broker-https-key-secret',
+      kbsHttpsCertSecretName: 'broker-https-cert-secret',
+      kbsAuthSecretName: 'broker-auth-secret',
+      kbsAttestationKeySecretName: 'broker-attestation-key-secret',
+      kbsAttestationCertSecretName: 'broker-attestation-cert-secret',
+      kbsConfigMapName: 'broker-kbs-config',
+      kbsRvpsRefValuesConfigMapName: 'broker-rvps-reference-values',
+      kbsAttestationPolicyConfigMapName: 'broker-attestation-policy',
+      kbsResourcePolicyConfigMapName: 'broker-resource-policy',
+      tdxConfigSpec: { kbsTdxConfigMapName: 'broker-tdx-config' },
+    });
+  });
+
+  it('Route: passthrough TLS, host kbs-route-<namespace>.<cluster_domain>, to the KBS Service', async () => {
+    const r = await renderDoc();
+    const route = find(r.objects, 'Route') as Any;
+    expect(route.metadata.name).toBe('kbs-route');
+    expect(route.spec.host).toBe(`kbs-route-${NAMESPACE}.${CLUSTER_DOMAIN}`);
+    expect(r.routeHost).toBe(HOST);
+    expect(route.spec.tls.termination).toBe('passthrough');
+    expect(route.spec.to).toEqual({ kind: 'Service', name: 'kbs-service', weight: 100 });
+  });
+
+  it('Deployment mounts each kbsSecretResources Secret as the repository folder default/<secret>/', async () => {
+    const r = await renderDoc();
+    const pod = (find(r.objects, 'Deployment') as Any).spec.template.spec;
+    for (const s of ['attestation-status', 'kbsres1']) {
+      const v = pod.volumes.find((x: Any) => x.secret?.secretName === s);
+      const m = pod.containers[0].volumeMounts.find((x: Any) => x.name === v.name);
+      expect(m).toEqual({
+        name: v.name,
+        mountPath: `${KBS_PATHS.storageDir}/repository/default/${s}`,
+        readOnly: true,
+      });
+      expect(m.subPath).toBeUndefined();
+    }
+  });
+
+  it('restricted security context on the pod and the container', async () => {
+    const r = await renderDoc();
+    const pod = (find(r.objects, 'Deployment') as Any).spec.template.spec;
+    expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.automountServiceAccountToken).toBe(false);
+    expect(pod.containers[0].securityContext).toEqual({
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+  });
+
+  it('replicas with Redis: N pods, no session affinity, sessions in Redis with the URL from the Secret', async () => {
+    const r = await renderDoc({
+      replicas: 3,
+      redisSpec: { urlSecretName: 'redis-url', urlSecretKey: 'connection' },
+    });
+    const d = find(r.objects, 'Deployment') as Any;
+    expect(d.spec.replicas).toBe(3);
+    expect(d.spec.template.spec.topologySpreadConstraints).toHaveLength(1);
+    expect((find(r.objects, 'Service') as Any).spec.sessionAffinity).toBe('None');
+    expect(d.spec.template.spec.containers[0].env).toContainEqual({
+      name: 'REDIS_URL',
+      valueFrom: { secretKeyRef: { name: 'redis-url', key: 'connection' } },
+    });
+    const toml = parseToml(r.kbsConfigToml) as Any;
+    expect(toml.session_storage_type).toBe('Redis');
+    expect(toml.storage_backend.backends.redis).toEqual({});
+    expect(toml.storage_backend.storage_type).toBe('LocalFs');
+    expect((find(r.objects, 'KbsConfig') as Any).spec.kbsDeploymentSpec).toEqual({ replicas: 3 });
+  });
+
+  it('Permissive without TLS Secrets: plain HTTP, no admin, header JWK; edge Route', async () => {
+    const r = renderBrokerConfig(
+      parseBrokerConfig(
+        brokerConfigDoc({
+          profileType: 'Permissive',
+          httpsSpec: null,
+          attestationTokenVerificationSpec: null,
+        }),
+      ),
+      { clusterDomain: CLUSTER_DOMAIN, secrets: new Map() },
+    );
+    expect(r.objects.filter((o) => o.kind === 'Secret')).toEqual([]);
+    const cfg = parseKbsConfigText(r.kbsConfigToml);
+    expect(cfg.httpServer.insecureHttp).toBe(true);
+    expect(cfg.admin.mode).toBe('DenyAll');
+    expect(cfg.attestationToken.insecureHeaderJwk).toBe(true);
+    expect((find(r.objects, 'Route') as Any).spec.tls.termination).toBe('edge');
+  });
+
+  it('the pod template changes when any configuration changes, so apply rolls the pods', async () => {
+    const a = await renderDoc();
+    const b = await renderDoc({ profileType: 'Permissive' });
+    const hash = (r: typeof a) => (find(r.objects, 'Deployment') as Any).spec.template.metadata.annotations;
+    expect(hash(a)).toEqual(hash(await renderDoc()));
+    expect(hash(a)).not.toEqual(hash(b));
+  });
+
+  it('refuses a missing TLS Secret, naming it', async () => {
+    expect(() =>
+      renderBrokerConfig(parseBrokerConfig(brokerConfigDoc()), {
+        clusterDomain: CLUSTER_DOMAIN,
+        secrets: new Map(),
+      }),
+    ).toThrow(/names Secret kbs-https-tls, which was not given/);
+  });
+
+  it('refuses an HTTPS certificate that does not name the route host', async () => {
+    const { secrets } = await sourceSecrets();
+    expect(() =>
+      renderBrokerConfig(parseBrokerConfig(brokerConfigDoc()), { clusterDomain: 'apps.other.test', secrets }),
+    ).toThrow(CertificateError);
+    expect(() =>
+      renderBrokerConfig(parseBrokerConfig(brokerConfigDoc()), { clusterDomain: 'apps.other.test', secrets }),
+    ).toThrow(/do not cover kbs-route-trustee-ns\.apps\.other\.test/);
+  });
+
+  it('refuses a token key that is not P-256, a key of another certificate, bad PEM and a wrong Secret type', async () => {
+    const { docs } = await sourceSecrets();
+    const [https, token] = docs as Any[];
+    const variants: [string, (h: Any, t: Any) => void, RegExp][] = [
+      ['RSA token key', (h, t) => (t.data = h.data), /must be ECDSA P-256/],
+      [
+        'swapped key',
+        (h, t) => (h.data['tls.key'] = t.data['tls.key']),
+        /does not belong to the certificate/,
+      ],
+      [
+        'garbage cert',
+        (h) =>
+          (h.data['tls.crt'] = Buffer.from(
+            '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n',
+          ).toString('base64')),
+        /does not parse/,
+      ],
+      [
+        'no cert block',
+        (h) => (h.data['tls.crt'] = Buffer.from('hello').toString('base64')),
+        /no PEM CERTIFICATE/,
+      ],
+      ['no key', (h) => delete h.data['tls.key'], /has no tls.key/],
+      ['opaque type', (h) => (h.type = 'Opaque'), /expected kubernetes.io\/tls/],
+    ];
+    for (const [what, change, message] of variants) {
+      const h = structuredClone(https);
+      const t = structuredClone(token);
+      change(h, t);
+      const { secrets } = collectSecrets([h, t], what);
+      expect(
+        () =>
+          renderBrokerConfig(parseBrokerConfig(brokerConfigDoc()), {
+            clusterDomain: CLUSTER_DOMAIN,
+            secrets,
+          }),
+        what,
+      ).toThrow(message);
+    }
+  });
+
+  it('refuses a bad cluster domain', async () => {
+    const { secrets } = await sourceSecrets();
+    for (const d of ['', 'localhost', 'Apps.Example.test', 'a..b', `${'x'.repeat(250)}.test`]) {
+      expect(
+        () => renderBrokerConfig(parseBrokerConfig(brokerConfigDoc()), { clusterDomain: d, secrets }),
+        d,
+      ).toThrow();
+    }
+  });
+
+  it('BrokerConfig errors are BrokerConfigError', () => {
+    expect(() => parseBrokerConfig(brokerConfigDoc({ profile: 'Restricted' }))).toThrow(BrokerConfigError);
+  });
+});
