@@ -73,18 +73,16 @@ export const ROUTE_SCHEMA = {
               properties: { name: { type: 'string' } },
             },
           },
-          allOf: [
-            // Passthrough carries no certificates and cannot allow plain HTTP.
+          // Passthrough carries no certificates and cannot allow plain HTTP.
+          anyOf: [
+            { properties: { termination: { not: { const: 'passthrough' } } } },
             {
-              if: { properties: { termination: { const: 'passthrough' } } },
-              then: {
-                properties: {
-                  certificate: { maxLength: 0 },
-                  key: { maxLength: 0 },
-                  caCertificate: { maxLength: 0 },
-                  destinationCACertificate: { maxLength: 0 },
-                  insecureEdgeTerminationPolicy: { not: { const: 'Allow' } },
-                },
+              properties: {
+                certificate: { maxLength: 0 },
+                key: { maxLength: 0 },
+                caCertificate: { maxLength: 0 },
+                destinationCACertificate: { maxLength: 0 },
+                insecureEdgeTerminationPolicy: { not: { const: 'Allow' } },
               },
             },
           ],

@@ -27,8 +27,21 @@ const MODELS: Record<string, ModelClass> = {
   'cert-manager.io/v1/Certificate': Certificate as unknown as ModelClass,
 };
 
-/** Schema-less (any JSON) fields of the published schemas; the probe cannot tell them from unknown ones. */
-const FREE_FORM = new Set(['default', 'example']);
+/**
+ * JSONSchemaProps fields that the compiled CustomResourceDefinition schema does not check (any JSON, or
+ * left out by the generator): the probe cannot tell them from unknown ones, so they are trusted by name
+ * inside an `openAPIV3Schema`.
+ */
+function untypedSchemaField(path: readonly (string | number)[], key: string): boolean {
+  if (!path.includes('openAPIV3Schema')) return false;
+  return key === 'description' || key === 'default' || key === 'example' || key.startsWith('x-kubernetes-');
+}
+
+/**
+ * Fields whose content the published schemas do not describe: JSONSchemaProps `items` is
+ * JSONSchemaPropsOrArray, typed but not expanded; its content is checked where the CRD is used.
+ */
+const SCHEMALESS_CHILDREN = new Set(['items']);
 
 function modelErrors(cls: ModelClass, obj: unknown): AjvError[] {
   try {
@@ -53,27 +66,27 @@ function getAt(root: unknown, path: readonly (string | number)[]): unknown {
 
 /**
  * Fields no schema defines. A known property with a type fails validation when its value is replaced by a
- * Symbol (no JSON type matches one); an unknown property is ignored by the open schemas.
+ * Symbol (no JSON type matches one); an unknown property is ignored by the open schemas. One property is
+ * replaced at a time, since a validator may stop at the first error of a branch.
  */
 function unknownFields(cls: ModelClass, obj: unknown): string[] {
   const found: string[] = [];
   const walk = (node: unknown, path: (string | number)[]) => {
     if (Array.isArray(node)) {
-      node.forEach((x, i) => walk(x, [...path, i]));
+      for (const [i, x] of node.entries()) walk(x, [...path, i]);
       return;
     }
     if (typeof node !== 'object' || node === null) return;
-    const keys = Object.keys(node);
-    if (keys.length === 0) return;
-    const clone = structuredClone(obj);
-    const target = getAt(clone, path) as Record<string, unknown>;
-    for (const k of keys) target[k] = Symbol(k);
-    const errorPaths = modelErrors(cls, clone).map((e) => e.instancePath);
-    for (const k of keys) {
+    for (const k of Object.keys(node)) {
+      if (untypedSchemaField(path, k)) continue;
+      const clone = structuredClone(obj);
+      (getAt(clone, path) as Record<string, unknown>)[k] = Symbol(k);
       const at = pointer([...path, k]);
-      const known = errorPaths.some((p) => p === at || p.startsWith(`${at}/`));
-      if (!known && !FREE_FORM.has(k)) found.push(at);
-      else if (!FREE_FORM.has(k)) walk((node as Record<string, unknown>)[k], [...path, k]);
+      const known = modelErrors(cls, clone).some(
+        (e) => e.instancePath === at || e.instancePath.startsWith(`${at}/`),
+      );
+      if (!known) found.push(at);
+      else if (!SCHEMALESS_CHILDREN.has(k)) walk((node as Record<string, unknown>)[k], [...path, k]);
     }
   };
   walk(obj, []);

@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { addSecretPlan } from './add-secret.js';
+import { parseBrokerConfig } from './broker-config.js';
+import { renderCrds } from './crds.js';
+import { BrokerConfigError } from './errors.js';
+import { brokerConfigDoc } from './testing/fixtures.js';
+import { schemaProblems } from './testing/schemas.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: test access to nested plain JSON
+type Any = any;
+
+describe('renderCrds', () => {
+  it('BrokerConfig and KbsConfig CRDs in the group, valid CustomResourceDefinitions', () => {
+    const crds = renderCrds('example.org');
+    expect(crds.map((c) => c.metadata?.name)).toEqual([
+      'brokerconfigs.example.org',
+      'kbsconfigs.example.org',
+    ]);
+    for (const c of crds) {
+      expect(c.spec.group).toBe('example.org');
+      expect(c.spec.versions[0]?.name).toBe('v1alpha1');
+      expect(c.spec.versions[0]?.schema?.openAPIV3Schema?.type).toBe('object');
+      expect(schemaProblems(c), c.metadata?.name).toEqual([]);
+    }
+    const broken = structuredClone(crds[0]) as Any;
+    broken.spec.versions[0].schema.openAPIV3Schema.properties.spec.propertes = {};
+    expect(schemaProblems(broken).length).toBeGreaterThan(0);
+  });
+
+  it('the BrokerConfig schema accepts what parseBrokerConfig accepts and refuses unknown fields', () => {
+    const good = [
+      brokerConfigDoc(),
+      brokerConfigDoc({ replicas: 2, redisSpec: { urlSecretName: 'r' }, kbsImage: 'registry/kbs:1' }),
+      brokerConfigDoc({ profileType: 'Permissive', httpsSpec: {}, attestationTokenVerificationSpec: {} }),
+    ];
+    for (const d of good) {
+      parseBrokerConfig(d);
+      expect(schemaProblems(d)).toEqual([]);
+    }
+    const bad = brokerConfigDoc({ kbsSecretResource: ['x'] });
+    expect(() => parseBrokerConfig(bad)).toThrow(BrokerConfigError);
+    expect(schemaProblems(bad).join()).toContain('kbsSecretResource');
+    const badEnum = brokerConfigDoc({ profileType: 'Strict' });
+    expect(() => parseBrokerConfig(badEnum)).toThrow(
+      /profileType: "Strict" is not one of Restricted, Permissive/,
+    );
+    expect(schemaProblems(badEnum).length).toBeGreaterThan(0);
+    const badName = brokerConfigDoc({ kbsSecretResources: ['Not_A_Name'] });
+    expect(() => parseBrokerConfig(badName)).toThrow(BrokerConfigError);
+    expect(schemaProblems(badName).length).toBeGreaterThan(0);
+  });
+});
+
+describe('addSecretPlan', () => {
+  it('gives the spec patch, the Deployment mount and the restart', () => {
+    const plan = addSecretPlan('kbsres2', { config: 'broker', namespace: 'trustee-ns' });
+    expect(plan.kbsConfigPatch).toEqual([
+      { op: 'add', path: '/spec/kbsSecretResources/-', value: 'kbsres2' },
+    ]);
+    expect(plan.deploymentPatch).toEqual([
+      {
+        op: 'add',
+        path: '/spec/template/spec/volumes/-',
+        value: { name: 'res-kbsres2', secret: { secretName: 'kbsres2' } },
+      },
+      {
+        op: 'add',
+        path: '/spec/template/spec/containers/0/volumeMounts/-',
+        value: {
+          name: 'res-kbsres2',
+          mountPath: '/opt/confidential-containers/storage/repository/default/kbsres2',
+          readOnly: true,
+        },
+      },
+    ]);
+    expect(plan.commands).toEqual([
+      `kubectl patch kbsconfig broker-kbs-config -n 'trustee-ns' --type=json -p '[{"op":"add","path":"/spec/kbsSecretResources/-","value":"kbsres2"}]'`,
+      `kubectl patch deployment kbs-deployment -n 'trustee-ns' --type=json -p '${JSON.stringify(plan.deploymentPatch)}'`,
+      `kubectl rollout restart deployment/kbs-deployment -n 'trustee-ns'`,
+    ]);
+  });
+
+  it('uses a digest volume name for Secret names that are not DNS labels', () => {
+    const plan = addSecretPlan('a.b.c', { config: 'broker', namespace: 'ns' });
+    expect((plan.deploymentPatch[0]?.value as Any).name).toMatch(/^res-[0-9a-f]{16}$/);
+  });
+
+  it('refuses names that could break the commands or the patch', () => {
+    for (const name of ["x'; rm -rf /", 'UPPER', '', 'a/b', '../x']) {
+      expect(() => addSecretPlan(name, { config: 'broker', namespace: 'ns' }), name).toThrow(
+        BrokerConfigError,
+      );
+    }
+    expect(() => addSecretPlan('ok', { config: 'Bad', namespace: 'ns' })).toThrow(BrokerConfigError);
+    expect(() => addSecretPlan('ok', { config: 'broker', namespace: 'ns x' })).toThrow(BrokerConfigError);
+  });
+});
