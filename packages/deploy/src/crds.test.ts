@@ -82,7 +82,7 @@ describe('addSecretPlan', () => {
 
   it('uses a digest volume name for Secret names that are not DNS labels', () => {
     const plan = addSecretPlan('a.b.c', { config: 'broker', namespace: 'ns' });
-    expect((plan.deploymentPatch[0]?.value as Any).name).toMatch(/^res-[0-9a-f]{16}$/);
+    expect((plan.deploymentPatch[0] as Any).value.name).toMatch(/^res-[0-9a-f]{16}$/);
   });
 
   it('refuses names that could break the commands or the patch', () => {

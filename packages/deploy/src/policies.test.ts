@@ -12,7 +12,9 @@ function evaluateTrustClaims(input: unknown, rvs: Record<string, unknown>): Reco
   });
   engine.addPolicy('default_cpu.rego', ATTESTATION_POLICY);
   engine.setInput(fromJSON(input));
-  return toJSON(engine.evalRule('data.policy.trust_claims')) as Record<string, number>;
+  const v = engine.evalRule('data.policy.trust_claims');
+  if (v === undefined) throw new Error('trust_claims undefined');
+  return toJSON(v) as Record<string, number>;
 }
 
 const hex = (c: string) => c.repeat(64);
@@ -93,7 +95,8 @@ function resourceAllowed(profile: 'Restricted' | 'Permissive', input: unknown, p
   engine.addPolicy('resource-policy.rego', resourcePolicy(profile));
   engine.addData(fromJSON({ plugin, 'resource-path': ['default', 'key', '1'] }));
   engine.setInput(fromJSON(input));
-  return toJSON(engine.evalRule('data.policy.allow')) === true;
+  const v = engine.evalRule('data.policy.allow');
+  return v !== undefined && toJSON(v) === true;
 }
 
 function token(status: string, evidence: Record<string, unknown>) {
