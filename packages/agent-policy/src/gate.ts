@@ -24,7 +24,6 @@ import {
   TtrpcClient,
   TtrpcError,
   TtrpcServer,
-  type TtrpcServerOptions,
   type UnaryHandler,
 } from '@broker/ttrpc';
 import { AGENT_METHODS, AGENT_SERVICE, HEALTH_SERVICE } from './agent-proto.js';
@@ -63,27 +62,6 @@ export interface AgentPolicyGateOptions {
 const MAX_LOGGED_PRINTS = 2000;
 const EMPTY = new Uint8Array(0);
 const READ_STREAM_METHODS = new Set(['ReadStdout', 'ReadStderr']);
-
-type LookupResult = ReturnType<TtrpcServer['lookup']>;
-
-/**
- * A ttrpc server whose unknown services and methods go to one handler instead of UNIMPLEMENTED, so the
- * gate can deny or forward them. It overrides the server's method lookup (marked internal in
- * @broker/ttrpc); `gate.test.ts` covers that this keeps working.
- */
-class FallbackServer extends TtrpcServer {
-  constructor(
-    options: TtrpcServerOptions,
-    private readonly fallback: UnaryHandler,
-  ) {
-    super(options);
-  }
-
-  override lookup(service: string, method: string): LookupResult {
-    const found = super.lookup(service, method);
-    return typeof found === 'function' ? found : this.fallback;
-  }
-}
 
 /** One shared, multiplexed connection to the agent, opened on first use and reopened after it drops. */
 class AgentConnection {
@@ -129,7 +107,7 @@ class AgentConnection {
 
 export class AgentPolicyGate {
   readonly policy: AgentPolicy;
-  private readonly server: FallbackServer;
+  private readonly server: TtrpcServer;
   private readonly agent: AgentConnection;
   private readonly unknownMethods: UnknownMethodMode;
   private readonly logger: GateLogger;
@@ -147,10 +125,12 @@ export class AgentPolicyGate {
       },
       this.logger,
     );
-    this.server = new FallbackServer(
-      { ...(maxMessageSize !== undefined && { maxMessageSize }), logger: this.logger },
-      (payload, ctx) => this.unknown(payload, ctx),
-    );
+    // Unknown services and methods are the gate's to deny or forward, not ttrpc's UNIMPLEMENTED.
+    this.server = new TtrpcServer({
+      ...(maxMessageSize !== undefined && { maxMessageSize }),
+      logger: this.logger,
+      fallback: (payload, ctx) => this.unknown(payload, ctx),
+    });
     const methods: Record<string, UnaryHandler> = {};
     for (const [method, requestType] of Object.entries(AGENT_METHODS)) {
       methods[method] = (payload, ctx) => this.agentRequest(method, requestType, payload, ctx);

@@ -59,6 +59,11 @@ export interface TtrpcServerOptions {
    */
   maxConcurrentCalls?: number;
   logger?: TtrpcLogger;
+  /**
+   * Serves calls to services or methods that are not registered, instead of answering UNIMPLEMENTED:
+   * for interposers that forward or deny whatever they do not know.
+   */
+  fallback?: UnaryHandler;
 }
 
 export interface UnixListenOptions extends UnixAddress {
@@ -110,6 +115,7 @@ export class TtrpcServer {
   readonly maxMessageSize: number;
   private readonly maxConcurrentCalls: number;
   private readonly logger: TtrpcLogger;
+  private readonly fallback: UnaryHandler | undefined;
   private readonly services = new Map<string, Map<string, UnaryHandler>>();
   private readonly listeners = new Set<net.Server>();
   private readonly connections = new Set<ServerConnection>();
@@ -123,6 +129,7 @@ export class TtrpcServer {
       throw new RangeError(`maxConcurrentCalls must be a positive integer: ${options.maxConcurrentCalls}`);
     }
     this.logger = options.logger ?? silentLogger;
+    this.fallback = options.fallback;
   }
 
   /** Adds a service. Method names are matched exactly; registering a service twice throws. */
@@ -223,10 +230,11 @@ export class TtrpcServer {
   /** @internal */
   lookup(service: string, method: string): UnaryHandler | StatusMessage {
     const table = this.services.get(service);
-    if (!table) return statusOf(Code.UNIMPLEMENTED, `service ${service}`);
-    const handler = table.get(method);
-    if (!handler) return statusOf(Code.UNIMPLEMENTED, `method ${method}`);
-    return handler;
+    const handler = table?.get(method) ?? this.fallback;
+    if (handler) return handler;
+    return table
+      ? statusOf(Code.UNIMPLEMENTED, `method ${method}`)
+      : statusOf(Code.UNIMPLEMENTED, `service ${service}`);
   }
 
   /** @internal */

@@ -203,6 +203,30 @@ describe('errors', () => {
     expect(e.code).toBe(Code.UNIMPLEMENTED);
   });
 
+  it('hands unknown services and methods to the fallback handler when one is configured', async () => {
+    const seen: string[] = [];
+    const interposer = new TtrpcServer({
+      fallback: async (req, ctx) => {
+        seen.push(`${ctx.service}/${ctx.method}`);
+        return req;
+      },
+    });
+    interposer.register('known.Service', { Known: async () => new TextEncoder().encode('known') });
+    const path = join(dir, 'fallback.sock');
+    await interposer.listen({ path });
+    try {
+      const c = await connect({ path });
+      const unknown = await c.call('no.Such', 'Echo', new TextEncoder().encode('x'));
+      expect(new TextDecoder().decode(unknown)).toBe('x');
+      await c.call('known.Service', 'Other', new Uint8Array(0));
+      const known = await c.call('known.Service', 'Known', new Uint8Array(0));
+      expect(new TextDecoder().decode(known)).toBe('known');
+      expect(seen).toEqual(['no.Such/Echo', 'known.Service/Other']);
+    } finally {
+      await interposer.close({ graceMs: 0 });
+    }
+  });
+
   it("propagates a handler's TtrpcError code, message and details", async () => {
     const e = await fail('test.Echo', 'Fail', utf8('7:denied by policy'));
     expect(e).toBeInstanceOf(TtrpcError);
