@@ -180,6 +180,7 @@ export async function startMockTee(options: StartMockTeeOptions): Promise<MockTe
         await control.init();
         await tpm.ensureStarted();
         keys = await provisionVtpm(tpm);
+        await paravisor.afterReset(tpm);
         paravisor.setIdentity({
           roots,
           akPublic: keys.akPublic,

@@ -10,9 +10,10 @@
 // - after a successful NV_Write to the user-data index (0x01400002) the paravisor reads the user data
 //   back and issues a fresh HCL report before the guest sees the write's response, so the guest's
 //   next read returns a report over its data.
-import type { KeyObject } from 'node:crypto';
+import { type KeyObject, timingSafeEqual } from 'node:crypto';
 import {
   type AuthSession,
+  type DecodedCommand,
   decodeCommand,
   marshalCommand,
   marshalNvRead,
@@ -23,9 +24,11 @@ import {
   nvName,
   parseNvReadParameters,
   parseResponse,
+  type ResponseSession,
   TPM_CC,
   TPM_RH,
   TPMA_NV,
+  TPMA_SESSION,
   Tpm,
   type TpmTransport,
 } from '@broker/tpm';
@@ -42,6 +45,14 @@ import {
 } from './hcl.js';
 import { hclReportStandIn } from './provision.js';
 import type { HardwareRoots } from './roots.js';
+import {
+  commandParameterHash,
+  permanentHandleName,
+  responseParameterHash,
+  SessionTracker,
+  sessionHmac,
+  type TrackedSession,
+} from './sessions.js';
 import { errorResponse } from './stream-server.js';
 
 const HEADER_SIZE = 10;
@@ -53,6 +64,10 @@ const TPM_RC_COMMAND_CODE = 0x143;
 const TPM_RC_AUTH_CONTEXT = 0x145;
 const TPM_RC_AUTH_UNAVAILABLE = 0x12f;
 const TPM_RC_NV_RANGE = 0x146;
+const TPM_RC_NV_AUTHORIZATION = 0x149;
+const TPM_RC_NV_UNINITIALIZED = 0x14a;
+/** TPM_RC_AUTH_FAIL blamed on session 1. */
+const TPM_RC_AUTH_FAIL_S1 = 0x08e | 0x800 | 0x100;
 /** TPM_RC_VALUE on parameter 1 (NV_Read's size). */
 const TPM_RC_VALUE_P1 = 0x084 | 0x040 | 0x100;
 /** swtpm's TPM_PT_NV_BUFFER_MAX: the largest NV_Read a guest may ask for. */
@@ -102,6 +117,8 @@ export class Paravisor {
   readonly #onReport: ((report: Buffer) => void) | undefined;
   readonly #virtualPublic: NvPublic;
   readonly #virtualName: Uint8Array;
+  readonly #sessions = new SessionTracker();
+  #standInName: Uint8Array | undefined;
   #identity: ParavisorIdentity | undefined;
   #report: Buffer | undefined;
   #reports = 0;
@@ -131,6 +148,15 @@ export class Paravisor {
 
   setIdentity(identity: ParavisorIdentity): void {
     this.#identity = identity;
+  }
+
+  /**
+   * After a vTPM reset and provisioning (inside `exclusive`): sessions are gone, and the stand-in
+   * index's Name is read back for the HMAC sessions that read the report.
+   */
+  async afterReset(tpm: Tpm): Promise<void> {
+    this.#sessions.clear();
+    this.#standInName = (await tpm.nvReadPublic(HCL_REPORT_NV_INDEX)).name;
   }
 
   /** Exclusive use of swtpm between guest commands (provisioning, boot, reports). */
@@ -172,7 +198,7 @@ export class Paravisor {
       return this.#lock.run(() => this.#readReport(command));
     }
     return this.#lock.run(async () => {
-      const response = await this.#upstream.send(command);
+      const response = await this.#forward(command);
       if (code === TPM_CC.NV_Write && handles[1] === HCL_USER_DATA_NV_INDEX && rcOf(response) === 0) {
         try {
           await this.issueReport(this.#tpm);
@@ -198,40 +224,125 @@ export class Paravisor {
   }
 
   async #readReport(command: Buffer): Promise<Uint8Array> {
-    let sessions: readonly AuthSession[];
+    let decoded: DecodedCommand;
     let size: number;
     let offset: number;
     try {
-      const decoded = decodeCommand(command, 2);
-      sessions = decoded.sessions;
+      decoded = decodeCommand(command, 2);
       ({ size, offset } = parseNvReadParameters(decoded.parameters));
     } catch {
       // Malformed: swtpm answers it as any TPM would, against the stand-in.
-      return this.#upstream.send(command);
+      return this.#forward(command);
     }
-    if (sessions.length === 0) return this.#upstream.send(command);
-    // A password is all that can be checked here: an HMAC session's response would cover data swtpm did not return.
-    if (sessions.some((s) => s.handle !== TPM_RH.PW)) return errorResponse(TPM_RC_AUTH_UNAVAILABLE);
+    const { sessions } = decoded;
+    if (sessions.length === 0) return this.#forward(command);
     if (size > NV_BUFFER_MAX) return errorResponse(TPM_RC_VALUE_P1);
     if (offset + size > HCL_REPORT_NV_SIZE) return errorResponse(TPM_RC_NV_RANGE);
     const report = this.#report;
-    if (report === undefined) return errorResponse(0x14a); // TPM_RC_NV_UNINITIALIZED
-    // The same authorization against the stand-in: swtpm decides whether this guest may read.
+    if (report === undefined) return errorResponse(TPM_RC_NV_UNINITIALIZED);
+    const data = report.subarray(offset, offset + size);
+    if (sessions.every((s) => s.handle === TPM_RH.PW)) return this.#readWithPasswords(decoded, data);
+    const session = sessions.length === 1 ? sessions[0] : undefined;
+    const tracked = session !== undefined ? this.#sessions.get(session.handle) : undefined;
+    // Parameter encryption and audit would need more than the nonces; policy sessions a policy engine.
+    if (
+      session === undefined ||
+      tracked === undefined ||
+      (session.attributes & ~TPMA_SESSION.continueSession) !== 0
+    ) {
+      return errorResponse(TPM_RC_AUTH_UNAVAILABLE);
+    }
+    return this.#readWithHmacSession(decoded, session, tracked, data);
+  }
+
+  /** Passwords: swtpm checks them on the same read of the stand-in; the data is the report's. */
+  async #readWithPasswords(decoded: DecodedCommand, data: Uint8Array): Promise<Uint8Array> {
     const probe = marshalCommand({
       code: TPM_CC.NV_Read,
-      handles: [command.readUInt32BE(HEADER_SIZE), HCL_REPORT_NV_INDEX],
-      sessions,
+      handles: decoded.handles,
+      sessions: decoded.sessions,
       parameters: marshalNvRead(1, 0),
     });
     const answer = await this.#upstream.send(probe);
     if (rcOf(answer) !== 0) return answer;
-    const { sessions: responseSessions } = parseResponse(answer, TPM_CC.NV_Read, {
-      sessionCount: sessions.length,
+    const { sessions } = parseResponse(answer, TPM_CC.NV_Read, { sessionCount: decoded.sessions.length });
+    return marshalResponse({ parameters: marshalNvReadResponse(data), sessions });
+  }
+
+  /**
+   * An unsalted, unbound HMAC session (tpm2-tools' default): its key is the entity's authValue, empty
+   * for the owner and for this index. The guest's HMAC is checked over the index as guests see it;
+   * swtpm then runs the same read of the stand-in in the same session (HMAC recomputed), so the
+   * session's nonces stay in step with swtpm, and the response is signed over the report's bytes.
+   */
+  async #readWithHmacSession(
+    decoded: DecodedCommand,
+    session: AuthSession,
+    tracked: TrackedSession,
+    data: Uint8Array,
+  ): Promise<Uint8Array> {
+    const [authHandle] = decoded.handles as [number, number];
+    const standIn = this.#standInName;
+    if (standIn === undefined) return errorResponse(TPM_RC_AUTH_UNAVAILABLE);
+    let guestAuthName: Uint8Array;
+    let probeAuthName: Uint8Array;
+    if (authHandle === HCL_REPORT_NV_INDEX) {
+      guestAuthName = this.#virtualName;
+      probeAuthName = standIn;
+    } else if (authHandle === TPM_RH.OWNER) {
+      guestAuthName = probeAuthName = permanentHandleName(authHandle);
+    } else {
+      return errorResponse(TPM_RC_NV_AUTHORIZATION);
+    }
+    const alg = tracked.authHash;
+    const noKey = new Uint8Array();
+    const guestCp = commandParameterHash(
+      alg,
+      TPM_CC.NV_Read,
+      [guestAuthName, this.#virtualName],
+      decoded.parameters,
+    );
+    const want = sessionHmac(alg, noKey, guestCp, session.nonce, tracked.nonceTpm, session.attributes);
+    if (want.length !== session.hmac.length || !timingSafeEqual(want, session.hmac)) {
+      return errorResponse(TPM_RC_AUTH_FAIL_S1);
+    }
+    const probeParameters = marshalNvRead(1, 0);
+    const probeCp = commandParameterHash(alg, TPM_CC.NV_Read, [probeAuthName, standIn], probeParameters);
+    const probe = marshalCommand({
+      code: TPM_CC.NV_Read,
+      handles: decoded.handles,
+      sessions: [
+        {
+          ...session,
+          hmac: sessionHmac(alg, noKey, probeCp, session.nonce, tracked.nonceTpm, session.attributes),
+        },
+      ],
+      parameters: probeParameters,
     });
+    const answer = await this.#forward(probe);
+    if (rcOf(answer) !== 0) return answer;
+    const [answered] = parseResponse(answer, TPM_CC.NV_Read, { sessionCount: 1 }).sessions as [
+      ResponseSession,
+    ];
+    const parameters = marshalNvReadResponse(data);
+    const rpHash = responseParameterHash(alg, TPM_CC.NV_Read, parameters);
     return marshalResponse({
-      parameters: marshalNvReadResponse(report.subarray(offset, offset + size)),
-      sessions: responseSessions,
+      parameters,
+      sessions: [
+        {
+          nonce: answered.nonce,
+          attributes: answered.attributes,
+          hmac: sessionHmac(alg, noKey, rpHash, answered.nonce, session.nonce, answered.attributes),
+        },
+      ],
     });
+  }
+
+  /** Sends a command to swtpm, keeping track of the sessions it uses. */
+  async #forward(command: Uint8Array): Promise<Uint8Array> {
+    const response = await this.#upstream.send(command);
+    this.#sessions.observe(command, response);
+    return response;
   }
 }
 
