@@ -9,15 +9,19 @@ export const MAX_YAML_BYTES = 4 * 1024 * 1024;
 export const MAX_YAML_DOCUMENTS = 1000;
 const MAX_ALIASES = 100;
 
-/** Parses every document of a YAML stream to plain data; empty documents are skipped. */
+/** Parses every document of a YAML stream to plain data; empty documents (`---` alone, `~`) are skipped. */
 export function parseYamlDocuments(text: string, source: string): unknown[] {
-  return parseYamlStream(text, source).map((d, i) => {
+  const out: unknown[] = [];
+  for (const [i, d] of parseYamlStream(text, source).entries()) {
+    let v: unknown;
     try {
-      return d.toJS({ maxAliasCount: MAX_ALIASES });
+      v = d.toJS({ maxAliasCount: MAX_ALIASES });
     } catch (e) {
       throw new InputError(`${source}: document ${i + 1}: ${(e as Error).message}`, { cause: e });
     }
-  });
+    if (v !== null && v !== undefined) out.push(v);
+  }
+  return out;
 }
 
 /** Parses a YAML stream into documents that keep comments and layout (for in-place edits). */
