@@ -8,6 +8,7 @@
  * `TokenType`) next to snake_case (`tee`, `additional_tees`), and unmodified
  * upstream clients (kata agent, CDH, api-server-rest) send exactly those.
  */
+
 import {
   type CallContext,
   type CallOptions,
@@ -16,14 +17,14 @@ import {
   defineProto,
   type MessageCodec,
   messageCodec,
-  parseTtrpcAddress,
   serverMethod,
   type TtrpcAddress,
-  TtrpcClient,
+  type TtrpcClient,
   TtrpcError,
   type TtrpcServer,
   type UnaryHandler,
 } from '@broker/ttrpc';
+import { connectTtrpc, TypedTtrpcClient } from './typed-client.js';
 
 export const ATTESTATION_AGENT_SERVICE = 'attestation_agent.AttestationAgentService';
 
@@ -221,33 +222,24 @@ export interface RuntimeMeasurementEvent {
  * `TtrpcError`: the agent's own errors are INTERNAL `[ERROR:attestation-agent] …`;
  * a lost connection is `TtrpcClosedError` (make a new client).
  */
-export class AttestationAgentClient {
-  readonly #client: TtrpcClient;
-  readonly #timeoutMs: number;
-
+export class AttestationAgentClient extends TypedTtrpcClient {
   /** Connects to `address` (`unix:///…`, `tcp://host:port` or an absolute path), default the agent's socket. */
   static async connect(
     address: string | TtrpcAddress = DEFAULT_ATTESTATION_AGENT_SOCKET,
     options: AttestationAgentClientOptions = {},
   ): Promise<AttestationAgentClient> {
-    const where = typeof address === 'string' ? parseTtrpcAddress(address) : address;
-    return new AttestationAgentClient(await TtrpcClient.connect(where, options), options);
+    return new AttestationAgentClient(await connectTtrpc(address, options), options);
   }
 
   /** Wraps a connected ttrpc client; `close()` closes it. */
   constructor(client: TtrpcClient, options: { timeoutMs?: number } = {}) {
-    this.#client = client;
-    this.#timeoutMs = options.timeoutMs ?? DEFAULT_ATTESTATION_AGENT_CALL_TIMEOUT_MS;
-  }
-
-  /** True once the connection is gone. */
-  get closed(): boolean {
-    return this.#client.closed;
+    super(client, options.timeoutMs ?? DEFAULT_ATTESTATION_AGENT_CALL_TIMEOUT_MS);
   }
 
   /** The primary TEE's evidence JSON (bytes) with `runtimeData` as its report data. */
   async getEvidence(runtimeData: Uint8Array, options?: CallOptions): Promise<Uint8Array> {
-    const res = await this.#call(
+    const res = await this.call(
+      ATTESTATION_AGENT_SERVICE,
       'GetEvidence',
       GetEvidenceRequestCodec,
       GetEvidenceResponseCodec,
@@ -259,7 +251,8 @@ export class AttestationAgentClient {
 
   /** The additional devices' evidence as a JSON map (bytes), or empty bytes when there are none. */
   async getAdditionalEvidence(runtimeData: Uint8Array, options?: CallOptions): Promise<Uint8Array> {
-    const res = await this.#call(
+    const res = await this.call(
+      ATTESTATION_AGENT_SERVICE,
       'GetAdditionalEvidence',
       GetAdditionalEvidenceRequestCodec,
       GetEvidenceResponseCodec,
@@ -271,7 +264,8 @@ export class AttestationAgentClient {
 
   /** The raw `GetToken` reply for `tokenType` (`kbs` or `coco_as`). */
   async getToken(tokenType: string, options?: CallOptions): Promise<Uint8Array> {
-    const res = await this.#call(
+    const res = await this.call(
+      ATTESTATION_AGENT_SERVICE,
       'GetToken',
       GetTokenRequestCodec,
       GetTokenResponseCodec,
@@ -297,7 +291,8 @@ export class AttestationAgentClient {
       Content: event.content,
     };
     if (event.registerIndex !== undefined) req.RegisterIndex = event.registerIndex;
-    const res = await this.#call(
+    const res = await this.call(
+      ATTESTATION_AGENT_SERVICE,
       'ExtendRuntimeMeasurement',
       ExtendRuntimeMeasurementRequestCodec,
       ExtendRuntimeMeasurementResponseCodec,
@@ -313,7 +308,8 @@ export class AttestationAgentClient {
    * that do.
    */
   async bindInitData(digest: Uint8Array, options?: CallOptions): Promise<void> {
-    await this.#call(
+    await this.call(
+      ATTESTATION_AGENT_SERVICE,
       'BindInitData',
       BindInitDataRequestCodec,
       BindInitDataResponseCodec,
@@ -324,13 +320,21 @@ export class AttestationAgentClient {
 
   /** The primary TEE's name (`tdx`, `snp`, `sample`, …). */
   async getTeeType(options?: CallOptions): Promise<string> {
-    const res = await this.#call('GetTeeType', GetTeeTypeRequestCodec, GetTeeTypeResponseCodec, {}, options);
+    const res = await this.call(
+      ATTESTATION_AGENT_SERVICE,
+      'GetTeeType',
+      GetTeeTypeRequestCodec,
+      GetTeeTypeResponseCodec,
+      {},
+      options,
+    );
     return res.tee;
   }
 
   /** The additional attestable devices' names (`nvidia`, `sampledevice`, …). */
   async getAdditionalTees(options?: CallOptions): Promise<string[]> {
-    const res = await this.#call(
+    const res = await this.call(
+      ATTESTATION_AGENT_SERVICE,
       'GetAdditionalTees',
       GetAdditionalTeesRequestCodec,
       GetAdditionalTeesResponseCodec,
@@ -338,23 +342,6 @@ export class AttestationAgentClient {
       options,
     );
     return res.additional_tees;
-  }
-
-  close(): void {
-    this.#client.close();
-  }
-
-  async #call<Req, Res>(
-    method: string,
-    req: MessageCodec<Req>,
-    res: MessageCodec<Res>,
-    value: Req,
-    options: CallOptions | undefined,
-  ): Promise<Res> {
-    const { timeoutMs = this.#timeoutMs, ...rest } = options ?? {};
-    const callOptions: CallOptions = timeoutMs > 0 ? { ...rest, timeoutMs } : rest;
-    const bytes = await this.#client.call(ATTESTATION_AGENT_SERVICE, method, req.encode(value), callOptions);
-    return res.decode(bytes);
   }
 }
 

@@ -8,6 +8,7 @@
  * with `image_url` (snake_case), and unmodified upstream clients send exactly
  * those fields.
  */
+
 import {
   type CallContext,
   type CallOptions,
@@ -16,13 +17,13 @@ import {
   defineProto,
   type MessageCodec,
   messageCodec,
-  parseTtrpcAddress,
   serverMethod,
   type TtrpcAddress,
-  TtrpcClient,
+  type TtrpcClient,
   TtrpcError,
   type TtrpcServer,
 } from '@broker/ttrpc';
+import { connectTtrpc, TypedTtrpcClient } from './typed-client.js';
 
 /** The CDH's socket when built with ttrpc (upstream `DEFAULT_CDH_SOCKET_ADDR`). */
 export const DEFAULT_CDH_SOCKET = 'unix:///run/confidential-containers/cdh.sock';
@@ -213,35 +214,25 @@ export const DEFAULT_DATA_HUB_CALL_TIMEOUT_MS = 50_000;
  * errors are INTERNAL `[CDH] [ERROR]: …`; a service the hub does not serve is
  * UNIMPLEMENTED; a lost connection is `TtrpcClosedError` (make a new client).
  */
-export class DataHubClient {
-  readonly #client: TtrpcClient;
-  readonly #timeoutMs: number;
-
+export class DataHubClient extends TypedTtrpcClient {
   /** Connects to `address` (`unix:///…`, `tcp://host:port` or an absolute path), default the CDH socket. */
   static async connect(
     address: string | TtrpcAddress = DEFAULT_CDH_SOCKET,
     options: DataHubClientOptions = {},
   ): Promise<DataHubClient> {
-    const where = typeof address === 'string' ? parseTtrpcAddress(address) : address;
-    return new DataHubClient(await TtrpcClient.connect(where, options), options);
+    return new DataHubClient(await connectTtrpc(address, options), options);
   }
 
   /** Wraps a connected ttrpc client; `close()` closes it. */
   constructor(client: TtrpcClient, options: { timeoutMs?: number } = {}) {
-    this.#client = client;
-    this.#timeoutMs = options.timeoutMs ?? DEFAULT_DATA_HUB_CALL_TIMEOUT_MS;
-  }
-
-  /** True once the connection is gone. */
-  get closed(): boolean {
-    return this.#client.closed;
+    super(client, options.timeoutMs ?? DEFAULT_DATA_HUB_CALL_TIMEOUT_MS);
   }
 
   /** The resource behind a `kbs:///repo/type/tag` URI. */
   async getResource(uri: string, options?: CallOptions): Promise<Uint8Array> {
-    const res = await this.#call(
-      'GetResource',
+    const res = await this.call(
       GET_RESOURCE_SERVICE,
+      'GetResource',
       GetResourceRequestCodec,
       GetResourceResponseCodec,
       {
@@ -255,9 +246,9 @@ export class DataHubClient {
   /** The plaintext of a sealed secret (`sealed.…`, text or bytes). */
   async unsealSecret(secret: string | Uint8Array, options?: CallOptions): Promise<Uint8Array> {
     const bytes = typeof secret === 'string' ? new TextEncoder().encode(secret) : secret;
-    const res = await this.#call(
-      'UnsealSecret',
+    const res = await this.call(
       SEALED_SECRET_SERVICE,
+      'UnsealSecret',
       UnsealSecretInputCodec,
       UnsealSecretOutputCodec,
       { secret: bytes },
@@ -268,9 +259,9 @@ export class DataHubClient {
 
   /** Mounts a secure volume (kata's trusted storage). */
   async secureMount(request: SecureMountRequest, options?: CallOptions): Promise<void> {
-    await this.#call(
-      'SecureMount',
+    await this.call(
       SECURE_MOUNT_SERVICE,
+      'SecureMount',
       SecureMountRequestCodec,
       SecureMountResponseCodec,
       request,
@@ -280,33 +271,15 @@ export class DataHubClient {
 
   /** Pulls `imageUrl` into `bundlePath`; resolves with the manifest digest. */
   async pullImage(imageUrl: string, bundlePath: string, options?: CallOptions): Promise<string> {
-    const res = await this.#call(
-      'PullImage',
+    const res = await this.call(
       IMAGE_PULL_SERVICE,
+      'PullImage',
       ImagePullRequestCodec,
       ImagePullResponseCodec,
       { image_url: imageUrl, bundle_path: bundlePath },
       options,
     );
     return res.manifest_digest;
-  }
-
-  close(): void {
-    this.#client.close();
-  }
-
-  async #call<Req, Res>(
-    method: string,
-    service: string,
-    req: MessageCodec<Req>,
-    res: MessageCodec<Res>,
-    value: Req,
-    options: CallOptions | undefined,
-  ): Promise<Res> {
-    const { timeoutMs = this.#timeoutMs, ...rest } = options ?? {};
-    const callOptions: CallOptions = timeoutMs > 0 ? { ...rest, timeoutMs } : rest;
-    const bytes = await this.#client.call(service, method, req.encode(value), callOptions);
-    return res.decode(bytes);
   }
 }
 
