@@ -22,7 +22,7 @@ import { formatPlatform, type Platform, parseManifest, parsePlatform } from './m
 import { loadPolicyFile, type PolicyRequirement } from './policy.js';
 import { progressPrinter } from './progress.js';
 import { ImagePullError, openRegistryImage, pullImage } from './pull.js';
-import { type DockerReference, parseImageReference, referenceName } from './reference.js';
+import { type DockerReference, parseImageReference, referenceName, referenceString } from './reference.js';
 import { loadAuthFile } from './registry/auth.js';
 import { RegistryClient, type RegistryClientOptions } from './registry/client.js';
 import { pushSigstoreSignatures } from './registry/signatures.js';
@@ -258,7 +258,9 @@ Options:
   --plain-http               reach every registry over plain http
   --registry-ca FILE         PEM certificate to trust for registries (repeatable)
   --key FILE                 PEM private key: EC P-256/P-384, Ed25519 or RSA (sign)
-  --identity REF             docker-reference to sign (default: the repository, as cosign)
+  --identity REF             docker-reference to sign (default: the reference as given, as skopeo)
+  --repository-identity      sign the repository only, as cosign does (needs signedIdentity
+                             matchRepository in the policy for images pulled by tag)
   -h, --help                 print help
   --version                  print version
 `;
@@ -386,7 +388,11 @@ async function loadPrivateKey(file: string): Promise<KeyObject> {
 }
 
 async function signCommand(argv: readonly string[], io: ImageCliIo): Promise<number> {
-  const p = parseArgs(argv, ['key', 'identity', ...REGISTRY_OPTIONS], ['plain-http', 'help']);
+  const p = parseArgs(
+    argv,
+    ['key', 'identity', ...REGISTRY_OPTIONS],
+    ['plain-http', 'repository-identity', 'help'],
+  );
   if (p.flags.has('help')) {
     io.stdout(POLICY_HELP);
     return 0;
@@ -415,7 +421,10 @@ async function signCommand(argv: readonly string[], io: ImageCliIo): Promise<num
     const parsed = parseManifest(top.bytes, top.contentType);
     // As `cosign sign --recursive`: an index and each of its manifests.
     if (parsed.kind === 'index') digests.push(...parsed.manifests.map((m) => m.digest));
-    const dockerReference = identity ?? referenceName(image.ref);
+    // containers/image (skopeo) signs the reference as given; cosign signs the repository only.
+    const dockerReference =
+      identity ??
+      (p.flags.has('repository-identity') ? referenceName(image.ref) : referenceString(image.ref));
     for (const manifestDigest of digests) {
       await pushSigstoreSignatures(client, repo, manifestDigest, [
         createSigstoreSignature(key, { manifestDigest, dockerReference }),

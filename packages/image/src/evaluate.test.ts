@@ -350,7 +350,7 @@ describe('signature algorithms and payload checks', () => {
     ],
     [
       `{"critical":{"identity":{"docker-reference":"r"},"image":{"docker-manifest-digest":"${digest}"},"type":"cosign container image signature"},"optional":null} x`,
-      'Unexpected data after JSON object',
+      "invalid character 'x' after top-level value",
     ],
     [
       `{"critical":{"identity":{"docker-reference":"r"},"identity":{"docker-reference":"r"},"image":{"docker-manifest-digest":"${digest}"},"type":"cosign container image signature"},"optional":null}`,

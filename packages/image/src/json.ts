@@ -36,7 +36,8 @@ export function parseJson(input: string | Uint8Array): JsonValue {
   if (p.pos >= text.length) throw new JsonFormatError('unexpected end of JSON input');
   const v = p.value(0);
   p.ws();
-  if (p.pos < text.length) throw new JsonFormatError('Unexpected data after JSON object');
+  // Go's json.Unmarshal checks the whole text first; this is its wording.
+  if (p.pos < text.length) p.fail('after top-level value');
   return v;
 }
 

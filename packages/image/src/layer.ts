@@ -12,6 +12,7 @@ import { createGunzip, createZstdDecompress } from 'node:zlib';
 import tar from 'tar-stream';
 import { Digester, digestAlgorithm } from './digest.js';
 import type { LayerCompression } from './manifest.js';
+import { TarEndGuard } from './tar-end.js';
 import { type RootfsUnpacker, type TarEntryHeader, UnpackError } from './unpack.js';
 
 /** Where a layer failed; `pull` turns it into upstream's wording. */
@@ -71,7 +72,8 @@ export async function applyLayerStream(
 ): Promise<string> {
   const hasher = new Hasher(digestAlgorithm(diffId), options.onUncompressedBytes);
   const decode = decompressor(compression);
-  const extract = tar.extract();
+  // Version 7 archives (no ustar magic) are valid tar; Go's reader takes them too.
+  const extract = tar.extract({ allowUnknownFormat: true } as Parameters<typeof tar.extract>[0]);
   let first: LayerError | undefined;
   // Once the unpacker has failed, the errors of tearing the pipeline down are consequences, not causes.
   let stopping = false;
@@ -81,7 +83,7 @@ export async function applyLayerStream(
   source.on('error', note('fetch'));
   decode.on('error', note('decode'));
   extract.on('error', note('decode'));
-  const feed = pipeline(source, decode, hasher, extract).catch((e: unknown) => {
+  const feed = pipeline(source, decode, hasher, new TarEndGuard(), extract).catch((e: unknown) => {
     if (!stopping) first ??= new LayerError('decode', (e as Error).message, { cause: e });
   });
   try {

@@ -29,7 +29,7 @@ describe('policy.json top level', () => {
     ['{"default":[{"type":"reject"}],"transports":1}', 'JSON object expected, got 1'],
     ['{"default":[{"type":"reject"}],"transports":[]}', "JSON object expected, got json.Delim('[')"],
     ['{"default":[{"type":"reject"}],"transports":null}', 'JSON object expected, got <nil>'],
-    ['{"default":[{"type":"reject"}]} {}', 'Unexpected data after JSON object'],
+    ['{"default":[{"type":"reject"}]} {}', "invalid character '{' after top-level value"],
     ['{"default":[{"type":"reject"}]', 'unexpected end of JSON input'],
     ['[]', "JSON object expected, got json.Delim('[')"],
     ['', 'unexpected end of JSON input'],

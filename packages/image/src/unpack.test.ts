@@ -337,6 +337,33 @@ describe('the layer stream', () => {
     expect(e.message).toBe('connection reset');
   });
 
+  it('an archive that stops on an entry boundary without padding or trailer is complete (as Go reads it)', async () => {
+    const longName = `${'d'.repeat(120)}/last.txt`; // a PAX record carries the path
+    const full = await buildTar([
+      { name: 'first', content: 'one' },
+      { name: longName, content: 'xyz' },
+    ]);
+    // Cut the trailer and the last entry's padding: the archive ends right after "xyz".
+    const end = full.lastIndexOf(Buffer.from('xyz')) + 3;
+    const cut = full.subarray(0, end);
+    const u = new RootfsUnpacker(await freshRoot(), { preserveOwnership: false });
+    await applyLayerStream(u, Readable.from([cut]), 'none', digestOf(cut));
+    expect(readFileSync(join(u.root, longName), 'utf8')).toBe('xyz');
+    // Ending right after a header of an empty file is complete too.
+    const header = (await buildTar([{ name: 'empty', content: '' }])).subarray(0, 512);
+    const v = new RootfsUnpacker(await freshRoot(), { preserveOwnership: false });
+    await applyLayerStream(v, Readable.from([header]), 'none', digestOf(header));
+    expect(existsSync(join(v.root, 'empty'))).toBe(true);
+    // Ending inside the data is not.
+    const inside = full.subarray(0, end - 1);
+    const w = new RootfsUnpacker(await freshRoot(), { preserveOwnership: false });
+    const e = (await applyLayerStream(w, Readable.from([inside]), 'none', digestOf(inside)).catch(
+      (x: unknown) => x,
+    )) as LayerError;
+    expect(e.stage).toBe('decode');
+    expect(e.message).toBe('Unexpected end of data');
+  });
+
   it('the zstd and plain media types are recognised, others are not', () => {
     expect(layerFromTar(Buffer.alloc(1024), 'zstd').mediaType).toBe(
       'application/vnd.oci.image.layer.v1.tar+zstd',
