@@ -21,6 +21,23 @@ export {
   HCL_REPORT_NV_INDEX,
   REPORT_DATA_NV_INDEX,
 } from './az-snp-vtpm/index.js';
+export {
+  BROKER_TSM_REPORT_ROOT,
+  DEFAULT_TSM_ATTRIBUTE_WAIT_MS,
+  DEFAULT_TSM_OUTBLOB_MAX,
+  DEFAULT_TSM_REPORT_ROOT,
+  probeTsmProvider,
+  requestTsmReport,
+  TSM_INBLOB_MAX,
+  TSM_PROVIDERS,
+  type TsmProvider,
+  type TsmReport,
+  TsmReportDir,
+  TsmReportError,
+  type TsmReportErrorCode,
+  type TsmReportOptions,
+  type TsmReportRequest,
+} from './configfs-tsm.js';
 export { platformContext } from './platform.js';
 export {
   BUILTIN_ATTESTERS,

@@ -1,4 +1,12 @@
 export { HANDLE_COUNTS } from './command-handles.js';
+export {
+  ConfigfsTsmResponder,
+  type ConfigfsTsmResponderOptions,
+  type TsmProviderCallback,
+  type TsmRequest,
+  type TsmResponderErrorHandler,
+  type TsmResponse,
+} from './configfs-tsm/index.js';
 export { type MockTee, STATE_FILES, type StartMockTeeOptions, startMockTee } from './device.js';
 export { MockTeeError, type MockTeeErrorCode } from './errors.js';
 export {
