@@ -60,10 +60,12 @@ function build(args: ParsedArgs, io: CliIO): number {
   const algorithm = args.flags.get('algorithm') ?? 'sha256';
   if (!isHashAlgorithm(algorithm)) throw new UsageError('--algorithm must be sha256, sha384 or sha512');
   const policyFile = args.flags.get('policy');
+  const aaFile = flag(args, 'aa', 'build');
+  const cdhFile = flag(args, 'cdh', 'build');
   const built = buildInitData(
     {
-      aa: io.readFile(flag(args, 'aa', 'build'), MAX_INPUT_BYTES),
-      cdh: io.readFile(flag(args, 'cdh', 'build'), MAX_INPUT_BYTES),
+      aa: io.readFile(aaFile, MAX_INPUT_BYTES),
+      cdh: io.readFile(cdhFile, MAX_INPUT_BYTES),
       ...(policyFile !== undefined && { policy: io.readFile(policyFile, MAX_INPUT_BYTES) }),
     },
     { algorithm: algorithm as HashAlgorithm },
@@ -142,14 +144,16 @@ async function run(cmd: string, args: ParsedArgs, io: CliIO): Promise<number> {
     }
     case 'configmap': {
       if (args.positional.length > 0) throw new UsageError('configmap takes no positional arguments');
-      const { bytes } = readInitData(io, flag(args, 'initdata', 'configmap'));
+      const initdataFile = flag(args, 'initdata', 'configmap');
       const sizeText = flag(args, 'root-volume-size', 'configmap');
+      const instanceSize = flag(args, 'instance-size', 'configmap');
       if (!/^\d{1,5}$/.test(sizeText)) throw new UsageError('--root-volume-size is a whole number of GiB');
+      const { bytes } = readInitData(io, initdataFile);
       const namespace = args.flags.get('namespace');
       const { configMap, size } = peerPodsConfigMap({
         encodedInitData: encodeInitDataAnnotation(bytes),
         rootVolumeSizeGiB: Number(sizeText),
-        instanceSize: flag(args, 'instance-size', 'configmap'),
+        instanceSize,
         ...(namespace !== undefined && { namespace }),
       });
       io.out(stringifyYamlDocuments([configMap]));
