@@ -1,3 +1,4 @@
+export { GUEST_ENV, type MockTeeMainOptions, mockTeeMain } from './cli.js';
 export { HANDLE_COUNTS } from './command-handles.js';
 export {
   ConfigfsTsmResponder,
