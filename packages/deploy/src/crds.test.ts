@@ -68,7 +68,7 @@ describe('addSecretPlan', () => {
         path: '/spec/template/spec/containers/0/volumeMounts/-',
         value: {
           name: 'res-kbsres2',
-          mountPath: '/opt/confidential-containers/storage/repository/default/kbsres2',
+          mountPath: '/etc/kbs/resources/default/kbsres2',
           readOnly: true,
         },
       },

@@ -84,7 +84,7 @@ export {
   ATTESTATION_POLICY,
   POLICY_PCRS,
   referenceValueNames,
-  referenceValuesData,
+  referenceValuesJson,
   resourcePolicy,
   VTPM_PLATFORMS,
 } from './policies.js';

@@ -5,8 +5,6 @@ import { KBS_PORT } from './names.js';
 import { INTEL_PCS_URL } from './policies.js';
 import { tomlString, tomlStringArray } from './toml-text.js';
 
-const STORAGE = '/opt/confidential-containers/storage';
-
 /** Where things live in the KBS container. Secret and ConfigMap keys are the last path segments. */
 export const KBS_PATHS = {
   configDir: '/etc/kbs-config',
@@ -21,16 +19,17 @@ export const KBS_PATHS = {
   attestationCertKey: 'token.crt',
   authDir: '/etc/auth-secret',
   authKey: 'publicKey',
-  /** `[storage_backend.backends.local_fs] dir_path`: namespaces are directories under it. */
-  storageDir: STORAGE,
-  /** Namespace `repository`: `<repo>/<type>/<tag>`, one mounted Secret per `default/<secret>/`. */
-  repositoryDir: `${STORAGE}/repository`,
-  /** Namespace `reference_value`: one file per reference-value name. */
-  referenceValueDir: `${STORAGE}/reference_value`,
-  attestationPolicyDir: `${STORAGE}/attestation_service_policy`,
+  /** `[mounted_files] attestation_policies`: each `<id>.rego` is attestation policy `<id>`. */
+  attestationPolicyDir: '/etc/kbs/attestation-policy',
   attestationPolicyKey: 'default_cpu.rego',
-  resourcePolicyDir: `${STORAGE}/kbs`,
+  /** `[mounted_files] resource_policy`. */
+  resourcePolicyDir: '/etc/kbs/resource-policy',
   resourcePolicyKey: 'resource-policy.rego',
+  /** `[mounted_files] reference_values`: `.json` files of RVPS messages. */
+  referenceValueDir: '/etc/kbs/reference-values',
+  referenceValueKey: 'reference-values.json',
+  /** `[mounted_files] resources`: `<repo>/<type>/<tag>`, one mounted Secret per `default/<secret>/`. */
+  resourcesDir: '/etc/kbs/resources',
   tdxQcnlFile: '/etc/sgx_default_qcnl.conf',
   tdxQcnlKey: 'sgx_default_qcnl.conf',
   tmpDir: '/tmp',
@@ -56,16 +55,6 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
     '',
   ];
   const add = (...l: string[]) => lines.push(...l);
-
-  // Sessions are the only state replicas must share; the rest comes from the mounted ConfigMaps and
-  // Secrets, which every replica sees alike.
-  add(
-    cfg.redis === undefined
-      ? '# One replica: handshake sessions stay in memory.'
-      : '# Handshake sessions in Redis, so that any replica finishes a handshake another began.',
-    `session_storage_type = ${tomlString(cfg.redis === undefined ? 'Memory' : 'Redis')}`,
-    '',
-  );
 
   add('[http_server]', `sockets = ${tomlStringArray([`0.0.0.0:${KBS_PORT}`])}`);
   if (https) {
@@ -134,22 +123,34 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
     '',
   );
 
-  add(
-    '# Policies, reference values and resources are files mounted from the ConfigMaps and Secrets.',
-    '[storage_backend]',
-    'storage_type = "LocalFs"',
-    '',
-    '[storage_backend.backends.local_fs]',
-    `dir_path = ${tomlString(p.storageDir)}`,
-    '',
-  );
-  if (cfg.redis !== undefined) {
+  if (cfg.redis === undefined) {
     add(
-      `# The URL (it may hold a password) comes from Secret ${cfg.redis.urlSecretName} through ${REDIS_URL_ENV}.`,
+      '# One replica: sessions and the loaded files live in memory.',
+      '[storage_backend]',
+      'storage_type = "Memory"',
+      '',
+    );
+  } else {
+    add(
+      '# Replicas share sessions, policies, reference values and resources through Redis, so that any',
+      '# replica finishes a handshake another began. The URL (it may hold a password) comes from Secret',
+      `# ${cfg.redis.urlSecretName} through ${REDIS_URL_ENV}, which takes precedence over url.`,
+      '[storage_backend]',
+      'storage_type = "Redis"',
+      '',
       '[storage_backend.backends.redis]',
       '',
     );
   }
-  add('[[plugins]]', 'name = "resource"', 'storage_backend_type = "kvstorage"');
+  add('[[plugins]]', 'name = "resource"', 'storage_backend_type = "kvstorage"', '');
+  add(
+    '# Files of the mounted ConfigMaps and Secrets, loaded into the store at start and again whenever',
+    "# Kubernetes updates them (no restart needed). This table is this KBS's own; trustee ignores it.",
+    '[mounted_files]',
+    `attestation_policies = ${tomlStringArray([p.attestationPolicyDir])}`,
+    `resource_policy = ${tomlString(p.resourcePolicyDir)}`,
+    `reference_values = ${tomlStringArray([p.referenceValueDir])}`,
+    `resources = ${tomlStringArray([p.resourcesDir])}`,
+  );
   return `${lines.join('\n')}\n`;
 }

@@ -1,6 +1,11 @@
 import { Engine, fromJSON, toJSON, type Value } from '@broker/rego';
 import { describe, expect, it } from 'vitest';
-import { ATTESTATION_POLICY, referenceValueNames, referenceValuesData, resourcePolicy } from './policies.js';
+import { ATTESTATION_POLICY, referenceValueNames, referenceValuesJson, resourcePolicy } from './policies.js';
+
+function payloadOf(json: string): Record<string, unknown> {
+  const [message] = JSON.parse(json) as { payload: string }[];
+  return JSON.parse(Buffer.from(message?.payload ?? '', 'base64').toString('utf8'));
+}
 
 // The attestation service compiles policies like this (Rego v1, strict builtin errors) and registers
 // query_reference_value; null stands for an unknown reference value, as in trustee.
@@ -70,8 +75,7 @@ describe('attestation policy', () => {
   });
 
   it('fails closed with the placeholder reference values (empty lists) and with none at all', () => {
-    const placeholders: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(referenceValuesData())) placeholders[k] = JSON.parse(v).value;
+    const placeholders = payloadOf(referenceValuesJson());
     for (const rvs of [placeholders, {}]) {
       const c = evaluateTrustClaims(vtpmClaims('az-snp-vtpm'), rvs);
       expect([c.executables, c.configuration]).toEqual([33, 36]);
@@ -121,17 +125,16 @@ describe('resource policies', () => {
   });
 });
 
-describe('reference values ConfigMap data', () => {
-  it('has one stored RVPS record per PCR name, placeholders empty', () => {
-    const data = referenceValuesData({ snp_pcr08: ['ab'.repeat(32)] });
-    expect(Object.keys(data)).toEqual([...referenceValueNames()].sort());
+describe('reference values file', () => {
+  it('is one RVPS sample message naming every PCR reference value, placeholders empty', () => {
+    const json = referenceValuesJson({ snp_pcr08: ['ab'.repeat(32)] });
+    const messages = JSON.parse(json) as Record<string, unknown>[];
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toMatchObject({ version: '0.1.0', type: 'sample' });
+    const payload = payloadOf(json);
+    expect(Object.keys(payload)).toEqual([...referenceValueNames()].sort());
     expect(referenceValueNames()).toHaveLength(10);
-    expect(JSON.parse(data.snp_pcr08 as string)).toEqual({
-      version: '0.1.0',
-      name: 'snp_pcr08',
-      expiration: '2099-12-31T23:59:59Z',
-      value: ['ab'.repeat(32)],
-    });
-    expect(JSON.parse(data.tdx_pcr11 as string).value).toEqual([]);
+    expect(payload.snp_pcr08).toEqual(['ab'.repeat(32)]);
+    expect(payload.tdx_pcr11).toEqual([]);
   });
 });

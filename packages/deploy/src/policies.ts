@@ -138,27 +138,21 @@ allow if {
 }
 
 /**
- * Expiration stamped on the placeholder reference values. trustee stores an expiration but never checks it
- * on reads; a fixed value keeps the rendering reproducible.
+ * The reference-values file (`reference-values.json`): RVPS messages, as the admin API takes them and the
+ * KBS loads them from `[mounted_files] reference_values`. One `sample` message carries every name; names
+ * without given values get an empty list, which the policy never matches, so attestation fails closed
+ * until the reference-value tool's ConfigMap replaces this one.
  */
-export const PLACEHOLDER_EXPIRATION = '2099-12-31T23:59:59Z';
-
-/**
- * ConfigMap data for the reference-value directory of the KBS: one key per name, each the RVPS stored
- * record `{version, name, expiration, value}`. Names without given values get an empty list, which the
- * policy never matches (fail closed until the reference-value tool's ConfigMap replaces this one).
- */
-export function referenceValuesData(
-  values: Readonly<Record<string, readonly string[]>> = {},
-  expiration = PLACEHOLDER_EXPIRATION,
-): Record<string, string> {
+export function referenceValuesJson(values: Readonly<Record<string, readonly string[]>> = {}): string {
   const names = [...new Set([...referenceValueNames(), ...Object.keys(values)])].sort();
-  const out: Record<string, string> = {};
-  for (const name of names) {
-    const value = Object.hasOwn(values, name) ? [...(values[name] ?? [])] : [];
-    out[name] = `${JSON.stringify({ version: '0.1.0', name, expiration, value })}\n`;
-  }
-  return out;
+  const payload: Record<string, string[]> = {};
+  for (const name of names) payload[name] = Object.hasOwn(values, name) ? [...(values[name] ?? [])] : [];
+  const message = {
+    version: '0.1.0',
+    type: 'sample',
+    payload: Buffer.from(JSON.stringify(payload), 'utf8').toString('base64'),
+  };
+  return `${JSON.stringify([message], null, 2)}\n`;
 }
 
 /** Intel's provisioning certification service, the collateral source trustee's samples use for TDX. */

@@ -112,9 +112,15 @@ describe('renderBrokerConfig', () => {
       keyPath: '/etc/attestation-key/token.key',
       certPath: '/etc/attestation-cert/token.crt',
     });
-    expect(cfg.storageBackend).toEqual({ storageType: 'LocalFs', localFsDir: KBS_PATHS.storageDir });
-    expect(cfg.sessionStorageType).toBe('Memory');
+    expect(cfg.storageBackend.storageType).toBe('Memory');
+    expect(cfg.sessionStorageType).toBeUndefined();
     expect(cfg.resourcePlugin).toEqual({ backend: 'kvstorage' });
+    expect(cfg.mountedFiles).toEqual({
+      attestationPolicies: ['/etc/kbs/attestation-policy'],
+      resourcePolicy: '/etc/kbs/resource-policy',
+      referenceValues: ['/etc/kbs/reference-values'],
+      resources: ['/etc/kbs/resources'],
+    });
     expect(cfg.warnings).toEqual([]);
   });
 
@@ -147,9 +153,9 @@ describe('renderBrokerConfig', () => {
       toml.attestation_service.attestation_token_broker.signer.key_path,
       toml.admin.authentication.bearer_jwt.identity_providers[0].public_key_uri,
       container.command[2],
-      `${KBS_PATHS.attestationPolicyDir}/default_cpu.rego`,
-      `${KBS_PATHS.resourcePolicyDir}/resource-policy.rego`,
-      `${KBS_PATHS.referenceValueDir}/snp_pcr08`,
+      `${toml.mounted_files.attestation_policies[0]}/default_cpu.rego`,
+      `${toml.mounted_files.resource_policy}/resource-policy.rego`,
+      `${toml.mounted_files.reference_values[0]}/reference-values.json`,
     ]) {
       const { object, key } = sourceOf(path);
       expect(object, path).toBeDefined();
@@ -202,7 +208,7 @@ describe('renderBrokerConfig', () => {
     expect(route.spec.to).toEqual({ kind: 'Service', name: 'kbs-service', weight: 100 });
   });
 
-  it('Deployment mounts each kbsSecretResources Secret as the repository folder default/<secret>/', async () => {
+  it('mounts whole directories (live updates), each kbsSecretResources Secret as default/<secret>/', async () => {
     const r = await renderDoc();
     const pod = (find(r.objects, 'Deployment') as Any).spec.template.spec;
     for (const s of ['attestation-status', 'kbsres1']) {
@@ -210,11 +216,14 @@ describe('renderBrokerConfig', () => {
       const m = pod.containers[0].volumeMounts.find((x: Any) => x.name === v.name);
       expect(m).toEqual({
         name: v.name,
-        mountPath: `${KBS_PATHS.storageDir}/repository/default/${s}`,
+        mountPath: `/etc/kbs/resources/default/${s}`,
         readOnly: true,
       });
       expect(m.subPath).toBeUndefined();
     }
+    // Only trustee's fixed DCAP file is a subPath mount; everything the KBS reloads is a directory.
+    const subPaths = pod.containers[0].volumeMounts.filter((x: Any) => x.subPath !== undefined);
+    expect(subPaths.map((x: Any) => x.mountPath)).toEqual([KBS_PATHS.tdxQcnlFile]);
   });
 
   it('restricted security context on the pod and the container', async () => {
@@ -232,7 +241,7 @@ describe('renderBrokerConfig', () => {
     });
   });
 
-  it('replicas with Redis: N pods, no session affinity, sessions in Redis with the URL from the Secret', async () => {
+  it('replicas with Redis: N pods, no session affinity, state in Redis with the URL from the Secret', async () => {
     const r = await renderDoc({
       replicas: 3,
       redisSpec: { urlSecretName: 'redis-url', urlSecretKey: 'connection' },
@@ -246,9 +255,10 @@ describe('renderBrokerConfig', () => {
       valueFrom: { secretKeyRef: { name: 'redis-url', key: 'connection' } },
     });
     const toml = parseToml(r.kbsConfigToml) as Any;
-    expect(toml.session_storage_type).toBe('Redis');
-    expect(toml.storage_backend.backends.redis).toEqual({});
-    expect(toml.storage_backend.storage_type).toBe('LocalFs');
+    expect(toml.storage_backend).toEqual({ storage_type: 'Redis', backends: { redis: {} } });
+    const cfg = parseKbsConfigText(r.kbsConfigToml);
+    expect(cfg.storageBackend.storageType).toBe('Redis');
+    expect(cfg.warnings).toEqual([]);
     expect((find(r.objects, 'KbsConfig') as Any).spec.kbsDeploymentSpec).toEqual({ replicas: 3 });
   });
 

@@ -26,7 +26,7 @@ import {
   SERVICE_NAME,
 } from './names.js';
 import { pemPublicKeyOfCertificate } from './pem-export.js';
-import { ATTESTATION_POLICY, referenceValuesData, resourcePolicy, tdxQcnlConfig } from './policies.js';
+import { ATTESTATION_POLICY, referenceValuesJson, resourcePolicy, tdxQcnlConfig } from './policies.js';
 import { httpsMaterial, type SourceSecret, type TlsMaterial, tokenMaterial } from './source-secrets.js';
 
 /** Image run when neither the BrokerConfig nor the command line names one. */
@@ -176,7 +176,9 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
   const kbsConfigToml = renderKbsConfigToml(cfg);
   const configMaps: IConfigMap[] = [
     configMap(cfg, n.kbsConfigMap, 'config', { [p.configKey]: kbsConfigToml }),
-    configMap(cfg, n.rvpsReferenceValuesConfigMap, 'reference-values', referenceValuesData()),
+    configMap(cfg, n.rvpsReferenceValuesConfigMap, 'reference-values', {
+      [p.referenceValueKey]: referenceValuesJson(),
+    }),
     configMap(cfg, n.attestationPolicyConfigMap, 'attestation-policy', {
       [p.attestationPolicyKey]: ATTESTATION_POLICY,
     }),
@@ -226,13 +228,14 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
   };
 
   const deployment = renderDeployment(cfg, n, https !== undefined, token !== undefined, opts);
-  // Any change of configuration changes the pod template, so `kubectl apply` rolls the pods (subPath
-  // mounts, like the policy files, are never refreshed in a running pod).
+  // The KBS reloads policies, reference values, resources and TLS files in place; the server
+  // configuration itself is read at start, so a change of it changes the pod template and
+  // `kubectl apply` rolls the pods.
   const hash = createHash('sha256');
-  for (const o of [...secrets, ...configMaps]) hash.update(JSON.stringify([o.metadata?.name, o.data]));
+  hash.update(kbsConfigToml);
   const template = deployment.spec?.template;
   if (template?.metadata !== undefined) {
-    template.metadata.annotations = { [`${cfg.crdGroup}/config-sha256`]: hash.digest('hex') };
+    template.metadata.annotations = { [`${cfg.crdGroup}/kbs-config-sha256`]: hash.digest('hex') };
   }
 
   const route: RouteObject = {
@@ -289,24 +292,15 @@ function renderDeployment(
     secretDir('attestation-key', n.attestationKeySecret, p.attestationKeyDir);
     secretDir('attestation-cert', n.attestationCertSecret, p.attestationCertDir);
   }
-  // The storage root is writable (the KBS seeds its built-in policies there); the generated policies are
-  // single files over it, the reference values and resources whole directories that Kubernetes updates
-  // in place.
-  volumes.push({ name: 'storage', emptyDir: { sizeLimit: '64Mi' } });
-  mounts.push({ name: 'storage', mountPath: p.storageDir });
+  // Whole-directory mounts: Kubernetes swaps their content in place and the KBS reloads it
+  // ([mounted_files]); subPath mounts would never change in a running pod.
+  configMapDir('attestation-policy', n.attestationPolicyConfigMap, p.attestationPolicyDir);
+  configMapDir('resource-policy', n.resourcePolicyConfigMap, p.resourcePolicyDir);
   configMapDir('reference-values', n.rvpsReferenceValuesConfigMap, p.referenceValueDir);
-  configMapFile(
-    'attestation-policy',
-    n.attestationPolicyConfigMap,
-    p.attestationPolicyKey,
-    `${p.attestationPolicyDir}/${p.attestationPolicyKey}`,
-  );
-  configMapFile(
-    'resource-policy',
-    n.resourcePolicyConfigMap,
-    p.resourcePolicyKey,
-    `${p.resourcePolicyDir}/${p.resourcePolicyKey}`,
-  );
+  // The resources root exists even with no resource Secret; each Secret is mounted below it.
+  volumes.push({ name: 'resources', emptyDir: { sizeLimit: '1Mi' } });
+  mounts.push({ name: 'resources', mountPath: p.resourcesDir, readOnly: true });
+  // trustee's DCAP library reads this fixed path.
   configMapFile('tdx-config', n.tdxConfigMap, p.tdxQcnlKey, p.tdxQcnlFile);
   volumes.push({ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } });
   mounts.push({ name: 'tmp', mountPath: p.tmpDir });
@@ -398,6 +392,6 @@ export function resourceVolumeSpec(secretName: string): { volume: IVolume; mount
   const name = resourceVolumeName(secretName);
   return {
     volume: { name, secret: { secretName } },
-    mount: { name, mountPath: `${KBS_PATHS.repositoryDir}/default/${secretName}`, readOnly: true },
+    mount: { name, mountPath: `${KBS_PATHS.resourcesDir}/default/${secretName}`, readOnly: true },
   };
 }

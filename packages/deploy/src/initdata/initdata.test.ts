@@ -238,7 +238,7 @@ metadata: { name: svc }
     expect(r.annotated).toEqual(['Pod/app', 'Deployment/web']);
     expect(r.yaml).toContain('# the sample workload');
     expect(r.yaml).toContain('# inline comment');
-    const docs = parseYamlDocuments(r.yaml, 'out') as Record<string, never>[];
+    const docs = parseYamlDocuments(r.yaml, 'out') as Record<string, unknown>[];
     expect(docs).toHaveLength(3);
     expect((docs[0] as { metadata: { annotations: unknown } }).metadata.annotations).toEqual({
       keep: 'me',
