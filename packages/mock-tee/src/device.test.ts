@@ -332,6 +332,16 @@ describe('mock TEE device over swtpm', () => {
     expect((await send(Buffer.concat([header(12, 0x122), Buffer.alloc(2)]), true)).readUInt32BE(6)).not.toBe(
       0,
     );
+    // NV_ReadPublic of the report index with an (audit) session, or with trailing bytes.
+    const readPublic = Buffer.concat([header(14, 0x169), Buffer.alloc(4)]);
+    readPublic.writeUInt32BE(HCL_REPORT_NV_INDEX, 10);
+    const withSession = Buffer.from(readPublic);
+    withSession.writeUInt16BE(0x8002, 0);
+    expect((await send(withSession, true)).readUInt32BE(6)).toBe(0x145);
+    const trailing = Buffer.concat([readPublic, Buffer.alloc(2)]);
+    trailing.writeUInt32BE(16, 2);
+    expect((await send(trailing, true)).readUInt32BE(6)).not.toBe(0);
+    expect((await send(readPublic, true)).readUInt32BE(6)).toBe(0);
     // Still a working vTPM.
     const pcrs = await tpm.readPcrs(TPM_ALG.SHA256, [11]);
     expect(Buffer.from(pcrs[0]!).toString('hex')).toBe(device.expectedPcrs.get(11));
@@ -387,5 +397,17 @@ describe('mock TEE device over swtpm', () => {
     expect(device.vmConfiguration).toEqual(before.vm);
     const [p11] = await tpm.readPcrs(TPM_ALG.SHA256, [11]);
     expect(Buffer.from(p11!).toString('hex')).toBe(device.expectedPcrs.get(11));
+  });
+
+  it('leaves swtpm itself with the booted PCRs (tpm2_pcrread on swtpm once the device lets go)', async () => {
+    // swtpm serves one connection at a time and the device holds it while running.
+    await tpm.close();
+    await device.close();
+    const { stdout } = await run('tpm2_pcrread', ['sha256:3,9,11,12'], {
+      env: { ...process.env, TPM2TOOLS_TCTI: swtpm.tcti },
+    });
+    for (const [i, value] of expectedPcrValues(sampleManifest())) {
+      expect(stdout).toMatch(new RegExp(`\\b${i}\\s*:\\s*0x${value.toUpperCase()}`));
+    }
   });
 });

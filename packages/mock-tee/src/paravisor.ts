@@ -5,8 +5,12 @@
 //   hands over to the OS: the platform is the paravisor's, and with it a guest could rewrite the
 //   HCL report index or reset the vTPM's state;
 // - NV_ReadPublic and NV_Read of the HCL report index (0x01400001) are answered from the report the
-//   paravisor holds (swtpm's index size limit is below the report's 2600 bytes); authorization of
-//   the read is still checked by swtpm, against a one-byte stand-in index with the same attributes;
+//   paravisor holds, because swtpm's index size limit (2048 bytes) is below the report's 2600. The
+//   read's authorization is still decided by swtpm, on the same read of a one-byte stand-in index
+//   with the same attributes: password sessions are passed through, and unsalted, unbound HMAC
+//   sessions (tpm2-tools' default) are checked here and re-signed for the stand-in so that swtpm
+//   checks them too and the session's nonces stay in step. Other session kinds get
+//   TPM_RC_AUTH_UNAVAILABLE;
 // - after a successful NV_Write to the user-data index (0x01400002) the paravisor reads the user data
 //   back and issues a fresh HCL report before the guest sees the write's response, so the guest's
 //   next read returns a report over its data.
