@@ -2,7 +2,6 @@
 // then the resource plugin, each with upstream's admin, token and policy checks and error kinds.
 import {
   decodeBase64UrlStrict,
-  jweEncrypt,
   KbsError,
   parseJson,
   parseResourcePath,
@@ -11,6 +10,7 @@ import {
 import type { Logger } from 'pino';
 import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
 import type { AttestationService } from './attestation/index.js';
+import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
 import type { Rcar } from './rcar.js';
@@ -59,6 +59,9 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 export class Api {
+  /** TEE keys checked and imported once per key, not once per resource. */
+  private readonly jwe = new JweEncrypter();
+
   constructor(private readonly deps: ApiDeps) {}
 
   private checkAdmin(req: ApiRequest, endpoint: string): void {
@@ -295,7 +298,7 @@ export class Api {
     }
     let jwe: unknown;
     try {
-      jwe = jweEncrypt(plaintext, teeKey);
+      jwe = this.jwe.encrypt(plaintext, teeKey);
     } catch (e) {
       throw new KbsError('JweError', undefined, { cause: e });
     }

@@ -1,6 +1,7 @@
 // Compact JWS/JWT decoding and signature checks on node:crypto. Only asymmetric algorithms exist here:
 // `none` and the HMAC family cannot be expressed, so a token can never choose its own trust.
 import { createPublicKey, constants as cryptoConstants, type KeyObject, verify } from 'node:crypto';
+import { p1363ToDer } from './ecdsa.js';
 
 export class JwtVerificationError extends Error {
   override readonly name: string = 'JwtVerificationError';
@@ -121,22 +122,22 @@ const HASH: Record<JwsAlgorithm, string | null> = {
   EdDSA: null,
 };
 
-type VerifyKey =
-  | KeyObject
-  | { key: KeyObject; dsaEncoding: 'ieee-p1363' }
-  | { key: KeyObject; padding: number; saltLength: number };
+type VerifyKey = KeyObject | { key: KeyObject; padding: number; saltLength: number };
 
-/** node:crypto verify arguments for `alg`, or undefined when the signature cannot be one (wrong size). */
+/**
+ * node:crypto verify arguments for `alg` (the signature in the form OpenSSL takes), or undefined when the
+ * signature cannot be one (wrong size).
+ */
 function verifyArgs(
   jwt: DecodedJwt,
   key: KeyObject,
   alg: JwsAlgorithm,
-): [string | null, VerifyKey] | undefined {
+): [string | null, VerifyKey, Uint8Array] | undefined {
   if (!keyFitsAlgorithm(key, alg)) throw new JwtVerificationError(`key type does not fit algorithm ${alg}`);
-  if (alg === 'EdDSA') return [null, key];
+  if (alg === 'EdDSA') return [null, key, jwt.signature];
   if (alg.startsWith('ES')) {
     if (jwt.signature.length !== (alg === 'ES256' ? 64 : 96)) return undefined;
-    return [HASH[alg], { key, dsaEncoding: 'ieee-p1363' }];
+    return [HASH[alg], key, p1363ToDer(jwt.signature)];
   }
   if (alg.startsWith('PS')) {
     return [
@@ -146,9 +147,10 @@ function verifyArgs(
         padding: cryptoConstants.RSA_PKCS1_PSS_PADDING,
         saltLength: cryptoConstants.RSA_PSS_SALTLEN_DIGEST,
       },
+      jwt.signature,
     ];
   }
-  return [HASH[alg], key];
+  return [HASH[alg], key, jwt.signature];
 }
 
 const BAD_SIGNATURE = 'signature does not verify';
@@ -159,7 +161,7 @@ export function verifySignature(jwt: DecodedJwt, key: KeyObject, alg: JwsAlgorit
   let ok = false;
   if (args !== undefined) {
     try {
-      ok = verify(args[0], Buffer.from(jwt.signingInput, 'ascii'), args[1], jwt.signature);
+      ok = verify(args[0], Buffer.from(jwt.signingInput, 'ascii'), args[1], args[2]);
     } catch {
       ok = false;
     }

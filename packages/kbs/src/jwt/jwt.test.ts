@@ -199,6 +199,54 @@ describe('JwtVerifier decode cache', () => {
   });
 });
 
+describe('JwtVerifier verification cache', () => {
+  it('checks expiry on every use of a token whose signature it verified', () => {
+    let now = NOW_MS;
+    const key = es();
+    const v = new JwtVerifier({ jwks: [], certs: [], pemKeys: [], insecureHeaderJwk: true }, () => now);
+    const token = headerJwkToken(key, { exp: NOW + 5 });
+    expect(v.verify(token).exp).toBe(NOW + 5);
+    now += 65_000; // exp + leeway reached exactly: still accepted
+    expect(v.verify(token).exp).toBe(NOW + 5);
+    now += 1_000;
+    expect(() => v.verify(token)).toThrow(JwtExpired);
+    expect(() => v.verify(token)).toThrow(JwtExpired);
+  });
+
+  it('never serves a cached result for a token that differs in any character', () => {
+    const key = es();
+    const v = new JwtVerifier({ jwks: [], certs: [], pemKeys: [], insecureHeaderJwk: true }, clock);
+    const token = headerJwkToken(key, { exp: NOW + 300 });
+    v.verify(token);
+    const last = token.at(-1) === 'A' ? 'B' : 'A';
+    expect(() => v.verify(`${token.slice(0, -1)}${last}`)).toThrow(JwtVerificationError);
+    expect(() => v.verify(`${token}A`)).toThrow(JwtVerificationError);
+    expect(() => v.verify(` ${token}`)).toThrow(JwtVerificationError);
+  });
+
+  it('does not remember failures: a refused token is checked again', () => {
+    let now = NOW_MS;
+    const key = es();
+    const v = new JwtVerifier({ jwks: [], certs: [], pemKeys: [], insecureHeaderJwk: true }, () => now);
+    const token = headerJwkToken(key, { exp: NOW - 120 });
+    expect(() => v.verify(token)).toThrow(JwtExpired);
+    now -= 120_000;
+    expect(v.verify(token).exp).toBe(NOW - 120);
+  });
+
+  it('redoes the x5c endorsement once the cached verification is a minute old', () => {
+    const certs = certificatesFromPem(chain.rootPem, 'root');
+    let now = Date.now();
+    const v = new JwtVerifier({ jwks: [], certs, pemKeys: [], insecureHeaderJwk: false }, () => now);
+    const exp = Math.floor(now / 1000) + 10 * 365 * 86400;
+    const token = headerJwkToken(chain.leafKey, { exp }, { x5c: chain.x5c });
+    expect(v.verify(token).exp).toBe(exp);
+    // Past the chain's validity (30 days): the cached entry has aged out, the chain is checked and refused.
+    now += 40 * 86400 * 1000;
+    expect(() => v.verify(token)).toThrow(/validity|expired|not valid/i);
+  });
+});
+
 describe('JwtVerifier with trusted JWK sets and PEM keys', () => {
   const valid = { exp: NOW + 300 };
 

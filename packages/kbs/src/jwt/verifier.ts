@@ -52,6 +52,15 @@ const HEADER_KEY_CACHE_SIZE = 1024;
 const DECODED_CACHE_SIZE = 512;
 /** How long an x5c endorsement is reused before the chain is checked again. */
 const ENDORSEMENT_TTL_MS = 60_000;
+/**
+ * Tokens whose signature verified, by their exact text: a guest presents the same token for each resource
+ * it fetches, and the signature check is the dearest step. Expiry is still checked on every use, and an
+ * entry is dropped after ENDORSEMENT_TTL_MS so the key selection (x5c chain validity) is redone as often as
+ * without the cache. Only successes are kept; a token that differs in any character is verified afresh.
+ */
+const VERIFIED_CACHE_SIZE = 4096;
+/** Longer tokens are verified every time rather than held in memory (EAR tokens are a few KiB). */
+const MAX_CACHED_TOKEN_LENGTH = 16 * 1024;
 
 function deepFreeze(v: unknown): void {
   if (typeof v !== 'object' || v === null || Object.isFrozen(v)) return;
@@ -77,6 +86,7 @@ export class JwtVerifier {
   private readonly headerKeys = new Map<string, SelectedKey & { readonly until: number }>();
   private readonly kidKeys = new Map<string, SelectedKey>();
   private readonly decoded = new Map<string, DecodedJwt>();
+  private readonly verified = new Map<string, { claims: Record<string, unknown>; until: number }>();
 
   constructor(material: TrustMaterial, now: () => number = Date.now) {
     this.material = material;
@@ -232,6 +242,27 @@ export class JwtVerifier {
 
   /** The verified claims (frozen); JwtVerificationError (or JwtExpired) says why not. */
   verify(token: string): Record<string, unknown> {
+    const now = this.now();
+    const hit = this.verified.get(token);
+    if (hit !== undefined) {
+      if (hit.until > now) {
+        checkExpiry(hit.claims, Math.floor(now / 1000));
+        return hit.claims;
+      }
+      this.verified.delete(token);
+    }
+    const claims = this.verifyUncached(token);
+    if (typeof token === 'string' && token.length <= MAX_CACHED_TOKEN_LENGTH) {
+      if (this.verified.size >= VERIFIED_CACHE_SIZE) {
+        const oldest = this.verified.keys().next().value;
+        if (oldest !== undefined) this.verified.delete(oldest);
+      }
+      this.verified.set(token, { claims, until: now + ENDORSEMENT_TTL_MS });
+    }
+    return claims;
+  }
+
+  private verifyUncached(token: string): Record<string, unknown> {
     const jwt = this.decode(token);
     const { alg, selected, selectError } = this.keyFor(jwt);
     if (selected === undefined) return this.viaPemKeys(jwt, alg, selectError);

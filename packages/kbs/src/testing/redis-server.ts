@@ -8,6 +8,8 @@ import { join } from 'node:path';
 
 export interface RedisServer {
   readonly port: number;
+  /** Process id of the running server (undefined while stopped). */
+  readonly pid: number | undefined;
   readonly url: string;
   readonly dir: string;
   /** Starts the server (again); resolves once it accepts commands. */
@@ -32,7 +34,17 @@ export async function freeLoopbackPort(): Promise<number> {
   });
 }
 
-export async function startRedisServer(options: { port?: number } = {}): Promise<RedisServer> {
+export interface RedisServerOptions {
+  readonly port?: number;
+  /**
+   * Append-only file fsync policy: `always` (tests: nothing acknowledged is lost, even on SIGKILL),
+   * `everysec` (Redis's default, what a deployment would use), or `off` (no persistence).
+   */
+  readonly persistence?: 'always' | 'everysec' | 'off';
+}
+
+export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const persistence = options.persistence ?? 'always';
   const port = options.port ?? (await freeLoopbackPort());
   const dir = mkdtempSync(join(tmpdir(), 'kbs-redis-'));
   let child: ChildProcess | undefined;
@@ -41,6 +53,9 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
     port,
     url: `redis://127.0.0.1:${port}`,
     dir,
+    get pid() {
+      return child?.exitCode === null ? child.pid : undefined;
+    },
     async start() {
       const args = [
         '--port',
@@ -52,9 +67,9 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
         '--save',
         '',
         '--appendonly',
-        'yes',
+        persistence === 'off' ? 'no' : 'yes',
         '--appendfsync',
-        'always',
+        persistence === 'off' ? 'everysec' : persistence,
         '--protected-mode',
         'yes',
         '--daemonize',
