@@ -316,6 +316,21 @@ function readRegistryConfig(t: Table, unknown: string[]): RegistryConfig {
   };
 }
 
+/**
+ * A containers-registries.conf(5) document fetched through
+ * `registry_configuration_uri` (TOML), read like `[image.registry_config]`.
+ * Used by the image-pull service (`./image/`).
+ */
+export function parseRegistryConfiguration(text: string): RegistryConfig {
+  let doc: unknown;
+  try {
+    doc = parseToml(text);
+  } catch (e) {
+    throw new CdhConfigError(`invalid registry configuration: ${(e as Error).message}`);
+  }
+  return readRegistryConfig(Table.of(doc, ''), []);
+}
+
 const EMPTY_IMAGE_CONFIG: ImageConfig = Object.freeze({
   workDir: DEFAULT_IMAGE_WORK_DIR,
   imageSecurityPolicyUri: null,

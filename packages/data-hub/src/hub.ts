@@ -12,6 +12,7 @@ import type { AaConnect } from './aa-token.js';
 import type { CdhConfig } from './config.js';
 import { KBS_RESOURCE_STORAGE_DIR, provisionCredentials } from './credentials.js';
 import { GetResourceFailed, IllegalResourceUri } from './errors.js';
+import type { ImagePullService, ImagePullServiceOptions } from './image/service.js';
 import type { ResourceGetter } from './kbc.js';
 
 export interface DataHubOptions {
@@ -38,6 +39,8 @@ export interface DataHubOptions {
    * KBS URI (default `/run/confidential-containers/cdh/sealed-secret`). For tests.
    */
   readonly sealedSecretKeyDir?: string;
+  /** Image-pull settings for tests (registry client options, platform, measurement). */
+  readonly imagePull?: ImagePullServiceOptions;
 }
 
 function messageOf(e: unknown): string {
@@ -56,6 +59,7 @@ export class DataHub {
   readonly #options: DataHubOptions;
   readonly #log: Logger | undefined;
   #getter: Promise<ResourceGetter> | undefined;
+  #images: Promise<ImagePullService> | undefined;
   #closed = false;
 
   constructor(config: CdhConfig, options: DataHubOptions = {}) {
@@ -115,9 +119,31 @@ export class DataHub {
     });
   }
 
+  /**
+   * `PullImage` (`./image/`): checks the image against the signature policy,
+   * pulls and unpacks it to `<bundlePath>/rootfs`, and returns its manifest
+   * digest. Loaded on the first call.
+   */
+  async pullImage(imageUrl: string, bundlePath: string, _ctx?: CallContext): Promise<string> {
+    if (this.#closed) throw new Error('the data hub is closed');
+    this.#images ??= import('./image/service.js').then(
+      ({ ImagePullService }) =>
+        new ImagePullService(
+          this.config,
+          {
+            getResource: (uri) => this.getResource(uri),
+            ...(this.#log !== undefined ? { logger: this.#log } : {}),
+          },
+          this.#options.imagePull ?? {},
+        ),
+    );
+    return (await this.#images).pullImage(imageUrl, bundlePath);
+  }
+
   /** Closes the KBS and agent connections. */
   async close(): Promise<void> {
     this.#closed = true;
+    (await this.#images?.catch(() => undefined))?.close();
     const getter = this.#getter;
     this.#getter = undefined;
     if (getter !== undefined) (await getter.catch(() => undefined))?.close();

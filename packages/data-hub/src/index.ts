@@ -26,6 +26,7 @@ export {
   parseCdhConfig,
   parseKbcName,
   parseLogLevel,
+  parseRegistryConfiguration,
   REGISTRY_CREDENTIALS_ENV,
   type RegistryConfig,
   type RegistryEntry,
@@ -48,5 +49,7 @@ export {
   OfflineResourceNotFound,
 } from './errors.js';
 export { DataHub, type DataHubOptions } from './hub.js';
+export { ImageClientFailed, ImagePullFailed } from './image/errors.js';
+export type { ImagePullServiceOptions, PullImageEvent } from './image/service.js';
 export { UnsealSecretFailed } from './sealed/errors.js';
 export { type RunningDataHub, type StartDataHubOptions, startDataHub } from './server.js';
