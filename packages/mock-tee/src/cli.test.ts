@@ -140,6 +140,22 @@ describe('mock-tee command line', () => {
     expect(logLines.map((l) => JSON.parse(l).msg)).toContain('mock TEE stopped');
   });
 
+  it('start: ends with status 1 when swtpm dies under it', async () => {
+    await requirePrograms('swtpm');
+    const c = capture();
+    let device: MockTee | undefined;
+    const running = mockTeeMain(['start', '--state', join(dir, 'state-d'), '--log-level', 'silent'], {
+      ...c.options,
+      onReady: (d) => {
+        device = d;
+      },
+    });
+    await expect.poll(() => device, { timeout: 60_000 }).toBeDefined();
+    process.kill(device!.swtpm.pid!, 'SIGKILL');
+    expect(await running).toBe(1);
+    expect(c.err.join('')).toContain('swtpm exited');
+  });
+
   it('start: a bad manifest fails before anything runs', async () => {
     const file = join(dir, 'bad.json');
     await writeFile(file, '[]');

@@ -189,10 +189,16 @@ async function start(
   ];
   out(settings.map(([k, v]) => `${k}=${shellWord(v)}\n`).join(''));
   options.onReady?.(device);
-  const why = await stop.stopped;
+  const swtpmGone = device.swtpmExited?.then((w) => `swtpm exited (${w})`);
+  const why = await Promise.race([stop.stopped, ...(swtpmGone !== undefined ? [swtpmGone] : [])]);
+  stop.cancel();
   logger.info({ reason: why }, 'stopping');
   await device.close();
   logger.info('mock TEE stopped');
   logger.flush();
+  if (why.startsWith('swtpm exited')) {
+    err(`mock-tee: ${why}\n`);
+    return 1;
+  }
   return 0;
 }

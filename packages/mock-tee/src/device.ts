@@ -74,6 +74,8 @@ export interface MockTee {
   readonly tcb: TcbVersion;
   /** swtpm itself (tests cross-check with tpm2-tools there while the device is idle: it serves one client at a time). */
   readonly swtpm: SwtpmEndpoint & { readonly pid?: number };
+  /** When the device runs swtpm: resolves (with why) if swtpm ends before `close()` is called. */
+  readonly swtpmExited?: Promise<string>;
   readonly akPublic: KeyObject;
   readonly ekPublic: KeyObject;
   readonly vmConfiguration: VmConfiguration;
@@ -156,7 +158,6 @@ export async function startMockTee(options: StartMockTeeOptions): Promise<MockTe
       endpoint = launched;
       const proc = launched;
       cleanups.push(() => proc.stop());
-      void proc.exited.then((why) => log.info({ why }, 'swtpm exited'));
     }
     const control = new SwtpmControlChannel({ host: endpoint.host, port: endpoint.ctrlPort });
     const upstream = new SwtpmSocketTransport({ host: endpoint.host, port: endpoint.port });
@@ -214,6 +215,14 @@ export async function startMockTee(options: StartMockTeeOptions): Promise<MockTe
       closed ??= cleanup();
       return closed;
     };
+    const unexpectedExit =
+      launched === undefined
+        ? undefined
+        : launched.exited.then((why) => {
+            if (closed === undefined) log.error({ why }, 'swtpm exited: the vTPM is gone');
+            // Pending forever once closing: the exit was asked for.
+            return closed === undefined ? why : new Promise<string>(() => undefined);
+          });
     const currentKeys = () => {
       if (keys === undefined) throw new MockTeeError('PROVISIONING_FAILED', 'the vTPM is not provisioned');
       return keys;
@@ -237,6 +246,7 @@ export async function startMockTee(options: StartMockTeeOptions): Promise<MockTe
         ctrlPort: endpoint.ctrlPort,
         ...(launched !== undefined && { pid: launched.pid }),
       },
+      ...(unexpectedExit !== undefined && { swtpmExited: unexpectedExit }),
       get akPublic() {
         return currentKeys().akPublic;
       },
