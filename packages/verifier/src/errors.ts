@@ -32,6 +32,8 @@ export type VerificationErrorCode =
   | 'HCL_DATA_MISMATCH'
   /** A certificate cannot be parsed, or lacks or garbles a required extension. */
   | 'CERT_MALFORMED'
+  /** The evidence carries no VCEK and no configured source (offline store, KDS) supplied one. */
+  | 'VCEK_UNAVAILABLE'
   /** The endorsement key certificate does not chain to a trusted root. */
   | 'CERT_CHAIN_INVALID'
   /** A certificate of the chain is not valid at the verification time. */

@@ -53,7 +53,14 @@ export {
   type TcbLayout,
   type TcbVersion,
 } from './snp/report.js';
-export { reportFieldsFromSevJson, sevJsonFromReport } from './snp/serde.js';
+export {
+  type CertTableEntry,
+  type CertTableType,
+  certTableFromSevJson,
+  MAX_CERT_TABLE_ENTRIES,
+  reportFieldsFromSevJson,
+  sevJsonFromReport,
+} from './snp/serde.js';
 export { signatureFromP1363, signatureToP1363, verifySnpReportSignature } from './snp/signature.js';
 export {
   createTestAmdRoots,
@@ -65,6 +72,22 @@ export {
   type TestVekOptions,
   vekExtensions,
 } from './snp/test-roots.js';
+export {
+  clearKdsCache,
+  DEFAULT_KDS_TIMEOUT_MS,
+  DEFAULT_OFFLINE_STORE_PATH,
+  type FetchedVcek,
+  fetchVcek,
+  hardwareIdHex,
+  KDS_BASE_URL,
+  kdsVcekUrl,
+  offlineStoreFiles,
+  readVcekFromOfflineStore,
+  type SnpVerifierOptions,
+  TRUSTEE_DEFAULT_VCEK_SOURCES,
+  tcbFilePrefix,
+  type VcekSource,
+} from './snp/vcek-source.js';
 export { checkVmpl, type SnpTrustOptions, trustedRoots, verifySnpReport } from './snp/verify.js';
 export { type TpmClaims, TpmVerifier } from './tpm/index.js';
 export type { ExpectedData, TeeClass, Verifier, VerifierResult } from './verifier.js';

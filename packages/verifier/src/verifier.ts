@@ -1,5 +1,6 @@
 import type { Tee } from '@broker/protocol';
 import type { AmdRootSet } from './snp/certs.js';
+import type { SnpVerifierOptions } from './snp/vcek-source.js';
 
 /** trustee's TEE classes: one policy per class (`<policy id>_<class>`) and one token submodule each. */
 export type TeeClass = 'cpu' | 'gpu';
@@ -17,6 +18,8 @@ export interface ExpectedData {
    * bundles of an ARK with the ASK/ASVK it signed. Leave unset in production.
    */
   readonly trustedArks?: readonly (string | AmdRootSet)[];
+  /** `snp` verifier settings (`[attestation_service.verifier_config.snp_verifier]`): VCEK sources. */
+  readonly snp?: SnpVerifierOptions;
 }
 
 /** Claims of one attested environment. A verifier may report several (e.g. a CPU and its devices). */

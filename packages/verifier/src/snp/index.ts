@@ -1,6 +1,7 @@
 // Bare SEV-SNP (trustee's `snp` verifier): evidence `{"attestation_report": <sev crate JSON>,
 // "cert_chain": [CertTableEntry] | null}`. The endorsement key comes from the certificate table
-// the host supplied with the report; there is no fetch from AMD's KDS.
+// the host supplied with the report or, without one, from the configured VCEK sources (an offline
+// store or AMD's KDS); either way it must chain to a trusted ARK.
 import { X509Certificate } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import { evidenceObject, objectMember } from '../evidence.js';
@@ -9,7 +10,8 @@ import { type AmdRootSet, parseVekCertificate, type VekCertificate } from './cer
 import { type SnpClaims, snpClaims } from './claims.js';
 import { encodeSnpReport, parseSnpReport, type SnpReport } from './report.js';
 import { type CertTableEntry, certTableFromSevJson, reportFieldsFromSevJson } from './serde.js';
-import { checkVmpl, trustedRoots, verifySnpReport } from './verify.js';
+import { fetchVcek } from './vcek-source.js';
+import { checkVmpl, trustedRoots, vekKindOf, verifySnpReport } from './verify.js';
 
 /** trustee needs version 3+ to tell the processor (and so the roots) from the report. */
 export const SNP_EVIDENCE_MIN_REPORT_VERSION = 3;
@@ -71,6 +73,29 @@ function rootsAndVek(
   return { roots: result, vek: parseVekCertificate(vekEntry.data) };
 }
 
+/**
+ * Without a certificate table the VCEK comes from the configured sources; it chains to the
+ * trusted ASKs directly (no table ARK/ASK to consider). A VLEK is never published, so a report
+ * signed by one needs its table.
+ */
+async function rootsAndFetchedVcek(
+  report: SnpReport,
+  roots: readonly AmdRootSet[],
+  expected: ExpectedData,
+): Promise<{ roots: AmdRootSet[]; vek: VekCertificate }> {
+  if (vekKindOf(report) === 'vlek') {
+    throw new VerificationError(
+      'VCEK_UNAVAILABLE',
+      'the report is signed by a VLEK, which only the evidence cert_chain can carry',
+    );
+  }
+  // Version 3+ (checked before) always names its processor.
+  const generation = report.generation!;
+  const fetched = await fetchVcek(report, generation, expected.snp ?? {});
+  const usable = roots.filter((r) => r.generation === undefined || r.generation === generation);
+  return { roots: usable, vek: parseVekCertificate(fetched.der) };
+}
+
 export class SnpVerifier implements Verifier {
   readonly tee = 'snp' as const;
 
@@ -89,13 +114,10 @@ export class SnpVerifier implements Verifier {
     }
     // The signed bytes are rebuilt from the fields, reserved bytes zero, as the sev crate does.
     const report = parseSnpReport(encodeSnpReport(fields));
-    if (table === undefined) {
-      throw new VerificationError(
-        'EVIDENCE_MALFORMED',
-        'snp evidence has no cert_chain (fetching the VCEK is not supported)',
-      );
-    }
-    const { roots, vek } = rootsAndVek(table, trustedRoots(expected), report);
+    const { roots, vek } =
+      table === undefined
+        ? await rootsAndFetchedVcek(report, trustedRoots(expected), expected)
+        : rootsAndVek(table, trustedRoots(expected), report);
     verifySnpReport(report, vek, roots, expected.now ?? new Date());
     checkVmpl(report, 0);
 

@@ -207,7 +207,9 @@ describe('snp verifier', () => {
     const cases: [unknown, VerificationErrorCode][] = [
       [null, 'EVIDENCE_MALFORMED'],
       [{ cert_chain: [] }, 'EVIDENCE_MALFORMED'],
-      [{ ...ev, cert_chain: null }, 'EVIDENCE_MALFORMED'],
+      // Without a table the VCEK comes from configured sources only, and none is configured here.
+      [{ ...ev, cert_chain: null }, 'VCEK_UNAVAILABLE'],
+      [{ attestation_report: ev.attestation_report }, 'VCEK_UNAVAILABLE'],
       [{ ...ev, cert_chain: [] }, 'EVIDENCE_MALFORMED'],
       [{ ...ev, cert_chain: [{ cert_type: 'PEK', data: [] }] }, 'EVIDENCE_MALFORMED'],
       [{ ...ev, cert_chain: [{ cert_type: 'VCEK', data: [1, 2, 3] }] }, 'CERT_MALFORMED'],
