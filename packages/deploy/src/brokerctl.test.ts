@@ -119,6 +119,12 @@ describe('brokerctl', () => {
     expect(objs.map((o) => o.metadata.name)).toEqual(['kbs-issuer', 'kbs-https', 'kbs-token']);
     expect(objs[1].spec.dnsNames).toEqual(['kbs.example.test']);
     for (const o of objs) expect(schemaProblems(o)).toEqual([]);
+    const noNs = await run(['certs', '--route-host', 'kbs.example.test']);
+    expect(noNs.code).toBe(0);
+    const secrets = parseYamlDocuments(noNs.io.stdout, 'certs') as Any[];
+    expect(secrets.map((x) => x.metadata)).toEqual([{ name: 'kbs-https-tls' }, { name: 'kbs-token-tls' }]);
+    expect((await run(['certs', '--route-host', 'kbs.example.test', '--namespace', 'Bad NS'])).code).toBe(1);
+    expect((await run(['certs', '--namespace', 'ns'])).code).toBe(2);
   });
 
   it('add-secret prints the patch, the commands and the restart step', async () => {

@@ -26,10 +26,10 @@ export const BROKERCTL_USAGE = `usage:
       from Secret documents in BROKERCONFIG.yaml or in --secrets files (e.g. \`brokerctl certs\` output).
   brokerctl crds [--crd-group G]
       CustomResourceDefinitions of BrokerConfig and KbsConfig.
-  brokerctl cert-manager (BROKERCONFIG.yaml --cluster-domain D | --namespace NS --route-host H)
+  brokerctl cert-manager (BROKERCONFIG.yaml --cluster-domain D | --route-host H [--namespace NS])
                          [--https-secret N] [--token-secret N] [--organization O]
       Issuer kbs-issuer and Certificates kbs-https and kbs-token.
-  brokerctl certs (BROKERCONFIG.yaml --cluster-domain D | --namespace NS --route-host H)
+  brokerctl certs (BROKERCONFIG.yaml --cluster-domain D | --route-host H [--namespace NS])
                   [--https-secret N] [--token-secret N] [--organization O] [--out DIR]
       The same keys and certificates made directly; prints the kubernetes.io/tls Secrets, and with --out
       also writes https.key, https.crt, token.key, token.crt and secrets.yaml into DIR.
@@ -114,11 +114,9 @@ function certificateNames(args: ParsedArgs, io: CliIO, command: string): Certifi
   }
   const namespace = args.flags.get('namespace');
   const host = args.flags.get('route-host');
-  if (namespace === undefined || host === undefined) {
-    throw new UsageError(`${command} needs a BrokerConfig file, or --namespace and --route-host`);
-  }
+  if (host === undefined) throw new UsageError(`${command} needs a BrokerConfig file or --route-host`);
   return {
-    namespace,
+    ...(namespace !== undefined && { namespace }),
     routeHost: host,
     httpsSecretName: args.flags.get('https-secret') ?? DEFAULT_HTTPS_SECRET,
     tokenSecretName: args.flags.get('token-secret') ?? DEFAULT_TOKEN_SECRET,

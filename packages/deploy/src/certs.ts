@@ -20,7 +20,8 @@ export const CERT_RENEW_BEFORE_HOURS = 360;
 export const TOKEN_COMMON_NAME = 'kbs-token';
 
 export interface CertificateNames {
-  readonly namespace: string;
+  /** Omitted: the objects take the namespace of `kubectl apply -n`. */
+  readonly namespace?: string;
   readonly routeHost: string;
   readonly httpsSecretName: string;
   readonly tokenSecretName: string;
@@ -30,6 +31,9 @@ export interface CertificateNames {
 const HOST = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function checkNames(n: CertificateNames): void {
+  if (n.namespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(n.namespace)) {
+    throw new CertificateError(`namespace ${JSON.stringify(n.namespace)} is not a valid namespace name`);
+  }
   if (!HOST.test(n.routeHost))
     throw new CertificateError(`route host ${JSON.stringify(n.routeHost)} is not a lowercase DNS name`);
   if (n.routeHost.length > 64) {
@@ -53,13 +57,16 @@ export function certManagerObjects(n: CertificateNames): [IIssuer, ICertificate,
     {
       apiVersion: 'cert-manager.io/v1',
       kind: 'Issuer',
-      metadata: { name: ISSUER_NAME, namespace: n.namespace },
+      metadata: { name: ISSUER_NAME, ...(n.namespace !== undefined && { namespace: n.namespace }) },
       spec: { selfSigned: {} },
     },
     {
       apiVersion: 'cert-manager.io/v1',
       kind: 'Certificate',
-      metadata: { name: HTTPS_CERTIFICATE_NAME, namespace: n.namespace },
+      metadata: {
+        name: HTTPS_CERTIFICATE_NAME,
+        ...(n.namespace !== undefined && { namespace: n.namespace }),
+      },
       spec: {
         secretName: n.httpsSecretName,
         duration,
@@ -75,7 +82,10 @@ export function certManagerObjects(n: CertificateNames): [IIssuer, ICertificate,
     {
       apiVersion: 'cert-manager.io/v1',
       kind: 'Certificate',
-      metadata: { name: TOKEN_CERTIFICATE_NAME, namespace: n.namespace },
+      metadata: {
+        name: TOKEN_CERTIFICATE_NAME,
+        ...(n.namespace !== undefined && { namespace: n.namespace }),
+      },
       spec: {
         secretName: n.tokenSecretName,
         duration,
@@ -187,7 +197,7 @@ export function tlsSecrets(n: CertificateNames, certs: GeneratedCertificates): [
   const s = (name: string, kc: KeyAndCertificate): ISecret => ({
     apiVersion: 'v1',
     kind: 'Secret',
-    metadata: { name, namespace: n.namespace },
+    metadata: { name, ...(n.namespace !== undefined && { namespace: n.namespace }) },
     type: 'kubernetes.io/tls',
     data: {
       'tls.crt': Buffer.from(kc.certPem, 'utf8').toString('base64'),
