@@ -135,6 +135,12 @@ export {
 } from './registry/client.js';
 export { HttpError } from './registry/http.js';
 export {
+  freePort,
+  type RunningRegistry,
+  requireTool,
+  startDockerRegistry,
+} from './registry/local-registry.js';
+export {
   fetchSigstoreSignatures,
   MAX_SIGNATURE_ATTACHMENTS,
   pushSigstoreSignatures,

@@ -19,8 +19,9 @@ import { MEDIA_TYPE } from './manifest.js';
 import { type Policy, parsePolicy } from './policy.js';
 import { ImagePullError, pullImage } from './pull.js';
 import { RegistryClient } from './registry/client.js';
-import { type RunningRegistry, runTool, startDockerRegistry } from './registry/docker-registry.test-util.js';
+import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
 import { pushSigstoreSignatures } from './registry/signatures.js';
+import { runTool } from './registry/tools.test-util.js';
 import { createSigstoreSignature } from './sigstore.js';
 
 const SIGNATURE_KEY_URI = 'kbs:///default/signature-secret/pub-key';

@@ -24,7 +24,8 @@ import {
   referenceName,
 } from './reference.js';
 import { RegistryClient } from './registry/client.js';
-import { type RunningRegistry, runTool, startDockerRegistry } from './registry/docker-registry.test-util.js';
+import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
+import { runTool } from './registry/tools.test-util.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../../shared/fixtures/guest-components/image-policy');
 

@@ -1,18 +1,16 @@
 /**
- * Real peers for integration tests and the benchmark: Debian's
+ * A local registry for demos, benchmarks and tests: Debian's
  * `docker-registry` (distribution 2.8) on a free loopback port with a
- * temporary storage root, and the `skopeo` / `umoci` binaries. A missing
- * binary is an error that says how to install it.
+ * temporary storage root, plain http. A missing binary is an error that says
+ * how to install it (`scripts/install-deps.sh`); `skopeo` and `umoci` are
+ * found the same way.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { promisify } from 'node:util';
-
-const run = promisify(execFile);
 
 /** The path of `name` on PATH; throws telling to run the install script when absent. */
 export function requireTool(name: string): string {
@@ -113,30 +111,5 @@ export async function startDockerRegistry(): Promise<RunningRegistry> {
         await rm(root, { recursive: true, force: true });
       },
     };
-  }
-}
-
-export interface ToolResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs a tool, resolving with its status and output whatever the status. */
-export async function runTool(
-  tool: string,
-  args: readonly string[],
-  env?: NodeJS.ProcessEnv,
-): Promise<ToolResult> {
-  try {
-    const { stdout, stderr } = await run(requireTool(tool), [...args], {
-      env: { ...process.env, ...env },
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const x = e as { code?: number | string; stdout?: string; stderr?: string };
-    if (typeof x.code !== 'number') throw e;
-    return { code: x.code, stdout: x.stdout ?? '', stderr: x.stderr ?? '' };
   }
 }
