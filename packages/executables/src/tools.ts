@@ -7,4 +7,6 @@ run('broker-tools', {
   'kbs-verify': async () => (await import('@broker/verifier')).kbsVerifyMain,
   rego: async () => (await import('@broker/rego')).main,
   secret: async () => (await import('@broker/sealed-secret')).main,
+  brokerctl: async () => (await import('@broker/deploy')).brokerctlMain,
+  initdata: async () => (await import('@broker/deploy')).initdataMain,
 });
