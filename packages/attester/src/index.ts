@@ -54,6 +54,35 @@ export {
 } from './registry.js';
 export { SampleAttester, type SampleEvidence, sampleEvidence, sampleModule } from './sample/index.js';
 export { ENABLE_SAMPLE_DEVICE, SampleDeviceAttester, sampleDeviceModule } from './sample-device/index.js';
+export {
+  CERT_TYPE_GUIDS,
+  MAX_CERT_TABLE_BYTES,
+  MAX_CERT_TABLE_ENTRIES,
+  parseCertTable,
+  type SevCertTableEntryJson,
+  type SevCertType,
+} from './snp/cert-table.js';
+export {
+  BROKER_SEV_GUEST_SYSFS,
+  padOrTruncate,
+  SEV_GUEST_SYSFS,
+  SNP_HOST_DATA_SIZE,
+  SNP_REPORT_DATA_SIZE,
+  SNP_REQUEST_VMPL,
+  SNP_TSM_PROVIDER,
+  SnpAttester,
+  type SnpAttesterOptions,
+  type SnpEvidence,
+  snpModule,
+} from './snp/index.js';
+export {
+  rawHostData,
+  rawReportData,
+  type SevAttestationReportJson,
+  type SevTcbJson,
+  type SevVersionJson,
+  sevReportJson,
+} from './snp/report-json.js';
 export { BROKER_TPM, INIT_DATA_PCR } from './tpm/common.js';
 export {
   AA_TPM_AK_HANDLE,

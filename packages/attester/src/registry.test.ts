@@ -66,17 +66,18 @@ describe('TEE detection', () => {
     expect(log.lines.some((l) => l.startsWith('warn No TEE platform detected'))).toBe(true);
     const why = await explainTeeDetection({ root, env: {} });
     expect(why.fallback).toBe(true);
-    const built = new Set(['az-snp-vtpm', 'tpm']);
+    const built = new Set(['az-snp-vtpm', 'snp', 'tpm']);
     expect(why.probes.map((p) => p.outcome)).toEqual(
       PRIMARY_DETECTION_ORDER.map((tee) => (built.has(tee) ? 'absent' : 'not-built')),
     );
   });
 
   it('picks the first detected TEE in order, not the first module listed', async () => {
+    // Listed after the built-in ones, the fakes replace them.
     const modules = [
+      ...BUILTIN_ATTESTERS,
       fakeModule('tpm', async () => ({ detected: true, reason: 'tpm device' })),
       fakeModule('snp', async () => ({ detected: true, reason: 'sev-guest' })),
-      ...BUILTIN_ATTESTERS,
     ];
     const result = await explainTeeDetection({ modules });
     expect(result.tee).toBe('snp');
