@@ -65,6 +65,7 @@ const TPM_RH_PLATFORM_NV = 0x4000000d;
 /** TPM_RC_HIERARCHY for handle N is this plus N << 8. */
 const TPM_RC_HIERARCHY = 0x085;
 const TPM_RC_COMMAND_CODE = 0x143;
+const TPM_RC_COMMAND_SIZE = 0x142;
 const TPM_RC_AUTH_CONTEXT = 0x145;
 const TPM_RC_AUTH_UNAVAILABLE = 0x12f;
 const TPM_RC_NV_RANGE = 0x146;
@@ -183,6 +184,9 @@ export class Paravisor {
 
   /** One guest command in, its response out. Never throws for bad input; upstream failures do throw. */
   async handle(command: Buffer): Promise<Uint8Array> {
+    if (command.length < HEADER_SIZE || command.readUInt32BE(2) !== command.length) {
+      return errorResponse(TPM_RC_COMMAND_SIZE);
+    }
     const code = command.readUInt32BE(6);
     const count = HANDLE_COUNTS.get(code);
     if (count === undefined) return errorResponse(TPM_RC_COMMAND_CODE);
