@@ -72,6 +72,23 @@ export {
 } from './roots.js';
 export { SAMPLE_MANIFEST_DOCUMENT, sampleManifest } from './sample-manifest.js';
 export {
+  BARE_SNP_GUEST_POLICY,
+  CERT_TABLE_GUIDS,
+  type CertTableInput,
+  DEFAULT_SNP_LAUNCH_MEASUREMENT,
+  encodeCertTable,
+  hostDataForInitData,
+  type MockSnpDevice,
+  SEV_GUEST_PROVIDER,
+  SNP_INBLOB_SIZE,
+  SNP_STATE_FILES,
+  type SnpCertTableContent,
+  type SnpReportConfig,
+  type StartMockSnpDeviceOptions,
+  snpTsmProvider,
+  startMockSnpDevice,
+} from './snp/index.js';
+export {
   AZURE_GUEST_POLICY,
   buildSnpReport,
   SNP_REPORT_SIZE,

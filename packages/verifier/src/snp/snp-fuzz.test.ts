@@ -80,7 +80,10 @@ describe('SNP report fuzzing (bounded, seeded)', () => {
         default: {
           b = Buffer.from(VALID);
           const flips = 1 + rnd.below(8);
-          for (let f = 0; f < flips; f++) b[rnd.below(b.length)] ^= 1 + rnd.below(255);
+          for (let f = 0; f < flips; f++) {
+            const at = rnd.below(b.length);
+            b[at] = b[at]! ^ (1 + rnd.below(255));
+          }
           // Half of these keep a plausible version so the deeper fields get exercised.
           if (i % 8 < 4) b.writeUInt32LE(2 + rnd.below(4), 0);
         }
@@ -101,7 +104,7 @@ describe('SNP report fuzzing (bounded, seeded)', () => {
     for (let i = 0; i < 150; i++) {
       const b = Buffer.from(VALID);
       const at = rnd.below(SNP_SIGNED_LENGTH + 144);
-      b[at] ^= 1 << rnd.below(8);
+      b[at] = b[at]! ^ (1 << rnd.below(8));
       let ev: unknown;
       try {
         ev = { attestation_report: sevJsonFromReport(parseSnpReport(b)), cert_chain: chain };
