@@ -21,7 +21,7 @@ export const EXECUTABLES = [
   {
     name: 'broker-tools',
     entry: 'packages/executables/src/tools.ts',
-    commands: ['kbs', 'kbs-client', 'kbs-verify', 'rego', 'secret', 'brokerctl', 'initdata'],
+    commands: ['kbs', 'kbs-client', 'kbs-verify', 'rego', 'secret', 'brokerctl', 'initdata', 'mock-tee'],
   },
   {
     name: 'broker-guest',

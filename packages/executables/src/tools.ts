@@ -9,4 +9,5 @@ run('broker-tools', {
   secret: async () => (await import('@broker/sealed-secret')).main,
   brokerctl: async () => (await import('@broker/deploy')).brokerctlMain,
   initdata: async () => (await import('@broker/deploy')).initdataMain,
+  'mock-tee': async () => (await import('@broker/mock-tee')).mockTeeMain,
 });
