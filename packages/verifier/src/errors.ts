@@ -44,8 +44,22 @@ export type VerificationErrorCode =
   | 'CHIP_ID_MISMATCH'
   /** The report was not requested at the required VMPL. */
   | 'VMPL_MISMATCH'
-  /** The initdata digest is not the one bound into the evidence (PCR8, HOST_DATA). */
-  | 'INIT_DATA_MISMATCH';
+  /** The initdata digest is not the one bound into the evidence (PCR8, HOST_DATA, MR_CONFIG_ID). */
+  | 'INIT_DATA_MISMATCH'
+  /** TDX: no Intel collateral (TCB info, QE identity) is configured. */
+  | 'COLLATERAL_UNAVAILABLE'
+  /** TDX: a collateral document is malformed, unsigned, or signed by an untrusted certificate. */
+  | 'COLLATERAL_INVALID'
+  /** TDX: the collateral is not for this platform (no TCB info for its FMSPC, another PCE id). */
+  | 'COLLATERAL_MISMATCH'
+  /** TDX: the quoting enclave is not the one the QE identity describes. */
+  | 'QE_IDENTITY_MISMATCH'
+  /** TDX: no TCB level of the collateral covers the platform, QE or TDX module. */
+  | 'TCB_NOT_SUPPORTED'
+  /** TDX: the platform, QE or TDX module TCB is revoked. */
+  | 'TCB_REVOKED'
+  /** TDX: replaying the event log does not give the quote's RTMRs. */
+  | 'EVENT_LOG_MISMATCH';
 
 export class VerificationError extends Error {
   override readonly name: string = 'VerificationError';

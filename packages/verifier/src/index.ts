@@ -89,5 +89,79 @@ export {
   type VcekSource,
 } from './snp/vcek-source.js';
 export { checkVmpl, type SnpTrustOptions, trustedRoots, verifySnpReport } from './snp/verify.js';
+export {
+  type CcEventLog,
+  checkRtmrReplay,
+  type EventDetails,
+  type EventLogEntry,
+  type EventRecord,
+  encodeCcEventLog,
+  MAX_EVENT_LOG_BYTES,
+  parseCcEventLog,
+  replayRegister,
+  rtmrsOf,
+  TCG_EVENT_TYPES,
+} from './tdx/ccel.js';
+export { quoteClaims, type TdAttributeClaims, tdAttributes, tdxClaims } from './tdx/claims.js';
+export {
+  type IsvTcbLevel,
+  MAX_COLLATERAL_BYTES,
+  parseQeIdentity,
+  parseTdxTcbInfo,
+  type QeIdentity,
+  type TcbStatus,
+  type TdxCollateralConfig,
+  type TdxTcbInfo,
+  type TdxTcbLevel,
+} from './tdx/collateral.js';
+export { parseTdxEvidence, type TdxEvidence, TdxVerifier } from './tdx/index.js';
+export { INTEL_SGX_ROOT_CA_PEM, INTEL_SGX_ROOT_CA_SHA256 } from './tdx/intel-roots.gen.js';
+export {
+  OID_SGX_EXTENSIONS,
+  type PckChain,
+  type PckPlatform,
+  parsePckChain,
+  parseSgxExtension,
+} from './tdx/pck.js';
+export {
+  encodeSignedPart,
+  encodeTdReportBody,
+  encodeTdxQuote,
+  INTEL_QE_VENDOR_ID,
+  MAX_QUOTE_BYTES,
+  parseTdReportBody,
+  parseTdxQuote,
+  type QeReport,
+  TD_REPORT_BODY_SIZE_V10,
+  type TdReportBody,
+  type TdReportBodyFields,
+  type TdxQuote,
+  type TdxQuoteParts,
+  type TdxSignatureData,
+} from './tdx/quote.js';
+export type { TcbEvaluation } from './tdx/tcb.js';
+export {
+  createTestQuotingEnclave,
+  createTestSgxPki,
+  issueTestPck,
+  sgxExtensionValue,
+  signCollateral,
+  signTestQuote,
+  TEST_QE,
+  type TestCollateralOptions,
+  type TestPkiOptions,
+  type TestPlatform,
+  type TestQeIdentity,
+  type TestQuotingEnclave,
+  type TestSgxPki,
+  testQeIdentity,
+  testTcbInfo,
+} from './tdx/test-pki.js';
+export {
+  type TdxVerifierOptions,
+  type VerifiedTdxQuote,
+  verifyQuoteSignatures,
+  verifyTdxQuote,
+} from './tdx/verify.js';
 export { type TpmClaims, TpmVerifier } from './tpm/index.js';
 export type { ExpectedData, TeeClass, Verifier, VerifierResult } from './verifier.js';

@@ -3,6 +3,7 @@ import { AzSnpVtpmVerifier } from './az-snp-vtpm/index.js';
 import { VerifierNotSupported } from './errors.js';
 import { SampleVerifier } from './sample/index.js';
 import { SnpVerifier } from './snp/index.js';
+import { TdxVerifier } from './tdx/index.js';
 import { TpmVerifier } from './tpm/index.js';
 import type { Verifier } from './verifier.js';
 
@@ -12,6 +13,7 @@ const VERIFIERS: ReadonlyMap<string, Verifier> = new Map<string, Verifier>([
   ['az-snp-vtpm', new AzSnpVtpmVerifier()],
   ['snp', new SnpVerifier()],
   ['tpm', new TpmVerifier()],
+  ['tdx', new TdxVerifier()],
 ]);
 
 /** The verifier for `tee`; throws VerifierNotSupported for a TEE this build cannot verify. */

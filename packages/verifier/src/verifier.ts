@@ -1,6 +1,7 @@
 import type { Tee } from '@broker/protocol';
 import type { AmdRootSet } from './snp/certs.js';
 import type { SnpVerifierOptions } from './snp/vcek-source.js';
+import type { TdxVerifierOptions } from './tdx/verify.js';
 
 /** trustee's TEE classes: one policy per class (`<policy id>_<class>`) and one token submodule each. */
 export type TeeClass = 'cpu' | 'gpu';
@@ -20,6 +21,8 @@ export interface ExpectedData {
   readonly trustedArks?: readonly (string | AmdRootSet)[];
   /** `snp` verifier settings (`[attestation_service.verifier_config.snp_verifier]`): VCEK sources. */
   readonly snp?: SnpVerifierOptions;
+  /** `tdx` and `az-tdx-vtpm` settings: the offline Intel collateral, and test SGX roots to trust. */
+  readonly tdx?: TdxVerifierOptions;
 }
 
 /** Claims of one attested environment. A verifier may report several (e.g. a CPU and its devices). */
