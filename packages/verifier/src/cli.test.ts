@@ -1,8 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { makeTestEvidence, testRoots } from './az-snp-vtpm/test-evidence.js';
 import { type CliIo, main } from './cli.js';
 import { kbsVerifyMain } from './index.js';
+import { parseSnpReport, SNP_REPORT_SIZE } from './snp/report.js';
+import { sevJsonFromReport } from './snp/serde.js';
+import { createTestAmdRoots, issueTestVek, signSnpReport } from './snp/test-roots.js';
 
 const DIR = '/work/shared/fixtures/trustee/az-snp-vtpm';
 const V2_REPORT_DATA =
@@ -120,6 +125,47 @@ describe('kbs-verify', () => {
     expect(t.err()).toMatch(/CERT_CHAIN_INVALID/);
     const t2 = io(files);
     expect(await main([...args, '--trusted-ark', 'ark.pem'], t2.cli)).toBe(0);
+  });
+
+  it('takes the VCEK of snp evidence without cert_chain from --vcek-store', async () => {
+    const roots = createTestAmdRoots();
+    const tcb = { bootloader: 1, tee: 0, snp: 2, microcode: 3 };
+    const chip = Buffer.alloc(64, 7);
+    const vcek = issueTestVek(roots, { tcb, hwid: chip });
+    const raw = Buffer.alloc(SNP_REPORT_SIZE);
+    raw.writeUInt32LE(3, 0);
+    raw.writeUInt32LE(1, 0x34);
+    raw.fill(9, 0x50, 0x90);
+    Buffer.from([1, 0, 0, 0, 0, 0, 2, 3]).copy(raw, 0x180);
+    raw[0x188] = 0x19;
+    chip.copy(raw, 0x1a0);
+    const ev = { attestation_report: sevJsonFromReport(parseSnpReport(signSnpReport(raw, vcek.privateKey))) };
+    const store = mkdtempSync(join(tmpdir(), 'kbs-verify-store-'));
+    try {
+      mkdirSync(join(store, 'vcek', chip.toString('hex')), { recursive: true });
+      writeFileSync(join(store, 'vcek', chip.toString('hex'), 'vcek.der'), vcek.der);
+      const files = { 'ev.json': JSON.stringify(ev), 'ark.pem': roots.bundlePem };
+      const args = [
+        '--tee',
+        'snp',
+        '--evidence',
+        'ev.json',
+        '--report-data',
+        '09'.repeat(64),
+        '--trusted-ark',
+        'ark.pem',
+      ];
+      const t = io(files);
+      expect(await main(args, t.cli)).toBe(1);
+      expect(t.err()).toMatch(/VCEK_UNAVAILABLE/);
+      const t2 = io(files);
+      expect(await main([...args, '--vcek-store', join(store, 'none'), '--vcek-store', store], t2.cli)).toBe(
+        0,
+      );
+      expect(JSON.parse(t2.out())[0].claims.chip_id).toBe(chip.toString('hex'));
+    } finally {
+      rmSync(store, { recursive: true, force: true });
+    }
   });
 
   it('verifies tpm evidence up to the nonce', async () => {

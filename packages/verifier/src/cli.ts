@@ -11,6 +11,7 @@ import {
 import { parseAzSnpVtpmEvidence } from './az-snp-vtpm/evidence.js';
 import { VerificationError } from './errors.js';
 import { getVerifier, supportedTees } from './registry.js';
+import type { VcekSource } from './snp/vcek-source.js';
 import { parseQuoteMessage } from './tpm/quote.js';
 
 export interface CliIo {
@@ -27,7 +28,7 @@ const defaultIo: CliIo = {
 };
 
 const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [--init-data-digest HEX]
-                  [--time RFC3339] [--trusted-ark PEM]...
+                  [--time RFC3339] [--trusted-ark PEM]... [--vcek-store DIR]...
 
   --tee TEE               the TEE the evidence is for (listed by --help)
   --evidence FILE         evidence JSON as the guest sent it, or base64url of it; - reads stdin
@@ -36,6 +37,9 @@ const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
   --init-data-digest HEX  the initdata digest the evidence must bind (PCR8, HOST_DATA)
   --time RFC3339          verification time for certificate validity (default: now)
   --trusted-ark PEM       also trust this test root (ARK + ASK/ASVK PEM bundle); repeatable
+  --vcek-store DIR        snp: look up the VCEK of evidence without cert_chain in this offline
+                          store (trustee's OfflineStore layout, DIR/vcek/<hwid>/...); repeatable,
+                          tried in order; the tool never asks AMD's KDS
 
 Prints [{"class", "claims"}] as JSON and exits 0, or prints the error and exits 1 (2 for usage errors).
 `;
@@ -111,6 +115,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
   let initDataHash: Buffer | undefined;
   let now: Date | undefined;
   const trustedArks: string[] = [];
+  const vcekSources: VcekSource[] = [];
   try {
     let teeArg: string | undefined;
     let evidenceFile: string | undefined;
@@ -136,6 +141,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
           throw new UsageError('--time must be an RFC 3339 date-time');
         now = d;
       } else if (a === '--trusted-ark') trustedArks.push(io.readFile(value()).toString('utf8'));
+      else if (a === '--vcek-store') vcekSources.push({ type: 'OfflineStore', path: value() });
       else throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
     }
     if (teeArg === undefined) throw new UsageError('--tee is required');
@@ -169,6 +175,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       ...(initDataHash !== undefined ? { initDataHash } : {}),
       ...(now !== undefined ? { now } : {}),
       ...(trustedArks.length > 0 ? { trustedArks } : {}),
+      ...(vcekSources.length > 0 ? { snp: { vcekSources } } : {}),
     });
     io.out(
       `${JSON.stringify(
