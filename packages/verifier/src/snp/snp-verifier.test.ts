@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
 import { getVerifier } from '../registry.js';
 import type { ExpectedData } from '../verifier.js';
+import { derInteger, derOctetString } from '../x509/build.js';
+import { OID_HWID, OID_SNP_SPL, OID_TEE_SPL } from './certs.js';
 import { SnpVerifier } from './index.js';
 import {
   encodeSnpReport,
@@ -13,7 +15,7 @@ import {
   type TcbVersion,
 } from './report.js';
 import { reportFieldsFromSevJson, sevJsonFromReport } from './serde.js';
-import { createTestAmdRoots, issueTestVek, signSnpReport } from './test-roots.js';
+import { createTestAmdRoots, issueTestVek, signSnpReport, vekExtensions } from './test-roots.js';
 
 const REPORT = readFileSync('/work/shared/fixtures/trustee/snp/test-report.bin');
 const VCEK = readFileSync('/work/shared/fixtures/trustee/snp/test-vcek.der');
@@ -199,6 +201,22 @@ describe('snp verifier', () => {
       { cert_type: 'VLEK', data: [...vlek.der] },
     ]);
     await expect(verifier.evaluate(ev, { reportData, trustedArks })).resolves.toHaveLength(1);
+  });
+
+  it('refuses a VCEK in cert_chain with bad AMD extensions', async () => {
+    const base = vekExtensions(tcb, chipId);
+    const cases = [
+      base.filter((e) => e.oid !== OID_SNP_SPL),
+      base.map((e) => (e.oid === OID_TEE_SPL ? { ...e, value: derInteger(256) } : e)),
+      base.map((e) => (e.oid === OID_HWID ? { ...e, value: derOctetString(Buffer.alloc(63, 1)) } : e)),
+    ];
+    for (const extensions of cases) {
+      const bad = issueTestVek(roots, { tcb, extensions });
+      const ev = evidence(signSnpReport(report(), bad.privateKey), [
+        { cert_type: 'VCEK', data: [...bad.der] },
+      ]);
+      expect(await failureCode(ev)).toBe('CERT_MALFORMED');
+    }
   });
 
   it('refuses malformed evidence', async () => {
