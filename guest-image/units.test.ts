@@ -1,0 +1,196 @@
+// The pod VM's systemd units: `systemd-analyze verify` in a scratch root that holds the units, the
+// distribution's own units and stand-ins for the executables, plus the wiring between them (each path
+// unit waits for the file the previous service creates).
+import { execFile } from 'node:child_process';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const HERE = import.meta.dirname;
+const UNITS = join(HERE, 'rootfs/etc/systemd/system');
+const SYSTEM_UNITS = '/usr/lib/systemd/system';
+const INSTALL_HINT = 'run scripts/install-deps.sh (Debian package systemd)';
+
+/** The guest commands build.sh links to broker-guest. */
+function guestCommands(): string[] {
+  const m = /^COMMANDS=\(([^)]*)\)/m.exec(readFileSync(join(HERE, 'build.sh'), 'utf8'));
+  if (m === null) throw new Error('build.sh has no COMMANDS=(...) line');
+  return (m[1] ?? '').trim().split(/\s+/);
+}
+
+type Unit = Map<string, Map<string, string[]>>;
+
+function parseUnit(text: string): Unit {
+  const unit: Unit = new Map();
+  let section = '';
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
+    const s = /^\[(.+)\]$/.exec(line);
+    if (s) {
+      section = s[1] ?? '';
+      if (!unit.has(section)) unit.set(section, new Map());
+      continue;
+    }
+    const eq = line.indexOf('=');
+    const key = line.slice(0, eq);
+    const values = unit.get(section)?.get(key) ?? [];
+    values.push(line.slice(eq + 1));
+    unit.get(section)?.set(key, values);
+  }
+  return unit;
+}
+
+const unitFiles = readdirSync(UNITS).sort();
+const units = new Map(unitFiles.map((f) => [f, parseUnit(readFileSync(join(UNITS, f), 'utf8'))]));
+const get = (file: string, section: string, key: string) => units.get(file)?.get(section)?.get(key) ?? [];
+/** Names given to systemd-analyze: templates as the instance the units use. */
+const verifyNames = unitFiles.map((f) => (f === 'netns@.service' ? 'netns@podns.service' : f));
+
+let root: string;
+
+async function verify(names: string[]): Promise<{ code: number; stderr: string }> {
+  try {
+    const { stderr } = await run('systemd-analyze', ['verify', `--root=${root}`, ...names], {
+      cwd: join(root, 'etc/systemd/system'),
+      env: { ...process.env, SYSTEMD_LOG_COLOR: '0' },
+    });
+    return { code: 0, stderr };
+  } catch (e) {
+    const err = e as { code?: number; stderr?: string };
+    return { code: typeof err.code === 'number' ? err.code : 1, stderr: err.stderr ?? String(e) };
+  }
+}
+
+beforeAll(async () => {
+  try {
+    await run('sh', ['-c', 'command -v systemd-analyze']);
+  } catch {
+    throw new Error(`systemd-analyze not found on PATH: ${INSTALL_HINT}`);
+  }
+  if (!existsSync(join(SYSTEM_UNITS, 'sysinit.target'))) {
+    throw new Error(`${SYSTEM_UNITS}/sysinit.target is missing: ${INSTALL_HINT}`);
+  }
+  root = mkdtempSync(join(tmpdir(), 'guest-units-'));
+  mkdirSync(join(root, 'usr/lib/systemd'), { recursive: true });
+  cpSync(SYSTEM_UNITS, join(root, 'usr/lib/systemd/system'), { recursive: true, verbatimSymlinks: true });
+  cpSync(UNITS, join(root, 'etc/systemd/system'), { recursive: true });
+  cpSync(join(HERE, 'rootfs/etc/default'), join(root, 'etc/default'), { recursive: true });
+  mkdirSync(join(root, 'usr/local/bin'), { recursive: true });
+  for (const cmd of guestCommands()) {
+    writeFileSync(join(root, 'usr/local/bin', cmd), '#!/bin/sh\n');
+    chmodSync(join(root, 'usr/local/bin', cmd), 0o755);
+  }
+  // Other programs the units run come from the image's Debian packages (coreutils, iproute2).
+  for (const program of ['/bin/mkdir', '/usr/sbin/ip']) {
+    mkdirSync(join(root, program, '..'), { recursive: true });
+    writeFileSync(join(root, program), '#!/bin/sh\n');
+    chmodSync(join(root, program), 0o755);
+  }
+});
+
+afterAll(() => {
+  if (root !== undefined) rmSync(root, { recursive: true, force: true });
+});
+
+describe('guest image units', () => {
+  it('pass systemd-analyze verify with no warning', async () => {
+    const r = await verify(verifyNames);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+  });
+
+  it('are refused by systemd-analyze verify when broken (the check can fail)', async () => {
+    const dir = join(root, 'etc/systemd/system');
+    const good = readFileSync(join(dir, 'attestation-agent.service'), 'utf8');
+    writeFileSync(
+      join(dir, 'broken-exec.service'),
+      good.replace('ExecStart=/usr/local/bin/attestation-agent', 'ExecStart=/usr/local/bin/no-such-command'),
+    );
+    writeFileSync(join(dir, 'broken-key.service'), good.replace('Type=simple', 'Type=simpel'));
+    try {
+      const exec = await verify(['broken-exec.service']);
+      expect(exec.code).not.toBe(0);
+      expect(exec.stderr).toMatch(/no-such-command is not executable/);
+      // A bad value is only a warning for systemd-analyze, which is why the first test wants no output.
+      const key = await verify(['broken-key.service']);
+      expect(key.stderr).toMatch(/Failed to parse service type/);
+    } finally {
+      rmSync(join(dir, 'broken-exec.service'));
+      rmSync(join(dir, 'broken-key.service'));
+    }
+  });
+
+  it('run only the guest executable commands (and coreutils/iproute2)', () => {
+    const commands = guestCommands();
+    for (const [file] of units) {
+      for (const key of ['ExecStart', 'ExecStartPre', 'ExecStop']) {
+        for (const line of get(file, 'Service', key)) {
+          const program = line.replace(/^[-@:+!]+/, '').split(/\s+/)[0] ?? '';
+          if (program.startsWith('/usr/local/bin/')) {
+            expect(commands, `${file} ${key}`).toContain(program.slice('/usr/local/bin/'.length));
+          } else {
+            expect(['/bin/mkdir', '/usr/sbin/ip'], `${file} ${key}`).toContain(program);
+          }
+        }
+      }
+    }
+    expect(commands).toEqual(
+      expect.arrayContaining([
+        'process-user-data',
+        'attestation-agent',
+        'confidential-data-hub',
+        'api-server-rest',
+        'agent-policy-gate',
+        'sealed-secret-init',
+      ]),
+    );
+  });
+
+  it('chain provisioning → attestation agent → data hub → api-server-rest, gate and unsealing', () => {
+    // Every path unit starts an existing service.
+    for (const [file] of units) {
+      if (!file.endsWith('.path')) continue;
+      const [target] = get(file, 'Path', 'Unit');
+      expect(units.has(target ?? ''), `${file} → ${target}`).toBe(true);
+    }
+    const waitsFor = (path: string) => get(path, 'Path', 'PathExists')[0];
+    // process-user-data writes aa.toml last; the AA starts on it and reads it.
+    expect(waitsFor('attestation-agent.path')).toBe('/run/peerpod/aa.toml');
+    const aa = get('attestation-agent.service', 'Service', 'ExecStart')[0] ?? '';
+    expect(aa).toContain('-c /run/peerpod/aa.toml');
+    // PCR8 is bound once, by process-user-data: the AA must not bind the initdata again.
+    expect(aa).not.toMatch(/--initdata|-t |-i /);
+    // The data hub waits for the AA socket; api-server-rest, the gate and unsealing for the hub's.
+    const aaSock = /-a unix:\/\/(\S+)/.exec(aa)?.[1];
+    expect(waitsFor('confidential-data-hub.path')).toBe(aaSock);
+    const cdh = get('confidential-data-hub.service', 'Service', 'ExecStart')[0] ?? '';
+    expect(cdh).toContain('-c /run/peerpod/cdh.toml');
+    for (const p of ['api-server-rest.path', 'agent-policy-gate.path', 'sealed-secret-init.path']) {
+      expect(waitsFor(p)).toBe('/run/confidential-containers/cdh.sock');
+    }
+    expect(get('api-server-rest.service', 'Service', 'ExecStart')[0]).toContain(`--aa_addr unix://${aaSock}`);
+    expect(get('agent-policy-gate.service', 'Service', 'ExecStart')[0]).toContain(
+      '--initdata /run/confidential-containers/initdata/initdata.toml',
+    );
+    expect(get('agent-policy-gate.service', 'Unit', 'After')[0]).toContain('sealed-secret-init.service');
+    // Only process-user-data and the path units are enabled; the services start through them.
+    expect(get('process-user-data.service', 'Install', 'WantedBy')).toEqual(['multi-user.target']);
+    for (const f of unitFiles.filter((f) => f.endsWith('.service') && f !== 'process-user-data.service')) {
+      expect(units.get(f)?.has('Install'), f).toBe(false);
+    }
+  });
+});
