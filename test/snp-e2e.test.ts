@@ -3,7 +3,7 @@
 // then the real attestation-agent and api-server-rest executables detecting `snp` from the mock,
 // and the KBS verifying their evidence with the device's test ARK.
 import { createHash } from 'node:crypto';
-import { appendFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -51,6 +51,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   device?.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 async function refusal(p: Promise<unknown>): Promise<string> {
