@@ -172,6 +172,42 @@ describe('RedisStorage', () => {
     await s.close();
   });
 
+  it('times a command out when Redis hangs, caps the commands left waiting, and carries on once it answers again', async () => {
+    const s = await RedisStorage.open({ url: server.url, commandTimeoutMs: 300, maxPendingCommands: 3 });
+    await s.set('repository', 'r/t/k', enc('v'));
+    const pid = server.pid as number;
+    process.kill(pid, 'SIGSTOP');
+    // Whatever happens below, Redis runs again (later tests need it).
+    const resume = setTimeout(() => process.kill(pid, 'SIGCONT'), 10_000);
+    try {
+      const waiting = [1, 2, 3].map(() => s.get('repository', 'r/t/k').catch((e: unknown) => e));
+      const fourth = await s.get('repository', 'r/t/k').catch((e: unknown) => e);
+      expect(fourth).toBeInstanceOf(StorageUnavailable);
+      expect((fourth as Error).message).toMatch(/3 commands are already waiting/);
+      for (const err of await Promise.all(waiting)) {
+        expect(err).toBeInstanceOf(StorageUnavailable);
+        expect((err as Error).message).toMatch(/no answer .* within 300 ms/);
+      }
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      clearTimeout(resume);
+    }
+    // Once Redis answers the commands left waiting, new ones go through again; the late replies of the
+    // timed-out commands are not taken for the answers to the next ones.
+    for (;;) {
+      try {
+        await s.set('repository', 'r/t/other', enc('other'));
+        break;
+      } catch (e) {
+        expect(e).toBeInstanceOf(StorageUnavailable);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+    expect(dec(await s.get('repository', 'r/t/k'))).toBe('v');
+    expect(dec(await s.get('repository', 'r/t/other'))).toBe('other');
+    await s.close();
+  });
+
   it('gives up at start when Redis cannot be reached, naming the server but not the password', async () => {
     const port = await freeLoopbackPort();
     const err = await RedisStorage.open({

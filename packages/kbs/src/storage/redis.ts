@@ -5,9 +5,11 @@
 // KEYS, which blocks the server on a large keyspace).
 //
 // Availability: the client reconnects forever with a bounded backoff, commands are refused at once while
-// it is disconnected (no offline queue, so nothing piles up), and every command has a timeout. A failing
-// command becomes a StorageUnavailable error, which the KBS answers with its usual 401-class error —
-// never with data from anywhere else.
+// it is disconnected (no offline queue, so nothing piles up), and every command has a timeout of ours —
+// node-redis's own command timeout stops counting once the command is written, so a Redis that hangs
+// with the connection open would otherwise stall requests forever. Commands still waiting for such a
+// server are capped. A failing command becomes a StorageUnavailable error, which the KBS answers with its
+// usual 401-class error — never with data from anywhere else.
 import { createClient, RESP_TYPES } from 'redis';
 import { StorageUnavailable } from './errors.js';
 import { InvalidStorageKey, MAX_KEY_LENGTH } from './keys.js';
@@ -29,6 +31,8 @@ export interface RedisStorageOptions {
   readonly startupTimeoutMs?: number;
   /** Longest pause between reconnection attempts; default 2000 ms. */
   readonly maxReconnectDelayMs?: number;
+  /** Commands that may wait for an answer at once; default MAX_PENDING_COMMANDS. */
+  readonly maxPendingCommands?: number;
   /** Told about connection state changes (for logs); never given credentials. */
   readonly onEvent?: (event: RedisEvent) => void;
 }
@@ -70,6 +74,8 @@ function literalPrefixPattern(prefix: string): string {
 }
 
 const SCAN_COUNT = 1000;
+/** Commands that may wait for Redis at once; more fail at once (a hung server must not hold memory). */
+export const MAX_PENDING_COMMANDS = 4096;
 
 interface ConnectionState {
   /** Connected once: from then on, failures are outages rather than a failed start. */
@@ -105,12 +111,24 @@ export class RedisStorage implements KvStorage {
   private readonly bytes: BufferClient;
   private readonly where: string;
   private readonly state: ConnectionState;
+  private readonly timeoutMs: number;
+  private readonly maxPending: number;
+  private pending = 0;
 
-  private constructor(text: StringClient, bytes: BufferClient, where: string, state: ConnectionState) {
+  private constructor(
+    text: StringClient,
+    bytes: BufferClient,
+    where: string,
+    state: ConnectionState,
+    timeoutMs: number,
+    maxPending: number,
+  ) {
     this.text = text;
     this.bytes = bytes;
     this.where = where;
     this.state = state;
+    this.timeoutMs = timeoutMs;
+    this.maxPending = maxPending;
   }
 
   /** Connects (retrying until `startupTimeoutMs`) and checks the server answers. */
@@ -165,7 +183,14 @@ export class RedisStorage implements KvStorage {
       throw new StorageUnavailable(`Redis at ${where} is unreachable: ${(e as Error).message}`, { cause: e });
     }
     state.ready = true;
-    return new RedisStorage(text, bytes, where, state);
+    return new RedisStorage(
+      text,
+      bytes,
+      where,
+      state,
+      options.commandTimeoutMs ?? 2000,
+      options.maxPendingCommands ?? MAX_PENDING_COMMANDS,
+    );
   }
 
   private key(ns: Namespace, key: string): string {
@@ -180,14 +205,50 @@ export class RedisStorage implements KvStorage {
     });
   }
 
+  /** Runs one Redis command with our timeout; its late answer, if any, is dropped. */
+  private async run<T>(op: string, f: () => Promise<T>): Promise<T> {
+    if (this.pending >= this.maxPending) {
+      throw new StorageUnavailable(
+        `Redis ${op} refused: ${this.maxPending} commands are already waiting for ${this.where}`,
+      );
+    }
+    this.pending++;
+    let command: Promise<T>;
+    try {
+      command = f();
+    } catch (e) {
+      this.pending--;
+      throw this.unavailable(op, e);
+    }
+    const settled = command.finally(() => {
+      this.pending--;
+    });
+    // The command may still fail after the timeout has answered: expected, not an unhandled rejection.
+    settled.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new StorageUnavailable(
+              `Redis ${op} got no answer from ${this.where} within ${this.timeoutMs} ms`,
+            ),
+          ),
+        this.timeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([settled, timeout]);
+    } catch (e) {
+      throw this.unavailable(op, e);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async get(ns: Namespace, key: string): Promise<Uint8Array | undefined> {
     const k = this.key(ns, key);
-    let v: Buffer | null;
-    try {
-      v = (await this.bytes.get(k)) as Buffer | null;
-    } catch (e) {
-      throw this.unavailable('GET', e);
-    }
+    const v = (await this.run('GET', () => this.bytes.get(k))) as Buffer | null;
     return v === null ? undefined : new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
   }
 
@@ -195,42 +256,34 @@ export class RedisStorage implements KvStorage {
     const k = this.key(ns, key);
     const ttl = options.ttlMs;
     if (ttl !== undefined && !(ttl > 0)) throw new RangeError(`ttlMs must be positive, got ${ttl}`);
-    let reply: unknown;
-    try {
-      reply = await this.text.set(k, Buffer.from(value.buffer, value.byteOffset, value.byteLength), {
+    const bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+    const reply = await this.run('SET', () =>
+      this.text.set(k, bytes, {
         ...(options.overwrite === false && { condition: 'NX' as const }),
         // Whole milliseconds, rounded up so that a lifetime is never cut short.
         ...(ttl !== undefined && { expiration: { type: 'PX' as const, value: Math.ceil(ttl) } }),
-      });
-    } catch (e) {
-      throw this.unavailable('SET', e);
-    }
+      }),
+    );
     // SET answers nil only when NX found the key present.
     return reply !== null;
   }
 
   async delete(ns: Namespace, key: string): Promise<boolean> {
     const k = this.key(ns, key);
-    try {
-      return (await this.text.del(k)) > 0;
-    } catch (e) {
-      throw this.unavailable('DEL', e);
-    }
+    return (await this.run('DEL', () => this.text.del(k))) > 0;
   }
 
   async list(ns: Namespace): Promise<string[]> {
     const prefix = `${ns}:`;
     const keys = new Set<string>();
-    try {
-      for await (const batch of this.text.scanIterator({
-        MATCH: literalPrefixPattern(prefix),
-        COUNT: SCAN_COUNT,
-      })) {
-        for (const k of batch) keys.add(String(k).slice(prefix.length));
-      }
-    } catch (e) {
-      throw this.unavailable('SCAN', e);
-    }
+    let cursor = '0';
+    do {
+      const reply = await this.run('SCAN', () =>
+        this.text.scan(cursor, { MATCH: literalPrefixPattern(prefix), COUNT: SCAN_COUNT }),
+      );
+      for (const k of reply.keys) keys.add(String(k).slice(prefix.length));
+      cursor = String(reply.cursor);
+    } while (cursor !== '0');
     // SCAN may report a key more than once; the set removes repeats.
     return [...keys];
   }
