@@ -62,8 +62,17 @@ PACKAGES=systemd,systemd-sysv,udev,dbus,iproute2,ca-certificates,kmod,tpm-udev
 [ "$KERNEL" = 1 ] && PACKAGES=$PACKAGES,linux-image-amd64,initramfs-tools
 
 ROOTFS=$OUT/rootfs
+# debootstrap mounts /proc (and more) inside the tree while it works: never remove a tree that still has
+# mounts, and leave none behind when this script stops early.
+unmount_tree() {
+  if command -v findmnt >/dev/null; then
+    findmnt -rn -o TARGET | grep -F "$ROOTFS/" | sort -r | while read -r m; do umount -l "$m" || true; done
+  fi
+}
+trap unmount_tree EXIT
 mkdir -p "$OUT"
-rm -rf "$ROOTFS" "$OUT/rootfs.tar" "$OUT/podvm.ext4" "$OUT/vmlinuz" "$OUT/initrd.img"
+unmount_tree
+rm -rf --one-file-system "$ROOTFS" "$OUT/rootfs.tar" "$OUT/podvm.ext4" "$OUT/vmlinuz" "$OUT/initrd.img"
 echo "build.sh: debootstrap $SUITE ($PACKAGES) from $MIRROR"
 debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$MIRROR" >"$OUT/debootstrap.log" 2>&1 ||
   die "debootstrap failed; see $OUT/debootstrap.log"
