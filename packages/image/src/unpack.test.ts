@@ -101,6 +101,26 @@ describe('plain unpacking', () => {
     expect(statSync(join(root, 'c')).mode & 0o777).toBe(0o700);
   });
 
+  it('keeps archive order for entries of one layer written in the background', async () => {
+    const root = await unpack([
+      [
+        { name: 'x', content: 'first' },
+        { name: 'x', content: 'second' },
+        { name: 'f', content: 'a file' },
+        { name: 'f/', type: 'directory' },
+        { name: 'f/g', content: 'g' },
+        ...Array.from({ length: 100 }, (_, i) => ({ name: `many/${i}`, content: String(i) })),
+        { name: 'many/50', content: 'again' },
+        { name: 'link-to-99', type: 'link' as const, linkname: 'many/99' },
+      ],
+    ]);
+    expect(readFileSync(join(root, 'x'), 'utf8')).toBe('second');
+    expect(readFileSync(join(root, 'f/g'), 'utf8')).toBe('g');
+    expect(readFileSync(join(root, 'many/50'), 'utf8')).toBe('again');
+    expect(readFileSync(join(root, 'many/7'), 'utf8')).toBe('7');
+    expect(statSync(join(root, 'link-to-99')).ino).toBe(statSync(join(root, 'many/99')).ino);
+  });
+
   it('drops setuid bits unless ownership is kept', async () => {
     const entries: LayerEntry[] = [{ name: 'suid', content: 'x', mode: 0o4755, uid: 0, gid: 0 }];
     const dropped = await unpack([entries], { preserveOwnership: false });
@@ -387,6 +407,18 @@ describe('a full disk', () => {
       expect(e.stage).toBe('unpack');
       expect(e.message).toMatch(
         /^Failed to unpack layer to destination \(big: ENOSPC: no space left on device/,
+      );
+      // Many small files (written in the background) fail the same way.
+      const small = join(mnt, 'small');
+      await mkdir(small);
+      const files = Array.from({ length: 40 }, (_, i) => ({
+        name: `f${i}`,
+        content: Buffer.alloc(100_000, i),
+      }));
+      const e2 = await unpackError([files], small);
+      expect(e2.stage).toBe('unpack');
+      expect(e2.message).toMatch(
+        /^Failed to unpack layer to destination \(f\d+: ENOSPC: no space left on device/,
       );
     } finally {
       execFileSync('umount', [mnt]);

@@ -75,6 +75,14 @@ export interface UnpackStats {
 const WHITEOUT_PREFIX = '.wh.';
 const WHITEOUT_OPAQUE = '.wh..wh..opq';
 const WHITEOUT_META_PREFIX = '.wh..wh.';
+/** The process umask, read once (files are created with their final mode when it does not interfere). */
+const UMASK = process.umask();
+/** Files up to this size are read whole and written in the background. */
+const SMALL_FILE_BYTES = 256 * 1024;
+/** Background file writes at a time (memory: at most this many small files). */
+const BACKGROUND_WRITES = 16;
+const OWN_UID = process.getuid?.() ?? -1;
+const OWN_GID = process.getgid?.() ?? -1;
 /** Symlinks followed while resolving one path (Linux's limit is 40; this is generous). */
 const MAX_SYMLINK_FOLLOWS = 255;
 
@@ -137,13 +145,64 @@ export class RootfsUnpacker {
     this.#layerPaths = new Set();
     this.#layerAncestors = new Set();
     this.#resolved = new Map();
-    for await (const entry of entries) {
-      try {
-        await this.#entry(entry.header, entry);
-      } finally {
-        // Whatever happened, the entry's bytes must be consumed for the archive to go on.
-        if (!entry.readableEnded) entry.resume();
+    try {
+      for await (const entry of entries) {
+        try {
+          await this.#entry(entry.header, entry);
+        } finally {
+          // Whatever happened, the entry's bytes must be consumed for the archive to go on.
+          if (!entry.readableEnded) entry.resume();
+        }
       }
+    } finally {
+      // Even on failure: no write may still be running when the caller removes the root.
+      await this.#settle();
+    }
+    await this.#drain();
+  }
+
+  /**
+   * Small files are written in the background, a few at a time, while the
+   * archive goes on: on a slow filesystem each file costs several system
+   * calls, and they overlap. Anything that could observe or touch a file
+   * still being written waits for all of them first (`#drain`).
+   */
+  #pending = new Map<string, Promise<void>>();
+  #failure: unknown;
+
+  async #settle(): Promise<void> {
+    await Promise.allSettled(this.#pending.values());
+  }
+
+  async #drain(): Promise<void> {
+    await this.#settle();
+    if (this.#failure !== undefined) {
+      const f = this.#failure;
+      this.#failure = undefined;
+      throw f;
+    }
+  }
+
+  async #background(rel: string, job: () => Promise<void>): Promise<void> {
+    while (this.#pending.size >= BACKGROUND_WRITES) await Promise.race(this.#pending.values());
+    if (this.#failure !== undefined) await this.#drain();
+    const p = job()
+      .catch((e: unknown) => {
+        this.#failure ??= e;
+      })
+      .finally(() => this.#pending.delete(rel));
+    this.#pending.set(rel, p);
+  }
+
+  /** True when `rel` or one of its parent folders is being written in the background. */
+  #busy(rel: string): boolean {
+    if (this.#pending.size === 0) return false;
+    let p = rel;
+    for (;;) {
+      if (this.#pending.has(p)) return true;
+      const slash = p.lastIndexOf('/');
+      if (slash < 0) return false;
+      p = p.slice(0, slash);
     }
   }
 
@@ -262,6 +321,7 @@ export class RootfsUnpacker {
     if (parentComponents.some((c) => c.startsWith(WHITEOUT_META_PREFIX))) return;
 
     if (base.startsWith(WHITEOUT_PREFIX)) {
+      await this.#drain();
       this.stats.whiteouts++;
       const parent = await this.#resolveDir(parentComponents, true);
       if (parent === undefined) return;
@@ -282,19 +342,35 @@ export class RootfsUnpacker {
       return;
     }
 
-    const parent = await this.#resolveDir(parentComponents, true);
+    const small = (h.type === 'file' || h.type === 'contiguous-file') && (h.size ?? 0) <= SMALL_FILE_BYTES;
+    if (!small) await this.#drain();
+    let parent = await this.#resolveDir(parentComponents, true);
     if (parent === undefined) return;
+    if (small && this.#busy(parent === '' ? base : `${parent}/${base}`)) {
+      await this.#drain();
+      parent = await this.#resolveDir(parentComponents, true);
+      if (parent === undefined) return;
+    }
     const rel = parent === '' ? base : `${parent}/${base}`;
     const target = join(this.root, rel);
     const mode = this.#mode(h.mode ?? 0o644);
-    const existing = await this.#io(() => lstatOrUndefined(target), rel);
-
+    if (small) {
+      const chunks: Buffer[] = [];
+      for await (const c of content) chunks.push(c as Buffer);
+      const data = Buffer.concat(chunks);
+      this.#mark(rel);
+      this.stats.files++;
+      await this.#background(rel, () => this.#writeFile(target, rel, [data], h, mode));
+      return;
+    }
     switch (h.type) {
       case 'directory': {
-        if (existing !== undefined && !existing.isDirectory()) await this.#remove(rel);
-        if (existing === undefined || !existing.isDirectory()) {
-          await this.#io(() => mkdir(target, { mode: this.#asRoot ? mode : mode | 0o700 }), rel);
-        }
+        // A folder over a folder keeps the lower contents; anything else there is replaced.
+        await this.#createReplacing(
+          rel,
+          () => mkdir(target, { mode: this.#asRoot ? mode : mode | 0o700 }),
+          true,
+        );
         await this.#own(target, h, rel, false);
         this.#dirs.set(rel, { mode, mtime: h.mtime });
         this.#mark(rel);
@@ -309,18 +385,16 @@ export class RootfsUnpacker {
           this.stats.skipped++;
           return;
         }
-        if (existing !== undefined) await this.#replace(existing.isDirectory(), rel);
         await this.#writeFile(target, rel, content, h, mode);
         this.#mark(rel);
         this.stats.files++;
         return;
       }
       case 'symlink': {
-        if (existing !== undefined) await this.#replace(existing.isDirectory(), rel);
         const linkname = h.linkname ?? '';
         if (linkname === '')
           throw new UnpackError(`Illegal entry name in the layer tar: symlink ${h.name} without a target`);
-        await this.#io(() => symlink(linkname, target), rel);
+        await this.#createReplacing(rel, () => symlink(linkname, target));
         await this.#own(target, h, rel, true);
         if (h.mtime !== undefined) {
           const t = h.mtime;
@@ -334,8 +408,7 @@ export class RootfsUnpacker {
       case 'link': {
         const source = await this.#hardlinkSource(h);
         if (source === rel) return;
-        if (existing !== undefined) await this.#replace(existing.isDirectory(), rel);
-        await this.#io(() => link(join(this.root, source), target), rel);
+        await this.#createReplacing(rel, () => link(join(this.root, source), target));
         this.#mark(rel);
         this.stats.hardlinks++;
         return;
@@ -345,6 +418,27 @@ export class RootfsUnpacker {
         this.stats.skipped++;
         return;
     }
+  }
+
+  /**
+   * Runs `create`; when something is already at `rel`, removes it (a folder
+   * recursively, unless `keepDir` and it is one) and runs `create` again.
+   * Trying first saves a lookup per entry in the common case (nothing there).
+   */
+  async #createReplacing<T>(rel: string, create: () => Promise<T>, keepDir = false): Promise<T | undefined> {
+    try {
+      return await create();
+    } catch (e) {
+      if (errnoCode(e) !== 'EEXIST') {
+        throw new UnpackError(`Failed to unpack layer to destination (${rel}: ${(e as Error).message})`, {
+          cause: e,
+        });
+      }
+    }
+    const st = await this.#io(() => lstatOrUndefined(join(this.root, rel)), rel);
+    if (keepDir && st?.isDirectory()) return undefined;
+    if (st !== undefined) await this.#replace(st.isDirectory(), rel);
+    return this.#io(create, rel);
   }
 
   async #replace(isDir: boolean, rel: string): Promise<void> {
@@ -388,15 +482,16 @@ export class RootfsUnpacker {
   async #writeFile(
     target: string,
     rel: string,
-    content: Readable,
+    content: AsyncIterable<unknown> | Iterable<Buffer>,
     h: TarEntryHeader,
     mode: number,
   ): Promise<void> {
-    const fh = await this.#io(
-      () =>
-        open(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600),
-      rel,
-    );
+    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+    // Created with its final permissions when the umask leaves them alone (no setuid, setgid or sticky).
+    const direct = (mode & 0o7777) === (mode & 0o777 & ~UMASK);
+    const fh = await this.#createReplacing(rel, () => open(target, flags, direct ? mode : 0o600));
+    if (fh === undefined)
+      throw new UnpackError(`Failed to unpack layer to destination (${rel}: not created)`);
     try {
       await this.#io(async () => {
         for await (const chunk of content) {
@@ -406,9 +501,11 @@ export class RootfsUnpacker {
           this.stats.bytes += b.byteLength;
         }
       }, rel);
+      const uid = h.uid ?? 0;
+      const gid = h.gid ?? 0;
       // chown first: it clears setuid bits, which chmod then sets.
-      if (this.#asRoot) await this.#io(() => fh.chown(h.uid ?? 0, h.gid ?? 0), rel);
-      await this.#io(() => fh.chmod(mode), rel);
+      if (this.#asRoot && (uid !== OWN_UID || gid !== OWN_GID)) await this.#io(() => fh.chown(uid, gid), rel);
+      if (!direct) await this.#io(() => fh.chmod(mode), rel);
       if (h.mtime !== undefined) {
         const t = h.mtime;
         await this.#io(() => fh.utimes(t, t), rel);
