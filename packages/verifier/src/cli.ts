@@ -9,9 +9,12 @@ import {
   type Tee,
 } from '@broker/protocol';
 import { parseAzSnpVtpmEvidence } from './az-snp-vtpm/evidence.js';
+import { parseAzTdxVtpmEvidence } from './az-tdx-vtpm/evidence.js';
 import { VerificationError } from './errors.js';
 import { getVerifier, supportedTees } from './registry.js';
 import type { VcekSource } from './snp/vcek-source.js';
+import { parseTdxEvidence } from './tdx/index.js';
+import { parseTdxQuote } from './tdx/quote.js';
 import { parseQuoteMessage } from './tpm/quote.js';
 
 export interface CliIo {
@@ -29,14 +32,21 @@ const defaultIo: CliIo = {
 
 const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [--init-data-digest HEX]
                   [--time RFC3339] [--trusted-ark PEM]... [--vcek-store DIR]...
+                  [--tcb-info FILE]... [--qe-identity FILE] [--collateral-signer PEM]...
+                  [--trusted-root PEM]...
 
   --tee TEE               the TEE the evidence is for (listed by --help)
   --evidence FILE         evidence JSON as the guest sent it, or base64url of it; - reads stdin
   --report-data HEX       the report data the evidence must carry (the KBS's H(JCS(runtime data)));
                           without it, the value bound in the evidence is shown and not checked
-  --init-data-digest HEX  the initdata digest the evidence must bind (PCR8, HOST_DATA)
+  --init-data-digest HEX  the initdata digest the evidence must bind (PCR8, HOST_DATA, MR_CONFIG_ID)
   --time RFC3339          verification time for certificate validity (default: now)
   --trusted-ark PEM       also trust this test root (ARK + ASK/ASVK PEM bundle); repeatable
+  --tcb-info FILE         tdx, az-tdx-vtpm: Intel TCB info JSON (PCS tdx/certification/v4/tcb); repeatable
+  --qe-identity FILE      tdx, az-tdx-vtpm: Intel TD QE identity JSON (PCS tdx/certification/v4/qe/identity)
+  --collateral-signer PEM tdx, az-tdx-vtpm: a certificate that signs collateral (the PCS issuer chain
+                          header), besides Intel's built-in TCB Signing certificate; repeatable
+  --trusted-root PEM      tdx, az-tdx-vtpm: also trust this test SGX root; repeatable
   --vcek-store DIR        snp: look up the VCEK of evidence without cert_chain in this offline
                           store (trustee's OfflineStore layout, DIR/vcek/<hwid>/...); repeatable,
                           tried in order; the tool never asks AMD's KDS
@@ -82,6 +92,10 @@ function boundReportData(tee: Tee, evidence: unknown): Buffer {
   switch (tee) {
     case 'az-snp-vtpm':
       return Buffer.from(parseQuoteMessage(parseAzSnpVtpmEvidence(evidence).tpmQuote.message).extraData);
+    case 'az-tdx-vtpm':
+      return Buffer.from(parseQuoteMessage(parseAzTdxVtpmEvidence(evidence).tpmQuote.message).extraData);
+    case 'tdx':
+      return Buffer.from(parseTdxQuote(parseTdxEvidence(evidence).quote).body.reportData);
     case 'tpm': {
       const q = obj.tpm_quote as Record<string, unknown> | undefined;
       const msg = typeof q?.message === 'string' ? decodeBase64StdStrict(q.message) : null;
@@ -115,6 +129,10 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
   let initDataHash: Buffer | undefined;
   let now: Date | undefined;
   const trustedArks: string[] = [];
+  const tcbInfos: Buffer[] = [];
+  let qeIdentity: Buffer | undefined;
+  const collateralSigners: string[] = [];
+  const trustedSgxRoots: string[] = [];
   const vcekSources: VcekSource[] = [];
   try {
     let teeArg: string | undefined;
@@ -141,12 +159,19 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
           throw new UsageError('--time must be an RFC 3339 date-time');
         now = d;
       } else if (a === '--trusted-ark') trustedArks.push(io.readFile(value()).toString('utf8'));
+      else if (a === '--tcb-info') tcbInfos.push(io.readFile(value()));
+      else if (a === '--qe-identity') qeIdentity = io.readFile(value());
+      else if (a === '--collateral-signer') collateralSigners.push(io.readFile(value()).toString('utf8'));
+      else if (a === '--trusted-root') trustedSgxRoots.push(io.readFile(value()).toString('utf8'));
       else if (a === '--vcek-store') vcekSources.push({ type: 'OfflineStore', path: value() });
       else throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
     }
     if (teeArg === undefined) throw new UsageError('--tee is required');
     if (evidenceFile === undefined) throw new UsageError('--evidence is required');
     if (!isTee(teeArg)) throw new UsageError(`unknown TEE ${JSON.stringify(teeArg)}`);
+    if (tcbInfos.length > 0 !== (qeIdentity !== undefined)) {
+      throw new UsageError('--tcb-info and --qe-identity go together');
+    }
     tee = teeArg;
     evidence = parseEvidence(io.readFile(evidenceFile));
   } catch (e) {
@@ -176,6 +201,18 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       ...(now !== undefined ? { now } : {}),
       ...(trustedArks.length > 0 ? { trustedArks } : {}),
       ...(vcekSources.length > 0 ? { snp: { vcekSources } } : {}),
+      tdx: {
+        ...(qeIdentity !== undefined
+          ? {
+              collateral: {
+                tcbInfos,
+                qeIdentity,
+                ...(collateralSigners.length > 0 ? { signingCerts: collateralSigners } : {}),
+              },
+            }
+          : {}),
+        ...(trustedSgxRoots.length > 0 ? { trustedSgxRoots } : {}),
+      },
     });
     io.out(
       `${JSON.stringify(

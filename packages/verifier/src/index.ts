@@ -6,6 +6,14 @@ export {
   parseHclReport,
 } from './az-snp-vtpm/hcl.js';
 export { type AzSnpVtpmClaims, AzSnpVtpmVerifier, HCL_VMPL } from './az-snp-vtpm/index.js';
+export { type AzTdxVtpmEvidence, parseAzTdxVtpmEvidence } from './az-tdx-vtpm/evidence.js';
+export { AzTdxVtpmVerifier } from './az-tdx-vtpm/index.js';
+export {
+  type AzTdxTestEvidenceOptions,
+  buildTdxHclReport,
+  makeAzTdxTestEvidence,
+  quoteFromTdReport,
+} from './az-tdx-vtpm/test-evidence.js';
 export { main as kbsVerifyMain } from './cli.js';
 export { VerificationError, type VerificationErrorCode, VerifierNotSupported } from './errors.js';
 export { getVerifier, supportedTees } from './registry.js';
@@ -158,6 +166,7 @@ export {
   testTcbInfo,
 } from './tdx/test-pki.js';
 export {
+  establishTcb,
   type TdxVerifierOptions,
   type VerifiedTdxQuote,
   verifyQuoteSignatures,

@@ -1,5 +1,6 @@
 import type { Tee } from '@broker/protocol';
 import { AzSnpVtpmVerifier } from './az-snp-vtpm/index.js';
+import { AzTdxVtpmVerifier } from './az-tdx-vtpm/index.js';
 import { VerifierNotSupported } from './errors.js';
 import { SampleVerifier } from './sample/index.js';
 import { SnpVerifier } from './snp/index.js';
@@ -14,6 +15,7 @@ const VERIFIERS: ReadonlyMap<string, Verifier> = new Map<string, Verifier>([
   ['snp', new SnpVerifier()],
   ['tpm', new TpmVerifier()],
   ['tdx', new TdxVerifier()],
+  ['az-tdx-vtpm', new AzTdxVtpmVerifier()],
 ]);
 
 /** The verifier for `tee`; throws VerifierNotSupported for a TEE this build cannot verify. */

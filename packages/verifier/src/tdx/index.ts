@@ -9,7 +9,8 @@ import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
 import { checkRtmrReplay, type EventLogEntry, MAX_EVENT_LOG_BYTES, parseCcEventLog } from './ccel.js';
 import { tdxClaims } from './claims.js';
 import { MAX_QUOTE_BYTES } from './quote.js';
-import { verifyTdxQuote } from './verify.js';
+import { trustedSgxRoots } from './trust.js';
+import { establishTcb, verifyQuoteSignatures } from './verify.js';
 
 const b64Chars = (bytes: number) => Math.ceil(bytes / 3) * 4;
 
@@ -44,8 +45,11 @@ export class TdxVerifier implements Verifier {
 
   async evaluate(evidence: unknown, expected: ExpectedData): Promise<VerifierResult[]> {
     const ev = parseTdxEvidence(evidence);
-    const verified = verifyTdxQuote(ev.quote, expected.tdx ?? {}, expected.now ?? new Date());
-    const body = verified.quote.body;
+    const options = expected.tdx ?? {};
+    const now = expected.now ?? new Date();
+    // The bindings first, the collateral last: a quote that is not this session's fails as such.
+    const signed = verifyQuoteSignatures(ev.quote, trustedSgxRoots(options.trustedSgxRoots), now);
+    const body = signed.quote.body;
     if (!regularize(expected.reportData, 64).equals(body.reportData)) {
       throw new VerificationError(
         'REPORT_DATA_MISMATCH',
@@ -67,6 +71,7 @@ export class TdxVerifier implements Verifier {
       checkRtmrReplay(log, body.rtmrs);
       eventLog = log.entries;
     }
+    const verified = establishTcb(signed, options, now);
     const claims = {
       ...tdxClaims(verified.quote, verified.pck.platform, eventLog),
       ...verified.collateralClaims,

@@ -12,10 +12,12 @@ import {
   parseTdxTcbInfo,
   verifyCollateralSignature,
 } from './collateral.js';
+import { TdxVerifier } from './index.js';
 import { INTEL_SGX_ROOT_CA_PEM } from './intel-roots.gen.js';
 import { parsePckChain } from './pck.js';
 import { parseTdxQuote } from './quote.js';
 import { evaluateQe } from './tcb.js';
+import { encodeTdReport, parseTdReport } from './td-report.js';
 import { builtinIntelCerts, trustedSgxRoots } from './trust.js';
 import { verifyQuoteSignatures, verifyTdxQuote } from './verify.js';
 
@@ -239,5 +241,57 @@ describe('event log from the expected claims', () => {
       '0fa3be56af61208bbd179dc7b124988eb929319154663c539d6f46445ecac2fec287075047ff7bd1922829fec28cd3cf',
     );
     expect(replayRegister(log, 3).equals(Buffer.alloc(48))).toBe(true);
+  });
+});
+
+describe("guest-components' tdx_report_1.bin", () => {
+  it('reads the RTMRs the upstream attester test expects', () => {
+    const r = parseTdReport(readFileSync('/work/shared/fixtures/guest-components/tdx/tdx_report_1.bin'));
+    expect(r.type).toBe(0x81);
+    expect(r.rtmrs[0].toString('hex')).toBe(
+      'f4ec1a04670fe7926cd5de4aef9aaa7689ab4ceaa132d7c5242b47f67dfaaea64c372a17ad68fef9a6ac99aabbddabdc',
+    );
+    expect(r.rtmrs[1].toString('hex')).toBe(
+      '4e5f8826653198ab4bc5156fbe4bc99db054c0b8239a16c4b59249fb427f4acc50eed1b46a85c7d526c4e1e47621b14c',
+    );
+    expect(r.rtmrs[2].equals(Buffer.alloc(48))).toBe(true);
+    expect(r.rtmrs[3].equals(Buffer.alloc(48))).toBe(true);
+    // encode ∘ parse keeps every field the quote carries.
+    const { type: _t, cpuSvn: _c, ...fields } = r;
+    const again = parseTdReport(encodeTdReport(fields));
+    expect(again.rtmrs).toEqual(r.rtmrs);
+    expect(again.mrTd.equals(r.mrTd)).toBe(true);
+    expect(() => parseTdReport(Buffer.alloc(1000))).toThrow(VerificationError);
+  });
+
+  it('matches the quote Azure made from the HCL report it came in', () => {
+    const hcl = readFileSync('/work/shared/fixtures/trustee/az-tdx-vtpm/hcl-report.bin');
+    const td = parseTdReport(hcl.subarray(32, 32 + 1024));
+    const body = parseTdxQuote(AZ_QUOTE).body;
+    expect(td.reportData.equals(body.reportData)).toBe(true);
+    expect(td.mrTd.equals(body.mrTd)).toBe(true);
+    expect(td.teeTcbSvn.equals(body.teeTcbSvn)).toBe(true);
+    expect(td.rtmrs).toEqual(body.rtmrs);
+  });
+});
+
+describe('tdx verifier on tdx_quote_4.dat', () => {
+  const reportData = parseTdxQuote(QUOTE).body.reportData;
+  const run = (expected: { reportData: Uint8Array; initDataHash?: Uint8Array }) =>
+    new TdxVerifier()
+      .evaluate(
+        { cc_eventlog: null, quote: QUOTE.toString('base64') },
+        { ...expected, now: AT, tdx: { collateral: COLLATERAL } },
+      )
+      .then(
+        () => 'ok',
+        (e: unknown) => (e instanceof VerificationError ? e.code : String(e)),
+      );
+
+  it('binds report data and MR_CONFIG_ID before it needs the collateral', async () => {
+    expect(await run({ reportData: Buffer.alloc(64, 1) })).toBe('REPORT_DATA_MISMATCH');
+    expect(await run({ reportData, initDataHash: Buffer.alloc(32, 1) })).toBe('INIT_DATA_MISMATCH');
+    // The quote's MR_CONFIG_ID is zero, which a zero digest matches; then only the TCB status is missing.
+    expect(await run({ reportData, initDataHash: Buffer.alloc(48) })).toBe('COLLATERAL_MISMATCH');
   });
 });

@@ -149,18 +149,27 @@ export function evaluateCollateral(
   return { tcb, claims: collateralClaims(pck, root, tcb, info.body, identity.body, signers, now) };
 }
 
-/** The whole DCAP verification (steps 1-6). */
-export function verifyTdxQuote(bytes: Uint8Array, options: TdxVerifierOptions, now: Date): VerifiedTdxQuote {
-  if (Number.isNaN(now.getTime())) throw new RangeError('verification time is not a valid date');
-  const roots = trustedSgxRoots(options.trustedSgxRoots);
-  const { quote, pck, root } = verifyQuoteSignatures(bytes, roots, now);
+/** Step 6 from the configured collateral, for a quote that passed steps 1-5. */
+export function establishTcb(
+  signed: { readonly quote: TdxQuote; readonly pck: PckChain; readonly root: SgxRoot },
+  options: TdxVerifierOptions,
+  now: Date,
+): VerifiedTdxQuote {
   if (options.collateral === undefined) {
     throw new VerificationError(
       'COLLATERAL_UNAVAILABLE',
       'no TDX collateral (TCB info and QE identity) is configured: the TCB status cannot be established',
     );
   }
+  const roots = trustedSgxRoots(options.trustedSgxRoots);
   const collateral = parseCollateral(options.collateral);
-  const { tcb, claims } = evaluateCollateral(quote, pck, root, collateral, roots, now);
-  return { quote, pck, root, tcb, collateralClaims: claims };
+  const { tcb, claims } = evaluateCollateral(signed.quote, signed.pck, signed.root, collateral, roots, now);
+  return { ...signed, tcb, collateralClaims: claims };
+}
+
+/** The whole DCAP verification (steps 1-6). */
+export function verifyTdxQuote(bytes: Uint8Array, options: TdxVerifierOptions, now: Date): VerifiedTdxQuote {
+  if (Number.isNaN(now.getTime())) throw new RangeError('verification time is not a valid date');
+  const signed = verifyQuoteSignatures(bytes, trustedSgxRoots(options.trustedSgxRoots), now);
+  return establishTcb(signed, options, now);
 }
