@@ -322,6 +322,12 @@ const TICK_US = 10_000; // /proc times are in clock ticks of 10 ms (USER_HZ = 10
 const SCALE_WARMUP_MS = 1_000;
 const SCALE_MEASURE_MS = 4_000;
 
+/** CPU time of this process (all its threads: the load generator), in microseconds. */
+function clientCpuUs(): number {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+}
+
 /** utime + stime of a process from /proc, in microseconds (0 once it is gone). */
 function procCpuUs(pid: number): number {
   try {
@@ -478,11 +484,12 @@ async function scalingRow(
       return {
         kbs: measuredPids.reduce((a, pid) => a + procCpuUs(pid), 0),
         redis: storage === 'Redis' && rp !== undefined ? procCpuUs(rp) : 0,
-        client: process.cpuUsage().user + process.cpuUsage().system,
+        client: clientCpuUs(),
         calls: storage === 'Redis' ? await redisCalls(redis.client) : 0,
       };
     };
     let next = 0;
+    let deltas = { kbs: 0, redis: 0, client: 0, calls: 0 };
     const result = await load(
       (w) => handshakeAcross(targets, next++, keys[w % keys.length] as TeeKeyPair),
       async () => {
@@ -493,8 +500,7 @@ async function scalingRow(
           return 0;
         }
         const end = await snapshot();
-        // Stash the deltas; load() divides what this returns by the count.
-        scalingDeltas = {
+        deltas = {
           kbs: end.kbs - start.kbs,
           redis: end.redis - start.redis,
           client: end.client - start.client,
@@ -514,17 +520,15 @@ async function scalingRow(
       perSec: result.perSec,
       p50: result.p50,
       p99: result.p99,
-      kbsCpuUs: scalingDeltas.kbs / n,
-      redisCpuUs: scalingDeltas.redis / n,
-      clientCpuUs: scalingDeltas.client / n,
-      redisCommands: scalingDeltas.calls / n,
+      kbsCpuUs: deltas.kbs / n,
+      redisCpuUs: deltas.redis / n,
+      clientCpuUs: deltas.client / n,
+      redisCommands: deltas.calls / n,
     };
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
   }
 }
-
-let scalingDeltas = { kbs: 0, redis: 0, client: 0, calls: 0 };
 
 function formatTable(rows: readonly ScalingRow[]): string {
   const base = rows.find((r) => r.name === 'redis x1');
