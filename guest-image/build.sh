@@ -66,7 +66,7 @@ ROOTFS=$OUT/rootfs
 # mounts, and leave none behind when this script stops early.
 unmount_tree() {
   if command -v findmnt >/dev/null; then
-    findmnt -rn -o TARGET | grep -F "$ROOTFS/" | sort -r | while read -r m; do umount -l "$m" || true; done
+    { findmnt -rn -o TARGET | grep -F "$ROOTFS/" || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
   fi
 }
 trap unmount_tree EXIT
