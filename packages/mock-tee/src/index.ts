@@ -97,3 +97,26 @@ export {
 } from './snp-report.js';
 export { errorResponse, TpmStreamServer, type TpmStreamServerOptions } from './stream-server.js';
 export { launchSwtpm, type SwtpmEndpoint, type SwtpmProcess } from './swtpm.js';
+export {
+  createTdxHardware,
+  DEFAULT_MRTD,
+  loadOrCreateTdxHardware,
+  MOCK_TDX_PLATFORM,
+  MOCK_TEE_TCB_SVN,
+  type MockTdState,
+  type MockTdxDevice,
+  type StartMockTdxDeviceOptions,
+  sampleBootEvents,
+  signMockCollateral,
+  startMockTdxDevice,
+  TD_QUOTE_PATH,
+  TDX_GUEST_PROVIDER,
+  TDX_HARDWARE_FILES,
+  TDX_INBLOB_SIZE,
+  TDX_STATE_FILES,
+  TdQuoteServer,
+  type TdQuoteServerOptions,
+  type TdxCollateralFiles,
+  type TdxHardware,
+  tdxTsmProvider,
+} from './tdx/index.js';

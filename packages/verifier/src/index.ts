@@ -148,6 +148,7 @@ export {
   type TdxSignatureData,
 } from './tdx/quote.js';
 export type { TcbEvaluation } from './tdx/tcb.js';
+export { encodeTdReport, parseTdReport, TD_REPORT_SIZE, type TdReport } from './tdx/td-report.js';
 export {
   createTestQuotingEnclave,
   createTestSgxPki,
