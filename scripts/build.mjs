@@ -21,7 +21,7 @@ export const EXECUTABLES = [
   {
     name: 'broker-tools',
     entry: 'packages/executables/src/tools.ts',
-    commands: ['kbs', 'kbs-client', 'kbs-verify', 'rego', 'secret', 'brokerctl', 'initdata', 'mock-tee'],
+    commands: ['kbs', 'kbs-client', 'kbs-verify', 'rego', 'secret', 'brokerctl', 'initdata', 'mock-tee', 'image-policy', 'image-pull'],
   },
   {
     name: 'broker-guest',

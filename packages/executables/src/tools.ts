@@ -10,4 +10,6 @@ run('broker-tools', {
   brokerctl: async () => (await import('@broker/deploy')).brokerctlMain,
   initdata: async () => (await import('@broker/deploy')).initdataMain,
   'mock-tee': async () => (await import('@broker/mock-tee')).mockTeeMain,
+  'image-policy': async () => (await import('@broker/image')).imagePolicyMain,
+  'image-pull': async () => (await import('@broker/image')).imagePullMain,
 });
