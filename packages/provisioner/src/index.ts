@@ -31,6 +31,7 @@ export {
   AZURE_USER_DATA_PATH,
   DEFAULT_CIDATA_DEVICE,
   DEFAULT_CIDATA_DIR,
+  type DefaultSourceOptions,
   defaultSource,
   type FetchOptions,
   fetchUserData,

@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { ProvisionError } from './errors.js';
 import { DEFAULT_INITDATA_TOML } from './initdata.js';
 import { provisionFiles } from './provision.js';
+import { defaultSource } from './sources.js';
 
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), 'provision-'));
@@ -202,7 +203,9 @@ describe('provisionFiles against swtpm', () => {
     for (const [ud, code] of cases) {
       await expect(provision({ kind: 'file', path: file('ud', ud) })).rejects.toMatchObject({ code });
     }
-    await expect(provision({ kind: 'file', path: join(work, 'missing') })).rejects.toThrow();
+    await expect(
+      provision({ kind: 'file', path: join(work, 'missing') }, { fetch: { timeoutMs: 50, retryDelayMs: 10 } }),
+    ).rejects.toMatchObject({ code: 'USER_DATA_FETCH' });
     expect(existsSync(join(root, 'run'))).toBe(false);
     expect(await readPcr8()).toBe('0'.repeat(64));
   });
@@ -260,5 +263,29 @@ describe('user data from an IMDS-style endpoint', () => {
       provision({ kind: 'imds', baseUrl: base }, { fetch: { timeoutMs: 5000, retryDelayMs: 1 } }),
     ).rejects.toThrow(/not base64/);
     expect(existsSync(join(root, 'run'))).toBe(false);
+  });
+});
+
+describe('user data sources', () => {
+  it('waits for a cidata file that appears late, and gives up on one that never does', async () => {
+    const late = join(work, `late-${++n}`);
+    setTimeout(() => writeFileSync(late, userData(['/run/peerpod/initdata', annotation(INITDATA)])), 150);
+    await provision({ kind: 'file', path: late }, { fetch: { timeoutMs: 20_000, retryDelayMs: 20 } });
+    expect(await readPcr8()).toBe(pcr8Of(INITDATA));
+    expect(logs.some((l) => l.startsWith('retry 1'))).toBe(true);
+    await expect(
+      provision({ kind: 'dir', path: join(work, 'never') }, { fetch: { timeoutMs: 60, retryDelayMs: 20 } }),
+    ).rejects.toMatchObject({ code: 'USER_DATA_FETCH' });
+  });
+
+  it('finds the default cidata folder or device, or none once the wait is over', async () => {
+    const dir = join(work, `media-${++n}`);
+    mkdirSync(dir);
+    const device = join(work, `by-label-${n}`);
+    expect(await defaultSource({ dir, device, waitMs: 50, pollMs: 10 })).toBeUndefined();
+    writeFileSync(device, 'x');
+    expect(await defaultSource({ dir, device, waitMs: 0 })).toEqual({ kind: 'file', path: device });
+    writeFileSync(join(dir, 'user-data'), '');
+    expect(await defaultSource({ dir, device, waitMs: 0 })).toEqual({ kind: 'dir', path: dir });
   });
 });

@@ -74,49 +74,71 @@ export interface FetchOptions {
   readonly onRetry?: (attempt: number, error: Error) => void;
 }
 
+const isMissing = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
+
+/**
+ * Reads the user data. The metadata endpoint is retried on any failure, a file or folder while it does
+ * not exist yet (a cidata device appears when udev gets to it), each until `timeoutMs` has passed.
+ */
 export async function fetchUserData(source: UserDataSource, options: FetchOptions): Promise<Buffer> {
-  switch (source.kind) {
-    case 'file':
-      return readSmallFile(source.path);
-    case 'dir':
-      return readSmallFile(join(source.path, 'user-data'));
-    case 'imds': {
-      const deadline = Date.now() + options.timeoutMs;
-      for (let attempt = 1; ; attempt++) {
-        const left = deadline - Date.now();
-        try {
+  const deadline = Date.now() + options.timeoutMs;
+  const where = source.kind === 'imds' ? source.baseUrl : source.path;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      switch (source.kind) {
+        case 'file':
+          return await readSmallFile(source.path);
+        case 'dir':
+          return await readSmallFile(join(source.path, 'user-data'));
+        case 'imds': {
+          const left = deadline - Date.now();
           return await imdsOnce(source.baseUrl, AbortSignal.timeout(Math.max(1, Math.min(left, 10_000))));
-        } catch (e) {
-          if (e instanceof ProvisionError) throw e;
-          options.onRetry?.(attempt, e as Error);
-          if (Date.now() + options.retryDelayMs >= deadline) {
-            throw new ProvisionError(
-              'USER_DATA_FETCH',
-              `no user data from ${source.baseUrl} within ${options.timeoutMs} ms: ${(e as Error).message}`,
-              { cause: e },
-            );
-          }
-          await new Promise((r) => setTimeout(r, options.retryDelayMs));
         }
       }
+    } catch (e) {
+      if (e instanceof ProvisionError || (source.kind !== 'imds' && !isMissing(e))) throw e;
+      options.onRetry?.(attempt, e as Error);
+      if (Date.now() + options.retryDelayMs >= deadline) {
+        throw new ProvisionError(
+          'USER_DATA_FETCH',
+          `no user data from ${where} within ${options.timeoutMs} ms: ${(e as Error).message}`,
+          { cause: e },
+        );
+      }
+      await new Promise((r) => setTimeout(r, options.retryDelayMs));
     }
   }
 }
 
-/** The default source when none is given: a mounted cidata folder, else the cidata device; else none. */
-export async function defaultSource(
-  dir = DEFAULT_CIDATA_DIR,
-  device = DEFAULT_CIDATA_DEVICE,
-): Promise<UserDataSource | undefined> {
-  try {
-    if ((await stat(join(dir, 'user-data'))).isFile()) return { kind: 'dir', path: dir };
-  } catch {
-    // Not mounted.
-  }
-  try {
-    await stat(device);
-    return { kind: 'file', path: device };
-  } catch {
-    return undefined;
+export interface DefaultSourceOptions {
+  readonly dir?: string;
+  readonly device?: string;
+  /** How long to look for either (udev may not have created the by-label link yet). */
+  readonly waitMs?: number;
+  readonly pollMs?: number;
+}
+
+/**
+ * The default source when none is given: a mounted cidata folder, else the cidata device, looked for
+ * during `waitMs` (default 10 s); none when neither shows up.
+ */
+export async function defaultSource(options: DefaultSourceOptions = {}): Promise<UserDataSource | undefined> {
+  const dir = options.dir ?? DEFAULT_CIDATA_DIR;
+  const device = options.device ?? DEFAULT_CIDATA_DEVICE;
+  const deadline = Date.now() + (options.waitMs ?? 10_000);
+  for (;;) {
+    try {
+      if ((await stat(join(dir, 'user-data'))).isFile()) return { kind: 'dir', path: dir };
+    } catch {
+      // Not mounted.
+    }
+    try {
+      await stat(device);
+      return { kind: 'file', path: device };
+    } catch {
+      // Not there (yet).
+    }
+    if (Date.now() >= deadline) return undefined;
+    await new Promise((r) => setTimeout(r, options.pollMs ?? 250));
   }
 }

@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# Boot test of the guest image (make guest-image-test; not in CI: it needs KVM or a lot of patience, and
+# the image from build.sh). It boots dist/guest-image under QEMU with swtpm as the vTPM and a cidata disk
+# carrying the pod's initdata, and checks that the path-activated chain comes up and fetches
+# default/attestation-status/status from a KBS on the host, through the guest's api-server-rest.
+#
+#   guest-image/boot-test.sh [--image DIR] [--bin DIR] [--timeout SECONDS] [--keep]
+#
+# What it proves, in order:
+#   1. process-user-data reads the cidata disk, extends PCR8 and writes the files (the console shows it);
+#   2. the guest reads its PCRs (sysfs) and prints them; the probe's first requests are refused by the
+#      KBS (no reference values yet: the attestation policy cannot be affirmed);
+#   3. the host turns the printed PCRs into a measurement manifest, runs the reference-values tool with
+#      the same initdata (so PCR8 is computed on the host, not copied from the guest), and mounts the
+#      result into the KBS;
+#   4. the next request is released: attestation agent (tpm attester, AK provisioned before boot and
+#      trusted through trusted_aks) → KBS → data hub → api-server-rest in the pod network namespace.
+# The guest image is used as built; the probe unit is written into a copy of its file system with
+# debugfs. Needs: qemu-system-x86, swtpm, tpm2-tools, genisoimage, e2fsprogs, openssl, and dist/bin
+# (kbs, reference-values) from make build; $REFERENCE_VALUES overrides the reference-values executable.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(dirname "$HERE")
+IMAGE=$REPO/dist/guest-image
+BIN=$REPO/dist/bin
+TIMEOUT=600
+KEEP=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --image) IMAGE=$2; shift 2 ;;
+    --bin) BIN=$2; shift 2 ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    *) echo "boot-test.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "boot-test: FAILED: $*" >&2; exit 1; }
+step() { printf 'boot-test: %s\n' "$*"; }
+for p in qemu-system-x86_64 swtpm tpm2_createprimary tpm2_evictcontrol tpm2_readpublic genisoimage debugfs openssl; do
+  command -v "$p" >/dev/null ||
+    die "$p not found: install the Debian packages qemu-system-x86 swtpm tpm2-tools genisoimage e2fsprogs openssl"
+done
+for f in vmlinuz initrd.img podvm.ext4; do [ -f "$IMAGE/$f" ] || die "$IMAGE/$f is missing: run make guest-image"; done
+REFERENCE_VALUES=${REFERENCE_VALUES:-$BIN/reference-values}
+[ -x "$BIN/kbs" ] || die "$BIN/kbs is missing: run make build"
+[ -x "$REFERENCE_VALUES" ] || die "$REFERENCE_VALUES is missing: run make build (or set REFERENCE_VALUES)"
+
+ACCEL=tcg
+[ -w /dev/kvm ] && ACCEL=kvm
+
+W=$(mktemp -d /tmp/guest-boot-test.XXXXXX)
+PIDS=()
+cleanup() {
+  local code=$?
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$KEEP" = 0 ] && [ "$code" = 0 ]; then rm -rf "$W"; else echo "boot-test: work folder $W (console.log, kbs.log)" >&2; fi
+  exit "$code"
+}
+trap cleanup EXIT
+step "work folder $W, accelerator $ACCEL"
+
+# --- vTPM: swtpm state with an attestation key at the tpm attester's handle ------------------------
+AK_HANDLE=0x81010002
+mkdir -p "$W/tpm"
+PORT=$((20000 + RANDOM % 20000))
+swtpm socket --tpm2 --tpmstate "dir=$W/tpm" --server "type=tcp,port=$PORT,bindaddr=127.0.0.1" \
+  --ctrl "type=tcp,port=$((PORT + 1)),bindaddr=127.0.0.1" --flags not-need-init,startup-clear \
+  --daemon --pid "file=$W/swtpm-setup.pid"
+export TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$PORT"
+tpm2_createprimary -Q -C o -G rsa2048:rsassa-sha256:null \
+  -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|sign' -c "$W/ak.ctx"
+tpm2_evictcontrol -Q -C o -c "$W/ak.ctx" "$AK_HANDLE"
+tpm2_readpublic -Q -c "$AK_HANDLE" -f der -o "$W/ak.der"
+unset TPM2TOOLS_TCTI
+kill "$(cat "$W/swtpm-setup.pid")"
+for _ in $(seq 1 100); do kill -0 "$(cat "$W/swtpm-setup.pid")" 2>/dev/null || break; sleep 0.05; done
+AK_B64=$(base64 -w0 "$W/ak.der")
+step "vTPM: RSA attestation key persisted at $AK_HANDLE"
+
+# --- KBS on the host: HTTPS for 10.0.2.2 (QEMU user network), policies and values from mounted files --
+KBS_PORT=$((PORT + 2))
+openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 2 -keyout "$W/https.key" -out "$W/https.crt" \
+  -subj "/CN=kbs-boot-test" -addext "subjectAltName=IP:10.0.2.2,IP:127.0.0.1" 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$W/token.key" 2>/dev/null
+openssl req -x509 -new -key "$W/token.key" -out "$W/token.crt" -days 2 -subj "/CN=kbs-token" 2>/dev/null
+mkdir -p "$W/policies" "$W/resource-policy" "$W/reference-values" "$W/resources/default/attestation-status"
+printf success >"$W/resources/default/attestation-status/status"
+cat >"$W/policies/default_cpu.rego" <<'REGO'
+package policy
+
+import rego.v1
+
+# Boot test: a plain TPM guest is affirmed when its AK is trusted and PCR 03, 08, 09, 11 and 12 equal the
+# reference values the reference-values tool made.
+default hardware := 97
+
+default executables := 33
+
+default configuration := 36
+
+trust_claims := {"hardware": hardware, "executables": executables, "configuration": configuration}
+
+pcr_ok(n) if input.tpm[sprintf("pcr%s", [n])] in query_reference_value(sprintf("tpm_pcr%s", [n]))
+
+hardware := 2 if input.tpm.ak_public in query_reference_value("trusted_aks")
+
+executables := 3 if {
+	pcr_ok("03")
+	pcr_ok("09")
+	pcr_ok("11")
+	pcr_ok("12")
+}
+
+configuration := 2 if pcr_ok("08")
+REGO
+cat >"$W/resource-policy/resource-policy.rego" <<'REGO'
+package policy
+
+import rego.v1
+
+default allow := false
+
+allow if {
+	data.plugin == "resource"
+	input.submods.cpu0["ear.status"] == "affirming"
+}
+REGO
+printf '{"version":"0.1.0","type":"sample","payload":"%s"}\n' \
+  "$(printf '{"trusted_aks":["%s"]}' "$AK_B64" | base64 -w0)" >"$W/reference-values/trusted-aks.json"
+cat >"$W/kbs-config.toml" <<TOML
+[http_server]
+sockets = ["127.0.0.1:$KBS_PORT"]
+private_key = "$W/https.key"
+certificate = "$W/https.crt"
+
+[attestation_token]
+trusted_certs_paths = ["$W/token.crt"]
+
+[attestation_service]
+type = "coco_as_builtin"
+
+[attestation_service.attestation_token_broker.signer]
+key_path = "$W/token.key"
+cert_path = "$W/token.crt"
+
+[attestation_service.rvps_config]
+type = "BuiltIn"
+
+[storage_backend]
+storage_type = "Memory"
+
+[[plugins]]
+name = "resource"
+storage_backend_type = "kvstorage"
+
+[mounted_files]
+attestation_policies = ["$W/policies"]
+resource_policy = "$W/resource-policy"
+reference_values = ["$W/reference-values"]
+resources = ["$W/resources"]
+TOML
+"$BIN/kbs" --config-file "$W/kbs-config.toml" >"$W/kbs.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 200); do curl -sf --cacert "$W/https.crt" "https://127.0.0.1:$KBS_PORT/healthz" >/dev/null 2>&1 && break; sleep 0.05; done
+curl -sf --cacert "$W/https.crt" "https://127.0.0.1:$KBS_PORT/healthz" >/dev/null || die "KBS did not start (see $W/kbs.log)"
+step "KBS on https://127.0.0.1:$KBS_PORT (guest: https://10.0.2.2:$KBS_PORT)"
+
+# --- initdata and the cidata disk -----------------------------------------------------------------
+CERT=$(cat "$W/https.crt")
+AA_TOML="[token_configs.kbs]
+url = \"https://10.0.2.2:$KBS_PORT\"
+cert = \"\"\"
+$CERT
+\"\"\"
+"
+CDH_TOML="socket = \"unix:///run/confidential-containers/cdh.sock\"
+credentials = []
+
+[kbc]
+name = \"cc_kbc\"
+url = \"https://10.0.2.2:$KBS_PORT\"
+kbs_cert = \"\"\"
+$CERT
+\"\"\"
+"
+printf 'algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '"'''"'\n%s'"'''"'\n"cdh.toml" = '"'''"'\n%s'"'''"'\n' \
+  "$AA_TOML" "$CDH_TOML" >"$W/initdata.toml"
+mkdir -p "$W/cidata"
+printf '#cloud-config\nwrite_files:\n- path: /run/peerpod/initdata\n  content: %s\n' \
+  "$(gzip -9n <"$W/initdata.toml" | base64 -w0)" >"$W/cidata/user-data"
+printf 'instance-id: boot-test\nlocal-hostname: podvm\n' >"$W/cidata/meta-data"
+genisoimage -quiet -output "$W/cidata.iso" -volid cidata -joliet -rock "$W/cidata"
+step "initdata $(sha256sum "$W/initdata.toml" | cut -c1-16)… on a cidata disk"
+
+# --- the probe, written into a copy of the image ---------------------------------------------------
+cp --sparse=always "$IMAGE/podvm.ext4" "$W/podvm.ext4"
+cat >"$W/boot-test-probe" <<'PROBE'
+#!/bin/bash
+# Prints the PCRs the policy compares, then asks api-server-rest (in the pod's network namespace) for
+# the status resource until it is released.
+for n in 3 8 9 11 12; do
+  printf 'BOOT-TEST-PCR %02d %s\n' "$n" "$(tr 'A-F' 'a-f' </sys/class/tpm/tpm0/pcr-sha256/$n)"
+done
+for i in $(seq 1 150); do
+  answer=$(ip netns exec podns bash -c 'exec 3<>/dev/tcp/127.0.0.1/8006 &&
+    printf "GET /cdh/resource/default/attestation-status/status HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 &&
+    cat <&3' 2>&1 | tr -d '\r' | tail -n 1)
+  printf 'BOOT-TEST-POLL %d %s\n' "$i" "${answer:0:120}"
+  if [ "$answer" = success ]; then
+    echo BOOT-TEST-RESULT success
+    exit 0
+  fi
+  sleep 2
+done
+echo BOOT-TEST-RESULT failure
+exit 1
+PROBE
+cat >"$W/boot-test.service" <<'UNIT'
+[Unit]
+Description=Boot test probe
+After=process-user-data.service
+Wants=process-user-data.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/boot-test-probe
+StandardOutput=journal+console
+StandardError=journal+console
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+debugfs -w "$W/podvm.ext4" >/dev/null 2>&1 <<DEBUGFS
+write $W/boot-test-probe /usr/local/sbin/boot-test-probe
+sif /usr/local/sbin/boot-test-probe mode 0100755
+write $W/boot-test.service /etc/systemd/system/boot-test.service
+symlink /etc/systemd/system/multi-user.target.wants/boot-test.service /etc/systemd/system/boot-test.service
+DEBUGFS
+debugfs -R 'stat /usr/local/sbin/boot-test-probe' "$W/podvm.ext4" 2>/dev/null | grep -q 'Mode:  0755' ||
+  die "could not write the probe into the image copy"
+
+# --- boot ------------------------------------------------------------------------------------------
+swtpm socket --tpm2 --tpmstate "dir=$W/tpm" --ctrl "type=unixio,path=$W/swtpm.sock" \
+  --log "file=$W/swtpm.log" >/dev/null 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -S "$W/swtpm.sock" ] && break; sleep 0.05; done
+: >"$W/console.log"
+qemu-system-x86_64 -machine "q35,accel=$ACCEL" -m 2048 -smp 2 -display none -monitor none \
+  -serial "file:$W/console.log" -no-reboot \
+  -kernel "$IMAGE/vmlinuz" -initrd "$IMAGE/initrd.img" \
+  -append "root=/dev/vda rw console=ttyS0 systemd.show_status=1 net.ifnames=1" \
+  -drive "file=$W/podvm.ext4,if=virtio,format=raw" \
+  -drive "file=$W/cidata.iso,if=virtio,format=raw,readonly=on" \
+  -chardev "socket,id=chrtpm,path=$W/swtpm.sock" -tpmdev emulator,id=tpm0,chardev=chrtpm \
+  -device tpm-tis,tpmdev=tpm0 \
+  -netdev user,id=net0 -device virtio-net-pci,netdev=net0 >"$W/qemu.log" 2>&1 &
+QEMU=$!
+PIDS+=("$QEMU")
+step "booting (console: $W/console.log)"
+
+deadline=$((SECONDS + TIMEOUT))
+registered=0
+while [ $SECONDS -lt $deadline ]; do
+  kill -0 "$QEMU" 2>/dev/null || die "QEMU exited (see $W/qemu.log, $W/console.log)"
+  if [ "$registered" = 0 ] && [ "$(grep -c '^BOOT-TEST-PCR ' "$W/console.log" || true)" -ge 5 ] &&
+    grep -q '^BOOT-TEST-POLL ' "$W/console.log"; then
+    # The first poll ran before any reference value for the PCRs existed: it must have been refused.
+    first=$(grep -m1 '^BOOT-TEST-POLL ' "$W/console.log")
+    [ "${first##* }" != success ] || die "the KBS released the resource before reference values existed"
+    step "guest PCRs printed; first request refused as expected (${first#BOOT-TEST-POLL 1 })"
+    {
+      printf '{"image_tag":"boot-test","measurements":{"sha256":{'
+      grep '^BOOT-TEST-PCR ' "$W/console.log" | grep -v '^BOOT-TEST-PCR 08 ' |
+        awk '{printf "%s\"pcr%s\":\"%s\"", (NR>1?",":""), $2, $3}'
+      printf '}}}\n'
+    } >"$W/measurements.json"
+    "$REFERENCE_VALUES" --platform libvirt --tee tpm --initdata "$W/initdata.toml" \
+      --measurements "$W/measurements.json" --image-tag boot-test --format rvps-message \
+      >"$W/reference-values/pcrs.json.tmp"
+    mv "$W/reference-values/pcrs.json.tmp" "$W/reference-values/pcrs.json"
+    guest_pcr8=$(grep '^BOOT-TEST-PCR 08 ' "$W/console.log" | awk '{print $3}')
+    host_pcr8=$(base64 -d <<<"$(sed 's/.*"payload":"\([^"]*\)".*/\1/' "$W/reference-values/pcrs.json")" |
+      sed 's/.*"tpm_pcr08":\["\([0-9a-f]*\)"\].*/\1/')
+    [ "$guest_pcr8" = "$host_pcr8" ] || die "guest PCR8 $guest_pcr8 is not the reference value $host_pcr8"
+    step "reference values applied; PCR8 computed on the host from the initdata equals the guest's ($host_pcr8)"
+    registered=1
+  fi
+  if grep -q '^BOOT-TEST-RESULT success' "$W/console.log"; then
+    [ "$registered" = 1 ] || die "released without reference values"
+    step "chain up: $(grep -c 'Started .*\(Attestation agent\|Confidential data hub\|api-server-rest\|Agent policy gate\)' "$W/console.log") services started; status resource released"
+    step "PASSED"
+    exit 0
+  fi
+  grep -q '^BOOT-TEST-RESULT failure' "$W/console.log" && die "the probe gave up (see $W/console.log, $W/kbs.log)"
+  sleep 2
+done
+die "no result within $TIMEOUT s (see $W/console.log)"
