@@ -83,6 +83,29 @@ export {
   type SevVersionJson,
   sevReportJson,
 } from './snp/report-json.js';
+export {
+  AAEL_PATH,
+  BROKER_TDX_CCEL,
+  BROKER_TDX_GUEST_DEVICE,
+  BROKER_TDX_MEASUREMENTS,
+  CCEL_PATH,
+  DEFAULT_AAEL_PATH,
+  EVENTLOG_END,
+  EVENTLOG_HEADER,
+  fit,
+  RTMR_SETTLE_MS,
+  readCcEventLog,
+  rtmrOfPcr,
+  TDX_GUEST_DEVICE,
+  TDX_MEASUREMENTS_PATH,
+  TDX_REGISTER_SIZE,
+  TDX_REPORT_DATA_SIZE,
+  TdxAttester,
+  type TdxAttesterOptions,
+  type TdxEvidence,
+  tdxModule,
+  trimCcel,
+} from './tdx/index.js';
 export { BROKER_TPM, INIT_DATA_PCR } from './tpm/common.js';
 export {
   AA_TPM_AK_HANDLE,

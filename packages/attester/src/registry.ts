@@ -10,6 +10,7 @@ import { platformContext } from './platform.js';
 import { sampleModule } from './sample/index.js';
 import { sampleDeviceModule } from './sample-device/index.js';
 import { snpModule } from './snp/index.js';
+import { tdxModule } from './tdx/index.js';
 import { tpmModule } from './tpm/index.js';
 
 /**
@@ -38,6 +39,7 @@ export const DEVICE_DETECTION_ORDER: readonly Tee[] = Object.freeze([
 
 /** Attesters built into this program. A new TEE adds its folder's module here. */
 export const BUILTIN_ATTESTERS: readonly AttesterModule[] = Object.freeze([
+  tdxModule,
   azSnpVtpmModule,
   snpModule,
   tpmModule,
