@@ -22,6 +22,17 @@ export {
   REPORT_DATA_NV_INDEX,
 } from './az-snp-vtpm/index.js';
 export {
+  AzTdxVtpmAttester,
+  type AzTdxVtpmAttesterOptions,
+  type AzTdxVtpmEvidence,
+  azTdxVtpmModule,
+  DEFAULT_TD_QUOTE_TIMEOUT_MS,
+  fetchTdQuote,
+  MAX_TD_QUOTE_RESPONSE_SIZE,
+  TD_QUOTE_PATH,
+  tdReportOf,
+} from './az-tdx-vtpm/index.js';
+export {
   BROKER_TSM_REPORT_ROOT,
   DEFAULT_TSM_ATTRIBUTE_WAIT_MS,
   DEFAULT_TSM_OUTBLOB_MAX,

@@ -67,7 +67,7 @@ describe('TEE detection', () => {
     expect(log.lines.some((l) => l.startsWith('warn No TEE platform detected'))).toBe(true);
     const why = await explainTeeDetection({ root: empty, env: {} });
     expect(why.fallback).toBe(true);
-    const built = new Set(['tdx', 'az-snp-vtpm', 'snp', 'tpm']);
+    const built = new Set(['tdx', 'az-tdx-vtpm', 'az-snp-vtpm', 'snp', 'tpm']);
     expect(why.probes.map((p) => p.outcome)).toEqual(
       PRIMARY_DETECTION_ORDER.map((tee) => (built.has(tee) ? 'absent' : 'not-built')),
     );

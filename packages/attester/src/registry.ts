@@ -6,6 +6,7 @@ import {
   type PlatformOptions,
 } from './attester.js';
 import { azSnpVtpmModule } from './az-snp-vtpm/index.js';
+import { azTdxVtpmModule } from './az-tdx-vtpm/index.js';
 import { platformContext } from './platform.js';
 import { sampleModule } from './sample/index.js';
 import { sampleDeviceModule } from './sample-device/index.js';
@@ -40,6 +41,7 @@ export const DEVICE_DETECTION_ORDER: readonly Tee[] = Object.freeze([
 /** Attesters built into this program. A new TEE adds its folder's module here. */
 export const BUILTIN_ATTESTERS: readonly AttesterModule[] = Object.freeze([
   tdxModule,
+  azTdxVtpmModule,
   azSnpVtpmModule,
   snpModule,
   tpmModule,
