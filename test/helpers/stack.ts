@@ -142,16 +142,25 @@ export interface GuestHandle {
   stop(): Promise<void>;
 }
 
+export interface GuestOptions {
+  /** TOML appended to cdh.toml after its `[kbc]` table, e.g. an `[image]` table. */
+  cdhTomlExtra?: string;
+}
+
 /**
  * The guest components of one CVM as real processes on their own sockets, configured from an initdata
  * TOML the way kata extracts it: aa.toml and cdh.toml from its [data] table.
  */
-export async function startGuest(kbs: KbsHandle, dir: string): Promise<GuestHandle> {
+export async function startGuest(
+  kbs: KbsHandle,
+  dir: string,
+  options: GuestOptions = {},
+): Promise<GuestHandle> {
   const aaSock = join(dir, 'aa', 'attestation-agent.sock');
   const cdhSock = join(dir, 'cdh', 'cdh.sock');
   const cert = kbs.tls.certPem.trim();
   const aaToml = `[token_configs]\n[token_configs.coco_as]\nurl = "${kbs.url}"\n\n[token_configs.kbs]\nurl = "${kbs.url}"\ncert = """\n${cert}\n"""\n`;
-  const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n\n[aa]\naa_socket = 'unix://${aaSock}'\n\n[kbc]\nname = "cc_kbc"\nurl = "${kbs.url}"\nkbs_cert = """\n${cert}\n"""\n`;
+  const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n\n[aa]\naa_socket = 'unix://${aaSock}'\n\n[kbc]\nname = "cc_kbc"\nurl = "${kbs.url}"\nkbs_cert = """\n${cert}\n"""\n${options.cdhTomlExtra === undefined ? '' : `\n${options.cdhTomlExtra.trim()}\n`}`;
   const initdata = `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '''\n${aaToml}'''\n\n"cdh.toml" = '''\n${cdhToml}'''\n`;
   const initdataDir = join(dir, 'initdata');
   mkdirSync(initdataDir, { recursive: true });
