@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: the local stack, a key broker service and the guest components of one confidential VM,
-# wired the way the spec's initdata wires them, then flow B and the lazy-attestation poller.
+# wired the way the spec's initdata wires them, then flow A (image policy check on a local registry), flow B,
+# the lazy-attestation poller and flow C.
 #   scripts/demo.sh [--keep]     (make demo runs it after the build)
 # The guest components use their upstream default sockets and the :8006 port, as inside a CVM.
 set -euo pipefail
@@ -11,6 +12,7 @@ KEEP=0
 [ "${1:-}" = "--keep" ] && KEEP=1
 KBS_PORT=${KBS_PORT:-8080}
 WORK=$(mktemp -d /tmp/broker-demo.XXXXXX)
+NODE=$ROOT/node_modules/.bin/node
 PIDS=()
 
 line() { printf '  %-74s %s\n' "$1" "$2"; }
@@ -39,9 +41,15 @@ wait_for() { # wait_for <description> <command...>: up to 10 s
   fail "$what"
 }
 
-for b in kbs kbs-client attestation-agent confidential-data-hub api-server-rest secret sealed-secret-init; do
+for b in kbs kbs-client attestation-agent confidential-data-hub api-server-rest secret sealed-secret-init image-policy; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run make build" >&2; exit 1; }
 done
+command -v docker-registry >/dev/null || { echo "docker-registry is missing: run scripts/install-deps.sh" >&2; exit 1; }
+# Flow A's small client: builds and pushes images with @broker/image, and calls PullImage on the CDH's
+# ttrpc socket the way kata's agent does inside the CVM.
+"$ROOT/node_modules/.bin/esbuild" test/helpers/image-tool.ts --bundle --platform=node --target=node24 --format=cjs \
+  --outfile="$WORK/image-tool.cjs" --log-level=warning || { echo "could not bundle test/helpers/image-tool.ts" >&2; exit 1; }
+image_tool() { "$NODE" "$WORK/image-tool.cjs" "$@"; }
 if (exec 3<>"/dev/tcp/127.0.0.1/$KBS_PORT") 2>/dev/null; then
   echo "something already listens on 127.0.0.1:$KBS_PORT; stop it or set KBS_PORT" >&2
   exit 1
@@ -128,7 +136,63 @@ admin set-resource-policy --affirming || fail "resource policy: release to affir
 line "resource policy: release only to affirming attestations" "ok"
 
 echo
-echo "3. Guest components, configured through initdata"
+echo "3. Flow A setup: a registry with a signed and an unsigned image, the image policy in the KBS"
+REGISTRY_PORT=${REGISTRY_PORT:-$("$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')}
+REG=127.0.0.1:$REGISTRY_PORT
+mkdir -p "$WORK/registry"
+cat >"$WORK/registry/config.yml" <<YAML
+version: 0.1
+log:
+  level: info
+storage:
+  filesystem:
+    rootdirectory: $WORK/registry/data
+http:
+  addr: $REG
+YAML
+docker-registry serve "$WORK/registry/config.yml" >"$WORK/registry.log" 2>&1 &
+PIDS+=($!)
+wait_for "docker-registry on http://$REG" curl -sf "http://$REG/v2/"
+line "docker-registry $(docker-registry --version 2>/dev/null | awk '{print $3}' | sed 's/+.*//') on http://$REG" "ok"
+# The same image in two repositories: cosign-style signatures live next to the image, so only one is signed.
+SIGNED_IMAGE=$REG/signed/hello:v1
+UNSIGNED_IMAGE=$REG/signed/hello-unsigned:v1
+for ref in "$SIGNED_IMAGE" "$UNSIGNED_IMAGE"; do
+  digest=$(image_tool push "$ref" "app/hello.txt=hello from a workshop image" 2>>"$WORK/admin.log") ||
+    fail "build and push $ref"
+  line "built and pushed $ref (${digest:0:15}...)" "ok"
+done
+mkdir -p "$WORK/image-keys"
+"$BIN/image-policy" generate-key "$WORK/image-keys/workshop" >>"$WORK/admin.log" 2>&1 &&
+  "$BIN/image-policy" generate-key "$WORK/image-keys/vendor" >>"$WORK/admin.log" 2>&1 ||
+  fail "image-policy generate-key"
+line "image-policy generate-key: workshop and vendor keys (ECDSA P-256)" "ok"
+"$BIN/image-policy" sign --key "$WORK/image-keys/workshop.key" --plain-http "docker://$SIGNED_IMAGE" >>"$WORK/admin.log" 2>&1 ||
+  fail "image-policy sign $SIGNED_IMAGE"
+line "image-policy sign: $SIGNED_IMAGE" "ok"
+# The spec's policy: default reject, the workshop's signed prefix, two vendor hosts with their own key.
+cat >"$WORK/image-policy.json" <<JSON
+{
+  "default": [{ "type": "reject" }],
+  "transports": {
+    "docker": {
+      "$REG/signed": [{ "type": "sigstoreSigned", "keyPath": "kbs:///default/signature-secret/pub-key" }],
+      "registry.vendor-a.example": [{ "type": "sigstoreSigned", "keyPath": "kbs:///default/vendor-signature-secret/pub-key" }],
+      "registry.vendor-b.example": [{ "type": "sigstoreSigned", "keyPath": "kbs:///default/vendor-signature-secret/pub-key" }]
+    }
+  }
+}
+JSON
+admin set-resource --path default/image-policy/policy --resource-file "$WORK/image-policy.json" ||
+  fail "store default/image-policy/policy"
+line "stored default/image-policy/policy (default reject; signed prefix, 2 vendors)" "ok"
+admin set-resource --path default/signature-secret/pub-key --resource-file "$WORK/image-keys/workshop.pub" &&
+  admin set-resource --path default/vendor-signature-secret/pub-key --resource-file "$WORK/image-keys/vendor.pub" ||
+  fail "store the image signature public keys"
+line "stored the public keys: default/{,vendor-}signature-secret/pub-key" "ok"
+
+echo
+echo "4. Guest components, configured through initdata"
 CERT_PEM=$(cat "$WORK/https.crt")
 mkdir -p "$WORK/initdata"
 cat >"$WORK/initdata/aa.toml" <<TOML
@@ -152,6 +216,15 @@ url = "https://127.0.0.1:$KBS_PORT"
 kbs_cert = """
 $CERT_PEM
 """
+
+[image]
+image_security_policy_uri = "kbs:///default/image-policy/policy"
+work_dir = "$WORK/image-work"
+
+# The workshop registry on loopback speaks plain http.
+[[image.registry_config.registry]]
+location = "$REG"
+insecure = true
 TOML
 {
   printf 'algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n'
@@ -176,7 +249,36 @@ wait_for "api-server-rest on 127.0.0.1:8006" curl -s -o /dev/null http://127.0.0
 line "api-server-rest on http://127.0.0.1:8006" "ok"
 
 echo
-echo "4. Flow B: the init container fetches the key, the main container reads it"
+echo "5. Flow A: the agent asks the CDH to pull each pod's image (PullImage over ttrpc)"
+kbs_log_settled() { # every KBS request answered so far is in kbs.log once this marker is
+  local marker="sync-$RANDOM$RANDOM"
+  curl -sf -o /dev/null --cacert "$WORK/https.crt" "https://127.0.0.1:$KBS_PORT/healthz?$marker" || return 1
+  wait_for "KBS access log" grep -q "GET /healthz?$marker " "$WORK/kbs.log"
+}
+resource_gets() { grep -o '"request":"GET /kbs/v0/resource/[^ ?"]*' "$WORK/kbs.log" | sed 's|.*/kbs/v0/resource/||' || true; }
+kbs_log_settled || fail "KBS access log"
+before=$(resource_gets | wc -l)
+if image_tool pull "$UNSIGNED_IMAGE" "$WORK/bundles/unsigned-pod" >"$WORK/pull-unsigned.out" 2>"$WORK/pull-unsigned.err"; then
+  fail "PullImage $UNSIGNED_IMAGE: pulled, but the policy requires a signature"
+fi
+DENIAL='Image policy rejected: Denied by policy: rejected by `sigstoreSigned` rule'
+grep -qF "error: $DENIAL" "$WORK/pull-unsigned.err" || fail "PullImage $UNSIGNED_IMAGE: unexpected error"
+line "PullImage $UNSIGNED_IMAGE: rejected" "ok"
+echo "    $(cat "$WORK/pull-unsigned.err")"
+kbs_log_settled || fail "KBS access log"
+fetched=$(resource_gets | tail -n +$((before + 1)) | tr '\n' ' ')
+[ "$fetched" = "default/image-policy/policy " ] || fail "KBS log: the rejected pull fetched: $fetched"
+[ ! -e "$WORK/bundles/unsigned-pod/rootfs" ] || fail "the rejected image left a rootfs"
+line "KBS log: that pull fetched the policy only (no key, no secret); no rootfs" "ok"
+digest=$(image_tool pull "$SIGNED_IMAGE" "$WORK/bundles/signed-pod" 2>"$WORK/pull-signed.err") ||
+  fail "PullImage $SIGNED_IMAGE: $(cat "$WORK/pull-signed.err")"
+line "PullImage $SIGNED_IMAGE: pulled ${digest:0:15}..." "ok"
+[ "$(cat "$WORK/bundles/signed-pod/rootfs/app/hello.txt")" = "hello from a workshop image" ] ||
+  fail "the pulled rootfs lacks app/hello.txt"
+line "bundle rootfs/app/hello.txt: \"$(cat "$WORK/bundles/signed-pod/rootfs/app/hello.txt")\"" "ok"
+
+echo
+echo "6. Flow B: the init container fetches the key, the main container reads it"
 mkdir -p "$WORK/shared-volume"
 curl -fsS -o "$WORK/shared-volume/dataset.key" http://127.0.0.1:8006/cdh/resource/default/app-secret/dataset-key ||
   fail "init container: curl .../cdh/resource/default/app-secret/dataset-key"
@@ -189,14 +291,14 @@ else
 fi
 
 echo
-echo "5. Lazy attestation: the sidecar polls default/attestation-status/status"
+echo "7. Lazy attestation: the sidecar polls default/attestation-status/status"
 poll() { [ "$(curl -s http://127.0.0.1:8006/cdh/resource/default/attestation-status/status)" = "success" ]; }
 for i in 1 2 3; do
   if poll; then line "poll $i: success" "ok"; else fail "poll $i"; fi
 done
 
 echo
-echo "6. Flow C: a sealed secret in a /sealed volume"
+echo "8. Flow C: a sealed secret in a /sealed volume"
 mkdir -p "$WORK/keys"
 "$BIN/secret" keygen --kid sealed-signing --output-dir "$WORK/keys" >>"$WORK/admin.log" 2>&1 || fail "secret keygen"
 line "secret keygen: P-256 signing JWK (sealed-signing)" "ok"
@@ -223,7 +325,7 @@ else
 fi
 
 echo
-echo "7. The operator revokes release: deny-all resource policy"
+echo "9. The operator revokes release: deny-all resource policy"
 admin set-resource-policy --deny-all || fail "set deny-all resource policy"
 line "resource policy: deny all" "ok"
 if poll; then
@@ -237,12 +339,13 @@ if [ "$KEEP" = 1 ]; then
   admin set-resource-policy --affirming
   echo "The stack keeps running (KBS log: $WORK/kbs.log). Try:"
   echo "  curl http://127.0.0.1:8006/cdh/resource/default/attestation-status/status"
+  echo "  $NODE $WORK/image-tool.cjs pull $UNSIGNED_IMAGE $WORK/bundles/try"
   echo "Stop it with: kill ${PIDS[*]}"
   trap - EXIT
 else
-  echo "8. Stopping the stack"
+  echo "10. Stopping the stack"
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   PIDS=()
-  line "all processes stopped" "ok"
+  line "all processes stopped (KBS, registry, AA, CDH, api-server-rest)" "ok"
 fi
