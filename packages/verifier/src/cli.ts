@@ -33,7 +33,7 @@ const defaultIo: CliIo = {
 const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [--init-data-digest HEX]
                   [--time RFC3339] [--trusted-ark PEM]... [--vcek-store DIR]...
                   [--tcb-info FILE]... [--qe-identity FILE] [--collateral-signer PEM]...
-                  [--trusted-root PEM]...
+                  [--trusted-root PEM]... [--pck-crl FILE] [--root-ca-crl FILE]
 
   --tee TEE               the TEE the evidence is for (listed by --help)
   --evidence FILE         evidence JSON as the guest sent it, or base64url of it; - reads stdin
@@ -47,6 +47,8 @@ const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
   --collateral-signer PEM tdx, az-tdx-vtpm: a certificate that signs collateral (the PCS issuer chain
                           header), besides Intel's built-in TCB Signing certificate; repeatable
   --trusted-root PEM      tdx, az-tdx-vtpm: also trust this test SGX root; repeatable
+  --pck-crl FILE          tdx, az-tdx-vtpm: the PCK CA's CRL (DER or PEM): checks the PCK is not revoked
+  --root-ca-crl FILE      tdx, az-tdx-vtpm: the root CA's CRL (DER or PEM)
   --vcek-store DIR        snp: look up the VCEK of evidence without cert_chain in this offline
                           store (trustee's OfflineStore layout, DIR/vcek/<hwid>/...); repeatable,
                           tried in order; the tool never asks AMD's KDS
@@ -55,6 +57,12 @@ Prints [{"class", "claims"}] as JSON and exits 0, or prints the error and exits 
 `;
 
 class UsageError extends Error {}
+
+/** A CRL file: PEM text stays text, anything else is DER. */
+function crlArg(bytes: Buffer): Buffer {
+  const text = bytes.toString('latin1');
+  return text.includes('-----BEGIN X509 CRL-----') ? Buffer.from(text) : bytes;
+}
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
 
@@ -133,6 +141,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
   let qeIdentity: Buffer | undefined;
   const collateralSigners: string[] = [];
   const trustedSgxRoots: string[] = [];
+  let pckCrl: Buffer | undefined;
+  let rootCaCrl: Buffer | undefined;
   const vcekSources: VcekSource[] = [];
   try {
     let teeArg: string | undefined;
@@ -163,6 +173,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       else if (a === '--qe-identity') qeIdentity = io.readFile(value());
       else if (a === '--collateral-signer') collateralSigners.push(io.readFile(value()).toString('utf8'));
       else if (a === '--trusted-root') trustedSgxRoots.push(io.readFile(value()).toString('utf8'));
+      else if (a === '--pck-crl') pckCrl = crlArg(io.readFile(value()));
+      else if (a === '--root-ca-crl') rootCaCrl = crlArg(io.readFile(value()));
       else if (a === '--vcek-store') vcekSources.push({ type: 'OfflineStore', path: value() });
       else throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
     }
@@ -208,6 +220,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
                 tcbInfos,
                 qeIdentity,
                 ...(collateralSigners.length > 0 ? { signingCerts: collateralSigners } : {}),
+                ...(pckCrl !== undefined ? { pckCrl } : {}),
+                ...(rootCaCrl !== undefined ? { rootCaCrl } : {}),
               },
             }
           : {}),

@@ -59,7 +59,9 @@ export type VerificationErrorCode =
   /** TDX: the platform, QE or TDX module TCB is revoked. */
   | 'TCB_REVOKED'
   /** TDX: replaying the event log does not give the quote's RTMRs. */
-  | 'EVENT_LOG_MISMATCH';
+  | 'EVENT_LOG_MISMATCH'
+  /** A certificate of the chain is on its issuer's revocation list. */
+  | 'CERT_REVOKED';
 
 export class VerificationError extends Error {
   override readonly name: string = 'VerificationError';

@@ -122,6 +122,7 @@ export {
   type TdxTcbInfo,
   type TdxTcbLevel,
 } from './tdx/collateral.js';
+export { type Crl, checkCrl, isRevoked, MAX_CRL_BYTES, parseCrl } from './tdx/crl.js';
 export { parseTdxEvidence, type TdxEvidence, TdxVerifier } from './tdx/index.js';
 export { INTEL_SGX_ROOT_CA_PEM, INTEL_SGX_ROOT_CA_SHA256 } from './tdx/intel-roots.gen.js';
 export {
@@ -155,9 +156,11 @@ export {
   issueTestPck,
   sgxExtensionValue,
   signCollateral,
+  signTestCrl,
   signTestQuote,
   TEST_QE,
   type TestCollateralOptions,
+  type TestCrlOptions,
   type TestPkiOptions,
   type TestPlatform,
   type TestQeIdentity,

@@ -1,12 +1,15 @@
 // kbs-verify with the TDX collateral options.
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { type CliIo, main } from '../cli.js';
+import { PCK_PLATFORM_CA_CN } from './pck.js';
 import {
   createTestQuotingEnclave,
   createTestSgxPki,
   issueTestPck,
   signCollateral,
+  signTestCrl,
   signTestQuote,
   type TestPlatform,
   testQeIdentity,
@@ -40,7 +43,7 @@ describe('kbs-verify --tee tdx', () => {
     const qe = createTestQuotingEnclave(pki, issueTestPck(pki, platform));
     const reportData = Buffer.alloc(64, 0xab);
     const quote = signTestQuote(qe, { reportData, tdAttributes: Buffer.from('0000001000000000', 'hex') });
-    const t = io({
+    const files = {
       'ev.json': JSON.stringify({ cc_eventlog: null, quote: quote.toString('base64') }),
       'tcb.json': signCollateral(
         'tcbInfo',
@@ -50,7 +53,8 @@ describe('kbs-verify --tee tdx', () => {
       'qe.json': signCollateral('enclaveIdentity', testQeIdentity(), pki.tcbSigning.privateKey),
       'signer.pem': pki.tcbSigning.pem,
       'root.pem': pki.root.pem,
-    });
+    };
+    const t = io(files);
     const args = [
       '--tee',
       'tdx',
@@ -73,6 +77,19 @@ describe('kbs-verify --tee tdx', () => {
     expect(await main(full, t.cli)).toBe(0);
     const [result] = JSON.parse(t.out()) as { claims: Record<string, unknown> }[];
     expect(result!.claims.tcb_status).toBe('UpToDate');
+
+    // A CRL revoking the PCK, given as PEM.
+    const pckSerial = new X509Certificate(
+      Buffer.from(qe.pckChainPem).toString('latin1').split('-----END CERTIFICATE-----')[0] +
+        '-----END CERTIFICATE-----\n',
+    ).serialNumber;
+    const crl = signTestCrl(PCK_PLATFORM_CA_CN, pki.pckCa.privateKey, [pckSerial]);
+    const r = io({
+      ...files,
+      'crl.pem': `-----BEGIN X509 CRL-----\n${crl.toString('base64')}\n-----END X509 CRL-----\n`,
+    });
+    expect(await main([...full, '--pck-crl', 'crl.pem'], r.cli)).toBe(1);
+    expect(r.err()).toContain('CERT_REVOKED');
 
     const noRoot = io({
       'ev.json': JSON.stringify({ quote: quote.toString('base64') }),

@@ -7,6 +7,7 @@ import { X509Certificate } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import { pemCertificates } from '../snp/certs.js';
 import { certificateFields } from '../x509/der.js';
+import { type Crl, parseCrl } from './crl.js';
 import { builtinIntelCerts, type SgxRoot, verifyChain, verifyP256 } from './trust.js';
 
 /** PCS documents are a few KiB; leave room for many TCB levels. */
@@ -337,12 +338,18 @@ export interface TdxCollateralConfig {
    * Intel's built-in TCB Signing certificate. Each must chain to a trusted SGX root.
    */
   readonly signingCerts?: readonly string[];
+  /** The CRL of the PCK CA that issued the platform's PCK (DER, PEM or hex); no PCK revocation check without it. */
+  readonly pckCrl?: string | Uint8Array;
+  /** The root CA's CRL (DER, PEM or hex), revoking PCK CAs and TCB signing certificates. */
+  readonly rootCaCrl?: string | Uint8Array;
 }
 
 export interface ParsedCollateral {
   readonly tcbInfos: readonly SignedDocument<TdxTcbInfo>[];
   readonly qeIdentity: SignedDocument<QeIdentity>;
   readonly signers: readonly X509Certificate[];
+  readonly pckCrl?: Crl;
+  readonly rootCaCrl?: Crl;
 }
 
 const cache = new WeakMap<TdxCollateralConfig, ParsedCollateral>();
@@ -368,6 +375,8 @@ export function parseCollateral(config: TdxCollateralConfig): ParsedCollateral {
     tcbInfos: config.tcbInfos.map(parseTdxTcbInfo),
     qeIdentity: parseQeIdentity(config.qeIdentity),
     signers,
+    ...(config.pckCrl !== undefined ? { pckCrl: parseCrl(config.pckCrl) } : {}),
+    ...(config.rootCaCrl !== undefined ? { rootCaCrl: parseCrl(config.rootCaCrl) } : {}),
   };
   cache.set(config, parsed);
   return parsed;

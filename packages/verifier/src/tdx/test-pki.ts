@@ -7,11 +7,15 @@ import type { TestCertificate } from '../snp/test-roots.js';
 import {
   caExtensions,
   der,
+  derBitString,
   derBoolean,
+  derExplicit,
   derInteger,
+  derName,
   derOctetString,
   derOid,
   derSequence,
+  derTime,
   type ExtensionSpec,
   issueCertificate,
   type NameAttribute,
@@ -357,4 +361,42 @@ export function testQeIdentity(
       },
     ],
   };
+}
+
+export interface TestCrlOptions {
+  readonly thisUpdate?: Date;
+  readonly nextUpdate?: Date;
+  readonly crlNumber?: number;
+}
+
+/**
+ * A CRL by `issuer` (subject CN `issuerCn`, as createTestSgxPki names it) revoking `serials`
+ * (hex), ECDSA with SHA-256 as Intel signs them. DER.
+ */
+export function signTestCrl(
+  issuerCn: string,
+  issuerKey: KeyObject,
+  serials: readonly string[],
+  options: TestCrlOptions = {},
+): Buffer {
+  const thisUpdate = options.thisUpdate ?? new Date(Date.now() - DAY);
+  const nextUpdate = options.nextUpdate ?? new Date(thisUpdate.getTime() + 30 * DAY);
+  const alg = derSequence(derOid('1.2.840.10045.4.3.2'));
+  const entries = serials.map((s) =>
+    derSequence(derInteger(Buffer.from(s.length % 2 ? `0${s}` : s, 'hex')), derTime(thisUpdate)),
+  );
+  const tbs = derSequence(
+    derInteger(1),
+    alg,
+    derName(testName(issuerCn)),
+    derTime(thisUpdate),
+    derTime(nextUpdate),
+    ...(entries.length > 0 ? [derSequence(...entries)] : []),
+    derExplicit(
+      0,
+      derSequence(derSequence(derOid('2.5.29.20'), derOctetString(derInteger(options.crlNumber ?? 1)))),
+    ),
+  );
+  const sig = sign('sha256', tbs, issuerKey);
+  return derSequence(tbs, alg, derBitString(sig));
 }

@@ -22,6 +22,7 @@ import {
   type TdxTcbInfo,
   verifyCollateralSignature,
 } from './collateral.js';
+import { type Crl, checkCrl, isRevoked } from './crl.js';
 import { type PckChain, parsePckChain } from './pck.js';
 import { INTEL_QE_VENDOR_ID, parseTdxQuote, type TdxQuote } from './quote.js';
 import { evaluateQe, evaluateTcb, type TcbEvaluation } from './tcb.js';
@@ -86,10 +87,22 @@ function collateralClaims(
   identity: QeIdentity,
   signers: readonly X509Certificate[],
   now: Date,
+  collateral: ParsedCollateral,
 ): Record<string, unknown> {
   const certs = [pck.leaf, pck.intermediate, root.cert, ...signers];
-  const issued = [...certs.map((c) => c.validFromDate), info.issueDate, identity.issueDate];
-  const expiring = [...certs.map((c) => c.validToDate), info.nextUpdate, identity.nextUpdate];
+  const crls = [collateral.pckCrl, collateral.rootCaCrl].filter((c): c is Crl => c !== undefined);
+  const issued = [
+    ...certs.map((c) => c.validFromDate),
+    info.issueDate,
+    identity.issueDate,
+    ...crls.map((c) => c.thisUpdate),
+  ];
+  const expiring = [
+    ...certs.map((c) => c.validToDate),
+    info.nextUpdate,
+    identity.nextUpdate,
+    ...crls.flatMap((c) => (c.nextUpdate !== undefined ? [c.nextUpdate] : [])),
+  ];
   const min = (ds: Date[]) => new Date(Math.min(...ds.map((d) => d.getTime())));
   const max = (ds: Date[]) => new Date(Math.max(...ds.map((d) => d.getTime())));
   const earliestExpiration = min(expiring);
@@ -101,6 +114,10 @@ function collateralClaims(
     earliest_expiration_date: rfc3339(earliestExpiration),
     tcb_date: rfc3339(new Date(tcb.tcbDate)),
     tcb_eval_num: Math.min(info.tcbEvaluationDataNumber, identity.tcbEvaluationDataNumber),
+    ...(collateral.pckCrl?.crlNumber !== undefined ? { pck_crl_num: collateral.pckCrl.crlNumber } : {}),
+    ...(collateral.rootCaCrl?.crlNumber !== undefined
+      ? { root_ca_crl_num: collateral.rootCaCrl.crlNumber }
+      : {}),
     platform_provider_id: p.ppid.toString('hex'),
     sgx_type: sgxType,
     ...(p.sgxType > 0 && p.dynamicPlatform !== undefined
@@ -111,6 +128,30 @@ function collateralClaims(
     collateral_expiration_status: now.getTime() > earliestExpiration.getTime() ? '1' : '0',
     advisory_ids: [...tcb.advisoryIds],
   };
+}
+
+/**
+ * Revocation, when CRLs are configured: the root's CRL must not list the PCK CA or a collateral
+ * signer, the PCK CA's CRL must not list the PCK. Each CRL must be signed by its issuer.
+ */
+function checkRevocation(
+  collateral: ParsedCollateral,
+  pck: PckChain,
+  root: SgxRoot,
+  signers: readonly X509Certificate[],
+  now: Date,
+): void {
+  const revoked = (what: string) => new VerificationError('CERT_REVOKED', `${what} is revoked`);
+  if (collateral.rootCaCrl !== undefined) {
+    checkCrl(collateral.rootCaCrl, root.cert, now, 'root CA CRL');
+    if (isRevoked(collateral.rootCaCrl, pck.intermediate)) throw revoked('the PCK CA certificate');
+    for (const s of signers)
+      if (isRevoked(collateral.rootCaCrl, s)) throw revoked('the collateral signing certificate');
+  }
+  if (collateral.pckCrl !== undefined) {
+    checkCrl(collateral.pckCrl, pck.intermediate, now, 'PCK CRL');
+    if (isRevoked(collateral.pckCrl, pck.leaf)) throw revoked('the PCK certificate');
+  }
 }
 
 /** Step 6 for a quote that passed steps 1-5. */
@@ -146,7 +187,9 @@ export function evaluateCollateral(
   }
   const tcb = evaluateTcb(pck.platform, quote.body, qeLevel, info.body);
   const signers = qeSigner === tcbSigner ? [qeSigner] : [qeSigner, tcbSigner];
-  return { tcb, claims: collateralClaims(pck, root, tcb, info.body, identity.body, signers, now) };
+  checkRevocation(collateral, pck, root, signers, now);
+  const claims = collateralClaims(pck, root, tcb, info.body, identity.body, signers, now, collateral);
+  return { tcb, claims };
 }
 
 /** Step 6 from the configured collateral, for a quote that passed steps 1-5. */
