@@ -339,6 +339,25 @@ function procCpuUs(pid: number): number {
   }
 }
 
+/** Context switches of every thread of a process (0 once it is gone). */
+function procSwitches(pid: number): number {
+  let total = 0;
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
+        for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm))
+          total += Number(m[1]);
+      } catch {
+        // thread exited meanwhile
+      }
+    }
+  } catch {
+    return 0;
+  }
+  return total;
+}
+
 /** `pid` and every process below it (cluster workers). */
 function processTree(pid: number): number[] {
   const children = new Map<number, number[]>();
@@ -433,6 +452,8 @@ export interface ScalingRow {
   readonly redisCpuUs: number;
   /** CPU of this (client) process per handshake. */
   readonly clientCpuUs: number;
+  /** Context switches of all KBS processes per handshake. */
+  readonly kbsSwitches: number;
   readonly redisCommands: number;
 }
 
@@ -478,18 +499,19 @@ async function scalingRow(
     await admin('POST', '/kbs/v0/resource/default/bench/secret', SECRET.toString('latin1'));
     const pids = () => procs.flatMap((p) => processTree(p.pid));
     let measuredPids: number[] = [];
-    let start = { kbs: 0, redis: 0, client: 0, calls: 0 };
+    let start = { kbs: 0, redis: 0, client: 0, calls: 0, switches: 0 };
     const snapshot = async () => {
       const rp = redis.pid();
       return {
         kbs: measuredPids.reduce((a, pid) => a + procCpuUs(pid), 0),
+        switches: measuredPids.reduce((a, pid) => a + procSwitches(pid), 0),
         redis: storage === 'Redis' && rp !== undefined ? procCpuUs(rp) : 0,
         client: clientCpuUs(),
         calls: storage === 'Redis' ? await redisCalls(redis.client) : 0,
       };
     };
     let next = 0;
-    let deltas = { kbs: 0, redis: 0, client: 0, calls: 0 };
+    let deltas = { kbs: 0, redis: 0, client: 0, calls: 0, switches: 0 };
     const result = await load(
       (w) => handshakeAcross(targets, next++, keys[w % keys.length] as TeeKeyPair),
       async () => {
@@ -502,6 +524,7 @@ async function scalingRow(
         const end = await snapshot();
         deltas = {
           kbs: end.kbs - start.kbs,
+          switches: end.switches - start.switches,
           redis: end.redis - start.redis,
           client: end.client - start.client,
           calls: end.calls - start.calls,
@@ -524,6 +547,7 @@ async function scalingRow(
       redisCpuUs: deltas.redis / n,
       clientCpuUs: deltas.client / n,
       redisCommands: deltas.calls / n,
+      kbsSwitches: deltas.switches / n,
     };
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
@@ -544,6 +568,7 @@ function formatTable(rows: readonly ScalingRow[]): string {
     'Redis cpu us/hs',
     'client cpu us/hs',
     'Redis cmds/hs',
+    'KBS ctx sw/hs',
   ];
   const lines = rows.map((r) => [
     r.name,
@@ -556,6 +581,7 @@ function formatTable(rows: readonly ScalingRow[]): string {
     r.redisCpuUs.toFixed(0),
     r.clientCpuUs.toFixed(0),
     r.redisCommands.toFixed(1),
+    r.kbsSwitches.toFixed(1),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] as string).length)));
   const fmt = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i] as number)).join('  ');
@@ -684,6 +710,7 @@ export async function run(): Promise<Record<string, number>> {
     scale[`scale_${k}_kbs_cpu_us`] = r.kbsCpuUs;
     scale[`scale_${k}_redis_cpu_us`] = r.redisCpuUs;
     scale[`scale_${k}_redis_commands`] = r.redisCommands;
+    scale[`scale_${k}_kbs_context_switches`] = r.kbsSwitches;
     scale[`scale_${k}_vs_redis_x1`] = r.perSec / redis1.perSec;
     scale[`scale_${k}_vs_memory_x1`] = r.perSec / memory1.perSec;
   }
