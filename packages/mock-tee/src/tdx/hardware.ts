@@ -11,6 +11,7 @@ import {
   createTestSgxPki,
   issueTestPck,
   signCollateral,
+  signTestCrl,
   TEST_QE,
   type TestPlatform,
   type TestQuotingEnclave,
@@ -48,6 +49,10 @@ export interface TdxCollateralFiles {
   readonly tcbInfo: string;
   /** `{"enclaveIdentity":…,"signature":…}` for the mock's QE. */
   readonly qeIdentity: string;
+  /** The PCK CA's CRL (DER), revoking nothing. */
+  readonly pckCrl: Buffer;
+  /** The root CA's CRL (DER), revoking nothing. */
+  readonly rootCaCrl: Buffer;
 }
 
 export interface TdxHardware {
@@ -134,12 +139,18 @@ export async function loadOrCreateTdxHardware(dir: string): Promise<TdxHardware>
   }
 }
 
-/** TCB info and QE identity rating the mock platform UpToDate, valid from a day ago for 30 days. */
+/** Subject CNs of the test PKI's CAs (createTestSgxPki). */
+const PCK_CA_CN = 'Intel SGX PCK Platform CA';
+const ROOT_CN = 'Broker Test SGX Root CA';
+
+/** TCB info and QE identity rating the mock platform UpToDate, and empty CRLs; valid from a day ago for 30 days. */
 export function signMockCollateral(hw: TdxHardware, now = new Date()): TdxCollateralFiles {
   const issueDate = new Date(now.getTime() - 86_400_000);
   const key = hw.pki.tcbSigning.privateKey;
   return {
     tcbInfo: signCollateral('tcbInfo', testTcbInfo(MOCK_TDX_PLATFORM, MOCK_TEE_TCB_SVN, { issueDate }), key),
     qeIdentity: signCollateral('enclaveIdentity', testQeIdentity(TEST_QE, { issueDate }), key),
+    pckCrl: signTestCrl(PCK_CA_CN, hw.pki.pckCa.privateKey, [], { thisUpdate: issueDate }),
+    rootCaCrl: signTestCrl(ROOT_CN, hw.pki.root.privateKey, [], { thisUpdate: issueDate }),
   };
 }

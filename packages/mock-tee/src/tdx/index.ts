@@ -53,6 +53,8 @@ export const TDX_STATE_FILES = Object.freeze({
   tcbInfo: 'collateral/tcb-info.json',
   qeIdentity: 'collateral/qe-identity.json',
   tcbSigning: 'collateral/tcb-signing.pem',
+  pckCrl: 'collateral/pck-crl.der',
+  rootCaCrl: 'collateral/root-ca-crl.der',
   sgxRoot: 'collateral/sgx-root.pem',
 } as const);
 
@@ -109,6 +111,8 @@ export interface MockTdxDevice {
       readonly tcbInfos: readonly string[];
       readonly qeIdentity: string;
       readonly signingCerts: readonly string[];
+      readonly pckCrl: Buffer;
+      readonly rootCaCrl: Buffer;
     };
   };
   readonly td: MockTdState;
@@ -280,6 +284,8 @@ export async function startMockTdxDevice(options: StartMockTdxDeviceOptions): Pr
   await publish(path(TDX_STATE_FILES.qeIdentity), collateral.qeIdentity);
   await publish(path(TDX_STATE_FILES.tcbSigning), hardware.tcbSigningPem);
   await publish(path(TDX_STATE_FILES.sgxRoot), hardware.rootPem);
+  await publish(path(TDX_STATE_FILES.pckCrl), collateral.pckCrl);
+  await publish(path(TDX_STATE_FILES.rootCaCrl), collateral.rootCaCrl);
 
   const measurementsPath = path(TDX_STATE_FILES.measurements);
   const measurements = new Measurements(measurementsPath, td);
@@ -316,6 +322,8 @@ export async function startMockTdxDevice(options: StartMockTdxDeviceOptions): Pr
         tcbInfos: [collateral.tcbInfo],
         qeIdentity: collateral.qeIdentity,
         signingCerts: [hardware.tcbSigningPem],
+        pckCrl: collateral.pckCrl,
+        rootCaCrl: collateral.rootCaCrl,
       },
     },
     td,

@@ -75,6 +75,8 @@ describe('mock TDX device', () => {
       { reportData, initDataHash: INITDATA, tdx: device.verifierOptions },
     );
     expect(r!.claims.tcb_status).toBe('UpToDate');
+    // The device's CRLs are consulted (and revoke nothing).
+    expect(r!.claims.pck_crl_num).toBe(1);
     expect((r!.claims.uefi_event_logs as unknown[]).length).toBe(device.bootEvents.length);
     // Without the test root, the same quote is not trusted.
     const err = await new TdxVerifier()
