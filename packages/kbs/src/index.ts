@@ -17,6 +17,7 @@ export {
   type IdentityProviderConfig,
   type KbsConfig,
   loadKbsConfig,
+  type MountedFilesConfig,
   parseKbsConfig,
   parseKbsConfigText,
   type ResourcePluginConfig,
@@ -35,15 +36,26 @@ export {
   RESOURCE_POLICY_ID,
   RESOURCE_POLICY_RULE,
 } from './policy/resource-policy.js';
+export { MountedFileError } from './reload/mounted.js';
+export type { DirectoryWatcherOptions } from './reload/watcher.js';
 export {
   DEFAULT_MAX_SESSION_BYTES,
   DEFAULT_MAX_SESSIONS,
   SESSION_COOKIE,
   type SessionLimits,
 } from './session.js';
+export { StorageUnavailable } from './storage/errors.js';
 export { InvalidStorageKey } from './storage/keys.js';
 export { DEFAULT_LOCAL_FS_DIR, type LocalFsOptions, LocalFsStorage } from './storage/local-fs.js';
 export { MemoryStorage } from './storage/memory.js';
+export {
+  DEFAULT_REDIS_URL,
+  REDIS_URL_ENV,
+  type RedisEvent,
+  RedisStorage,
+  type RedisStorageOptions,
+  redactRedisUrl,
+} from './storage/redis.js';
 export { RoutedStorage } from './storage/routed.js';
 export type { KvStorage, Namespace, SetOptions } from './storage/types.js';
 export { AttestationTokenVerifier, BUILTIN_TEE_KEY_POINTERS, jsonPointer } from './token.js';
