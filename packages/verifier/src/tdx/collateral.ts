@@ -140,8 +140,11 @@ export function memberText(text: string, key: string): string | undefined {
   ws();
   if (text[i] !== '{') return undefined;
   i++;
+  let found: string | undefined;
+  let seen = 0;
   for (;;) {
     ws();
+    if (text[i] === '}' && seen === 0) return undefined;
     if (text[i] !== '"') return undefined;
     const keyStart = i;
     skipString();
@@ -151,8 +154,14 @@ export function memberText(text: string, key: string): string | undefined {
     ws();
     const valueStart = i;
     skipValue();
-    if (name === key) return text.slice(valueStart, i);
+    seen++;
+    if (name === key) {
+      // A repeated member would let the signed text and the parsed value differ.
+      if (found !== undefined) return undefined;
+      found = text.slice(valueStart, i);
+    }
     ws();
+    if (text[i] === '}') return found;
     if (text[i] !== ',') return undefined;
     i++;
   }
@@ -246,9 +255,10 @@ function signedDocument(
   const sigHex = str(outer, 'signature', what, 256);
   if (!/^[0-9a-fA-F]{128}$/.test(sigHex)) throw bad(what, 'signature is not 64 bytes of hex');
   const inner = memberText(text, key);
-  if (inner === undefined) throw bad(what, `has no ${key} member`);
+  if (inner === undefined) throw bad(what, `has no single ${key} member`);
+  // The body read is the text signed, never another parse of the document.
   return {
-    inner: obj(outer[key], `${what} ${key}`),
+    inner: obj(JSON.parse(inner), `${what} ${key}`),
     signedText: Buffer.from(inner, 'utf8'),
     signature: Buffer.from(sigHex, 'hex'),
   };

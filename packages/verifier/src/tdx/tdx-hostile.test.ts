@@ -269,3 +269,18 @@ describe('event log decoders', () => {
     expect(outcome(() => parseCcEventLog(Buffer.alloc(10)))).toBe('REPORT_MALFORMED');
   });
 });
+
+describe('collateral documents', () => {
+  it('refuse a repeated signed member, whose signed text and parsed value could differ', () => {
+    const doc = JSON.parse(TCB_INFO) as { tcbInfo: unknown; signature: string };
+    const inner = JSON.stringify(doc.tcbInfo);
+    const twice = `{"tcbInfo":${inner},"tcbInfo":${inner.replace('"UpToDate"', '"OutOfDate"')},"signature":"${doc.signature}"}`;
+    expect(outcome(() => parseTdxTcbInfo(twice))).toBe('COLLATERAL_INVALID');
+    // Whitespace between members is fine; the signed text is the member's own bytes.
+    const spaced = TCB_INFO.replace('{"tcbInfo":', '{ "tcbInfo" : ').replace(
+      ',"signature"',
+      ' , "signature"',
+    );
+    expect(parseTdxTcbInfo(spaced).signedText.equals(parseTdxTcbInfo(TCB_INFO).signedText)).toBe(true);
+  });
+});
