@@ -9,7 +9,7 @@ import {
 } from '@broker/protocol';
 import type { Logger } from 'pino';
 import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
-import type { AttestationService } from './attestation/index.js';
+import { type AttestationService, explainAppraisals } from './attestation/index.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
@@ -274,7 +274,11 @@ export class Api {
     }
     if (!allow) {
       metrics.policyViolations.inc();
-      throw new KbsError('PolicyDeny', undefined);
+      // The client only learns "denied"; the log says which appraisal claims kept it from release.
+      const why = explainAppraisals(claims);
+      throw new KbsError('PolicyDeny', undefined, {
+        cause: new Error(why ?? 'every appraisal in the token is affirming; the resource policy refused it'),
+      });
     }
     metrics.policyApprovals.inc();
     if (req.method !== 'GET') {

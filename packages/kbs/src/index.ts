@@ -5,6 +5,15 @@ export {
   bearerToken,
   createAdminAuthorizer,
 } from './admin.js';
+export {
+  BROKER_DEFAULT_POLICY_CPU,
+  DEFAULT_POLICIES,
+  explainAppraisals,
+  POLICY_PCRS,
+  REFERENCE_VALUES_EXTENSION,
+  TRUSTEE_DEFAULT_POLICY_CPU,
+  VTPM_REFERENCE_PREFIXES,
+} from './attestation/index.js';
 export { main, parseArgs } from './cli.js';
 export {
   type AclRuleConfig,

@@ -239,6 +239,49 @@ type = "LocalFs"
     expect(configError(table)).toContain(key);
   });
 
+  it("reads snp_verifier's trusted_ark_paths and the tdx_verifier table", () => {
+    const cfg = parseAttestationServiceConfig(
+      asTable(`
+[attestation_service]
+[attestation_service.verifier_config.snp_verifier]
+trusted_ark_paths = ["/roots/amd-roots.pem"]
+[attestation_service.verifier_config.tdx_verifier]
+tcb_info_paths = ["/c/tcb-a.json", "/c/tcb-b.json"]
+qe_identity_path = "/c/qe.json"
+collateral_signer_paths = ["/c/signer.pem"]
+pck_crl_path = "/c/pck.crl"
+root_ca_crl_path = "/c/root.crl"
+trusted_sgx_root_paths = ["/c/root.pem"]
+`),
+    );
+    expect(cfg.verifierConfig).toEqual({
+      snpVerifier: { trustedArkPaths: ['/roots/amd-roots.pem'] },
+      tdxVerifier: {
+        tcbInfoPaths: ['/c/tcb-a.json', '/c/tcb-b.json'],
+        qeIdentityPath: '/c/qe.json',
+        collateralSignerPaths: ['/c/signer.pem'],
+        pckCrlPath: '/c/pck.crl',
+        rootCaCrlPath: '/c/root.crl',
+        trustedSgxRootPaths: ['/c/root.pem'],
+      },
+    });
+    expect(
+      parseAttestationServiceConfig(asTable('[attestation_service.verifier_config.snp_verifier]\n'))
+        .verifierConfig,
+    ).toEqual({ snpVerifier: {} });
+  });
+
+  it.each([
+    [{ snp_verifier: { trusted_ark_paths: 'x.pem' } }, 'trusted_ark_paths'],
+    [{ snp_verifier: { trusted_ark_paths: ['rel.pem'] } }, 'not an absolute path'],
+    [{ snp_verifier: { trusted_ark: ['/x.pem'] } }, 'trusted_ark'],
+    [{ tdx_verifier: { tcb_info_paths: ['/t.json'] } }, 'go together'],
+    [{ tdx_verifier: { collateral_signer_paths: ['/s.pem'] } }, 'needs tcb_info_paths'],
+    [{ tdx_verifier: { qe_identity_path: 'qe.json', tcb_info_paths: ['/t.json'] } }, 'absolute'],
+  ])('refuses bad verifier settings (%j)', (vc, text) => {
+    expect(configError({ type: 'coco_as_builtin', verifier_config: vc })).toContain(text);
+  });
+
   it('accepts TOML integers parsed as bigint', () => {
     expect(parseAttestationServiceConfig({ type: 'coco_as_builtin', timeout: 7n }).timeoutMin).toBe(7);
   });

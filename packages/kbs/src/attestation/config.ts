@@ -2,6 +2,7 @@
 // (kbs/src/attestation/config.rs, coco/builtin.rs, attestation-service ear_token
 // and rvps config). Unknown keys are refused; keys that old trustee releases
 // wrote and today's ignores are accepted and reported in `ignoredKeys`.
+import { isAbsolute } from 'node:path';
 import { ConfigError, Section } from '../config-reader.js';
 
 export const DEFAULT_SESSION_TIMEOUT_MIN = 5;
@@ -41,9 +42,44 @@ export type VcekSource =
   | { readonly type: 'KDS'; readonly baseUrl?: string }
   | { readonly type: 'OfflineStore'; readonly path?: string };
 
-/** Per-verifier settings. Accepted now so configurations load; the verifiers that read them come later. */
+/**
+ * `[attestation_service.verifier_config.snp_verifier]`: used by the `snp` and `az-snp-vtpm` verifiers.
+ * `vcek_sources` is trustee's; `trusted_ark_paths` is this project's addition.
+ */
+export interface SnpVerifierConfig {
+  /** Where `snp` evidence without `cert_chain` finds its VCEK, tried in order. */
+  readonly vcekSources?: readonly VcekSource[];
+  /**
+   * PEM bundles (a self-signed ARK with the ASK and/or ASVK it signed) trusted besides AMD's built-in
+   * roots, e.g. the mock TEE's `roots/amd-roots.pem`. Test hardware only.
+   */
+  readonly trustedArkPaths?: readonly string[];
+}
+
+/**
+ * `[attestation_service.verifier_config.tdx_verifier]` (this project's own table): the offline Intel
+ * collateral of the `tdx` and `az-tdx-vtpm` verifiers, and test SGX roots.
+ */
+export interface TdxVerifierConfig {
+  /** TCB info JSON documents (PCS `tdx/certification/v4/tcb` answers), one per FMSPC. */
+  readonly tcbInfoPaths: readonly string[];
+  /** The TD QE identity JSON (PCS `tdx/certification/v4/qe/identity`); required with `tcbInfoPaths`. */
+  readonly qeIdentityPath?: string;
+  /** PEM certificates that sign collateral (the PCS issuer chain), besides Intel's built-in one. */
+  readonly collateralSignerPaths: readonly string[];
+  /** The PCK CA's CRL (DER or PEM): without it PCK certificates are not checked for revocation. */
+  readonly pckCrlPath?: string;
+  /** The SGX root CA's CRL (DER or PEM). */
+  readonly rootCaCrlPath?: string;
+  /** Self-signed SGX roots (PEM) trusted besides Intel's, e.g. the mock TEE's. Test hardware only. */
+  readonly trustedSgxRootPaths: readonly string[];
+}
+
+/** Per-verifier settings. */
 export interface VerifierConfig {
-  readonly snpVerifier?: { readonly vcekSources?: readonly VcekSource[] };
+  readonly snpVerifier?: SnpVerifierConfig;
+  readonly tdxVerifier?: TdxVerifierConfig;
+  /** trustee's DCAP settings: accepted so its configurations load; collateral here is offline (`tdxVerifier`). */
   readonly dcapVerifier?: {
     readonly collateralService: string;
     readonly useSecureCert?: boolean;
@@ -202,15 +238,69 @@ function parseVcekSources(s: Section): VcekSource[] {
   });
 }
 
+/** File paths must be absolute: the KBS's working directory is not something a config should depend on. */
+function path(s: Section, key: string): string | undefined {
+  const p = s.optString(key);
+  if (p === undefined) return undefined;
+  if (!isAbsolute(p))
+    throw new ConfigError(`${s.where} ${key}: ${JSON.stringify(p)} is not an absolute path`);
+  return p;
+}
+
+function paths(s: Section, key: string): string[] {
+  const list = s.stringArray(key);
+  list.forEach((p, i) => {
+    if (!isAbsolute(p)) {
+      throw new ConfigError(`${s.where} ${key}[${i}]: ${JSON.stringify(p)} is not an absolute path`);
+    }
+  });
+  return list;
+}
+
+function parseTdxVerifier(s: Section): TdxVerifierConfig {
+  const tcbInfoPaths = paths(s, 'tcb_info_paths');
+  const qeIdentityPath = path(s, 'qe_identity_path');
+  const collateralSignerPaths = paths(s, 'collateral_signer_paths');
+  const pckCrlPath = path(s, 'pck_crl_path');
+  const rootCaCrlPath = path(s, 'root_ca_crl_path');
+  const trustedSgxRootPaths = paths(s, 'trusted_sgx_root_paths');
+  s.finish();
+  // A TCB status needs both documents; one without the other is a half-done configuration.
+  if (tcbInfoPaths.length > 0 !== (qeIdentityPath !== undefined)) {
+    throw new ConfigError(`${s.where} tcb_info_paths and qe_identity_path go together`);
+  }
+  if (qeIdentityPath === undefined) {
+    for (const key of ['collateral_signer_paths', 'pck_crl_path', 'root_ca_crl_path'] as const) {
+      const set = key === 'collateral_signer_paths' ? collateralSignerPaths.length > 0 : s.has(key);
+      if (set) throw new ConfigError(`${s.where} ${key} needs tcb_info_paths and qe_identity_path`);
+    }
+  }
+  return {
+    tcbInfoPaths,
+    ...(qeIdentityPath !== undefined ? { qeIdentityPath } : {}),
+    collateralSignerPaths,
+    ...(pckCrlPath !== undefined ? { pckCrlPath } : {}),
+    ...(rootCaCrlPath !== undefined ? { rootCaCrlPath } : {}),
+    trustedSgxRootPaths,
+  };
+}
+
 function parseVerifierConfig(s: Section): VerifierConfig {
   const out: {
     -readonly [K in keyof VerifierConfig]: VerifierConfig[K];
   } = {};
   const snp = s.optSection('snp_verifier');
   if (snp !== undefined) {
-    out.snpVerifier = snp.has('vcek_sources') ? { vcekSources: parseVcekSources(snp) } : {};
+    const vcekSources = snp.has('vcek_sources') ? parseVcekSources(snp) : undefined;
+    const trustedArkPaths = snp.has('trusted_ark_paths') ? paths(snp, 'trusted_ark_paths') : undefined;
     snp.finish();
+    out.snpVerifier = {
+      ...(vcekSources !== undefined ? { vcekSources } : {}),
+      ...(trustedArkPaths !== undefined ? { trustedArkPaths } : {}),
+    };
   }
+  const tdx = s.optSection('tdx_verifier');
+  if (tdx !== undefined) out.tdxVerifier = parseTdxVerifier(tdx);
   const dcap = s.optSection('dcap_verifier');
   if (dcap !== undefined) {
     const collateralService = dcap.string('collateral_service');

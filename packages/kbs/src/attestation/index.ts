@@ -1,4 +1,11 @@
 export {
+  BROKER_DEFAULT_POLICY_CPU,
+  POLICY_PCRS,
+  REFERENCE_VALUES_EXTENSION,
+  REFERENCE_VALUES_EXTENSION_KEY,
+  VTPM_REFERENCE_PREFIXES,
+} from './broker-policy.js';
+export {
   type AttestationServiceConfig,
   DEFAULT_BUILD_NAME,
   DEFAULT_DEVELOPER_NAME,
@@ -8,12 +15,15 @@ export {
   DEFAULT_TOKEN_DURATION_MIN,
   parseAttestationServiceConfig,
   type RvpsConfig,
+  type SnpVerifierConfig,
   type StorageType,
+  type TdxVerifierConfig,
   type TokenBrokerConfig,
   type TokenSignerConfig,
   type VcekSource,
   type VerifierConfig,
 } from './config.js';
+export { EAR_DEFAULT_POLICY_CPU as TRUSTEE_DEFAULT_POLICY_CPU } from './default-policies.gen.js';
 export { TRUST_CLAIM_NAMES, type TrustClaimName, type TrustTier, type TrustVector, tierOf } from './ear.js';
 export {
   AttestationFailed,
@@ -21,6 +31,7 @@ export {
   InvalidPolicyId,
   ParsePolicyError,
 } from './errors.js';
+export { explainAppraisal, explainAppraisals, MAX_EXPLANATION_LENGTH } from './explain.js';
 export { DEFAULT_POLICIES, MAX_POLICY_LENGTH } from './policy.js';
 export {
   type AdditionalEvidence,
@@ -30,3 +41,9 @@ export {
   MAX_ADDITIONAL_EVIDENCE,
   type VerifyRequest,
 } from './service.js';
+export {
+  describeVerifierSettings,
+  loadVerifierSettings,
+  MAX_TRUST_FILE_BYTES,
+  type VerifierSettings,
+} from './verifier-settings.js';

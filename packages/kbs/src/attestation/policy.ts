@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { KvStorage } from '../storage/types.js';
+import { BROKER_DEFAULT_POLICY_CPU } from './broker-policy.js';
 import { EAR_DEFAULT_POLICY_CPU, EAR_DEFAULT_POLICY_GPU } from './default-policies.gen.js';
 import { AttestationFailed, InvalidPolicyId, ParsePolicyError } from './errors.js';
 import { type CompiledPolicy, compilePolicy } from './rego-engine.js';
@@ -23,11 +24,17 @@ const POLICY_ID_RE = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/;
 const MAX_REFERENCE_VALUE_IDS = 256;
 const MAX_ROUNDS = 16;
 
-/** The policies trustee seeds (without overwriting) at start. */
-export const DEFAULT_POLICIES: Readonly<Record<string, string>> = {
-  default_cpu: EAR_DEFAULT_POLICY_CPU,
+/**
+ * The policies seeded (without overwriting) at start: the project's `default_cpu`, trustee's
+ * `default_gpu`, and trustee's two defaults under `trustee_default_*`, so that an operator can
+ * compare with them or put trustee's CPU policy back.
+ */
+export const DEFAULT_POLICIES: Readonly<Record<string, string>> = Object.freeze({
+  default_cpu: BROKER_DEFAULT_POLICY_CPU,
   default_gpu: EAR_DEFAULT_POLICY_GPU,
-};
+  trustee_default_cpu: EAR_DEFAULT_POLICY_CPU,
+  trustee_default_gpu: EAR_DEFAULT_POLICY_GPU,
+});
 
 export function checkPolicyId(id: string): void {
   if (!POLICY_ID_RE.test(id)) {
@@ -86,6 +93,13 @@ export class PolicyStore {
         overwrite: false,
       });
       if (wrote) this.logger.debug({ policy: id }, 'seeded default attestation policy');
+    }
+    // A store seeded by an earlier version (or set so by an operator) keeps trustee's policy: say so,
+    // since vTPM evidence is then appraised by trustee's rules, not by the five PCRs.
+    if ((await this.get('default_cpu')) === EAR_DEFAULT_POLICY_CPU) {
+      this.logger.warn(
+        "attestation policy default_cpu is trustee's default policy, not broker's PCR policy: set it again to change that",
+      );
     }
   }
 

@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { RvpsError } from '../rvps/index.js';
 import type { KvStorage, Namespace, SetOptions } from '../storage/types.js';
+import { BROKER_DEFAULT_POLICY_CPU } from './broker-policy.js';
 import { parseAttestationServiceConfig } from './config.js';
 import { EAR_DEFAULT_POLICY_CPU } from './default-policies.gen.js';
 import { AttestationFailed, InvalidPolicyId, ParsePolicyError } from './errors.js';
@@ -463,12 +464,35 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
     expect(cpu0['ear.trustee.identifiers']).toBeUndefined();
   });
 
-  it('stores the default policy text unmodified', async () => {
+  it("stores broker's default_cpu, and trustee's defaults unmodified as trustee_default_*", async () => {
     const kv = new MemoryKv();
     await service(undefined, kv);
-    expect(Buffer.from(kv.data.get('attestation_service_policy/default_cpu.rego')!).toString()).toBe(
-      EAR_DEFAULT_POLICY_CPU,
-    );
+    const text = (id: string) =>
+      Buffer.from(kv.data.get(`attestation_service_policy/${id}.rego`)!).toString();
+    expect(text('default_cpu')).toBe(BROKER_DEFAULT_POLICY_CPU);
+    expect(text('trustee_default_cpu')).toBe(EAR_DEFAULT_POLICY_CPU);
+    expect(text('trustee_default_gpu')).toBe(text('default_gpu'));
+  });
+
+  it("appraises with trustee's policy when asked for the trustee_default id", async () => {
+    const as = await service();
+    await as.registerReferenceValue(rvMessage(SAMPLE_RVS));
+    const cpu0 = (await claimsOf(as, await as.verify(request({ policyIds: ['trustee_default'] })))).submods
+      .cpu0;
+    expect(cpu0['ear.appraisal-policy-id']).toBe('trustee_default');
+    expect(cpu0['ear.status']).toBe('affirming');
+  });
+
+  it("warns at start when the store's default_cpu is trustee's policy", async () => {
+    const kv = new MemoryKv();
+    await kv.set('attestation_service_policy', 'default_cpu.rego', Buffer.from(EAR_DEFAULT_POLICY_CPU));
+    const lines: string[] = [];
+    const capture = pino({ level: 'warn' }, { write: (l: string) => lines.push(l) });
+    await createAttestationService(parseAttestationServiceConfig(undefined), kv, capture);
+    expect(lines.join('')).toContain("default_cpu is trustee's default policy");
+    lines.length = 0;
+    await createAttestationService(parseAttestationServiceConfig(undefined), new MemoryKv(), capture);
+    expect(lines).toEqual([]);
   });
 
   it('applies a policy set through the service at once', async () => {
@@ -495,7 +519,7 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
       ParsePolicyError,
     );
     expect(Buffer.from(kv.data.get('attestation_service_policy/default_cpu.rego')!).toString()).toBe(
-      EAR_DEFAULT_POLICY_CPU,
+      BROKER_DEFAULT_POLICY_CPU,
     );
   });
 

@@ -16,10 +16,19 @@ import { createRvps, RvpsError, type RvpsMessageInput } from '../rvps/index.js';
 import type { KvStorage } from '../storage/types.js';
 import { transformClaims } from './claims.js';
 import type { AttestationServiceConfig } from './config.js';
-import { type Appraisal, earJson, extensionsFromPolicy, statusOf, trustVectorFromPolicy } from './ear.js';
+import {
+  type Appraisal,
+  appraisalJson,
+  earJson,
+  extensionsFromPolicy,
+  statusOf,
+  trustVectorFromPolicy,
+} from './ear.js';
 import { AttestationFailed } from './errors.js';
+import { explainAppraisal } from './explain.js';
 import { checkPolicyId, PolicyStore } from './policy.js';
 import { loadSigner } from './signer.js';
+import { describeVerifierSettings, loadVerifierSettings } from './verifier-settings.js';
 
 /** One piece of evidence beside the primary one (e.g. a GPU), as the KBS splits `additional_evidence`. */
 export interface AdditionalEvidence {
@@ -65,7 +74,7 @@ export interface AttestationService {
 export interface AttestationServiceOptions {
   /** Store for reference values when `rvps_config.storage_type` selects another backend. */
   readonly rvpsStorage?: KvStorage;
-  /** Clock in epoch ms (token times, caches); tests replace it. */
+  /** Clock in epoch ms (token times, caches, certificate validity); tests replace it. */
   readonly now?: () => number;
   /** Passed to the RVPS and policy caches; 0 reads the store on every use. Default 1000. */
   readonly cacheTtlMs?: number;
@@ -128,6 +137,19 @@ export async function createAttestationService(
   const ttl = options.cacheTtlMs ?? 1000;
   const broker = cfg.tokenBroker;
   const signer = await loadSigner(broker.signer);
+  // Root bundles and collateral are read once: a broken file stops the start, not each attestation.
+  const verifierSettings = await loadVerifierSettings(cfg.verifierConfig);
+  if (cfg.verifierConfig !== undefined) {
+    logger.info(describeVerifierSettings(cfg.verifierConfig), 'verifier settings');
+  }
+  if (cfg.verifierConfig?.snpVerifier?.trustedArkPaths?.length) {
+    logger.warn(
+      'snp_verifier trusted_ark_paths: AMD roots besides the built-in ones are trusted (test hardware)',
+    );
+  }
+  if (cfg.verifierConfig?.tdxVerifier?.trustedSgxRootPaths.length) {
+    logger.warn("tdx_verifier trusted_sgx_root_paths: SGX roots besides Intel's are trusted (test hardware)");
+  }
   const rvps = createRvps(options.rvpsStorage ?? storage, { cacheTtlMs: ttl, now: () => new Date(now()) });
   const policies = new PolicyStore(storage, logger, { revalidateMs: ttl, now });
   await policies.seedDefaults();
@@ -147,8 +169,10 @@ export async function createAttestationService(
     let results: Awaited<ReturnType<typeof verifier.evaluate>>;
     try {
       results = await verifier.evaluate(item.evidence, {
+        ...verifierSettings,
         reportData,
         ...(init !== undefined ? { initDataHash: init.digest } : {}),
+        now: new Date(now()),
       });
     } catch (e) {
       throw new AttestationFailed('EVIDENCE', `${item.tee} evidence rejected: ${message(e)}`, { cause: e });
@@ -221,10 +245,23 @@ export async function createAttestationService(
         const n = perClass.get(a.class) ?? 0;
         perClass.set(a.class, n + 1);
         submods.set(`${a.class}${n}`, appraisal);
-        logger.info(
-          { tee: a.tee, class: a.class, policy: classPolicy, status: appraisal.status, trustVector: vector },
-          'attestation appraised',
-        );
+        const fields = {
+          tee: a.tee,
+          class: a.class,
+          policy: classPolicy,
+          status: appraisal.status,
+          trustVector: vector,
+        };
+        if (appraisal.status === 'affirming') logger.info(fields, 'attestation appraised');
+        else {
+          // Not a failure yet (the token is issued; the resource policy decides), but the operator
+          // needs to see which claim kept it from affirming.
+          const reasons = explainAppraisal(appraisalJson(appraisal));
+          logger.warn(
+            { ...fields, ...(reasons.length > 0 ? { reasons } : {}) },
+            'attestation appraised: not affirming',
+          );
+        }
       }
 
       const iat = Math.floor(now() / 1000);
