@@ -145,6 +145,28 @@ export interface GuestHandle {
 export interface GuestOptions {
   /** TOML appended to cdh.toml after its `[kbc]` table, e.g. an `[image]` table. */
   cdhTomlExtra?: string;
+  /** Variables set over this process's environment for the guest processes, e.g. a mock TEE's `env`. */
+  env?: Readonly<Record<string, string>>;
+}
+
+export interface GuestConfig {
+  aaSock: string;
+  cdhSock: string;
+  aaToml: string;
+  cdhToml: string;
+  /** The initdata document the guest is launched with; its digest is what the TEE binds. */
+  initdata: string;
+}
+
+/** The configuration `startGuest` gives a guest in `dir`: known before the start, to bind its initdata. */
+export function guestConfig(kbs: KbsHandle, dir: string, options: GuestOptions = {}): GuestConfig {
+  const aaSock = join(dir, 'aa', 'attestation-agent.sock');
+  const cdhSock = join(dir, 'cdh', 'cdh.sock');
+  const cert = kbs.tls.certPem.trim();
+  const aaToml = `[token_configs]\n[token_configs.coco_as]\nurl = "${kbs.url}"\n\n[token_configs.kbs]\nurl = "${kbs.url}"\ncert = """\n${cert}\n"""\n`;
+  const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n\n[aa]\naa_socket = 'unix://${aaSock}'\n\n[kbc]\nname = "cc_kbc"\nurl = "${kbs.url}"\nkbs_cert = """\n${cert}\n"""\n${options.cdhTomlExtra === undefined ? '' : `\n${options.cdhTomlExtra.trim()}\n`}`;
+  const initdata = `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '''\n${aaToml}'''\n\n"cdh.toml" = '''\n${cdhToml}'''\n`;
+  return { aaSock, cdhSock, aaToml, cdhToml, initdata };
 }
 
 /**
@@ -156,40 +178,44 @@ export async function startGuest(
   dir: string,
   options: GuestOptions = {},
 ): Promise<GuestHandle> {
-  const aaSock = join(dir, 'aa', 'attestation-agent.sock');
-  const cdhSock = join(dir, 'cdh', 'cdh.sock');
-  const cert = kbs.tls.certPem.trim();
-  const aaToml = `[token_configs]\n[token_configs.coco_as]\nurl = "${kbs.url}"\n\n[token_configs.kbs]\nurl = "${kbs.url}"\ncert = """\n${cert}\n"""\n`;
-  const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n\n[aa]\naa_socket = 'unix://${aaSock}'\n\n[kbc]\nname = "cc_kbc"\nurl = "${kbs.url}"\nkbs_cert = """\n${cert}\n"""\n${options.cdhTomlExtra === undefined ? '' : `\n${options.cdhTomlExtra.trim()}\n`}`;
-  const initdata = `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '''\n${aaToml}'''\n\n"cdh.toml" = '''\n${cdhToml}'''\n`;
+  const { aaSock, cdhSock, aaToml, cdhToml, initdata } = guestConfig(kbs, dir, options);
   const initdataDir = join(dir, 'initdata');
   mkdirSync(initdataDir, { recursive: true });
   writeFileSync(join(initdataDir, 'aa.toml'), aaToml);
   writeFileSync(join(initdataDir, 'cdh.toml'), cdhToml);
   writeFileSync(join(initdataDir, 'initdata.toml'), initdata);
 
-  const aa = start(binary('attestation-agent'), [
-    '-c',
-    join(initdataDir, 'aa.toml'),
-    '--attestation_sock',
-    `unix://${aaSock}`,
-    '--initdata-toml',
-    join(initdataDir, 'initdata.toml'),
-  ]);
+  const opts = options.env === undefined ? {} : { env: { ...process.env, ...options.env } };
+  const aa = start(
+    binary('attestation-agent'),
+    [
+      '-c',
+      join(initdataDir, 'aa.toml'),
+      '--attestation_sock',
+      `unix://${aaSock}`,
+      '--initdata-toml',
+      join(initdataDir, 'initdata.toml'),
+    ],
+    opts,
+  );
   await waitForListen({ path: aaSock }, aa);
-  const cdh = start(binary('confidential-data-hub'), ['-c', join(initdataDir, 'cdh.toml')]);
+  const cdh = start(binary('confidential-data-hub'), ['-c', join(initdataDir, 'cdh.toml')], opts);
   await waitForListen({ path: cdhSock }, cdh);
   const restPort = await freePort();
-  const rest = start(binary('api-server-rest'), [
-    '--features',
-    'all',
-    '--cdh_addr',
-    `unix://${cdhSock}`,
-    '--aa_addr',
-    `unix://${aaSock}`,
-    '--bind',
-    `127.0.0.1:${restPort}`,
-  ]);
+  const rest = start(
+    binary('api-server-rest'),
+    [
+      '--features',
+      'all',
+      '--cdh_addr',
+      `unix://${cdhSock}`,
+      '--aa_addr',
+      `unix://${aaSock}`,
+      '--bind',
+      `127.0.0.1:${restPort}`,
+    ],
+    opts,
+  );
   await waitForListen({ port: restPort }, rest);
   return {
     aaSock,
