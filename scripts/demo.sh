@@ -2,14 +2,37 @@
 # The main job: the local stack, a key broker service and the guest components of one confidential VM,
 # wired the way the spec's initdata wires them, then flow A (image policy check on a local registry), flow B,
 # the lazy-attestation poller and flow C.
-#   scripts/demo.sh [--keep]     (make demo runs it after the build)
+#   scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm]     (make demo runs it after the build)
 # The guest components use their upstream default sockets and the :8006 port, as inside a CVM.
+# TEE (--tee, or DEMO_TEE):
+#   sample       (default) trustee's software TEE: runs anywhere, no hardware root;
+#   az-snp-vtpm  the mock TEE device (swtpm behind an Azure-style paravisor, a test AMD root, IMDS on
+#                loopback): the agent attests through the vTPM, the KBS trusts the device's test ARK, and
+#                the project's default policy compares PCR 03, 08, 09, 11 and 12 with reference values
+#                made by the reference-values tool. Needs swtpm (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/dist/bin
 KEEP=0
-[ "${1:-}" = "--keep" ] && KEEP=1
+TEE=${DEMO_TEE:-sample}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keep) KEEP=1 ;;
+    --tee)
+      [ $# -ge 2 ] || { echo "--tee needs a value: sample or az-snp-vtpm" >&2; exit 2; }
+      TEE=$2
+      shift
+      ;;
+    --tee=*) TEE=${1#--tee=} ;;
+    *) echo "usage: scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm]" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$TEE" in
+  sample | az-snp-vtpm) ;;
+  *) echo "unknown TEE '$TEE': the demo runs sample or az-snp-vtpm" >&2; exit 2 ;;
+esac
 KBS_PORT=${KBS_PORT:-8080}
 WORK=$(mktemp -d /tmp/broker-demo.XXXXXX)
 NODE=$ROOT/node_modules/.bin/node
@@ -45,6 +68,20 @@ for b in kbs kbs-client attestation-agent confidential-data-hub api-server-rest 
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run make build" >&2; exit 1; }
 done
 command -v docker-registry >/dev/null || { echo "docker-registry is missing: run scripts/install-deps.sh" >&2; exit 1; }
+if [ "$TEE" = az-snp-vtpm ]; then
+  [ -x "$BIN/mock-tee" ] || { echo "missing $BIN/mock-tee: run make build" >&2; exit 1; }
+  command -v swtpm >/dev/null || { echo "swtpm is missing (the mock TEE device needs it): run scripts/install-deps.sh" >&2; exit 1; }
+  # The reference-values tool: the executable when the build has it, else the same command bundled here.
+  if [ -x "$BIN/reference-values" ]; then
+    reference_values() { "$BIN/reference-values" "$@"; }
+  else
+    echo "import { referenceValuesMain } from '@broker/reference-values'; referenceValuesMain(process.argv.slice(2)).then((c) => process.exit(c));" |
+      "$ROOT/node_modules/.bin/esbuild" --bundle --platform=node --target=node24 --format=cjs --loader=ts \
+        --sourcefile=reference-values.ts --outfile="$WORK/reference-values.cjs" --log-level=warning ||
+      { echo "could not bundle the reference-values tool" >&2; exit 1; }
+    reference_values() { "$NODE" "$WORK/reference-values.cjs" "$@"; }
+  fi
+fi
 # Flow A's small client: builds and pushes images with @broker/image, and calls PullImage on the CDH's
 # ttrpc socket the way kata's agent does inside the CVM.
 "$ROOT/node_modules/.bin/esbuild" test/helpers/image-tool.ts --bundle --platform=node --target=node24 --format=cjs \
@@ -60,6 +97,11 @@ if curl -s -o /dev/null "http://127.0.0.1:8006/info" 2>/dev/null; then
 fi
 
 echo "broker demo — work folder $WORK"
+if [ "$TEE" = az-snp-vtpm ]; then
+  echo "TEE: az-snp-vtpm on the mock TEE device (vTPM quote + HCL report, SNP report signed by a test VCEK)"
+else
+  echo "TEE: sample (trustee's software TEE, no hardware root; scripts/demo.sh --tee az-snp-vtpm for the vTPM path)"
+fi
 echo
 echo "1. Certificates"
 openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 365 -keyout "$WORK/https.key" -out "$WORK/https.crt" \
@@ -71,6 +113,22 @@ line "attestation token signer: ECDSA P-256 + certificate" "ok"
 openssl genpkey -algorithm ed25519 -out "$WORK/admin.key" 2>/dev/null
 openssl pkey -in "$WORK/admin.key" -pubout -out "$WORK/admin.pub" 2>/dev/null
 line "admin API key: Ed25519" "ok"
+
+if [ "$TEE" = az-snp-vtpm ]; then
+  echo
+  echo "1b. Mock TEE device: swtpm as an Azure SEV-SNP vTPM, booting the sample pod-VM image"
+  MANIFEST=$ROOT/packages/mock-tee/manifests/podvm-sample.json
+  "$BIN/mock-tee" start --state "$WORK/mock-tee" --manifest "$MANIFEST" >"$WORK/mock-tee.env" 2>"$WORK/mock-tee.log" &
+  PIDS+=($!)
+  wait_for "mock TEE device" grep -q '^MOCK_TEE_IMAGE_TAG=' "$WORK/mock-tee.env"
+  # KEY=VALUE lines, shell-quoted by mock-tee: the guest's TPM and IMDS addresses, the device's root.
+  # shellcheck disable=SC1091
+  . "$WORK/mock-tee.env"
+  line "vTPM at $BROKER_TPM, IMDS at $BROKER_AZURE_IMDS_URL" "ok"
+  line "PCR 03, 09, 11, 12 extended from $(basename "$MANIFEST") ($MOCK_TEE_IMAGE_TAG)" "ok"
+  line "test AMD root (ARK + ASK): $MOCK_TEE_ROOTS" "ok"
+  mkdir -p "$WORK/reference-values"
+fi
 
 echo
 echo "2. Key broker service (HTTPS, authenticated admin API, signed-token verification)"
@@ -112,6 +170,18 @@ dir_path = "$WORK/kbs-storage"
 name = "resource"
 storage_backend_type = "kvstorage"
 TOML
+if [ "$TEE" = az-snp-vtpm ]; then
+  # Trust the device's test root (never in production), and take reference values from a directory, as a
+  # deployment mounts the reference-values ConfigMap.
+  cat >>"$WORK/kbs-config.toml" <<TOML
+
+[attestation_service.verifier_config.snp_verifier]
+trusted_ark_paths = ["$MOCK_TEE_ROOTS"]
+
+[mounted_files]
+reference_values = ["$WORK/reference-values"]
+TOML
+fi
 "$BIN/kbs" --config-file "$WORK/kbs-config.toml" >"$WORK/kbs.log" 2>&1 &
 PIDS+=($!)
 wait_for "KBS listening on https://127.0.0.1:$KBS_PORT" curl -sf --cacert "$WORK/https.crt" "https://127.0.0.1:$KBS_PORT/healthz"
@@ -125,13 +195,16 @@ admin set-resource --path default/attestation-status/status --resource-file "$WO
 line "stored default/attestation-status/status = success" "ok"
 admin set-resource --path default/app-secret/dataset-key --resource-file "$WORK/dataset.key" || fail "store default/app-secret/dataset-key"
 line "stored default/app-secret/dataset-key (32 random bytes)" "ok"
-# Reference values for the sample TEE, and a resource policy that releases only to an affirming EAR.
-admin set-sample-reference-value launch_digest abcde &&
-  admin set-sample-reference-value svn 1 &&
-  admin set-sample-reference-value major_version 1 --as-integer --as-single-value &&
-  admin set-sample-reference-value minimum_minor_version 4 --as-integer --as-single-value ||
-  fail "register reference values"
-line "reference values registered in the RVPS" "ok"
+# Reference values for the sample TEE (the vTPM's come from the reference-values tool once the initdata
+# exists, step 4), and a resource policy that releases only to an affirming EAR.
+if [ "$TEE" = sample ]; then
+  admin set-sample-reference-value launch_digest abcde &&
+    admin set-sample-reference-value svn 1 &&
+    admin set-sample-reference-value major_version 1 --as-integer --as-single-value &&
+    admin set-sample-reference-value minimum_minor_version 4 --as-integer --as-single-value ||
+    fail "register reference values"
+  line "reference values registered in the RVPS" "ok"
+fi
 admin set-resource-policy --affirming || fail "resource policy: release to affirming attestations"
 line "resource policy: release only to affirming attestations" "ok"
 
@@ -233,12 +306,36 @@ TOML
 } >"$WORK/initdata/initdata.toml"
 line "initdata.toml (sha256 $(sha256sum "$WORK/initdata/initdata.toml" | cut -c1-16)...)" "ok"
 
+AA_ENV=()
+if [ "$TEE" = az-snp-vtpm ]; then
+  # What the pod VM image's measurements and this initdata give: the reference values the KBS compares.
+  reference_values --platform azure --tee az-snp-vtpm --initdata "$WORK/initdata/initdata.toml" \
+    --measurements "$MANIFEST" --image-tag "$MOCK_TEE_IMAGE_TAG" --format rvps-message \
+    >"$WORK/rvps-message.json" 2>>"$WORK/admin.log" || fail "reference-values"
+  line "reference-values: $(basename "$MANIFEST") + initdata -> snp_pcr03/08/09/11/12" "ok"
+  mv "$WORK/rvps-message.json" "$WORK/reference-values/rvps-message.json"
+  PCR8=$("$NODE" -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(JSON.parse(Buffer.from(m.payload,"base64")).snp_pcr08[0])' \
+    "$WORK/reference-values/rvps-message.json")
+  rv_applied() { "$BIN/kbs-client" --url "https://127.0.0.1:$KBS_PORT" --cert-file "$WORK/https.crt" config \
+    --auth-private-key "$WORK/admin.key" get-reference-value --id snp_pcr08 2>/dev/null | grep -q "$PCR8"; }
+  wait_for "KBS registers the reference values" rv_applied
+  line "KBS registered them from its reference-values directory (snp_pcr08 ${PCR8:0:16}...)" "ok"
+  AA_ENV=(env "BROKER_TPM=$BROKER_TPM" "BROKER_AZURE_IMDS_URL=$BROKER_AZURE_IMDS_URL")
+fi
+
 AA_SOCK=/run/confidential-containers/attestation-agent/attestation-agent.sock
-"$BIN/attestation-agent" -c "$WORK/initdata/aa.toml" --initdata-toml "$WORK/initdata/initdata.toml" \
+"${AA_ENV[@]}" "$BIN/attestation-agent" -c "$WORK/initdata/aa.toml" --initdata-toml "$WORK/initdata/initdata.toml" \
   --attestation_sock "unix://$AA_SOCK" >"$WORK/aa.log" 2>&1 &
 PIDS+=($!)
 wait_for "attestation agent on $AA_SOCK" test -S "$AA_SOCK"
 line "attestation-agent on $AA_SOCK" "ok"
+if [ "$TEE" = az-snp-vtpm ]; then
+  wait_for "attestation agent detects az-snp-vtpm" grep -q 'TEE detected: az-snp-vtpm' "$WORK/aa.log"
+  line "attestation-agent detected az-snp-vtpm; initdata digest extended into PCR 8" "ok"
+else
+  wait_for "attestation agent falls back to the sample TEE" grep -q 'using the sample attester' "$WORK/aa.log"
+  line "attestation-agent uses the sample TEE (no TEE device here)" "ok"
+fi
 "$BIN/confidential-data-hub" -c "$WORK/initdata/cdh.toml" >"$WORK/cdh.log" 2>&1 &
 PIDS+=($!)
 wait_for "confidential data hub" test -S /run/confidential-containers/cdh.sock
@@ -288,6 +385,16 @@ if cmp -s "$DECRYPTION_KEY_PATH" "$WORK/dataset.key"; then
   line "main container: DECRYPTION_KEY_PATH holds the released key" "ok"
 else
   fail "main container: key differs from the stored one"
+fi
+kbs_log_settled || fail "KBS access log"
+appraisal=$(grep '"msg":"attestation appraised' "$WORK/kbs.log" | tail -1)
+tee_used=$(printf '%s' "$appraisal" | grep -o '"tee":"[^"]*"' | cut -d'"' -f4)
+status=$(printf '%s' "$appraisal" | grep -o '"status":"[^"]*"' | cut -d'"' -f4)
+[ "$tee_used" = "$TEE" ] && [ "$status" = affirming ] || fail "KBS appraisal: tee=$tee_used status=$status"
+if [ "$TEE" = az-snp-vtpm ]; then
+  line "KBS appraised az-snp-vtpm evidence: affirming (PCR 03, 08, 09, 11, 12 matched)" "ok"
+else
+  line "KBS appraised sample evidence: affirming" "ok"
 fi
 
 echo
@@ -347,5 +454,5 @@ else
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   PIDS=()
-  line "all processes stopped (KBS, registry, AA, CDH, api-server-rest)" "ok"
+  line "all processes stopped (KBS, registry, AA, CDH, api-server-rest$([ "$TEE" = az-snp-vtpm ] && echo ', mock TEE'))" "ok"
 fi
