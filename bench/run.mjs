@@ -59,5 +59,8 @@ for (const b of benches) {
   writeFileSync(join(out, `${b.name}.json`), `${JSON.stringify(result, null, 2)}\n`);
   summary[b.name] = result;
 }
-writeFileSync(join(out, 'summary.json'), `${JSON.stringify({ date: new Date().toISOString(), node: process.version, results: summary }, null, 2)}\n`);
+writeFileSync(
+  join(out, 'summary.json'),
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, results: summary }, null, 2)}\n`,
+);
 console.log(`\nwrote ${join(out, 'summary.json')}`);

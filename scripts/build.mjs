@@ -2,7 +2,7 @@
 // application (SEA): blob from `node --experimental-sea-config`, injected into a copy of this Node
 // binary with postject. Every command name in dist/bin is a symlink that dispatches on argv0.
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, chmodSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -13,7 +13,9 @@ const bin = join(dist, 'bin');
 const work = join(dist, 'sea');
 
 if (Number(process.versions.node.split('.')[0]) !== 24) {
-  throw new Error(`build needs Node 24 (the workspace pins it in node_modules/.bin); running ${process.version}`);
+  throw new Error(
+    `build needs Node 24 (the workspace pins it in node_modules/.bin); running ${process.version}`,
+  );
 }
 
 /** Multi-call executables and the command names each one answers to. */
@@ -21,12 +23,29 @@ export const EXECUTABLES = [
   {
     name: 'broker-tools',
     entry: 'packages/executables/src/tools.ts',
-    commands: ['kbs', 'kbs-client', 'kbs-verify', 'rego', 'secret', 'brokerctl', 'initdata', 'mock-tee', 'image-policy', 'image-pull'],
+    commands: [
+      'kbs',
+      'kbs-client',
+      'kbs-verify',
+      'rego',
+      'secret',
+      'brokerctl',
+      'initdata',
+      'mock-tee',
+      'image-policy',
+      'image-pull',
+    ],
   },
   {
     name: 'broker-guest',
     entry: 'packages/executables/src/guest.ts',
-    commands: ['attestation-agent', 'confidential-data-hub', 'api-server-rest', 'agent-policy-gate', 'sealed-secret-init'],
+    commands: [
+      'attestation-agent',
+      'confidential-data-hub',
+      'api-server-rest',
+      'agent-policy-gate',
+      'sealed-secret-init',
+    ],
   },
 ];
 
@@ -58,7 +77,9 @@ for (const exe of EXECUTABLES) {
     seaConfig,
     JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
   );
-  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   const out = join(bin, exe.name);
   copyFileSync(process.execPath, out);
   chmodSync(out, 0o755);
@@ -76,11 +97,18 @@ for (const exe of EXECUTABLES) {
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   for (const cmd of exe.commands) symlinkSync(exe.name, join(bin, cmd));
-  sizes.push({ name: exe.name, bytes: statSync(out).size, bundleBytes: statSync(bundle).size, commands: exe.commands });
+  sizes.push({
+    name: exe.name,
+    bytes: statSync(out).size,
+    bundleBytes: statSync(bundle).size,
+    commands: exe.commands,
+  });
 }
 
 console.log('\nsingle executables in dist/bin:');
 for (const s of sizes) {
   const mb = (n) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
-  console.log(`  ${s.name.padEnd(16)} ${mb(s.bytes).padStart(10)}  (bundle ${mb(s.bundleBytes)}; commands: ${s.commands.join(', ')})`);
+  console.log(
+    `  ${s.name.padEnd(16)} ${mb(s.bytes).padStart(10)}  (bundle ${mb(s.bundleBytes)}; commands: ${s.commands.join(', ')})`,
+  );
 }

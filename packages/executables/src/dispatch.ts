@@ -4,7 +4,10 @@ import { basename } from 'node:path';
 
 export type CommandMain = (argv: string[]) => Promise<number>;
 
-export async function dispatch(selfName: string, commands: Record<string, () => Promise<CommandMain>>): Promise<number> {
+export async function dispatch(
+  selfName: string,
+  commands: Record<string, () => Promise<CommandMain>>,
+): Promise<number> {
   const invokedAs = basename(process.argv0 || process.argv[1] || selfName);
   let args = process.argv.slice(2);
   let name = invokedAs;
@@ -14,7 +17,9 @@ export async function dispatch(selfName: string, commands: Record<string, () => 
   }
   const load = commands[name];
   if (load === undefined) {
-    process.stderr.write(`usage: ${selfName} <command> [args...]\ncommands: ${Object.keys(commands).join(', ')}\n`);
+    process.stderr.write(
+      `usage: ${selfName} <command> [args...]\ncommands: ${Object.keys(commands).join(', ')}\n`,
+    );
     return 2;
   }
   const main = await load();
