@@ -92,7 +92,7 @@ Name=en* eth*
 [Network]
 DHCP=yes
 NET
-systemctl --root="$ROOTFS" enable "${ENABLE[@]}" >/dev/null
+systemctl --root="$ROOTFS" --quiet enable "${ENABLE[@]}"
 
 # A fresh identity per boot, no login for anyone.
 echo podvm >"$ROOTFS/etc/hostname"
