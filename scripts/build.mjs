@@ -18,35 +18,13 @@ if (Number(process.versions.node.split('.')[0]) !== 24) {
   );
 }
 
-/** Multi-call executables and the command names each one answers to. */
+/**
+ * Multi-call executables. The command names each answers to come from the executable itself
+ * (`--list-commands`), from the dispatch table in its entry file.
+ */
 export const EXECUTABLES = [
-  {
-    name: 'broker-tools',
-    entry: 'packages/executables/src/tools.ts',
-    commands: [
-      'kbs',
-      'kbs-client',
-      'kbs-verify',
-      'rego',
-      'secret',
-      'brokerctl',
-      'initdata',
-      'mock-tee',
-      'image-policy',
-      'image-pull',
-    ],
-  },
-  {
-    name: 'broker-guest',
-    entry: 'packages/executables/src/guest.ts',
-    commands: [
-      'attestation-agent',
-      'confidential-data-hub',
-      'api-server-rest',
-      'agent-policy-gate',
-      'sealed-secret-init',
-    ],
-  },
+  { name: 'broker-tools', entry: 'packages/executables/src/tools.ts' },
+  { name: 'broker-guest', entry: 'packages/executables/src/guest.ts' },
 ];
 
 rmSync(bin, { recursive: true, force: true });
@@ -96,12 +74,13 @@ for (const exe of EXECUTABLES) {
     // postject warns about ELF note sections on every run; its output matters only when it fails.
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
-  for (const cmd of exe.commands) symlinkSync(exe.name, join(bin, cmd));
+  const commands = execFileSync(out, ['--list-commands'], { encoding: 'utf8' }).trim().split('\n');
+  for (const cmd of commands) symlinkSync(exe.name, join(bin, cmd));
   sizes.push({
     name: exe.name,
     bytes: statSync(out).size,
     bundleBytes: statSync(bundle).size,
-    commands: exe.commands,
+    commands,
   });
 }
 

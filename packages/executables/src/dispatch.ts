@@ -10,6 +10,11 @@ export async function dispatch(
 ): Promise<number> {
   const invokedAs = basename(process.argv0 || process.argv[1] || selfName);
   let args = process.argv.slice(2);
+  // The build asks the executable itself which names to link, so the table below is the only list.
+  if (invokedAs === selfName && args[0] === '--list-commands') {
+    process.stdout.write(`${Object.keys(commands).join('\n')}\n`);
+    return 0;
+  }
   let name = invokedAs;
   if (!(name in commands)) {
     name = args[0] ?? '';

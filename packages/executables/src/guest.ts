@@ -7,4 +7,5 @@ run('broker-guest', {
   'api-server-rest': async () => (await import('@broker/api-server-rest')).main,
   'agent-policy-gate': async () => (await import('@broker/agent-policy')).main,
   'sealed-secret-init': async () => (await import('@broker/sealed-secret')).mainInit,
+  'process-user-data': async () => (await import('@broker/provisioner')).processUserDataMain,
 });

@@ -12,4 +12,5 @@ run('broker-tools', {
   'mock-tee': async () => (await import('@broker/mock-tee')).mockTeeMain,
   'image-policy': async () => (await import('@broker/image')).imagePolicyMain,
   'image-pull': async () => (await import('@broker/image')).imagePullMain,
+  'reference-values': async () => (await import('@broker/reference-values')).referenceValuesMain,
 });
