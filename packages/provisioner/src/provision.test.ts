@@ -204,7 +204,10 @@ describe('provisionFiles against swtpm', () => {
       await expect(provision({ kind: 'file', path: file('ud', ud) })).rejects.toMatchObject({ code });
     }
     await expect(
-      provision({ kind: 'file', path: join(work, 'missing') }, { fetch: { timeoutMs: 50, retryDelayMs: 10 } }),
+      provision(
+        { kind: 'file', path: join(work, 'missing') },
+        { fetch: { timeoutMs: 50, retryDelayMs: 10 } },
+      ),
     ).rejects.toMatchObject({ code: 'USER_DATA_FETCH' });
     expect(existsSync(join(root, 'run'))).toBe(false);
     expect(await readPcr8()).toBe('0'.repeat(64));
