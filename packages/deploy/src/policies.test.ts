@@ -28,7 +28,12 @@ const PCRS = { pcr03: hex('3'), pcr08: hex('8'), pcr09: hex('9'), pcr11: hex('b'
 function vtpmClaims(tee: 'az-snp-vtpm' | 'az-tdx-vtpm', pcrs: Record<string, string> = PCRS) {
   // Other PCRs and platform fields are present in real claims and must not matter.
   return {
-    [tee]: { tpm: { ...pcrs, pcr00: hex('0'), pcr07: hex('7') }, measurement: 'bQ==' },
+    [tee]: {
+      tpm: { ...pcrs, pcr00: hex('0'), pcr07: hex('7') },
+      measurement: 'bQ==',
+      // The KBS's policy vouches for a TDX guest's hardware only with an up-to-date TCB.
+      ...(tee === 'az-tdx-vtpm' && { tcb_status: 'UpToDate' }),
+    },
     init_data: PCRS.pcr08,
   };
 }
@@ -82,9 +87,11 @@ describe('attestation policy', () => {
     }
   });
 
-  it('a reference value that is not a list matches nothing', () => {
+  it('a single-string reference value matches only that value', () => {
     const rvs: Record<string, unknown> = rvsFor('snp');
     rvs.snp_pcr11 = PCRS.pcr11;
+    expect(evaluateTrustClaims(vtpmClaims('az-snp-vtpm'), rvs).executables).toBe(3);
+    rvs.snp_pcr11 = hex('e');
     expect(evaluateTrustClaims(vtpmClaims('az-snp-vtpm'), rvs).executables).toBe(33);
   });
 
