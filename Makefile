@@ -1,5 +1,5 @@
 # All targets run on the Node 24 that the workspace pins (node_modules/.bin/node), via npm scripts.
-.PHONY: deps build test lint bench demo clean
+.PHONY: deps build test lint bench demo guest-image guest-image-test clean
 
 deps:
 	@scripts/install-deps.sh
@@ -18,6 +18,14 @@ bench: build
 
 demo: build
 	scripts/demo.sh
+
+# The pod-VM image (a Debian rootfs with the guest executables and units); needs root, debootstrap, e2fsprogs.
+guest-image: build
+	guest-image/build.sh
+
+# Boots the image under QEMU with swtpm as the vTPM against a KBS on the host; slow, not in CI.
+guest-image-test: guest-image
+	guest-image/boot-test.sh
 
 clean:
 	rm -rf dist .bench-out
