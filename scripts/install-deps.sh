@@ -19,8 +19,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# npm ci needs the lockfile; it also runs the approved install scripts (node, esbuild).
+# `npm install` keeps the versions the lockfile pins and runs the approved install scripts (node,
+# esbuild). Not `npm ci`: this npm writes lockfiles without other platforms' optional packages
+# (biome's per-platform binaries) and `npm ci` then refuses the lockfile as out of sync.
 if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund
+  npm install --no-audit --no-fund
 fi
 node_modules/.bin/node --version
