@@ -1,46 +1,26 @@
-import { pcrSelection, TPM_ALG, TPM_RH, TPMA_NV, type Tpm, type TpmAddress } from '@broker/tpm';
+import type { Attester, AttesterModule, PlatformContext } from '../attester.js';
 import {
-  type Attester,
-  type AttesterLogger,
-  type AttesterModule,
-  EvidenceCollectionFailed,
-  type PlatformContext,
-  type PlatformOptions,
-} from '../attester.js';
-import {
-  BROKER_TPM,
-  describeAddress,
-  deviceUnderRoot,
-  extendSha256Pcr,
-  INIT_DATA_PCR,
-  lowerHex,
-  readSha256Pcr,
-  tpmAddressFromEnv,
-  withTpm,
-  wrapTpmError,
-} from '../tpm/common.js';
-import { expectedUserData, HCL_REPORT_TYPE, hclUserData, readHclReport } from './hcl.js';
-import {
-  BROKER_AZURE_IMDS_URL,
-  certificatePemToDer,
-  DEFAULT_IMDS_URL,
-  fetchAmdCertificates,
-} from './imds.js';
+  AzureVtpmAttester,
+  type AzureVtpmAttesterOptions,
+  b64urlPadded,
+  detectHclReport,
+  EVIDENCE_VERSION,
+  type VtpmQuoteJson,
+  vtpmQuoteJson,
+} from '../azure-vtpm.js';
+import { withTpm } from '../tpm/common.js';
+import { HCL_REPORT_TYPE } from './hcl.js';
+import { certificatePemToDer, fetchAmdCertificates } from './imds.js';
 
-/** NV index holding the HCL report, which the paravisor regenerates when the user data changes. */
-export const HCL_REPORT_NV_INDEX = 0x01400001;
-/** NV index the guest writes its report data (user data) to. */
-export const REPORT_DATA_NV_INDEX = 0x01400002;
-/** Persistent handle of Azure's vTPM attestation key. */
-export const AZURE_AK_HANDLE = 0x81000003;
-/** The TPM device upstream opens (tss's default TCTI). */
-export const AZURE_TPM_DEVICE = '/dev/tpmrm0';
-export const EVIDENCE_VERSION = 2;
-/** TPM2B_DATA holds at most 64 bytes of qualifying data. */
-export const MAX_REPORT_DATA_SIZE = 64;
-/** Upstream sleeps 3 s after writing the user data; we poll for the fresh report for at most that long. */
-export const DEFAULT_REPORT_SETTLE_MS = 3000;
-const POLL_INTERVAL_MS = 100;
+export {
+  AZURE_AK_HANDLE,
+  AZURE_TPM_DEVICE,
+  DEFAULT_REPORT_SETTLE_MS,
+  EVIDENCE_VERSION,
+  HCL_REPORT_NV_INDEX,
+  MAX_REPORT_DATA_SIZE,
+  REPORT_DATA_NV_INDEX,
+} from '../azure-vtpm.js';
 
 /**
  * Evidence version 2 of guest-components' `az-snp-vtpm` attester: the raw
@@ -50,49 +30,12 @@ const POLL_INTERVAL_MS = 100;
  */
 export interface AzSnpVtpmEvidence {
   readonly version: 2;
-  readonly tpm_quote: { readonly signature: string; readonly message: string; readonly pcrs: string[] };
+  readonly tpm_quote: VtpmQuoteJson;
   readonly hcl_report: string;
   readonly vcek: string;
 }
 
-export interface AzSnpVtpmAttesterOptions extends PlatformOptions {
-  /** The vTPM; by default `BROKER_TPM`, else /dev/tpmrm0 (under the platform root). */
-  readonly tpm?: TpmAddress;
-  /** IMDS base URL; by default `BROKER_AZURE_IMDS_URL`, else http://169.254.169.254. */
-  readonly imdsUrl?: string;
-  /** How long to wait for the paravisor to regenerate the HCL report; default 3000 ms. */
-  readonly reportSettleMs?: number;
-}
-
-function b64urlPadded(b: Uint8Array): string {
-  // serde_with's UrlSafe engine pads: keep the '=' that base64url encoding drops.
-  const s = Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64url');
-  return s + '='.repeat((4 - (s.length % 4)) % 4);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/**
- * Writes `data` to the user-data index, (re)defining it when it is missing
- * or has another size, as the az-cvm-vtpm crate does: owner read/write,
- * SHA-256 name.
- */
-async function writeReportData(tpm: Tpm, data: Uint8Array): Promise<void> {
-  const existing = await tpm.nvReadPublicIfDefined(REPORT_DATA_NV_INDEX);
-  if (existing !== undefined && existing.nvPublic.dataSize !== data.length) {
-    await tpm.nvUndefineSpace(TPM_RH.OWNER, REPORT_DATA_NV_INDEX);
-  }
-  if (existing === undefined || existing.nvPublic.dataSize !== data.length) {
-    await tpm.nvDefineSpace(TPM_RH.OWNER, {
-      nvIndex: REPORT_DATA_NV_INDEX,
-      nameAlg: TPM_ALG.SHA256,
-      attributes: TPMA_NV.OWNERWRITE | TPMA_NV.OWNERREAD,
-      authPolicy: new Uint8Array(),
-      dataSize: data.length,
-    });
-  }
-  await tpm.nvWrite(TPM_RH.OWNER, REPORT_DATA_NV_INDEX, data, 0);
-}
+export type AzSnpVtpmAttesterOptions = AzureVtpmAttesterOptions;
 
 /**
  * Azure confidential VM on SEV-SNP: the vTPM's AK quotes the PCRs with the
@@ -100,127 +43,24 @@ async function writeReportData(tpm: Tpm, data: Uint8Array): Promise<void> {
  * is the hash of runtime claims that include the AK and the report data)
  * ties the AK to the hardware. The VCEK comes from IMDS.
  */
-export class AzSnpVtpmAttester implements Attester {
+export class AzSnpVtpmAttester extends AzureVtpmAttester implements Attester {
   readonly tee = 'az-snp-vtpm' as const;
-  readonly #options: AzSnpVtpmAttesterOptions;
-  readonly #logger: AttesterLogger | undefined;
-
-  constructor(options: AzSnpVtpmAttesterOptions = {}) {
-    this.#options = options;
-    this.#logger = options.logger;
-  }
-
-  get address(): TpmAddress {
-    const env = this.#options.env ?? process.env;
-    return this.#options.tpm ?? tpmAddressFromEnv(env) ?? deviceUnderRoot(this.#options, AZURE_TPM_DEVICE);
-  }
-
-  get imdsUrl(): string {
-    const env = this.#options.env ?? process.env;
-    const fromEnv = env[BROKER_AZURE_IMDS_URL];
-    return this.#options.imdsUrl ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : DEFAULT_IMDS_URL);
-  }
 
   async getEvidence(reportData: Uint8Array): Promise<AzSnpVtpmEvidence> {
-    if (reportData.length > MAX_REPORT_DATA_SIZE) {
-      throw new EvidenceCollectionFailed(
-        `report data of ${reportData.length} bytes is too large for a vTPM quote (at most ${MAX_REPORT_DATA_SIZE})`,
-      );
-    }
-    const address = this.#addressOrFail();
-    const { hclReport, quote, pcrs } = await withTpm(address, async (tpm) => {
-      const hclReport = await this.#freshReport(tpm, reportData, address);
-      try {
-        const quote = await tpm.quote(AZURE_AK_HANDLE, reportData, [pcrSelection(TPM_ALG.SHA256)]);
-        const signature = quote.signature;
-        if (signature.sigAlg !== TPM_ALG.RSASSA) {
-          throw new EvidenceCollectionFailed(
-            'Wrong signature: the vTPM AK did not produce an RSASSA signature',
-          );
-        }
-        const pcrs = await tpm.readPcrs(TPM_ALG.SHA256);
-        // Upstream sends the raw RSA signature, not the TPMT_SIGNATURE around it.
-        return { hclReport, quote: { quoted: quote.quoted, signature: signature.sig }, pcrs };
-      } catch (err) {
-        throw wrapTpmError(
-          `vTPM quote with AK 0x${AZURE_AK_HANDLE.toString(16)} on ${describeAddress(address)} failed`,
-          err,
-          (m, o) => new EvidenceCollectionFailed(m, o),
-        );
-      }
+    const address = this.prepare(reportData);
+    const { hclReport, quote } = await withTpm(address, async (tpm) => {
+      const hclReport = await this.freshHclReport(tpm, reportData, address);
+      const quote = await this.quotePcrs(tpm, reportData, address);
+      return { hclReport, quote };
     });
     const certs = await fetchAmdCertificates(this.imdsUrl);
     const vcek = certificatePemToDer(certs.vcek);
     return {
       version: EVIDENCE_VERSION,
-      tpm_quote: {
-        signature: lowerHex(quote.signature),
-        message: lowerHex(quote.quoted),
-        pcrs: pcrs.map(lowerHex),
-      },
+      tpm_quote: vtpmQuoteJson(quote),
       hcl_report: b64urlPadded(hclReport),
       vcek: b64urlPadded(vcek),
     };
-  }
-
-  #addressOrFail(): TpmAddress {
-    try {
-      return this.address;
-    } catch (err) {
-      throw new EvidenceCollectionFailed((err as Error).message, { cause: err });
-    }
-  }
-
-  /**
-   * Writes the report data and reads the HCL report until it carries that
-   * user data. Upstream instead sleeps 3 s and reads once; polling returns
-   * as soon as the paravisor is done, and after the same 3 s gives up and
-   * returns what it read, as upstream would (the verifier then refuses a
-   * stale report).
-   */
-  async #freshReport(tpm: Tpm, reportData: Uint8Array, address: TpmAddress): Promise<Uint8Array> {
-    const settleMs = this.#options.reportSettleMs ?? DEFAULT_REPORT_SETTLE_MS;
-    const want = expectedUserData(reportData);
-    try {
-      await writeReportData(tpm, reportData);
-      const deadline = Date.now() + settleMs;
-      for (;;) {
-        const report = await tpm.nvReadAll(TPM_RH.OWNER, HCL_REPORT_NV_INDEX);
-        let userData: string | undefined;
-        try {
-          userData = hclUserData(readHclReport(report));
-        } catch {
-          userData = undefined;
-        }
-        if (userData?.toUpperCase() === want) return report;
-        if (Date.now() >= deadline) {
-          this.#logger?.warn(
-            `HCL report at NV 0x${HCL_REPORT_NV_INDEX.toString(16)} still lacks the new user data after ${settleMs} ms; using it as is`,
-          );
-          return report;
-        }
-        await sleep(Math.min(POLL_INTERVAL_MS, Math.max(0, deadline - Date.now())));
-      }
-    } catch (err) {
-      throw wrapTpmError(
-        `getting the HCL report through NV 0x${REPORT_DATA_NV_INDEX.toString(16)}/0x${HCL_REPORT_NV_INDEX.toString(16)} on ${describeAddress(address)} failed`,
-        err,
-        (m, o) => new EvidenceCollectionFailed(m, o),
-      );
-    }
-  }
-
-  /** Extends PCR8 with the init-data digest, which must be SHA-256 ("expected sha256 digest"). */
-  async bindInitData(digest: Uint8Array): Promise<void> {
-    await extendSha256Pcr(this.address, INIT_DATA_PCR, digest, this.#logger, 'init-data binding');
-  }
-
-  async extendRuntimeMeasurement(eventDigest: Uint8Array, registerIndex: number): Promise<void> {
-    await extendSha256Pcr(this.address, registerIndex, eventDigest, this.#logger, 'runtime measurement');
-  }
-
-  async getRuntimeMeasurement(registerIndex: number): Promise<Uint8Array> {
-    return readSha256Pcr(this.address, registerIndex);
   }
 }
 
@@ -228,35 +68,8 @@ export class AzSnpVtpmAttester implements Attester {
  * Upstream's `is_snp_cvm`: the HCL report NV index of the vTPM exists,
  * reads with owner authorization, and wraps an SNP report.
  */
-async function detect(ctx: PlatformContext): Promise<{ detected: boolean; reason: string }> {
-  let address = tpmAddressFromEnv(ctx.env);
-  if (address === undefined) {
-    if (!(await ctx.exists(AZURE_TPM_DEVICE))) {
-      return { detected: false, reason: `no ${AZURE_TPM_DEVICE} and ${BROKER_TPM} is not set` };
-    }
-    // ctx resolves paths under the platform root; the module does not see that root, so probe the real device.
-    address = { kind: 'device', path: AZURE_TPM_DEVICE };
-  }
-  const where = describeAddress(address);
-  const report = await withTpm(address, async (tpm) => {
-    if ((await tpm.nvReadPublicIfDefined(HCL_REPORT_NV_INDEX)) === undefined) return undefined;
-    return tpm.nvReadAll(TPM_RH.OWNER, HCL_REPORT_NV_INDEX);
-  });
-  if (report === undefined) {
-    return {
-      detected: false,
-      reason: `${where} has no HCL report at NV 0x${HCL_REPORT_NV_INDEX.toString(16)}`,
-    };
-  }
-  let type: number;
-  try {
-    type = readHclReport(report).reportType;
-  } catch (err) {
-    return { detected: false, reason: `${where}: ${(err as Error).message}` };
-  }
-  return type === HCL_REPORT_TYPE.SNP
-    ? { detected: true, reason: `${where} holds an HCL report wrapping an SNP report` }
-    : { detected: false, reason: `${where} holds an HCL report of type ${type}, not SNP` };
+function detect(ctx: PlatformContext): Promise<{ detected: boolean; reason: string }> {
+  return detectHclReport(ctx, HCL_REPORT_TYPE.SNP, 'an SNP report', 'SNP');
 }
 
 export const azSnpVtpmModule: AttesterModule = {
