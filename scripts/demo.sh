@@ -396,6 +396,25 @@ if [ "$TEE" = az-snp-vtpm ]; then
 else
   line "KBS appraised sample evidence: affirming" "ok"
 fi
+# The application (examples/app): the bundled dataset without a key, the encrypted one with it.
+NODE="$ROOT/node_modules/.bin/node"
+APP="$ROOT/examples/app/dataset-app.ts"
+mkdir -p "$WORK/www"
+"$ROOT/examples/encrypt-dataset.sh" "$WORK/dataset.key" "" "$WORK/www/dataset.enc" >>"$WORK/app.log" 2>&1 ||
+  fail "encrypt the confidential dataset with the released key"
+DATA_PORT=$("$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+"$NODE" -e 'const [f,p]=process.argv.slice(1);require("http").createServer((q,r)=>require("fs").createReadStream(f).pipe(r)).listen(+p,"127.0.0.1")' \
+  "$WORK/www/dataset.enc" "$DATA_PORT" &
+PIDS+=($!)
+wait_for "dataset server" curl -sf -o /dev/null "http://127.0.0.1:$DATA_PORT/"
+report=$(env -u DECRYPTION_KEY_PATH "$NODE" "$APP" 2>>"$WORK/app.log") || fail "application without DECRYPTION_KEY_PATH"
+line "app without DECRYPTION_KEY_PATH: bundled dataset, $(printf '%s' "$report" | grep -o '"rows":[0-9]*' | cut -d: -f2) rows" "ok"
+report=$(DATASET_URL="http://127.0.0.1:$DATA_PORT/dataset.enc" "$NODE" "$APP" 2>>"$WORK/app.log") ||
+  fail "application with DECRYPTION_KEY_PATH"
+case "$report" in
+  *'"source":"http'*) line "app with DECRYPTION_KEY_PATH: downloaded and decrypted, $(printf '%s' "$report" | grep -o '"rows":[0-9]*' | cut -d: -f2) rows" "ok" ;;
+  *) fail "application did not evaluate the downloaded dataset" ;;
+esac
 
 echo
 echo "7. Lazy attestation: the sidecar polls default/attestation-status/status"
