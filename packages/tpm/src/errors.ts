@@ -60,3 +60,8 @@ export class TpmTransportError extends TpmLibraryError {
 export class TpmUsageError extends TpmLibraryError {
   override readonly name: string = 'TpmUsageError';
 }
+
+/** swtpm could not be started: missing program, no free ports, or it exited before serving. */
+export class SwtpmLaunchError extends TpmLibraryError {
+  override readonly name: string = 'SwtpmLaunchError';
+}

@@ -85,7 +85,14 @@ export {
   TPMA_SESSION,
   type TpmCommandName,
 } from './constants.js';
-export { TpmError, TpmLibraryError, TpmParseError, TpmTransportError, TpmUsageError } from './errors.js';
+export {
+  SwtpmLaunchError,
+  TpmError,
+  TpmLibraryError,
+  TpmParseError,
+  TpmTransportError,
+  TpmUsageError,
+} from './errors.js';
 export { TpmReader, TpmWriter } from './marshal.js';
 export {
   isNvIndexHandle,
@@ -146,6 +153,13 @@ export {
   writeSignature,
 } from './signature.js';
 export { SwtpmControlChannel } from './swtpm-control.js';
+export {
+  type LaunchSwtpmOptions,
+  launchSwtpm,
+  SWTPM_INSTALL_HINT,
+  type SwtpmEndpoint,
+  type SwtpmProcess,
+} from './swtpm-launch.js';
 export { type Auth, type ExecuteOptions, type ExecuteResult, Tpm, taggedDigest } from './tpm.js';
 export {
   DEFAULT_MAX_RESPONSE_SIZE,
