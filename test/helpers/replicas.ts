@@ -7,8 +7,8 @@ import { request } from 'node:https';
 import { join } from 'node:path';
 import { generateTeeKeyPair, runtimeDataDigest, type TeeKeyPair } from '@broker/protocol';
 import { binary, freePort, type Running, runToEnd, start, waitForListen } from './process.js';
-import { openssl } from './stack.js';
-import { makeServerCert, type TlsMaterial } from './tls.js';
+import { makeKbsKeyFiles, renderKbsConfig } from './stack.js';
+import type { TlsMaterial } from './tls.js';
 
 export interface RedisProcess {
   readonly port: number;
@@ -105,70 +105,26 @@ export async function prepareReplicas(
   options: { workerCount?: number } = {},
 ): Promise<ReplicaSet> {
   mkdirSync(dir, { recursive: true });
-  const tls = makeServerCert(['localhost', '127.0.0.1'], dir);
-  const tokenKey = join(dir, 'token.key');
-  const tokenCert = join(dir, 'token.crt');
-  openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', tokenKey);
-  openssl(
-    'req',
-    '-x509',
-    '-new',
-    '-key',
-    tokenKey,
-    '-out',
-    tokenCert,
-    '-days',
-    '30',
-    '-subj',
-    '/CN=token-signer',
-  );
-  openssl('genpkey', '-algorithm', 'ed25519', '-out', join(dir, 'admin.key'));
-  openssl('pkey', '-in', join(dir, 'admin.key'), '-pubout', '-out', join(dir, 'admin.pub'));
+  const keys = makeKbsKeyFiles(dir);
+  const { tls } = keys;
   const replicas: Replica[] = [];
   for (let i = 0; i < count; i++) {
     const port = await freePort();
     const configPath = join(dir, `kbs-${i}.toml`);
     writeFileSync(
       configPath,
-      `session_storage_type = "Redis"
-
-[http_server]
-sockets = ["127.0.0.1:${port}"]
-private_key = "${tls.keyPath}"
-certificate = "${tls.certPath}"
-${options.workerCount !== undefined ? `worker_count = ${options.workerCount}` : ''}
-
-[attestation_token]
-trusted_certs_paths = ["${tokenCert}"]
-
-[attestation_service]
-type = "coco_as_builtin"
-
-[attestation_service.attestation_token_broker.signer]
-key_path = "${tokenKey}"
-cert_path = "${tokenCert}"
-
-[attestation_service.rvps_config]
-type = "BuiltIn"
-
-[admin]
-authorization_mode = "AuthenticatedAuthorization"
-
-[admin.authentication.bearer_jwt]
-identity_providers = [{ public_key_uri = "${join(dir, 'admin.pub')}" }]
-
-[admin.authorization.regex_acl]
-acls = [{ role = "admin", allowed_endpoints = "^/kbs/v0/.+$" }]
-
-[storage_backend]
+      renderKbsConfig({
+        port,
+        keys,
+        sessionStorageType: 'Redis',
+        ...(options.workerCount !== undefined ? { workerCount: options.workerCount } : {}),
+        storageBackend: `[storage_backend]
 storage_type = "Redis"
 
 [storage_backend.backends.redis]
 url = "${redisUrl}"
-
-[[plugins]]
-name = "resource"
 `,
+      }),
     );
     const replica: Replica = {
       port,

@@ -23,50 +23,71 @@ export interface KbsHandle {
   client(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
 }
 
-export async function prepareKbs(dir: string): Promise<KbsHandle> {
-  const port = await freePort();
+/** The key material a test KBS needs: HTTPS certificate, token-signing key and certificate, admin key pair. */
+export interface KbsKeyFiles {
+  readonly tls: TlsMaterial;
+  readonly tokenKey: string;
+  readonly tokenCert: string;
+  readonly adminKey: string;
+  readonly adminPub: string;
+}
+
+/** Generates the KBS key material in `dir` (token.key/.crt, admin.key/.pub and the TLS files). */
+export function makeKbsKeyFiles(dir: string): KbsKeyFiles {
   const tls = makeServerCert(['localhost', '127.0.0.1'], dir);
-  openssl(
-    'genpkey',
-    '-algorithm',
-    'EC',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-out',
-    join(dir, 'token.key'),
-  );
+  const tokenKey = join(dir, 'token.key');
+  const tokenCert = join(dir, 'token.crt');
+  const adminKey = join(dir, 'admin.key');
+  const adminPub = join(dir, 'admin.pub');
+  openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', tokenKey);
   openssl(
     'req',
     '-x509',
     '-new',
     '-key',
-    join(dir, 'token.key'),
+    tokenKey,
     '-out',
-    join(dir, 'token.crt'),
+    tokenCert,
     '-days',
     '30',
     '-subj',
     '/CN=token-signer',
   );
-  openssl('genpkey', '-algorithm', 'ed25519', '-out', join(dir, 'admin.key'));
-  openssl('pkey', '-in', join(dir, 'admin.key'), '-pubout', '-out', join(dir, 'admin.pub'));
-  const configPath = join(dir, 'kbs-config.toml');
-  writeFileSync(
-    configPath,
-    `[http_server]
-sockets = ["127.0.0.1:${port}"]
-private_key = "${tls.keyPath}"
-certificate = "${tls.certPath}"
+  openssl('genpkey', '-algorithm', 'ed25519', '-out', adminKey);
+  openssl('pkey', '-in', adminKey, '-pubout', '-out', adminPub);
+  return { tls, tokenKey, tokenCert, adminKey, adminPub };
+}
 
+export interface KbsConfigOptions {
+  readonly port: number;
+  readonly keys: KbsKeyFiles;
+  /** The `[storage_backend]` tables, as TOML text. */
+  readonly storageBackend: string;
+  /** Lines of the resource plugin table after its name. */
+  readonly resourcePlugin?: string;
+  /** `session_storage_type`; the KBS default (in memory) when absent. */
+  readonly sessionStorageType?: string;
+  readonly workerCount?: number;
+}
+
+/** Trustee-style KBS configuration: HTTPS on loopback, built-in AS and RVPS, JWT-authenticated admin. */
+export function renderKbsConfig(o: KbsConfigOptions): string {
+  const session =
+    o.sessionStorageType !== undefined ? `session_storage_type = "${o.sessionStorageType}"\n\n` : '';
+  return `${session}[http_server]
+sockets = ["127.0.0.1:${o.port}"]
+private_key = "${o.keys.tls.keyPath}"
+certificate = "${o.keys.tls.certPath}"
+${o.workerCount !== undefined ? `worker_count = ${o.workerCount}\n` : ''}
 [attestation_token]
-trusted_certs_paths = ["${join(dir, 'token.crt')}"]
+trusted_certs_paths = ["${o.keys.tokenCert}"]
 
 [attestation_service]
 type = "coco_as_builtin"
 
 [attestation_service.attestation_token_broker.signer]
-key_path = "${join(dir, 'token.key')}"
-cert_path = "${join(dir, 'token.crt')}"
+key_path = "${o.keys.tokenKey}"
+cert_path = "${o.keys.tokenCert}"
 
 [attestation_service.rvps_config]
 type = "BuiltIn"
@@ -75,21 +96,35 @@ type = "BuiltIn"
 authorization_mode = "AuthenticatedAuthorization"
 
 [admin.authentication.bearer_jwt]
-identity_providers = [{ public_key_uri = "${join(dir, 'admin.pub')}" }]
+identity_providers = [{ public_key_uri = "${o.keys.adminPub}" }]
 
 [admin.authorization.regex_acl]
 acls = [{ role = "admin", allowed_endpoints = "^/kbs/v0/.+$" }]
 
-[storage_backend]
+${o.storageBackend}
+[[plugins]]
+name = "resource"
+${o.resourcePlugin ?? ''}`;
+}
+
+export async function prepareKbs(dir: string): Promise<KbsHandle> {
+  const port = await freePort();
+  const keys = makeKbsKeyFiles(dir);
+  const { tls } = keys;
+  const configPath = join(dir, 'kbs-config.toml');
+  writeFileSync(
+    configPath,
+    renderKbsConfig({
+      port,
+      keys,
+      storageBackend: `[storage_backend]
 storage_type = "LocalFs"
 
 [storage_backend.backends.local_fs]
 dir_path = "${join(dir, 'kbs-storage')}"
-
-[[plugins]]
-name = "resource"
-storage_backend_type = "kvstorage"
 `,
+      resourcePlugin: 'storage_backend_type = "kvstorage"\n',
+    }),
   );
   const url = `https://127.0.0.1:${port}`;
   const client = (...args: string[]) =>
