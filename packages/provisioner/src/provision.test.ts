@@ -261,6 +261,8 @@ describe('user data from an IMDS-style endpoint', () => {
     await expect(
       provision({ kind: 'imds', baseUrl: base }, { fetch: { timeoutMs: 50, retryDelayMs: 20 } }),
     ).rejects.toMatchObject({ code: 'USER_DATA_FETCH' });
+    // A request of the first attempt may still be on its way; it must not take the next answer.
+    await new Promise((r) => setTimeout(r, 300));
     answers = [() => [200, '%%% not base64 %%%']];
     await expect(
       provision({ kind: 'imds', baseUrl: base }, { fetch: { timeoutMs: 5000, retryDelayMs: 1 } }),
