@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests use as real peers. Add to this list as issues bring new peers.
-DEB_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci faketime redis-server genisoimage systemd)
+DEB_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci faketime redis-server genisoimage systemd debootstrap e2fsprogs)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
