@@ -565,10 +565,57 @@ export const REQUEST_TYPES: readonly string[] = Object.freeze(
   [...new Set(Object.values(AGENT_METHODS))].sort(),
 );
 
-let root: ProtoRoot | undefined;
+/**
+ * Which version of kata's agent.proto the gate reads requests with. The field set decides both the wire
+ * schema and the policy input: a field the agent's proto lacks is absent from the input, not a default,
+ * and genpolicy policies that compare whole objects (such as `Storage`) depend on that.
+ *
+ * - `current`: kata-containers as of 2026-08 (3.29 and later). The default.
+ * - `3.3`: the request fields of kata 3.3.0 through 3.14.x (3.13 only added the MemAgent messages, which
+ *   this profile keeps). The regorus kata suites were recorded with agents of that period (April–May
+ *   2024). Compared with `current`:
+ *   - `Storage.shared` (8) does not exist (added in 3.28.0);
+ *   - `types.Route.flags` (7) and `types.Route.mtu` (8) do not exist (added in 3.15.0 and 3.17.0);
+ *   - `types.Interface` field 6 is `pciPath` (renamed `devicePath` in 3.15.0);
+ *   - CopyFile is given to the policy as the whole `CopyFileRequest`, `data` included (the reduced
+ *     `PolicyCopyFileRequest` arrived in 3.29.0).
+ *
+ * The RPC table is the same in every profile: RPCs added after 3.3 (MemAgent* in 3.13, AddSwapPath in
+ * 3.15, GetDiagnosticData in 3.29) are still checked, and an older agent answers them UNIMPLEMENTED.
+ */
+export type AgentProtoProfile = 'current' | '3.3';
 
-/** The parsed schema, built once. */
-export function agentProtoRoot(): ProtoRoot {
-  root ??= defineProto(TYPES_PROTO, OCI_PROTO, AGENT_PROTO);
+/** Every profile, the default first. */
+export const AGENT_PROTO_PROFILES: readonly AgentProtoProfile[] = Object.freeze(['current', '3.3']);
+
+export function isAgentProtoProfile(name: string): name is AgentProtoProfile {
+  return (AGENT_PROTO_PROFILES as readonly string[]).includes(name);
+}
+
+/** Replaces `from` in `text` exactly once; the edit of an older profile must still apply. */
+function edit(text: string, from: string, to: string): string {
+  const at = text.indexOf(from);
+  if (at < 0 || text.indexOf(from, at + 1) >= 0) throw new Error(`agent-proto profile edit: ${from}`);
+  return text.slice(0, at) + to + text.slice(at + from.length);
+}
+
+/** The `.proto` texts (`types`, `oci`, `agent`) of a profile. */
+export function agentProtoSources(profile: AgentProtoProfile): readonly [string, string, string] {
+  if (profile === 'current') return [TYPES_PROTO, OCI_PROTO, AGENT_PROTO];
+  let types = edit(TYPES_PROTO, 'string devicePath = 6;', 'string pciPath = 6;');
+  types = edit(types, '  uint32 flags = 7;\n  uint32 mtu = 8;\n', '');
+  const agent = edit(AGENT_PROTO, '  bool shared = 8;\n', '');
+  return [types, OCI_PROTO, agent];
+}
+
+const roots = new Map<AgentProtoProfile, ProtoRoot>();
+
+/** The parsed schema of a profile (default `current`), built once. */
+export function agentProtoRoot(profile: AgentProtoProfile = 'current'): ProtoRoot {
+  let root = roots.get(profile);
+  if (!root) {
+    root = defineProto(...agentProtoSources(profile));
+    roots.set(profile, root);
+  }
   return root;
 }

@@ -135,6 +135,30 @@ StartContainerRequest if { input.container_id == ""; not input.extra }
     expect((JSON.parse(r.out) as { prints: string }).prints).toContain('CreateContainerRequest: true');
   });
 
+  it('checks with the agent.proto profile of --agent-proto (Storage.shared only under current)', async () => {
+    const [, input] = kataRequests('web').find(([ep]) => ep === 'CreateSandboxRequest')!;
+    await writeFile(join(dir, 'sandbox.json'), stringifyJson(input));
+    const check = (...more: string[]) =>
+      run([
+        'check',
+        '--policy',
+        join(KATA_FIXTURES, 'web', 'policy.rego'),
+        '--request',
+        'CreateSandbox',
+        '--input',
+        join(dir, 'sandbox.json'),
+        ...more,
+      ]);
+    // web's old policy compares whole Storage objects; the current agent adds `shared: false`.
+    const current = await check();
+    expect(current.code).toBe(1);
+    expect(current.out).toContain('deny: CreateSandboxRequest');
+    expect((await check('--agent-proto', 'current')).code).toBe(1);
+    const old = await check('--agent-proto', '3.3');
+    expect([old.code, old.out.split('\n')[0]]).toEqual([0, 'allow: CreateSandboxRequest']);
+    expect((await check('--agent-proto', '3.2')).code).toBe(2);
+  });
+
   it('reports policy errors (exit 3), bad input (exit 4) and usage errors (exit 2)', async () => {
     const undefinedReq = await run(args('default.rego', 'AddSwapPathRequest', 'exec.json'));
     expect(undefinedReq.code).toBe(3);
@@ -330,5 +354,44 @@ describe('agent-policy-gate serve', () => {
     expect((await run(['serve', '--listen', 'http://x'])).code).toBe(2);
     expect((await run(['serve', '--no-initdata', '--initdata', 'x'])).code).toBe(2);
     expect((await run(['serve', '--rego-version', 'v2'])).code).toBe(2);
+    expect((await run(['serve', '--agent-proto', 'old'])).code).toBe(2);
+  });
+
+  it('serves with --agent-proto 3.3: a recorded old CreateSandbox is allowed and forwarded', async () => {
+    const [, input] = kataRequests('web').find(([ep]) => ep === 'CreateSandboxRequest')!;
+    const sock = join(dir, 'gate.sock');
+    const bytes = encodeRequest('CreateSandboxRequest', input, '3.3').bytes;
+    const outcomes: Record<string, boolean> = {};
+    for (const profile of ['3.3', 'current']) {
+      const r = await serve(
+        [
+          '--no-initdata',
+          '--policy-file',
+          join(KATA_FIXTURES, 'web', 'policy.rego'),
+          '--agent-proto',
+          profile,
+          '--listen',
+          `unix://${sock}`,
+        ],
+        async ([address]) => {
+          const client = await TtrpcClient.connect(address!);
+          try {
+            await client.call(AGENT_SERVICE, 'CreateSandbox', bytes);
+            outcomes[profile] = true;
+          } catch (e) {
+            expect((e as TtrpcError).code).toBe(Code.PERMISSION_DENIED);
+            outcomes[profile] = false;
+          } finally {
+            client.close();
+          }
+        },
+      );
+      expect(r.code).toBe(0);
+      expect(r.logs.find((l) => l.msg === 'agent-policy-gate serving')).toMatchObject({
+        agentProto: profile,
+      });
+    }
+    expect(outcomes).toEqual({ '3.3': true, current: false });
+    expect(agent.callsOf('CreateSandbox')).toHaveLength(1);
   });
 });

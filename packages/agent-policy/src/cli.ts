@@ -5,7 +5,13 @@
 import { readFile } from 'node:fs/promises';
 import { formatTtrpcAddress, type ListenOptions, parseTtrpcAddress, type TtrpcAddress } from '@broker/ttrpc';
 import pino, { type DestinationStream, type Level } from 'pino';
-import { AGENT_METHODS, REQUEST_TYPES } from './agent-proto.js';
+import {
+  AGENT_METHODS,
+  AGENT_PROTO_PROFILES,
+  type AgentProtoProfile,
+  isAgentProtoProfile,
+  REQUEST_TYPES,
+} from './agent-proto.js';
 import { AgentPolicyGate, type UnknownMethodMode } from './gate.js';
 import {
   DEFAULT_INITDATA_TOML_PATH,
@@ -33,6 +39,7 @@ const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 const USAGE = `Usage:
   agent-policy-gate serve [OPTIONS]
   agent-policy-gate check --policy FILE --request NAME --input FILE [--raw] [--json] [--rego-version V]
+                          [--agent-proto P]
 
 serve: enforce policy.rego on every kata agent ttrpc request, forwarding allowed ones to the agent.
   --listen ADDR            where the host side connects, tcp://HOST:PORT or unix:///PATH; repeatable
@@ -46,6 +53,9 @@ serve: enforce policy.rego on every kata agent ttrpc request, forwarding allowed
   --unknown-methods MODE   deny or pass requests the gate does not know [default: deny]
   --rego-version V         auto, v1 or v0 [default: auto: Rego v1 as kata-agent parses today, falling back
                            to v0 for older genpolicy output]
+  --agent-proto P          the agent's agent.proto version: current, or 3.3 for kata 3.3.0 to 3.14.x
+                           (no Storage.shared, Route.flags, Route.mtu; Interface.pciPath; CopyFile
+                           unreduced) [default: current]
   --log-level LEVEL        trace, debug, info, warn, error or silent [default: info]
 
 check: evaluate one request against a policy and print the decision, the policy's prints and state ops.
@@ -56,6 +66,7 @@ check: evaluate one request against a policy and print the decision, the policy'
                            protobuf message (defaults filled in, CopyFile reduced) as the gate does
   --json                   print the result as one JSON object
   --rego-version V         auto, v1 or v0 [default: auto]
+  --agent-proto P          current or 3.3, as for serve [default: current]
 
 Exit status: 0 allowed, 1 denied, 2 usage error, 3 the policy could not decide or load, 4 bad input.
 `;
@@ -78,6 +89,7 @@ interface ServeArgs {
   readonly policyFile: string;
   readonly unknownMethods: UnknownMethodMode;
   readonly regoVersion: RegoDialect | 'auto';
+  readonly agentProto: AgentProtoProfile;
   readonly logLevel: Level | 'silent';
 }
 
@@ -88,6 +100,7 @@ interface CheckArgs {
   readonly raw: boolean;
   readonly json: boolean;
   readonly regoVersion: RegoDialect | 'auto';
+  readonly agentProto: AgentProtoProfile;
 }
 
 class UsageError extends Error {}
@@ -146,6 +159,14 @@ function regoVersionFlag(flags: Map<string, string[]>): RegoDialect | 'auto' {
   return v;
 }
 
+function agentProtoFlag(flags: Map<string, string[]>): AgentProtoProfile {
+  const v = single(flags, '--agent-proto') ?? 'current';
+  if (!isAgentProtoProfile(v)) {
+    throw new UsageError(`--agent-proto must be one of ${AGENT_PROTO_PROFILES.join(', ')}`);
+  }
+  return v;
+}
+
 function parseServeArgs(argv: readonly string[]): ServeArgs {
   const flags = parseFlags(
     argv,
@@ -157,6 +178,7 @@ function parseServeArgs(argv: readonly string[]): ServeArgs {
       '--unknown-methods',
       '--log-level',
       '--rego-version',
+      '--agent-proto',
     ]),
     new Set(['--no-initdata']),
   );
@@ -176,6 +198,7 @@ function parseServeArgs(argv: readonly string[]): ServeArgs {
     policyFile: single(flags, '--policy-file') ?? DEFAULT_POLICY_FILE,
     unknownMethods: unknown,
     regoVersion: regoVersionFlag(flags),
+    agentProto: agentProtoFlag(flags),
     logLevel: logLevel as Level | 'silent',
   };
 }
@@ -183,7 +206,7 @@ function parseServeArgs(argv: readonly string[]): ServeArgs {
 function parseCheckArgs(argv: readonly string[]): CheckArgs {
   const flags = parseFlags(
     argv,
-    new Set(['--policy', '--request', '--input', '--rego-version']),
+    new Set(['--policy', '--request', '--input', '--rego-version', '--agent-proto']),
     new Set(['--raw', '--json']),
   );
   const need = (name: string): string => {
@@ -198,6 +221,7 @@ function parseCheckArgs(argv: readonly string[]): CheckArgs {
     raw: flags.has('--raw'),
     json: flags.has('--json'),
     regoVersion: regoVersionFlag(flags),
+    agentProto: agentProtoFlag(flags),
   };
 }
 
@@ -257,19 +281,25 @@ export interface CheckResult {
 /**
  * Evaluates one request as the gate would. `input` is the request in policy-input form; unless `raw`,
  * it is encoded to protobuf and decoded again, so the policy sees what the agent would give it.
+ * `agentProto` is the agent.proto profile, as for the gate.
  */
 export function checkRequest(
   policy: AgentPolicy,
   requestType: string,
   input: Record<string, unknown>,
   raw = false,
+  agentProto: AgentProtoProfile = 'current',
 ): CheckResult {
   let policyInput: unknown = input;
   let ignored: string[] = [];
   if (!raw) {
-    const encoded = encodeRequest(requestType, input);
+    const encoded = encodeRequest(requestType, input, agentProto);
     ignored = encoded.ignored;
-    policyInput = policyInputOf(requestType, decodeRequest(requestType, encoded.bytes));
+    policyInput = policyInputOf(
+      requestType,
+      decodeRequest(requestType, encoded.bytes, agentProto),
+      agentProto,
+    );
   }
   const base = { request: requestType, ignored };
   try {
@@ -349,7 +379,7 @@ async function runCheck(
   }
   let result: CheckResult;
   try {
-    result = checkRequest(policy, requestType, input as Record<string, unknown>, args.raw);
+    result = checkRequest(policy, requestType, input as Record<string, unknown>, args.raw, args.agentProto);
   } catch (e) {
     if (
       e instanceof RequestEncodeError ||
@@ -405,6 +435,7 @@ async function runServe(args: ServeArgs, options: MainOptions, err: (t: string) 
     policy,
     agent: args.agent,
     unknownMethods: args.unknownMethods,
+    agentProto: args.agentProto,
     logger,
   });
   const stopped = waitForStop(options.signal);
@@ -423,6 +454,7 @@ async function runServe(args: ServeArgs, options: MainOptions, err: (t: string) 
       listen: bound.map(formatTtrpcAddress),
       agent: formatTtrpcAddress(args.agent),
       unknownMethods: args.unknownMethods,
+      agentProto: args.agentProto,
     },
     'agent-policy-gate serving',
   );

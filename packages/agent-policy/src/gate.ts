@@ -26,7 +26,13 @@ import {
   TtrpcServer,
   type UnaryHandler,
 } from '@broker/ttrpc';
-import { AGENT_METHODS, AGENT_SERVICE, HEALTH_SERVICE } from './agent-proto.js';
+import {
+  AGENT_METHODS,
+  AGENT_SERVICE,
+  type AgentProtoProfile,
+  HEALTH_SERVICE,
+  isAgentProtoProfile,
+} from './agent-proto.js';
 import { type AgentPolicy, PolicyEvaluationError, PolicyLoadError } from './policy.js';
 import { CopyFileInputError, policyInputOf } from './requests.js';
 import { rustDebugString } from './rust-debug.js';
@@ -51,6 +57,11 @@ export interface AgentPolicyGateOptions {
   readonly agent: TtrpcAddress;
   /** What to do with methods that are neither `grpc.AgentService` RPCs nor `grpc.Health`. Default deny. */
   readonly unknownMethods?: UnknownMethodMode;
+  /**
+   * The agent.proto version of the agent behind the gate (default `current`): it decides which fields
+   * requests are decoded with and which the policy input has. See `AgentProtoProfile`.
+   */
+  readonly agentProto?: AgentProtoProfile;
   readonly logger?: GateLogger;
   /** Frame size cap on both sides; default 4 MiB as ttrpc. */
   readonly maxMessageSize?: number;
@@ -109,11 +120,16 @@ export class AgentPolicyGate {
   readonly policy: AgentPolicy;
   private readonly server: TtrpcServer;
   private readonly agent: AgentConnection;
+  readonly agentProto: AgentProtoProfile;
   private readonly unknownMethods: UnknownMethodMode;
   private readonly logger: GateLogger;
 
   constructor(options: AgentPolicyGateOptions) {
     this.policy = options.policy;
+    this.agentProto = options.agentProto ?? 'current';
+    if (!isAgentProtoProfile(this.agentProto)) {
+      throw new TypeError(`unknown agentProto profile ${JSON.stringify(this.agentProto)}`);
+    }
     this.unknownMethods = options.unknownMethods ?? 'deny';
     this.logger = options.logger ?? silent;
     const { maxMessageSize, connectTimeoutMs } = options;
@@ -191,14 +207,14 @@ export class AgentPolicyGate {
     let input: unknown;
     let decoded: ReturnType<typeof decodeRequest>;
     try {
-      decoded = decodeRequest(requestType, payload);
+      decoded = decodeRequest(requestType, payload, this.agentProto);
     } catch (e) {
       if (!(e instanceof RequestDecodeError)) throw e;
       this.logger.warn({ kind: requestType, method, err: e.message }, 'undecodable request refused');
       throw new TtrpcError(Code.UNKNOWN, `ttrpc err: ${e.message}`);
     }
     try {
-      input = policyInputOf(requestType, decoded);
+      input = policyInputOf(requestType, decoded, this.agentProto);
     } catch (e) {
       if (!(e instanceof CopyFileInputError)) throw e;
       this.logger.warn({ kind: requestType, method, err: 'invalid symlink content' }, 'request refused');

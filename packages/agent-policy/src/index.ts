@@ -3,9 +3,13 @@
 export {
   AGENT_METHODS,
   AGENT_PROTO,
+  AGENT_PROTO_PROFILES,
   AGENT_SERVICE,
+  type AgentProtoProfile,
   agentProtoRoot,
+  agentProtoSources,
   HEALTH_SERVICE,
+  isAgentProtoProfile,
   OCI_PROTO,
   REQUEST_TYPES,
   TYPES_PROTO,

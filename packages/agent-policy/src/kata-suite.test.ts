@@ -3,27 +3,28 @@
 // our ttrpc client to a stand-in agent, and the outcome (forwarded or PERMISSION_DENIED) must equal
 // outputs.json.
 //
-// The recordings predate today's agent.proto. The gate builds the input the current agent would, with
-// new fields such as Storage.shared; an old policy that compares whole Storage objects therefore denies
-// CreateSandbox in four suites. Those cases are listed, and each is shown to be caused by the input
-// difference alone: the same policy allows the recorded input.
+// The recordings were made with agents of the kata 3.3–3.14 period (regorus added them in April–May
+// 2024), so the gate runs with the matching agent.proto profile, `3.3`, and every one of the 172
+// outcomes must equal outputs.json. A separate test shows why the profile matters: under `current`,
+// Storage has the `shared` field (kata 3.28), and these policies compare whole Storage objects, so
+// they deny CreateSandbox in four suites.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Code, TtrpcClient, TtrpcError } from '@broker/ttrpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AGENT_METHODS, AGENT_SERVICE } from './agent-proto.js';
+import { AGENT_METHODS, AGENT_SERVICE, type AgentProtoProfile } from './agent-proto.js';
 import { AgentPolicyGate } from './gate.js';
 import { AgentPolicy } from './policy.js';
 import { KATA_FIXTURES, kataRequests, TsStandInAgent, tempDir } from './test-helpers.js';
-import { encodeRequest } from './wire.js';
+import { decodeRequest, encodeRequest, toPolicyJson } from './wire.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the recorded inputs are edited by path
 type J = any;
 
 const SUITES = readdirSync(KATA_FIXTURES).sort();
 
-/** Requests whose outcome differs from outputs.json because of agent.proto changes since recording. */
-const VERSION_SKEW = [
+/** The CreateSandbox requests that `current` denies: their storages gain `shared: false`. */
+const DENIED_UNDER_CURRENT = [
   'pod-cm2#3 CreateSandboxRequest',
   'pod-lifecycle#3 CreateSandboxRequest',
   'pod-persistent-volumes#1 CreateSandboxRequest',
@@ -51,7 +52,8 @@ describe('regorus kata suites through the gate', () => {
   let agent: TsStandInAgent;
   let dir: string;
   let cleanup: () => Promise<void>;
-  const skewSeen: string[] = [];
+  const RECORDING_PROFILE: AgentProtoProfile = '3.3';
+  let driven = 0;
 
   beforeAll(async () => {
     ({ dir, cleanup } = await tempDir());
@@ -75,12 +77,14 @@ describe('regorus kata suites through the gate', () => {
 
       const policy = new AgentPolicy();
       expect(policy.load(text).regoVersion).toBe('v0');
-      const gate = new AgentPolicyGate({ policy, agent: { path: join(dir, 'agent.sock') } });
+      const gate = new AgentPolicyGate({
+        policy,
+        agent: { path: join(dir, 'agent.sock') },
+        agentProto: RECORDING_PROFILE,
+      });
       const socket = join(dir, `${suite}.sock`);
       await gate.listen({ path: socket });
       const client = await TtrpcClient.connect({ path: socket });
-      const reference = new AgentPolicy();
-      reference.load(text);
       try {
         let forwarded = 0;
         for (const [i, [ep, input]] of requests.entries()) {
@@ -88,9 +92,10 @@ describe('regorus kata suites through the gate', () => {
           if (ep === 'AllowRequestsFailingPolicy') {
             // Evaluated by the agent itself at load, with input {}.
             expect(policy.allowRequestsFailingPolicy, where).toBe(outputs[i]);
+            driven++;
             continue;
           }
-          const { bytes } = encodeRequest(ep, input);
+          const { bytes } = encodeRequest(ep, input, RECORDING_PROFILE);
           const method = methodOf(ep);
           const before = agent.calls.length;
           const got = await outcome(client.call(AGENT_SERVICE, method, bytes));
@@ -105,11 +110,8 @@ describe('regorus kata suites through the gate', () => {
           } else {
             expect(agent.calls.length, where).toBe(before);
           }
-          if (got !== outputs[i]) {
-            skewSeen.push(where);
-            // The recorded input, as the older agent gave it, gets the recorded answer.
-            expect(reference.evaluate(ep, input).allowed, where).toBe(outputs[i]);
-          }
+          expect(got, where).toBe(outputs[i]);
+          driven++;
         }
         expect(forwarded).toBeGreaterThan(10);
       } finally {
@@ -119,8 +121,48 @@ describe('regorus kata suites through the gate', () => {
     });
   }
 
-  it('differs from outputs.json exactly in the known version-skew cases', () => {
-    expect(skewSeen.sort()).toEqual(VERSION_SKEW);
+  it('drove all 172 recorded requests', () => {
+    expect(driven).toBe(172);
+  });
+
+  // Kata's behaviour today is the default: the current agent.proto gives every Storage `shared`, so the
+  // input differs from the recordings, and these old policies, which compare whole Storage objects
+  // against their expected list, deny the four CreateSandbox requests that carry storages.
+  it('under the current profile, gives Storage.shared and denies the four old CreateSandbox requests', async () => {
+    const denied: string[] = [];
+    for (const suite of SUITES) {
+      const policy = new AgentPolicy();
+      policy.load(readFileSync(join(KATA_FIXTURES, suite, 'policy.rego'), 'utf8'));
+      const gate = new AgentPolicyGate({ policy, agent: { path: join(dir, 'agent.sock') } });
+      expect(gate.agentProto).toBe('current');
+      const socket = join(dir, `${suite}-current.sock`);
+      await gate.listen({ path: socket });
+      const client = await TtrpcClient.connect({ path: socket });
+      try {
+        for (const [i, [ep, input]] of kataRequests(suite).entries()) {
+          if (ep !== 'CreateSandboxRequest') continue;
+          const where = `${suite}#${i} ${ep}`;
+          const { bytes } = encodeRequest(ep, input);
+          const current = toPolicyJson(decodeRequest(ep, bytes)) as J;
+          const old = toPolicyJson(decodeRequest(ep, bytes, RECORDING_PROFILE)) as J;
+          for (const st of current.storages) expect(st.shared, where).toBe(false);
+          for (const st of old.storages) expect(Object.hasOwn(st, 'shared'), where).toBe(false);
+          const got = await outcome(client.call(AGENT_SERVICE, methodOf(ep), bytes));
+          if (got === false) {
+            denied.push(where);
+            // The input difference alone decides: the recorded-era input is allowed by the same policy.
+            expect(policy.evaluate(ep, old).allowed, where).toBe(true);
+            expect(current.storages.length, where).toBeGreaterThan(0);
+          } else {
+            expect(got, where).toBe(true);
+          }
+        }
+      } finally {
+        client.close();
+        await gate.close({ graceMs: 0 });
+      }
+    }
+    expect(denied.sort()).toEqual(DENIED_UNDER_CURRENT);
   });
 
   it('denies altered requests with the policy prints in the message, and forwards nothing', async () => {

@@ -3,6 +3,7 @@
  * the serde JSON of the decoded request, except CopyFile, which is first reduced to a
  * `PolicyCopyFileRequest` (no `data`, the file type spelled out, a symlink's target as text).
  */
+import type { AgentProtoProfile } from './agent-proto.js';
 import { decodeRequest, toPolicyJson, type WireValue } from './wire.js';
 
 const S_IFMT = 0o170000;
@@ -76,9 +77,16 @@ export function copyFilePolicyInput(req: { [key: string]: WireValue }): PolicyCo
   };
 }
 
-/** The policy input for already-decoded request fields. */
-export function policyInputOf(requestType: string, decoded: { [key: string]: WireValue }): unknown {
-  if (requestType === 'CopyFileRequest') return copyFilePolicyInput(decoded);
+/**
+ * The policy input for already-decoded request fields. Under the `3.3` profile CopyFile is not reduced:
+ * agents before 3.29 gave the policy the whole request, `data` included.
+ */
+export function policyInputOf(
+  requestType: string,
+  decoded: { [key: string]: WireValue },
+  profile: AgentProtoProfile = 'current',
+): unknown {
+  if (requestType === 'CopyFileRequest' && profile === 'current') return copyFilePolicyInput(decoded);
   return toPolicyJson(decoded);
 }
 
@@ -86,6 +94,10 @@ export function policyInputOf(requestType: string, decoded: { [key: string]: Wir
  * Decodes request bytes and builds the policy input. Throws `RequestDecodeError` for bytes that are not
  * an acceptable encoding and `CopyFileInputError` for an unreadable symlink target.
  */
-export function policyInputFromBytes(requestType: string, bytes: Uint8Array): unknown {
-  return policyInputOf(requestType, decodeRequest(requestType, bytes));
+export function policyInputFromBytes(
+  requestType: string,
+  bytes: Uint8Array,
+  profile: AgentProtoProfile = 'current',
+): unknown {
+  return policyInputOf(requestType, decodeRequest(requestType, bytes, profile), profile);
 }

@@ -18,7 +18,7 @@
  * encoding rules never produce any of these.
  */
 import type { ProtoRoot } from '@broker/ttrpc';
-import { agentProtoRoot } from './agent-proto.js';
+import { type AgentProtoProfile, agentProtoRoot } from './agent-proto.js';
 
 type ProtoType = ReturnType<ProtoRoot['lookupType']>;
 type ProtoField = ProtoType['fieldsArray'][number];
@@ -141,21 +141,31 @@ const SCALARS = new Set<string>([
   'bytes',
 ]);
 
+/** Compiled messages by `<profile>/<full name>` (proto names never contain a slash). */
 const specs = new Map<string, MessageSpec>();
 
-function valueSpecOf(typeName: string, resolved: unknown, where: string): ValueSpec {
+function specKey(profile: AgentProtoProfile, fullName: string): string {
+  return `${profile}/${fullName}`;
+}
+
+function valueSpecOf(
+  profile: AgentProtoProfile,
+  typeName: string,
+  resolved: unknown,
+  where: string,
+): ValueSpec {
   if (SCALARS.has(typeName)) return { kind: 'scalar', scalar: typeName as ScalarKind, message: undefined };
   if (resolved && typeof resolved === 'object' && 'values' in resolved) {
     return { kind: 'enum', scalar: undefined, message: undefined };
   }
   if (resolved && typeof resolved === 'object' && 'fieldsArray' in resolved) {
     const full = (resolved as ProtoType).fullName.replace(/^\./, '');
-    return { kind: 'message', scalar: undefined, message: full };
+    return { kind: 'message', scalar: undefined, message: specKey(profile, full) };
   }
   throw new Error(`${where}: unresolved type ${typeName}`);
 }
 
-function compileSpec(type: ProtoType): MessageSpec {
+function compileSpec(profile: AgentProtoProfile, type: ProtoType): MessageSpec {
   const name = type.fullName.replace(/^\./, '');
   const byId = new Map<number, FieldSpec>();
   const byKey = new Map<string, FieldSpec>();
@@ -175,7 +185,7 @@ function compileSpec(type: ProtoType): MessageSpec {
     }
     const mapField = f as ProtoField & { map?: boolean; keyType?: string };
     const spec: FieldSpec = {
-      ...valueSpecOf(f.type, f.resolvedType, `${name}.${f.name}`),
+      ...valueSpecOf(profile, f.type, f.resolvedType, `${name}.${f.name}`),
       id: f.id,
       protoName: f.name,
       key: rustFieldName(f.name),
@@ -183,7 +193,7 @@ function compileSpec(type: ProtoType): MessageSpec {
       map: mapField.map
         ? {
             key: mapField.keyType as ScalarKind,
-            value: valueSpecOf(f.type, f.resolvedType, `${name}.${f.name}`),
+            value: valueSpecOf(profile, f.type, f.resolvedType, `${name}.${f.name}`),
           }
         : undefined,
       optional,
@@ -196,11 +206,14 @@ function compileSpec(type: ProtoType): MessageSpec {
   return { name, byId, byKey, plain, oneofs: [...oneofs.values()] };
 }
 
-function specOf(fullName: string): MessageSpec {
-  let s = specs.get(fullName);
+/** The compiled message of a `specKey`. */
+function specOf(key: string): MessageSpec {
+  let s = specs.get(key);
   if (!s) {
-    s = compileSpec(agentProtoRoot().lookupType(fullName));
-    specs.set(fullName, s);
+    const slash = key.indexOf('/');
+    const profile = key.slice(0, slash) as AgentProtoProfile;
+    s = compileSpec(profile, agentProtoRoot(profile).lookupType(key.slice(slash + 1)));
+    specs.set(key, s);
   }
   return s;
 }
@@ -559,11 +572,16 @@ function decodeMapEntry(
 
 /**
  * Decodes request bytes of `typeName` (`CreateContainerRequest` or `grpc.CreateContainerRequest`) into
- * the serde form kata gives its policy. Throws `RequestDecodeError`.
+ * the serde form kata gives its policy, with the fields of the agent.proto `profile` (default `current`).
+ * Throws `RequestDecodeError`.
  */
-export function decodeRequest(typeName: string, bytes: Uint8Array): { [key: string]: WireValue } {
+export function decodeRequest(
+  typeName: string,
+  bytes: Uint8Array,
+  profile: AgentProtoProfile = 'current',
+): { [key: string]: WireValue } {
   const name = qualified(typeName);
-  const spec = specOf(name);
+  const spec = specOf(specKey(profile, name));
   return decodeMessage(new Reader(bytes, name, 0, bytes.length), spec, 0);
 }
 
@@ -851,15 +869,17 @@ function encodeMessage(
  * Encodes a request given in the policy-input form (Rust field names, oneofs as `{"Variant": v}`, bytes
  * as number arrays or Uint8Array, 64-bit integers as numbers, bigints or decimal strings). Members the
  * message does not have are skipped and reported in `ignored` (recorded inputs of older agents carry
- * such fields). Throws `RequestEncodeError` for values of the wrong type.
+ * such fields). Throws `RequestEncodeError` for values of the wrong type. `profile` (default `current`)
+ * picks the agent.proto version.
  */
 export function encodeRequest(
   typeName: string,
   input: Record<string, unknown>,
+  profile: AgentProtoProfile = 'current',
 ): { bytes: Uint8Array; ignored: string[] } {
   const name = qualified(typeName);
   const ignored: string[] = [];
-  const bytes = encodeMessage(specOf(name), input, name.replace(/^grpc\./, ''), ignored);
+  const bytes = encodeMessage(specOf(specKey(profile, name)), input, name.replace(/^grpc\./, ''), ignored);
   return { bytes, ignored };
 }
 
