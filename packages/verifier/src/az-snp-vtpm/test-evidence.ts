@@ -86,23 +86,7 @@ export function makeTestEvidence(o: TestEvidenceOptions): TestEvidence {
   hcl.writeUInt32LE(varData.length, HCL_REQUEST_DATA_OFFSET + 16);
   varData.copy(hcl, HCL_VAR_DATA_OFFSET);
 
-  const pcrMap = o.pcrs ?? new Map(Array.from({ length: 24 }, (_, i) => [i, Buffer.alloc(32)] as const));
-  const indices = [...pcrMap.keys()].sort((a, b) => a - b);
-  const values: Uint8Array[] = [];
-  for (const i of indices) values[i] = pcrMap.get(i)!;
-  const selection = [pcrSelection(TPM_ALG.SHA256, indices)];
-  const message = Buffer.from(
-    marshalAttest({
-      magic: TPM_GENERATED_VALUE,
-      type: TPM_ST.ATTEST_QUOTE,
-      qualifiedSigner: Buffer.concat([Buffer.from([0, 0x0b]), Buffer.alloc(32, 7)]),
-      extraData: o.nonce,
-      clockInfo: { clock: 1234n, resetCount: 2, restartCount: 0, safe: true },
-      firmwareVersion: 0x2020031200120003n,
-      attested: { pcrSelect: selection, pcrDigest: pcrDigest(values, selection, TPM_ALG.SHA256) },
-    }),
-  );
-  const signature = sign('sha256', message, o.quoteKey ?? ak.privateKey);
+  const { message, signature, pcrMap, indices } = signTestQuote(o.nonce, ak.privateKey, o);
   const pcrs = indices.map((i) => Buffer.from(pcrMap.get(i)!));
   return {
     evidence: {
@@ -119,4 +103,29 @@ export function makeTestEvidence(o: TestEvidenceOptions): TestEvidence {
     vcekDer: vcek.der,
     quote: { message, signature, pcrs },
   };
+}
+
+/** A TPM quote over the given PCRs (all 24 zero by default), signed the way a vTPM's AK signs. */
+export function signTestQuote(
+  nonce: Uint8Array,
+  akPrivateKey: KeyObject,
+  o: { pcrs?: ReadonlyMap<number, Uint8Array> | undefined; quoteKey?: KeyObject | undefined },
+): { message: Buffer; signature: Buffer; pcrMap: ReadonlyMap<number, Uint8Array>; indices: number[] } {
+  const pcrMap = o.pcrs ?? new Map(Array.from({ length: 24 }, (_, i) => [i, Buffer.alloc(32)] as const));
+  const indices = [...pcrMap.keys()].sort((a, b) => a - b);
+  const values: Uint8Array[] = [];
+  for (const i of indices) values[i] = pcrMap.get(i)!;
+  const selection = [pcrSelection(TPM_ALG.SHA256, indices)];
+  const message = Buffer.from(
+    marshalAttest({
+      magic: TPM_GENERATED_VALUE,
+      type: TPM_ST.ATTEST_QUOTE,
+      qualifiedSigner: Buffer.concat([Buffer.from([0, 0x0b]), Buffer.alloc(32, 7)]),
+      extraData: nonce,
+      clockInfo: { clock: 1234n, resetCount: 2, restartCount: 0, safe: true },
+      firmwareVersion: 0x2020031200120003n,
+      attested: { pcrSelect: selection, pcrDigest: pcrDigest(values, selection, TPM_ALG.SHA256) },
+    }),
+  );
+  return { message, signature: sign('sha256', message, o.quoteKey ?? akPrivateKey), pcrMap, indices };
 }

@@ -1,9 +1,9 @@
 // Test-only: az-tdx-vtpm evidence made end to end on test DCAP hardware, the way Azure's paravisor
 // and quote service make it, so that each check can be driven to pass or fail on purpose. The
 // mock TEE reuses the HCL framing.
-import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
-import { marshalAttest, pcrDigest, pcrSelection, TPM_ALG, TPM_GENERATED_VALUE, TPM_ST } from '@broker/tpm';
+import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { HCL_REQUEST_DATA_OFFSET, HCL_VAR_DATA_OFFSET } from '../az-snp-vtpm/hcl.js';
+import { signTestQuote as signTpmTestQuote } from '../az-snp-vtpm/test-evidence.js';
 import type { TdReportBodyFields } from '../tdx/quote.js';
 import { encodeTdReport, parseTdReport, TD_REPORT_SIZE } from '../tdx/td-report.js';
 import { signTestQuote, type TestQuotingEnclave } from '../tdx/test-pki.js';
@@ -73,23 +73,7 @@ export function makeAzTdxTestEvidence(
   const hcl = buildTdxHclReport(tdReport, varData);
   const tdQuote = quoteFromTdReport(qe, tdReport);
 
-  const pcrMap = o.pcrs ?? new Map(Array.from({ length: 24 }, (_, i) => [i, Buffer.alloc(32)] as const));
-  const indices = [...pcrMap.keys()].sort((a, b) => a - b);
-  const values: Uint8Array[] = [];
-  for (const i of indices) values[i] = pcrMap.get(i)!;
-  const selection = [pcrSelection(TPM_ALG.SHA256, indices)];
-  const message = Buffer.from(
-    marshalAttest({
-      magic: TPM_GENERATED_VALUE,
-      type: TPM_ST.ATTEST_QUOTE,
-      qualifiedSigner: Buffer.concat([Buffer.from([0, 0x0b]), Buffer.alloc(32, 7)]),
-      extraData: o.nonce,
-      clockInfo: { clock: 1234n, resetCount: 2, restartCount: 0, safe: true },
-      firmwareVersion: 0x2020031200120003n,
-      attested: { pcrSelect: selection, pcrDigest: pcrDigest(values, selection, TPM_ALG.SHA256) },
-    }),
-  );
-  const signature = sign('sha256', message, o.quoteKey ?? ak.privateKey);
+  const { message, signature, pcrMap, indices } = signTpmTestQuote(o.nonce, ak.privateKey, o);
   return {
     version: o.version ?? 2,
     tpm_quote: {
