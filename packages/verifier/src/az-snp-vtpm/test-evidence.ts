@@ -86,7 +86,7 @@ export function makeTestEvidence(o: TestEvidenceOptions): TestEvidence {
   hcl.writeUInt32LE(varData.length, HCL_REQUEST_DATA_OFFSET + 16);
   varData.copy(hcl, HCL_VAR_DATA_OFFSET);
 
-  const { message, signature, pcrMap, indices } = signTestQuote(o.nonce, ak.privateKey, o);
+  const { message, signature, pcrMap, indices } = signTestTpmQuote(o.nonce, ak.privateKey, o);
   const pcrs = indices.map((i) => Buffer.from(pcrMap.get(i)!));
   return {
     evidence: {
@@ -106,7 +106,7 @@ export function makeTestEvidence(o: TestEvidenceOptions): TestEvidence {
 }
 
 /** A TPM quote over the given PCRs (all 24 zero by default), signed the way a vTPM's AK signs. */
-export function signTestQuote(
+export function signTestTpmQuote(
   nonce: Uint8Array,
   akPrivateKey: KeyObject,
   o: { pcrs?: ReadonlyMap<number, Uint8Array> | undefined; quoteKey?: KeyObject | undefined },

@@ -3,7 +3,7 @@
 // mock TEE reuses the HCL framing.
 import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { HCL_REQUEST_DATA_OFFSET, HCL_VAR_DATA_OFFSET } from '../az-snp-vtpm/hcl.js';
-import { signTestQuote as signTpmTestQuote } from '../az-snp-vtpm/test-evidence.js';
+import { signTestTpmQuote } from '../az-snp-vtpm/test-evidence.js';
 import type { TdReportBodyFields } from '../tdx/quote.js';
 import { encodeTdReport, parseTdReport, TD_REPORT_SIZE } from '../tdx/td-report.js';
 import { signTestQuote, type TestQuotingEnclave } from '../tdx/test-pki.js';
@@ -73,7 +73,7 @@ export function makeAzTdxTestEvidence(
   const hcl = buildTdxHclReport(tdReport, varData);
   const tdQuote = quoteFromTdReport(qe, tdReport);
 
-  const { message, signature, pcrMap, indices } = signTpmTestQuote(o.nonce, ak.privateKey, o);
+  const { message, signature, pcrMap, indices } = signTestTpmQuote(o.nonce, ak.privateKey, o);
   return {
     version: o.version ?? 2,
     tpm_quote: {
