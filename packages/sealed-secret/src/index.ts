@@ -27,6 +27,7 @@ export {
   UnsealEnvelopeFailed,
   UnsealVaultFailed,
 } from './errors.js';
+export { FolderMovedError, HeldDir } from './held-dir.js';
 export { type InitCliIo, jsonLineLogger, mainInit, SEALED_SECRET_INIT_VERSION } from './init-cli.js';
 export { type JsonMap, type JsonValue, MAX_JSON_DEPTH } from './json.js';
 export {
@@ -105,5 +106,6 @@ export {
   type Unseal,
   type UnsealVolumesOptions,
   unsealEnv,
+  unsealedMode,
   unsealVolumes,
 } from './volumes.js';

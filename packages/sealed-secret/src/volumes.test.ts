@@ -1,6 +1,17 @@
 // The unsealing step on real folders: Kubernetes' projected secret layout, plain files, failures that
 // keep the pointer, symlinks leading out, limits, and env values.
-import { lstat, mkdir, readdir, readFile, readlink, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { serializePayload, vaultPayload } from './payload.js';
@@ -65,7 +76,8 @@ describe('unsealVolumes', () => {
     expect(await readlink(join(vol, 'password'))).toBe('..data/password');
     expect(await readlink(join(vol, '..data'))).toBe(ts);
     expect((await lstat(join(vol, ts, 'password'))).isFile()).toBe(true);
-    expect((await stat(join(vol, ts, 'password'))).mode & 0o777).toBe(0o644);
+    // Readable by its owner only: the pointer file was 0644, the secret is 0600.
+    expect((await stat(join(vol, ts, 'password'))).mode & 0o777).toBe(0o600);
     // No temporary files are left behind.
     expect((await readdir(join(vol, ts))).sort()).toEqual(['password', 'username']);
     expect(results).toEqual([
@@ -149,15 +161,47 @@ describe('unsealVolumes', () => {
     expect(lines.filter((l) => l.includes('leads out of the volume'))).toHaveLength(2);
   });
 
-  it('treats a symlinked folder at the top as a volume of its own', async () => {
+  it('refuses a symlinked folder at the top that leads out of the root', async () => {
     const root = join(dir, 'sealed');
     await mkdir(root);
     const shared = join(dir, 'shared', 'containers', 'abc-sealed-secret-target');
-    await projectedVolume(shared, { key: pointerTo('kbs:///r/t/k') });
+    const text = pointerTo('kbs:///r/t/k');
+    await projectedVolume(shared, { key: text });
     await symlink(shared, join(root, 'creds'));
+    const { logger, lines } = captureLog();
+    const unseal = fakeUnseal({ 'kbs:///r/t/k': 'K' });
+    const results = await unsealVolumes(root, { unseal, logger });
+    expect(results).toEqual([]);
+    expect(unseal).not.toHaveBeenCalled();
+    expect(await readFile(join(root, 'creds', 'key'), 'utf8')).toBe(text);
+    expect(lines.filter((l) => l.includes('leads out of the volume'))).toHaveLength(1);
+  });
+
+  it('follows a symlinked folder at the top that stays inside the root', async () => {
+    const root = join(dir, 'sealed');
+    await projectedVolume(join(root, 'real-volume'), { key: pointerTo('kbs:///r/t/k') });
+    await symlink('real-volume', join(root, 'creds'));
     const results = await unsealVolumes(root, { unseal: fakeUnseal({ 'kbs:///r/t/k': 'K' }) });
     expect(results.map((r) => r.outcome)).toEqual(['unsealed']);
     expect(await readFile(join(root, 'creds', 'key'), 'utf8')).toBe('K');
+  });
+
+  it('gives the secret mode 0600, or the mode of a stricter pointer file, and keeps no special bits', async () => {
+    const root = join(dir, 'sealed');
+    await mkdir(root);
+    const modes = { a: 0o644, b: 0o640, c: 0o400, d: 0o4755, e: 0o000 };
+    const secrets: Record<string, string> = {};
+    for (const [name, mode] of Object.entries(modes)) {
+      await writeFile(join(root, name), pointerTo(`kbs:///r/t/${name}`), { mode });
+      await chmod(join(root, name), mode);
+      secrets[`kbs:///r/t/${name}`] = name;
+    }
+    const results = await unsealVolumes(root, { unseal: fakeUnseal(secrets) });
+    expect(results.map((r) => r.outcome)).toEqual(Array(5).fill('unsealed'));
+    const got = Object.fromEntries(
+      await Promise.all(Object.keys(modes).map(async (n) => [n, (await stat(join(root, n))).mode & 0o7777])),
+    );
+    expect(got).toEqual({ a: 0o600, b: 0o600, c: 0o400, d: 0o600, e: 0o000 });
   });
 
   it('unseals a file reached by two links once, and survives symlink loops', async () => {
@@ -221,6 +265,76 @@ describe('unsealVolumes', () => {
     } finally {
       await chmod(root, 0o755);
     }
+  });
+});
+
+describe('unsealVolumes while the volume changes during the unseal call', () => {
+  /** Unseals like `fakeUnseal`, but first runs `during` (as another process sharing the volume would). */
+  function racingUnseal(secrets: Record<string, string>, during: () => Promise<void>) {
+    const inner = fakeUnseal(secrets);
+    return vi.fn(async (pointer: string) => {
+      await during();
+      return inner(pointer);
+    });
+  }
+
+  it('writes nothing outside when the volume folder is swapped for a symlink during the call', async () => {
+    const root = join(dir, 'sealed');
+    const vol = join(root, 'vol');
+    await mkdir(vol, { recursive: true });
+    const pointer = pointerTo('kbs:///r/t/race');
+    await writeFile(join(vol, 'key'), pointer);
+    const outside = join(dir, 'outside');
+    await mkdir(outside);
+    await writeFile(join(outside, 'key'), 'precious');
+    const unseal = racingUnseal({ 'kbs:///r/t/race': 'PLAINTEXT' }, async () => {
+      await rename(vol, join(root, 'moved'));
+      await symlink(outside, vol);
+    });
+    const { logger, lines } = captureLog();
+    const results = await unsealVolumes(root, { unseal, logger });
+    expect(unseal).toHaveBeenCalledTimes(1);
+    expect(await readFile(join(outside, 'key'), 'utf8')).toBe('precious');
+    expect(await readdir(outside)).toEqual(['key']);
+    expect(await readFile(join(root, 'moved', 'key'), 'utf8')).toBe(pointer);
+    expect(await readdir(join(root, 'moved'))).toEqual(['key']);
+    expect(results.map((r) => [r.outcome, r.reason])).toEqual([
+      ['failed', 'the file was not replaced: the folder was moved or replaced during unsealing'],
+    ]);
+    expect(lines.join('\n')).not.toContain('PLAINTEXT');
+  });
+
+  it('writes nothing outside when a folder of a projected volume is swapped during the call', async () => {
+    const root = join(dir, 'sealed');
+    const vol = join(root, 'creds');
+    const ts = await projectedVolume(vol, { password: pointerTo('kbs:///r/t/pw') });
+    const outside = join(dir, 'etc');
+    await mkdir(outside);
+    const unseal = racingUnseal({ 'kbs:///r/t/pw': 'PLAINTEXT' }, async () => {
+      await rename(join(vol, ts), join(vol, '..old'));
+      await symlink(outside, join(vol, ts));
+    });
+    const results = await unsealVolumes(root, { unseal });
+    expect(results.map((r) => r.outcome)).toEqual(['failed']);
+    expect(await readdir(outside)).toEqual([]);
+  });
+
+  it('keeps the pointer when the pointer file itself is replaced during the call', async () => {
+    const root = join(dir, 'sealed');
+    await mkdir(root);
+    await writeFile(join(root, 'key'), pointerTo('kbs:///r/t/swap'));
+    const outside = join(dir, 'target');
+    await writeFile(outside, 'precious');
+    const unseal = racingUnseal({ 'kbs:///r/t/swap': 'PLAINTEXT' }, async () => {
+      await rename(join(root, 'key'), join(root, 'key.old'));
+      await symlink(outside, join(root, 'key'));
+    });
+    const results = await unsealVolumes(root, { unseal });
+    expect(results.map((r) => [r.outcome, r.reason])).toEqual([
+      ['failed', 'the file was not replaced: the pointer file was replaced during unsealing'],
+    ]);
+    expect(await readFile(outside, 'utf8')).toBe('precious');
+    expect((await lstat(join(root, 'key'))).isSymbolicLink()).toBe(true);
   });
 });
 

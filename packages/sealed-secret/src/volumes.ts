@@ -11,21 +11,29 @@
  *   attestation), the env value stays as it was, and the outcome is logged
  *   with the pointer's resource URI and `kid`, never with a secret.
  * - Files are replaced atomically: a temporary file in the same folder,
- *   flushed, renamed over the original, then the folder flushed. Mode and
- *   owner are kept.
+ *   flushed, renamed over the original, then the folder flushed. The owner
+ *   is kept; the mode becomes 0600, or the pointer file's mode when that is
+ *   stricter (a secret is readable by its owner only).
+ * - Every file is read and written relative to its folder held open
+ *   (`HeldDir`), never by a path looked up again after the unseal call. After
+ *   the call the folder must still be at its path (same real path, same
+ *   device and inode) and the pointer file still the one read; otherwise the
+ *   pointer is kept. A swap after that check cannot redirect the write
+ *   either: it goes into the held folder, wherever that folder now is, so the
+ *   plaintext only ever lands next to the pointer it replaces.
  * - Kubernetes' projected layout keeps working: `key -> ..data/key`,
  *   `..data -> ..<timestamp>`; the real file inside `..<timestamp>` is
  *   replaced, the symlinks are untouched. Names starting with `..` are not
  *   walked themselves: they are reached through the user-visible links.
- * - Symlinks are followed only when they resolve inside the volume (the
- *   root, or a top-level symlinked folder, which counts as a volume of its
- *   own). The host provides these folders, so a link elsewhere is ignored.
+ * - Symlinks are followed only when they resolve inside the root. A link
+ *   elsewhere, at the top as well as deeper, is logged and ignored.
  */
 import { randomBytes } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
 import { lstat, open, readdir, realpath, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { messageOf } from './errors.js';
+import { FolderMovedError, HeldDir } from './held-dir.js';
 import {
   describeSealedSecret,
   MAX_SEALED_SECRET_BYTES,
@@ -93,13 +101,25 @@ function inside(path: string, boundary: string): boolean {
   return path === boundary || path.startsWith(boundary === '/' ? '/' : `${boundary}/`);
 }
 
+/** The mode of an unsealed file: 0600, or the pointer file's mode when that is stricter. */
+export function unsealedMode(pointerMode: number): number {
+  return pointerMode & 0o600;
+}
+
 /**
- * Writes `data` over `target` atomically, keeping its mode and owner.
- * Throws when any step fails; the original is then untouched.
+ * Writes `data` over `name` in the held folder atomically, keeping the
+ * owner of `original` and giving the mode `unsealedMode(original.mode)`.
+ * Refuses when `name` is no longer the file `original` describes. Throws
+ * when any step fails; the original is then untouched.
  */
-export async function replaceFileAtomic(target: string, data: Uint8Array, original: Stats): Promise<void> {
-  const dir = dirname(target);
-  const tmp = join(dir, `.${basename(target)}.${randomBytes(6).toString('hex')}.unsealing`);
+export async function replaceFileAtomic(
+  dir: HeldDir,
+  name: string,
+  data: Uint8Array,
+  original: Stats,
+): Promise<void> {
+  const target = dir.entry(name);
+  const tmp = dir.entry(`.${name}.${randomBytes(6).toString('hex')}.unsealing`);
   const handle = await open(
     tmp,
     constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
@@ -112,10 +132,14 @@ export async function replaceFileAtomic(target: string, data: Uint8Array, origin
       const own = await handle.stat();
       if (own.uid !== original.uid || own.gid !== original.gid)
         await handle.chown(original.uid, original.gid);
-      await handle.chmod(original.mode & 0o7777);
+      await handle.chmod(unsealedMode(original.mode));
       await handle.sync();
     } finally {
       await handle.close();
+    }
+    const current = await lstat(target);
+    if (current.dev !== original.dev || current.ino !== original.ino) {
+      throw new FolderMovedError('the pointer file was replaced');
     }
     await rename(tmp, target);
     renamed = true;
@@ -123,11 +147,7 @@ export async function replaceFileAtomic(target: string, data: Uint8Array, origin
     if (!renamed) await unlink(tmp).catch(() => {});
   }
   // The rename is durable once the folder is flushed; a folder that cannot be flushed keeps the new file anyway.
-  const dirHandle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY).catch(() => undefined);
-  if (dirHandle !== undefined) {
-    await dirHandle.sync().catch(() => {});
-    await dirHandle.close();
-  }
+  await dir.sync();
 }
 
 const PREFIX = Buffer.from(SEALED_SECRET_PREFIX);
@@ -196,12 +216,11 @@ export async function unsealVolumes(root: string, options: UnsealVolumesOptions)
     return results;
   }
 
-  const processFile = async (path: string, target: string): Promise<void> => {
-    if (seenFiles.has(target)) return;
-    seenFiles.add(target);
+  /** Reads the pointer in `name` of the held folder, unseals it, and replaces the file. */
+  const unsealFile = async (path: string, target: string, dir: HeldDir, name: string): Promise<void> => {
     let read: Read;
     try {
-      read = await readPointerFile(target);
+      read = await readPointerFile(dir.entry(name));
     } catch (e) {
       log.debug?.({ file: path, err: messageOf(e) }, 'file skipped: cannot be read');
       return;
@@ -224,9 +243,14 @@ export async function unsealVolumes(root: string, options: UnsealVolumesOptions)
       return;
     }
     try {
-      await replaceFileAtomic(target, plaintext, read.stats);
+      // The call may take long: whoever shares the volume had time to move things around.
+      await dir.ensureInPlace();
+      await replaceFileAtomic(dir, name, plaintext, read.stats);
     } catch (e) {
-      const reason = `the file could not be replaced: ${messageOf(e)}`;
+      const reason =
+        e instanceof FolderMovedError
+          ? `the file was not replaced: ${e.message} during unsealing`
+          : `the file could not be replaced: ${messageOf(e)}`;
       results.push({ path, target, outcome: 'failed', ...summary, reason });
       log.warn({ file: path, ...summary, err: reason }, 'sealed secret kept: the file could not be replaced');
       return;
@@ -237,64 +261,92 @@ export async function unsealVolumes(root: string, options: UnsealVolumesOptions)
     log.info({ file: path, ...summary }, 'sealed secret unsealed');
   };
 
-  const walk = async (dir: string, shownDir: string, boundary: string, depth: number): Promise<void> => {
-    if (seenDirs.has(dir)) return;
-    seenDirs.add(dir);
+  /** `dirPath` is a real path inside the root; `name` a file in it. */
+  const processFile = async (path: string, dirPath: string, name: string): Promise<void> => {
+    const target = join(dirPath, name);
+    if (seenFiles.has(target)) return;
+    seenFiles.add(target);
+    let dir: HeldDir;
+    try {
+      dir = await HeldDir.open(dirPath);
+    } catch (e) {
+      log.warn({ file: path, err: messageOf(e) }, 'file skipped: its folder cannot be held open');
+      return;
+    }
+    try {
+      await unsealFile(path, target, dir, name);
+    } finally {
+      await dir.close();
+    }
+  };
+
+  /** `dirPath` is a real path inside the root, `shownDir` the same folder as reached from the root. */
+  const walk = async (dirPath: string, shownDir: string, depth: number): Promise<void> => {
+    if (seenDirs.has(dirPath)) return;
+    seenDirs.add(dirPath);
     if (depth > maxDepth) {
       log.warn({ dir: shownDir, maxDepth }, 'folder skipped: nested too deep');
       return;
     }
+    let dir: HeldDir;
     let names: string[];
     try {
-      names = (await readdir(dir)).sort();
+      dir = await HeldDir.open(dirPath);
     } catch (e) {
       log.warn({ dir: shownDir, err: messageOf(e) }, 'folder skipped: cannot be read');
       return;
     }
-    for (const name of names) {
-      if (truncated) return;
-      if (++entries > maxEntries) {
-        truncated = true;
-        log.warn({ root, maxEntries }, 'scan stopped: too many entries');
+    try {
+      try {
+        names = (await readdir(dir.fdPath())).sort();
+      } catch (e) {
+        log.warn({ dir: shownDir, err: messageOf(e) }, 'folder skipped: cannot be read');
         return;
       }
-      if (name.startsWith('..')) continue;
-      const path = join(dir, name);
-      const shownPath = join(shownDir, name);
-      let st: Stats;
-      try {
-        st = await lstat(path);
-      } catch {
-        continue;
-      }
-      if (st.isDirectory()) {
-        await walk(path, shownPath, boundary, depth + 1);
-      } else if (st.isFile()) {
-        await processFile(shownPath, path);
-      } else if (st.isSymbolicLink()) {
-        let real: string;
-        let target: Stats;
+      for (const name of names) {
+        if (truncated) return;
+        if (++entries > maxEntries) {
+          truncated = true;
+          log.warn({ root, maxEntries }, 'scan stopped: too many entries');
+          return;
+        }
+        if (name.startsWith('..')) continue;
+        const shownPath = join(shownDir, name);
+        let st: Stats;
         try {
-          real = await realpath(path);
-          target = await lstat(real);
+          st = await lstat(dir.entry(name));
         } catch {
-          log.debug?.({ file: shownPath }, 'dangling symlink skipped');
           continue;
         }
-        // A symlinked folder at the top is a volume of its own (a mount reached through a link).
-        const ownVolume = dir === rootReal && target.isDirectory() && !inside(real, rootReal);
-        const limit = ownVolume ? real : boundary;
-        if (!inside(real, limit)) {
-          log.warn({ file: shownPath }, 'symlink skipped: it leads out of the volume');
-          continue;
+        if (st.isDirectory()) {
+          await walk(join(dirPath, name), shownPath, depth + 1);
+        } else if (st.isFile()) {
+          await processFile(shownPath, dirPath, name);
+        } else if (st.isSymbolicLink()) {
+          let real: string;
+          let target: Stats;
+          try {
+            real = await realpath(dir.entry(name));
+            target = await lstat(real);
+          } catch {
+            log.debug?.({ file: shownPath }, 'dangling symlink skipped');
+            continue;
+          }
+          // Also at the top: a folder linked from elsewhere could be any folder of the guest.
+          if (!inside(real, rootReal)) {
+            log.warn({ file: shownPath }, 'symlink skipped: it leads out of the volume');
+            continue;
+          }
+          if (target.isDirectory()) await walk(real, shownPath, depth + 1);
+          else if (target.isFile()) await processFile(shownPath, dirname(real), basename(real));
         }
-        if (target.isDirectory()) await walk(real, shownPath, limit, depth + 1);
-        else if (target.isFile()) await processFile(shownPath, real);
       }
+    } finally {
+      await dir.close();
     }
   };
 
-  await walk(rootReal, root, rootReal, 0);
+  await walk(rootReal, root, 0);
   return results;
 }
 
