@@ -1,11 +1,12 @@
 // dist/bin/rego from a fresh build: eval with policies, data and input, and OPA-format case files.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { binary, runToEnd } from './helpers/process.js';
+import { vector } from './helpers/vectors.js';
 
-const FIXTURES = resolve(import.meta.dirname, '../../shared/fixtures');
+const FIXTURES = vector('');
 const dir = mkdtempSync(join(tmpdir(), 'broker-rego-cli-'));
 
 describe('rego CLI (single executable)', () => {

@@ -8,9 +8,10 @@ import { type CallContext, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import { AGENT_METHODS, AGENT_SERVICE, HEALTH_SERVICE } from './agent-proto.js';
 import { parseJsonExact } from './cli.js';
 import type { GateLogger } from './gate.js';
+import { vector } from './testing/vectors.js';
 
-export const KATA_FIXTURES = '/work/shared/fixtures/regorus/kata';
-export const KATA_POLICIES = '/work/shared/fixtures/kata/policies';
+export const KATA_FIXTURES = vector('regorus/kata');
+export const KATA_POLICIES = vector('kata/policies');
 
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'agent-policy-'));

@@ -1,7 +1,6 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseInitData } from '@broker/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -15,13 +14,9 @@ import {
   readAaKbcParams,
 } from './config.js';
 import { parseLogLevel } from './logging.js';
+import { vector } from './testing/vectors.js';
 
-const EXAMPLE_PATH = fileURLToPath(
-  new URL(
-    '../../../../shared/fixtures/guest-components/configs/attestation-agent.config.example.toml',
-    import.meta.url,
-  ),
-);
+const EXAMPLE_PATH = vector('guest-components/configs/attestation-agent.config.example.toml');
 
 const PEM = `-----BEGIN CERTIFICATE-----
 MIIBszCCAVmgAwIBAgIUQ2Vy

@@ -1,6 +1,6 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CdhConfigError,
@@ -16,11 +16,9 @@ import {
   parseCdhConfig,
   parseLogLevel,
 } from './config.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURE = resolve(
-  import.meta.dirname,
-  '../../../../shared/fixtures/guest-components/configs/confidential-data-hub.example.config.toml',
-);
+const FIXTURE = vector('guest-components/configs/confidential-data-hub.example.config.toml');
 
 let certPem: string;
 let fixtureText: string;

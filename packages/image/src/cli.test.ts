@@ -7,8 +7,9 @@ import { buildImage, buildLayer, pushImage } from './build.js';
 import { type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
 import { RegistryClient } from './registry/client.js';
 import { FakeRegistry } from './registry/fake-registry.test-util.js';
+import { vector } from './testing/vectors.js';
 
-const CI = join(import.meta.dirname, '../../../../shared/fixtures/containers-image');
+const CI = vector('containers-image');
 const SAMPLE = '192.168.64.2:5000/cosign-signed-single-sample';
 
 function io(extra: Partial<ImageCliIo> = {}) {

@@ -19,9 +19,10 @@ import {
   signPayload,
   type UntrustedSignature,
 } from './sigstore.js';
+import { vector } from './testing/vectors.js';
 
-const CI = join(import.meta.dirname, '../../../../shared/fixtures/containers-image');
-const GC = join(import.meta.dirname, '../../../../shared/fixtures/guest-components/image-policy');
+const CI = vector('containers-image');
+const GC = vector('guest-components/image-policy');
 const SAMPLE = '192.168.64.2:5000/cosign-signed-single-sample';
 
 function sigstorePolicy(req: Record<string, unknown>): ReturnType<typeof parsePolicy> {

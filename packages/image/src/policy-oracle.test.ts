@@ -26,8 +26,9 @@ import {
 import { RegistryClient } from './registry/client.js';
 import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
 import { runTool } from './registry/tools.test-util.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../shared/fixtures/guest-components/image-policy');
+const FIXTURES = vector('guest-components/image-policy');
 
 let registry: RunningRegistry;
 let work: string;

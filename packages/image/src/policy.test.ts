@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadPolicyFile, type Policy, parsePolicy, requirementsForImage } from './policy.js';
 import { parseImageReference, policyIdentity, policyNamespaces } from './reference.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../shared/fixtures');
+const FIXTURES = vector('');
 
 function policyWith(requirement: unknown): string {
   return JSON.stringify({ default: [requirement] });

@@ -6,12 +6,9 @@ import {
   DEFAULT_RESOURCE_POLICY,
   DENY_ALL_RESOURCE_POLICY,
 } from './policies.js';
+import { vector } from './testing/vectors.js';
 
-const fixture = (name: string) =>
-  readFileSync(
-    new URL(`../../../../shared/fixtures/trustee/policies/resource/${name}.rego`, import.meta.url),
-    'utf8',
-  );
+const fixture = (name: string) => readFileSync(vector(`trustee/policies/resource/${name}.rego`), 'utf8');
 
 describe('embedded resource policies', () => {
   it('are byte-identical to trustee sample policies', () => {

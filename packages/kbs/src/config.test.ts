@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseKbsConfigText } from './config.js';
+import { vector } from './testing/vectors.js';
 
-const EXAMPLE = readFileSync('/work/shared/fixtures/trustee/kbs-config.example.toml', 'utf8');
+const EXAMPLE = readFileSync(vector('trustee/kbs-config.example.toml'), 'utf8');
 
 const MIN = `
 [http_server]

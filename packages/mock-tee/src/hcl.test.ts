@@ -23,8 +23,9 @@ import {
   type VmConfiguration,
 } from './hcl.js';
 import { createHardwareRoots, type HardwareRoots, rootBundlePem } from './roots.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../shared/fixtures/trustee/az-snp-vtpm');
+const FIXTURES = vector('trustee/az-snp-vtpm');
 const fixtureReport = readFileSync(join(FIXTURES, 'hcl-report.bin'));
 /** The fixed part of Azure's layout: header, SNP report, IGVM request data header. */
 const VAR_DATA_OFFSET = 32 + 1184 + 20;

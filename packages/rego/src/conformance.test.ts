@@ -1,11 +1,12 @@
-// Runs regorus' OPA-format interpreter cases (shared/fixtures/regorus/interpreter-cases) with regorus'
+// Runs regorus' OPA-format interpreter cases (test/vectors/regorus/interpreter-cases) with regorus'
 // test-driver semantics. Cases that cannot pass are skipped by name below, each with its reason.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type CaseOutcome, runCaseFile } from './cases.js';
+import { vector } from './testing/vectors.js';
 
-const ROOT = '/work/shared/fixtures/regorus/interpreter-cases';
+const ROOT = vector('regorus/interpreter-cases');
 
 /** Folders that are not Rego: regorus' Azure Policy targets and its non-standard `or` operator. */
 const SKIPPED_FOLDERS: Record<string, string> = {

@@ -6,9 +6,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Engine } from './engine.js';
 import { jsonText } from './format.js';
+import { vector } from './testing/vectors.js';
 import { parseJSON, type Value } from './value.js';
 
-const ROOT = '/work/shared/fixtures/regorus/kata';
+const ROOT = vector('regorus/kata');
 
 function requests(name: string): [string, Value][] {
   return readFileSync(`${ROOT}/${name}/inputs.txt`, 'utf8')

@@ -6,8 +6,9 @@ import { normalizeFlowIndent } from './cases.js';
 import { RegoLimitError, RegoParseError } from './errors.js';
 import { tokenize } from './lexer.js';
 import { parseModule, parseQuery } from './parser.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURES = '/work/shared/fixtures/regorus';
+const FIXTURES = vector('regorus');
 
 interface LexCase {
   note: string;

@@ -6,9 +6,10 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Engine } from './engine.js';
+import { vector } from './testing/vectors.js';
 import { parseJSON, type Value } from './value.js';
 
-const FIXTURES = process.env.BROKER_FIXTURES ?? '/work/shared/fixtures';
+const FIXTURES = vector('');
 const KATA = `${FIXTURES}/regorus/kata/web`;
 
 function percentile(sorted: number[], p: number): number {

@@ -4,9 +4,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Engine } from './engine.js';
 import { jsonText } from './format.js';
+import { vector } from './testing/vectors.js';
 import { fromJSON, type Value } from './value.js';
 
-const POLICIES = '/work/shared/fixtures/trustee/policies';
+const POLICIES = vector('trustee/policies');
 
 function earEngine(file: string, refs: Record<string, unknown>): Engine {
   const e = new Engine();

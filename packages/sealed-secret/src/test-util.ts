@@ -15,12 +15,10 @@ import { ALLOW_ALL_RESOURCE_POLICY, KbsAdminClient, KbsClient } from '@broker/kb
 import { Code, serverMethod, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import pino from 'pino';
 import type { JsonMap } from './json.js';
+import { vector } from './testing/vectors.js';
 import { unsealSecret } from './unseal.js';
 
-export const FIXTURES = join(
-  import.meta.dirname,
-  '../../../../shared/fixtures/guest-components/sealed-secret',
-);
+export const FIXTURES = vector('guest-components/sealed-secret');
 
 export function fixture(name: string): Promise<Buffer> {
   return readFile(join(FIXTURES, name));

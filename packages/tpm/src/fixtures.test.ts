@@ -14,8 +14,9 @@ import {
   TPM_ST,
   verifySignature,
 } from './index.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../shared/fixtures/trustee');
+const FIXTURES = vector('trustee');
 const fixture = (p: string) => new Uint8Array(readFileSync(join(FIXTURES, p)));
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 const unhex = (s: string) => new Uint8Array(Buffer.from(s, 'hex'));

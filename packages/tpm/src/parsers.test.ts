@@ -30,8 +30,9 @@ import {
   TpmUsageError,
   verifySignature,
 } from './index.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../shared/fixtures/trustee');
+const FIXTURES = vector('trustee');
 
 /** Deterministic PRNG (mulberry32) so failures reproduce. */
 function prng(seed: number): () => number {

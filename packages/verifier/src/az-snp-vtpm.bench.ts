@@ -15,8 +15,9 @@ import { AzSnpVtpmVerifier } from './az-snp-vtpm/index.js';
 import { builtinAmdRoots } from './snp/certs.js';
 import { parseSnpReport, SNP_SIGNED_LENGTH } from './snp/report.js';
 import { signatureToP1363 } from './snp/signature.js';
+import { vector } from './testing/vectors.js';
 
-const FIXTURES = process.env.BROKER_FIXTURES ?? '/work/shared/fixtures';
+const FIXTURES = vector('');
 const REPORT_DATA = Buffer.from(
   '982f5c6e45df0ed3f10b6f60b02f0c8390e281300f3805e2279c16168cd6ae9aa398f647caa2338748cd0fd9f5f819ef',
   'hex',

@@ -8,8 +8,9 @@ import { kbsVerifyMain } from './index.js';
 import { parseSnpReport, SNP_REPORT_SIZE } from './snp/report.js';
 import { sevJsonFromReport } from './snp/serde.js';
 import { createTestAmdRoots, issueTestVek, signSnpReport } from './snp/test-roots.js';
+import { vector } from './testing/vectors.js';
 
-const DIR = '/work/shared/fixtures/trustee/az-snp-vtpm';
+const DIR = vector('trustee/az-snp-vtpm');
 const V2_REPORT_DATA =
   '982f5c6e45df0ed3f10b6f60b02f0c8390e281300f3805e2279c16168cd6ae9aa398f647caa2338748cd0fd9f5f819ef';
 
@@ -170,10 +171,7 @@ describe('kbs-verify', () => {
 
   it('verifies tpm evidence up to the nonce', async () => {
     const t = io();
-    const code = await main(
-      ['--tee', 'tpm', '--evidence', '/work/shared/fixtures/trustee/tpm/tpm_evidence.json'],
-      t.cli,
-    );
+    const code = await main(['--tee', 'tpm', '--evidence', vector('trustee/tpm/tpm_evidence.json')], t.cli);
     // The fixture's 64-byte nonce cannot equal the 32-byte resized report data (see tpm.test.ts).
     expect(code).toBe(1);
     expect(t.err()).toMatch(/REPORT_DATA_MISMATCH/);

@@ -24,6 +24,7 @@ import type { AttesterLogger } from '../attester.js';
 import { EvidenceCollectionFailed } from '../attester.js';
 import { platformContext } from '../platform.js';
 import { explainTeeDetection, getAttester } from '../registry.js';
+import { vector } from '../testing/vectors.js';
 import { expectedUserData, HCL_VAR_DATA_OFFSET, hclUserData, readHclReport } from './hcl.js';
 import { certificatePemToDer, fetchAmdCertificates } from './imds.js';
 import {
@@ -35,7 +36,7 @@ import {
   REPORT_DATA_NV_INDEX,
 } from './index.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../../shared/fixtures/trustee/az-snp-vtpm');
+const FIXTURES = vector('trustee/az-snp-vtpm');
 const fixtureEvidence = JSON.parse(readFileSync(join(FIXTURES, 'evidence-v2.json'), 'utf8')) as Record<
   string,
   unknown

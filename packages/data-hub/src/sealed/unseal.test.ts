@@ -20,8 +20,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { type CdhConfig, parseCdhConfig } from '../config.js';
 import { type RunningDataHub, type StartDataHubOptions, startDataHub } from '../server.js';
 import { captureLogger, FakeAa, startTestKbs, type TestKbs, tempDir } from '../test-util.js';
+import { vector } from '../testing/vectors.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../../../shared/fixtures/guest-components/sealed-secret');
+const FIXTURES = vector('guest-components/sealed-secret');
 const SIGNING_KID = 'kbs:///default/signing/jwk_public';
 const PASSWORD = 'the password the workload needs';
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../config-reader.js';
+import { vector } from '../testing/vectors.js';
 import {
   DEFAULT_BUILD_NAME,
   DEFAULT_DEVELOPER_NAME,
@@ -25,26 +26,8 @@ function configError(table: unknown): string {
   throw new Error('expected a ConfigError');
 }
 
-// trustee's kbs/config/kbs-config.toml (the shared fixture), inlined so the test runs anywhere.
-const TRUSTEE_EXAMPLE = `
-[http_server]
-insecure_http = true
-
-[attestation_token]
-insecure_header_jwk = true
-
-[attestation_service]
-type = "coco_as_builtin"
-
-[attestation_service.attestation_token_broker]
-duration_min = 5
-
-[attestation_service.rvps_config]
-type = "BuiltIn"
-
-[admin]
-authorization_mode = "InsecureAllowAll"
-`;
+// trustee's kbs/config/kbs-config.toml.
+const TRUSTEE_EXAMPLE = readFileSync(vector('trustee/kbs-config.example.toml'), 'utf8');
 
 describe('[attestation_service] configuration', () => {
   it("loads trustee's example configuration with trustee's defaults", () => {
@@ -66,19 +49,6 @@ describe('[attestation_service] configuration', () => {
     expect(DEFAULT_ISSUER_NAME).toBe('CoCo-Attestation-Service');
     expect(DEFAULT_DEVELOPER_NAME).toBe('https://confidentialcontainers.org');
     expect(DEFAULT_PROFILE_NAME).toBe('tag:github.com,2024:confidential-containers/Trustee');
-  });
-
-  it('loads the shared fixture file itself when it is present', () => {
-    let text: string;
-    try {
-      text = readFileSync(
-        new URL('../../../../../shared/fixtures/trustee/kbs-config.example.toml', import.meta.url),
-        'utf8',
-      );
-    } catch {
-      text = TRUSTEE_EXAMPLE;
-    }
-    expect(parseAttestationServiceConfig(asTable(text)).type).toBe('coco_as_builtin');
   });
 
   it('defaults everything when the table is absent or empty', () => {

@@ -1,26 +1,21 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { vector } from '../testing/vectors.js';
 import { EAR_DEFAULT_POLICY_CPU, EAR_DEFAULT_POLICY_GPU } from './default-policies.gen.js';
 
-const FIXTURES = new URL('../../../../../shared/fixtures/trustee/policies/', import.meta.url);
-const present = existsSync(FIXTURES);
+const policy = (name: string) => readFileSync(vector(`trustee/policies/${name}`), 'utf8');
 
-// sha256 of trustee's files at 78962cd; checked here so the embedded text cannot drift even where the
-// shared fixtures are absent.
+// sha256 of trustee's files at 78962cd, recorded so that the vectors and the embedded text cannot drift together.
 const SHA256 = {
   cpu: createHash('sha256').update(EAR_DEFAULT_POLICY_CPU).digest('hex'),
   gpu: createHash('sha256').update(EAR_DEFAULT_POLICY_GPU).digest('hex'),
 };
 
 describe('embedded trustee default policies', () => {
-  it.skipIf(!present)('match the shared fixtures byte for byte', () => {
-    expect(EAR_DEFAULT_POLICY_CPU).toBe(
-      readFileSync(new URL('ear_default_policy_cpu.rego', FIXTURES), 'utf8'),
-    );
-    expect(EAR_DEFAULT_POLICY_GPU).toBe(
-      readFileSync(new URL('ear_default_policy_gpu.rego', FIXTURES), 'utf8'),
-    );
+  it('match the trustee vectors byte for byte', () => {
+    expect(EAR_DEFAULT_POLICY_CPU).toBe(policy('ear_default_policy_cpu.rego'));
+    expect(EAR_DEFAULT_POLICY_GPU).toBe(policy('ear_default_policy_gpu.rego'));
   });
 
   it('have the recorded digests', () => {

@@ -5,12 +5,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeChain, type TestChain } from '../testing/pki.js';
 import { b64url, publicJwk, signJwt } from '../testing/tokens.js';
+import { vector } from '../testing/vectors.js';
 import { decodeJwt, JwtExpired, JwtVerificationError, publicKeyFromJwk } from './jws.js';
 import { TrustMaterialError } from './sources.js';
 import { JwtVerifier } from './verifier.js';
 import { certificatesFromPem, verifyX5cEndorsement } from './x5c.js';
 
-const FIXTURES = '/work/shared/fixtures/trustee/jwk';
+const FIXTURES = vector('trustee/jwk');
 const NOW_MS = Date.UTC(2030, 0, 1);
 const NOW = NOW_MS / 1000;
 const clock = () => NOW_MS;

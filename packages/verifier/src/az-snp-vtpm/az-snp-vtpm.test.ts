@@ -6,17 +6,18 @@ import { VerificationError, type VerificationErrorCode } from '../errors.js';
 import { getVerifier } from '../registry.js';
 import { pemCertificates } from '../snp/certs.js';
 import { createTestAmdRoots, issueTestVek } from '../snp/test-roots.js';
+import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { type AzSnpVtpmClaims, AzSnpVtpmVerifier } from './index.js';
 import { makeTestEvidence, TEST_CHIP_ID, TEST_TCB, testRoots } from './test-evidence.js';
 
-const DIR = '/work/shared/fixtures/trustee/az-snp-vtpm';
+const DIR = vector('trustee/az-snp-vtpm');
 const V1 = JSON.parse(readFileSync(`${DIR}/evidence-v1.json`, 'utf8')) as Record<string, unknown>;
 const V2 = JSON.parse(readFileSync(`${DIR}/evidence-v2.json`, 'utf8')) as Record<string, unknown>;
 const HCL_REPORT = readFileSync(`${DIR}/hcl-report.bin`);
 const TPM_QUOTE_V1 = JSON.parse(readFileSync(`${DIR}/tpm-quote-v1.json`, 'utf8')) as Record<string, unknown>;
 const VCEK_PEM = readFileSync(`${DIR}/vcek.pem`, 'utf8');
-const INVALID_VCEK = readFileSync('/work/shared/fixtures/trustee/snp/test-vcek-invalid-new.der');
+const INVALID_VCEK = readFileSync(vector('trustee/snp/test-vcek-invalid-new.der'));
 
 /** v0/v1 were captured with report data "challenge". */
 const CHALLENGE = Buffer.from('challenge');

@@ -15,14 +15,15 @@ import {
   testTcbInfo,
 } from '../tdx/test-pki.js';
 import type { TdxVerifierOptions } from '../tdx/verify.js';
+import { vector } from '../testing/vectors.js';
 import { parseAzTdxVtpmEvidence } from './evidence.js';
 import { AzTdxVtpmVerifier } from './index.js';
 import { makeAzTdxTestEvidence } from './test-evidence.js';
 
-const DIR = '/work/shared/fixtures/trustee/az-tdx-vtpm';
+const DIR = vector('trustee/az-tdx-vtpm');
 const FIXTURE = JSON.parse(readFileSync(`${DIR}/evidence-v1.json`, 'utf8')) as Record<string, unknown>;
-const TCB_INFO = readFileSync('/work/shared/fixtures/trustee/tdx/tcbInfo.json', 'utf8');
-const QE_IDENTITY = readFileSync('/work/shared/fixtures/trustee/tdx/enclaveIdentity.json', 'utf8');
+const TCB_INFO = readFileSync(vector('trustee/tdx/tcbInfo.json'), 'utf8');
+const QE_IDENTITY = readFileSync(vector('trustee/tdx/enclaveIdentity.json'), 'utf8');
 const CHALLENGE = Buffer.from('challenge');
 const AT = new Date('2025-11-01T00:00:00Z');
 
@@ -90,9 +91,10 @@ describe('az-tdx-vtpm evidence-v1.json (captured on Azure)', () => {
   });
 
   it('refuses an SNP HCL report and unknown versions', async () => {
-    const snp = JSON.parse(
-      readFileSync('/work/shared/fixtures/trustee/az-snp-vtpm/evidence-v1.json', 'utf8'),
-    ) as Record<string, unknown>;
+    const snp = JSON.parse(readFileSync(vector('trustee/az-snp-vtpm/evidence-v1.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     expect(
       await codeOf(verifier.evaluate({ ...FIXTURE, hcl_report: snp.hcl_report }, { reportData: CHALLENGE })),
     ).toBe('REPORT_MALFORMED');

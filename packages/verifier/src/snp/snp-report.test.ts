@@ -2,6 +2,7 @@ import { createHash, generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
+import { vector } from '../testing/vectors.js';
 import { derInteger, derOctetString } from '../x509/build.js';
 import {
   builtinAmdRoots,
@@ -25,7 +26,7 @@ import {
 import { createTestAmdRoots, issueTestVek, signSnpReport, vekExtensions } from './test-roots.js';
 import { checkVmpl, trustedRoots, verifySnpReport } from './verify.js';
 
-const SNP = '/work/shared/fixtures/trustee/snp';
+const SNP = vector('trustee/snp');
 const REPORT = readFileSync(`${SNP}/test-report.bin`);
 const VCEK = readFileSync(`${SNP}/test-vcek.der`);
 const VCEK_INVALID_LEGACY = readFileSync(`${SNP}/test-vcek-invalid-legacy.der`);

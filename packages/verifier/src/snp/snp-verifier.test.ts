@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
 import { getVerifier } from '../registry.js';
+import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { derInteger, derOctetString } from '../x509/build.js';
 import { OID_HWID, OID_SNP_SPL, OID_TEE_SPL } from './certs.js';
@@ -17,8 +18,8 @@ import {
 import { reportFieldsFromSevJson, sevJsonFromReport } from './serde.js';
 import { createTestAmdRoots, issueTestVek, signSnpReport, vekExtensions } from './test-roots.js';
 
-const REPORT = readFileSync('/work/shared/fixtures/trustee/snp/test-report.bin');
-const VCEK = readFileSync('/work/shared/fixtures/trustee/snp/test-vcek.der');
+const REPORT = readFileSync(vector('trustee/snp/test-report.bin'));
+const VCEK = readFileSync(vector('trustee/snp/test-vcek.der'));
 
 const verifier = new SnpVerifier();
 const roots = createTestAmdRoots();

@@ -3,6 +3,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { type CliIo, main } from '../cli.js';
+import { vector } from '../testing/vectors.js';
 import { PCK_PLATFORM_CA_CN } from './pck.js';
 import {
   createTestQuotingEnclave,
@@ -16,7 +17,7 @@ import {
   testTcbInfo,
 } from './test-pki.js';
 
-const DIR = '/work/shared/fixtures/trustee/tdx';
+const DIR = vector('trustee/tdx');
 
 function io(files: Record<string, string | Buffer> = {}) {
   const out: string[] = [];
@@ -150,7 +151,7 @@ describe('kbs-verify --tee tdx', () => {
         '--tee',
         'az-tdx-vtpm',
         '--evidence',
-        '/work/shared/fixtures/trustee/az-tdx-vtpm/evidence-v1.json',
+        vector('trustee/az-tdx-vtpm/evidence-v1.json'),
         '--time',
         '2025-11-01T00:00:00Z',
       ],

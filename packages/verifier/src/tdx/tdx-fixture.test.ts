@@ -4,6 +4,7 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
+import { vector } from '../testing/vectors.js';
 import { encodeCcEventLog, parseCcEventLog, replayRegister, TCG_EVENT_TYPES } from './ccel.js';
 import { tdxClaims } from './claims.js';
 import {
@@ -21,7 +22,7 @@ import { encodeTdReport, parseTdReport } from './td-report.js';
 import { builtinIntelCerts, trustedSgxRoots } from './trust.js';
 import { verifyQuoteSignatures, verifyTdxQuote } from './verify.js';
 
-const DIR = '/work/shared/fixtures/trustee/tdx';
+const DIR = vector('trustee/tdx');
 const QUOTE = readFileSync(`${DIR}/tdx_quote_4.dat`);
 const TCB_INFO = readFileSync(`${DIR}/tcbInfo.json`, 'utf8');
 const QE_IDENTITY = readFileSync(`${DIR}/enclaveIdentity.json`, 'utf8');
@@ -29,7 +30,7 @@ const EXPECTED = JSON.parse(readFileSync(`${DIR}/parse_tdx_claims_expected.json`
   string,
   unknown
 >;
-const AZ_QUOTE = readFileSync('/work/shared/fixtures/trustee/az-tdx-vtpm/td-quote.bin');
+const AZ_QUOTE = readFileSync(vector('trustee/az-tdx-vtpm/td-quote.bin'));
 
 /** Inside every validity period: the PCK chain, the TCB signing certificate and both documents. */
 const AT = new Date('2025-11-01T00:00:00Z');
@@ -246,7 +247,7 @@ describe('event log from the expected claims', () => {
 
 describe("guest-components' tdx_report_1.bin", () => {
   it('reads the RTMRs the upstream attester test expects', () => {
-    const r = parseTdReport(readFileSync('/work/shared/fixtures/guest-components/tdx/tdx_report_1.bin'));
+    const r = parseTdReport(readFileSync(vector('guest-components/tdx/tdx_report_1.bin')));
     expect(r.type).toBe(0x81);
     expect(r.rtmrs[0].toString('hex')).toBe(
       'f4ec1a04670fe7926cd5de4aef9aaa7689ab4ceaa132d7c5242b47f67dfaaea64c372a17ad68fef9a6ac99aabbddabdc',
@@ -265,7 +266,7 @@ describe("guest-components' tdx_report_1.bin", () => {
   });
 
   it('matches the quote Azure made from the HCL report it came in', () => {
-    const hcl = readFileSync('/work/shared/fixtures/trustee/az-tdx-vtpm/hcl-report.bin');
+    const hcl = readFileSync(vector('trustee/az-tdx-vtpm/hcl-report.bin'));
     const td = parseTdReport(hcl.subarray(32, 32 + 1024));
     const body = parseTdxQuote(AZ_QUOTE).body;
     expect(td.reportData.equals(body.reportData)).toBe(true);

@@ -4,14 +4,15 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
+import { vector } from '../testing/vectors.js';
 import { encodeCcEventLog, parseCcEventLog } from './ccel.js';
 import { parseQeIdentity, parseTdxTcbInfo } from './collateral.js';
 import { MAX_QUOTE_BYTES, parseTdxQuote } from './quote.js';
 import { trustedSgxRoots } from './trust.js';
 import { verifyQuoteSignatures } from './verify.js';
 
-const QUOTE = readFileSync('/work/shared/fixtures/trustee/tdx/tdx_quote_4.dat');
-const TCB_INFO = readFileSync('/work/shared/fixtures/trustee/tdx/tcbInfo.json', 'utf8');
+const QUOTE = readFileSync(vector('trustee/tdx/tdx_quote_4.dat'));
+const TCB_INFO = readFileSync(vector('trustee/tdx/tcbInfo.json'), 'utf8');
 const AT = new Date('2025-11-01T00:00:00Z');
 const ROOTS = trustedSgxRoots(undefined);
 

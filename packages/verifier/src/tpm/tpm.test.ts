@@ -14,10 +14,11 @@ import {
 import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
 import { getVerifier } from '../registry.js';
+import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { type TpmClaims, TpmVerifier } from './index.js';
 
-const FIXTURE = JSON.parse(readFileSync('/work/shared/fixtures/trustee/tpm/tpm_evidence.json', 'utf8')) as {
+const FIXTURE = JSON.parse(readFileSync(vector('trustee/tpm/tpm_evidence.json'), 'utf8')) as {
   ak_public: string;
   tpm_quote: { signature: string; message: string; pcrs: string[] };
 };
