@@ -68,6 +68,23 @@ describe('main', () => {
     }
   });
 
+  it.each([
+    ['RUST_LOG', 'verbose'],
+    ['RUST_LOG', 'kbs=loud'],
+    ['KBS_LOG_LEVEL', 'chatty'],
+  ])('exits 1 naming the variable when %s = %s is not a log level', async (variable, value) => {
+    const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    vi.stubEnv(variable, value);
+    try {
+      expect(await main(['--config-file', join(dir, 'never-read.toml')])).toBe(1);
+      const text = err.mock.calls.map((c) => String(c[0])).join('');
+      expect(text).toMatch(new RegExp(`^kbs: ${variable}: "${value}" is not a log level`));
+    } finally {
+      vi.unstubAllEnvs();
+      err.mockRestore();
+    }
+  });
+
   it('serves until SIGTERM, then closes and resolves 0', async () => {
     const port = await freePort();
     const path = join(dir, 'kbs.toml');

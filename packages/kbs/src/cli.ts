@@ -1,5 +1,6 @@
 // `kbs --config-file kbs-config.toml` (trustee's CLI: `-c/--config-file`, or KBS_CONFIG_FILE).
 import cluster from 'node:cluster';
+import { type LogLevel, LogLevelError, resolveLogLevel } from '@broker/cli';
 import pino from 'pino';
 import { reportListening, superviseWorkers } from './cluster.js';
 import { ConfigError, type KbsConfig, loadKbsConfig } from './config.js';
@@ -69,9 +70,19 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`error: ${args.message}\n\n${USAGE}`);
     return 2;
   }
+  let level: LogLevel;
+  try {
+    // trustee's RUST_LOG (`info`, `kbs=debug,info`), then this KBS's KBS_LOG_LEVEL.
+    level = resolveLogLevel({ env: process.env, targets: ['kbs'], aliases: ['KBS_LOG_LEVEL'] });
+  } catch (e) {
+    if (!(e instanceof LogLevelError)) throw e;
+    process.stderr.write(`kbs: ${e.message}\n`);
+    leaveCluster();
+    return 1;
+  }
   const logger = pino({
     name: 'kbs',
-    level: process.env.KBS_LOG_LEVEL ?? 'info',
+    level,
     ...(cluster.isWorker && { base: { pid: process.pid, worker: cluster.worker?.id } }),
   });
   let kbs: Awaited<ReturnType<typeof startKbs>>;

@@ -1,5 +1,6 @@
 // `kbs --config-file kbs-config.toml`: trustee's configuration keys (kbs/src/config.rs and the structs it
-// embeds), with every section strict about unknown keys.
+// embeds). As in trustee, a key a section does not know is ignored (with one warning naming it), except
+// under `[admin]`, whose structs trustee marks `deny_unknown_fields`: there it is refused.
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { extname, isAbsolute } from 'node:path';
@@ -7,6 +8,7 @@ import { parse as parseToml } from 'smol-toml';
 import { type AttestationServiceConfig, parseAttestationServiceConfig } from './attestation/index.js';
 import { ConfigError, isTable, Section } from './config-reader.js';
 import { DEFAULT_LOCAL_FS_DIR } from './storage/local-fs.js';
+import { DEFAULT_LOCAL_JSON_DIR } from './storage/local-json.js';
 import { DEFAULT_REDIS_URL } from './storage/redis.js';
 
 export { ConfigError } from './config-reader.js';
@@ -81,12 +83,14 @@ export type AdminConfig =
       readonly acls: readonly AclRuleConfig[];
     };
 
-export type StorageType = 'Memory' | 'LocalFs' | 'Redis';
+export type StorageType = 'Memory' | 'LocalFs' | 'LocalJson' | 'Redis';
 
 export interface StorageBackendConfig {
   readonly storageType: StorageType;
   /** `[storage_backend.backends.local_fs] dir_path`, when that table is present. */
   readonly localFsDir?: string;
+  /** `[storage_backend.backends.local_json] file_dir_path` (or `dir_path`), when that table is present. */
+  readonly localJsonDir?: string;
   /** `[storage_backend.backends.redis] url`, when that table is present (`REDIS_URL` overrides it at start). */
   readonly redisUrl?: string;
 }
@@ -248,7 +252,7 @@ function parseAdmin(s: Section): AdminConfig {
     insecure_api: 'removed upstream: use authorization_mode = "InsecureAllowAll"',
   };
   if (mode === 'InsecureAllowAll' || mode === 'DenyAll') {
-    s.finish(legacy);
+    s.finishStrict(legacy, 'authorization_mode');
     return { mode };
   }
   if (mode !== 'AuthenticatedAuthorization') {
@@ -258,24 +262,23 @@ function parseAdmin(s: Section): AdminConfig {
   }
   const authn = s.optSection('authentication');
   const authz = s.optSection('authorization');
-  s.finish(legacy);
+  s.finishStrict(legacy, 'authorization_mode');
   if (authn === undefined || authz === undefined) {
     throw new ConfigError(
       `${s.where} AuthenticatedAuthorization needs [admin.authentication.bearer_jwt] and [admin.authorization.regex_acl]`,
     );
   }
   const bearer = authn.optSection('bearer_jwt');
-  authn.finish();
+  authn.finishStrict();
   if (bearer === undefined) throw new ConfigError(`${authn.where} needs a bearer_jwt table`);
   const identityProviders = bearer.sectionArray('identity_providers').map((idp): IdentityProviderConfig => {
     const issuer = idp.optString('issuer');
     const audience = idp.optString('audience');
     const publicKeyUri = idp.optString('public_key_uri');
     const jwkSetUri = idp.optString('jwk_set_uri');
-    idp.finish();
-    if (publicKeyUri === undefined && jwkSetUri === undefined) {
-      throw new ConfigError(`${idp.where} must set public_key_uri and/or jwk_set_uri`);
-    }
+    idp.finishStrict();
+    // An entry without a key source, or no entry at all, parses as in trustee; the KBS refuses it at
+    // start (createAdminAuthorizer), with trustee's message.
     return {
       ...(issuer !== undefined && { issuer }),
       ...(audience !== undefined && { audience }),
@@ -283,19 +286,14 @@ function parseAdmin(s: Section): AdminConfig {
       ...(jwkSetUri !== undefined && { jwkSetUri }),
     };
   });
-  bearer.finish();
-  if (identityProviders.length === 0) {
-    throw new ConfigError(
-      'AuthenticatedAuthorization requires at least one `identity_providers` entry in [admin.authentication.bearer_jwt]',
-    );
-  }
+  bearer.finishStrict();
   const regex = authz.optSection('regex_acl');
-  authz.finish();
+  authz.finishStrict();
   if (regex === undefined) throw new ConfigError(`${authz.where} needs a regex_acl table`);
   const acls = regex.sectionArray('acls').map((a): AclRuleConfig => {
     const role = a.string('role');
     const allowedEndpoints = a.string('allowed_endpoints', '');
-    a.finish();
+    a.finishStrict();
     if (!allowedEndpoints.startsWith('^/kbs') || !allowedEndpoints.endsWith('$')) {
       throw new ConfigError(
         `${a.where} allowed_endpoints ${JSON.stringify(allowedEndpoints)}: Admin Role regex must be anchored (^/kbs…$)`,
@@ -308,7 +306,7 @@ function parseAdmin(s: Section): AdminConfig {
     }
     return { role, allowedEndpoints };
   });
-  regex.finish();
+  regex.finishStrict();
   return { mode, identityProviders, acls };
 }
 
@@ -327,9 +325,9 @@ const STORAGE_TYPES: Record<string, string> = {
 
 function storageType(value: string | undefined, where: string, key: string): StorageType | undefined {
   const t = oneOf(value, STORAGE_TYPES, where, key);
-  if (t === undefined || t === 'Memory' || t === 'LocalFs' || t === 'Redis') return t;
+  if (t === undefined || t === 'Memory' || t === 'LocalFs' || t === 'LocalJson' || t === 'Redis') return t;
   throw new ConfigError(
-    `${where} ${key}: storage type ${t} is not supported by this KBS (supported: Memory, LocalFs, Redis)`,
+    `${where} ${key}: storage type ${t} is not supported by this KBS (supported: Memory, LocalFs, LocalJson, Redis)`,
   );
 }
 
@@ -341,6 +339,7 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
     session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
   });
   let localFsDir: string | undefined;
+  let localJsonDir: string | undefined;
   let redisUrl: string | undefined;
   if (backends !== undefined) {
     const lfs = backends.optSection('local_fs');
@@ -358,10 +357,10 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
         session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
       });
     }
-    for (const unused of ['local_json', 'postgres']) {
-      if (backends.raw(unused) !== undefined) {
-        warnings.push(`${backends.where.slice(0, -1)}.${unused}] is ignored: that backend is not supported`);
-      }
+    const lj = backends.optSection('local_json');
+    if (lj !== undefined) localJsonDir = parseLocalJson(lj);
+    if (backends.raw('postgres') !== undefined) {
+      warnings.push(`${backends.where.slice(0, -1)}.postgres] is ignored: that backend is not supported`);
     }
     backends.finish();
   }
@@ -375,11 +374,38 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
       `${s.where} storage_type = "Redis" needs [storage_backend.backends.redis] with url (Redis configuration is required)`,
     );
   }
+  if (type === 'LocalJson' && localJsonDir === undefined) {
+    throw new ConfigError(
+      `${s.where} storage_type = "LocalJson" needs [storage_backend.backends.local_json] with file_dir_path (Local JSON configuration is required)`,
+    );
+  }
   return {
     storageType: type,
     ...(localFsDir !== undefined && { localFsDir }),
+    ...(localJsonDir !== undefined && { localJsonDir }),
     ...(redisUrl !== undefined && { redisUrl }),
   };
+}
+
+/**
+ * trustee's key is `file_dir_path` (default `/opt/confidential-containers/storage/local_json`);
+ * trustee-operator's templates write `dir_path`, which trustee ignores (its default is the same
+ * directory): read as `file_dir_path` here, so that the directory written is the one used.
+ */
+function parseLocalJson(s: Section): string {
+  const fileDirPath = s.optString('file_dir_path');
+  const dirPath = s.optString('dir_path');
+  s.finish({
+    session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
+  });
+  if (fileDirPath !== undefined && dirPath !== undefined && fileDirPath !== dirPath) {
+    throw new ConfigError(
+      `${s.where} file_dir_path and dir_path name different directories: set only file_dir_path`,
+    );
+  }
+  const dir = fileDirPath ?? dirPath ?? DEFAULT_LOCAL_JSON_DIR;
+  if (dir === '') throw new ConfigError(`${s.where} file_dir_path must not be empty`);
+  return dir;
 }
 
 /** The URL must name a Redis server; the message never repeats the URL, which may hold a password. */
@@ -422,14 +448,50 @@ function parseMountedFiles(s: Section | undefined): MountedFilesConfig | undefin
   };
 }
 
-/** Every store a KBS with `worker_count` > 1 uses must be shared between its processes. */
+const BACKEND_TABLES: Partial<Record<string, { table: string; key: string; name: string }>> = {
+  LocalFs: { table: 'local_fs', key: 'dir_path', name: 'Local FS' },
+  LocalJson: { table: 'local_json', key: 'file_dir_path', name: 'Local JSON' },
+  Redis: { table: 'redis', key: 'url', name: 'Redis' },
+};
+
+/** A store that selects a backend needs that backend's table, as in trustee. */
+function requireBackendTable(what: string, type: string | undefined, sb: StorageBackendConfig): void {
+  const t = type === undefined ? undefined : BACKEND_TABLES[type];
+  if (t === undefined) return;
+  const have = type === 'LocalFs' ? sb.localFsDir : type === 'LocalJson' ? sb.localJsonDir : sb.redisUrl;
+  if (have !== undefined) return;
+  throw new ConfigError(
+    `${what} = "${type}" needs [storage_backend.backends.${t.table}] with ${t.key} (${t.name} configuration is required)`,
+  );
+}
+
+/**
+ * trustee's `worker_count` is the number of actix worker threads of one process. Here a value above 1
+ * forks that many processes sharing the sockets, which needs every store shared between processes:
+ * Memory stores are refused (the fix is named); a LocalJson store (one file rewritten whole by its
+ * process) makes the KBS run as one process. Either way one warning says what the value does here.
+ * Returns the number of processes to run (undefined: one).
+ */
 function checkWorkers(
   workerCount: number | undefined,
   stores: readonly { what: string; type: StorageType }[],
-): void {
-  if (workerCount === undefined || workerCount <= 1) return;
+  warnings: string[],
+): number | undefined {
+  if (workerCount === undefined || workerCount <= 1) return workerCount;
   const memory = stores.filter((st) => st.type === 'Memory').map((st) => st.what);
-  if (memory.length === 0) return;
+  const localJson = stores.filter((st) => st.type === 'LocalJson').map((st) => st.what);
+  if (memory.length === 0 && localJson.length > 0) {
+    warnings.push(
+      `[http_server] worker_count = ${workerCount} (trustee: actix worker threads) is not applied: here it would fork ${workerCount} processes, but ${localJson.join(', ')} use LocalJson (a file rewritten whole by one process), so this KBS runs as one process (Node serves concurrent requests on one event loop)`,
+    );
+    return undefined;
+  }
+  if (memory.length === 0) {
+    warnings.push(
+      `[http_server] worker_count = ${workerCount} (trustee: actix worker threads): here ${workerCount} worker processes share the sockets and keep their state in the shared stores (${[...new Set(stores.map((st) => st.type))].join(', ')})`,
+    );
+    return workerCount;
+  }
   throw new ConfigError(
     `[http_server] worker_count = ${workerCount} needs state shared between worker processes, but ${memory.join(', ')} ${memory.length === 1 ? 'is' : 'are'} Memory (private to each process): use storage_type = "Redis" (or "LocalFs") for ${memory.length === 1 ? 'it' : 'them'}, or set worker_count = 1`,
   );
@@ -474,32 +536,51 @@ function parsePlugins(list: Section[]): ResourcePluginConfig | undefined {
   return resource;
 }
 
+/**
+ * What trustee checks when it creates the admin API (Admin::new), not when it parses: an
+ * AuthenticatedAuthorization needs identity providers, each with a key source. Messages are trustee's.
+ */
+export function validateAdminConfig(admin: AdminConfig): void {
+  if (admin.mode !== 'AuthenticatedAuthorization') return;
+  if (admin.identityProviders.length === 0) {
+    throw new ConfigError(
+      'AuthenticatedAuthorization requires at least one `identity_providers` entry in [admin.authentication.bearer_jwt]',
+    );
+  }
+  admin.identityProviders.forEach((idp, i) => {
+    if (idp.publicKeyUri === undefined && idp.jwkSetUri === undefined) {
+      throw new ConfigError(`identity_providers[${i}] must set \`public_key_uri\` and/or \`jwk_set_uri\``);
+    }
+  });
+}
+
 /** Build the configuration from a parsed document (the TOML tables as plain objects). */
 export function parseKbsConfig(doc: unknown): KbsConfig {
-  const root = Section.of(doc, 'the configuration');
   const warnings: string[] = [];
+  const root = Section.of(doc, 'the configuration', warnings);
   const http = root.optSection('http_server', '[http_server]');
   const admin = root.optSection('admin', '[admin]');
   if (http === undefined)
     throw new ConfigError('[http_server] is required (it may be empty to take the defaults)');
   if (admin === undefined) throw new ConfigError('[admin] is required, with authorization_mode');
-  const httpServer = parseHttpServer(http);
-  const attestationToken = parseAttestationToken(
-    root.optSection('attestation_token', '[attestation_token]'),
-    warnings,
-  );
+  // The attestation service first: a remote service (another issue) is the clearest thing to report.
   const asTable = root.raw('attestation_service');
   if (asTable !== undefined && !isTable(asTable))
     throw new ConfigError('[attestation_service] must be a table');
   let attestationService: AttestationServiceConfig;
   try {
-    attestationService = parseAttestationServiceConfig(asTable ?? {});
+    attestationService = parseAttestationServiceConfig(asTable ?? {}, warnings);
   } catch (e) {
     const msg = (e as Error).message;
     throw new ConfigError(msg.includes('attestation_service') ? msg : `[attestation_service] ${msg}`, {
       cause: e,
     });
   }
+  const httpServer = parseHttpServer(http);
+  const attestationToken = parseAttestationToken(
+    root.optSection('attestation_token', '[attestation_token]'),
+    warnings,
+  );
   const adminConfig = parseAdmin(admin);
   const storageBackend = parseStorageBackend(
     root.optSection('storage_backend', '[storage_backend]'),
@@ -510,48 +591,39 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     'the top level',
     'session_storage_type',
   );
-  if (sessionStorageType === 'LocalFs' && storageBackend.localFsDir === undefined) {
-    throw new ConfigError(
-      'session_storage_type = "LocalFs" needs [storage_backend.backends.local_fs] with dir_path (Local FS configuration is required)',
-    );
-  }
-  if (sessionStorageType === 'Redis' && storageBackend.redisUrl === undefined) {
-    throw new ConfigError(
-      'session_storage_type = "Redis" needs [storage_backend.backends.redis] with url (Redis configuration is required)',
-    );
-  }
   const resourcePlugin = parsePlugins(root.sectionArray('plugins', '[[plugins]]'));
-  const mountedFiles = parseMountedFiles(root.optSection('mounted_files', '[mounted_files]'));
+  // This KBS's own table stays strict: trustee would ignore all of it, so a misspelt key here is ours.
+  const mounted = root.raw('mounted_files');
+  const mountedFiles = parseMountedFiles(
+    mounted === undefined ? undefined : Section.of(mounted, '[mounted_files]'),
+  );
   const as = attestationService;
   for (const [what, t] of [
+    ['session_storage_type', sessionStorageType],
     ['[attestation_service] storage_type', as.storageType],
     ['[attestation_service.rvps_config] storage_type', as.rvps.storageType],
   ] as const) {
-    if (t === 'Redis' && storageBackend.redisUrl === undefined) {
-      throw new ConfigError(
-        `${what} = "Redis" needs [storage_backend.backends.redis] with url (Redis configuration is required)`,
-      );
-    }
-    if (t === 'LocalFs' && storageBackend.localFsDir === undefined) {
-      throw new ConfigError(
-        `${what} = "LocalFs" needs [storage_backend.backends.local_fs] with dir_path (Local FS configuration is required)`,
-      );
-    }
+    requireBackendTable(what, t, storageBackend);
   }
   const main = storageBackend.storageType;
   const asType = (as.storageType ?? main) as StorageType;
-  checkWorkers(httpServer.workerCount, [
-    { what: 'the sessions', type: sessionStorageType ?? main },
-    { what: '[storage_backend] storage_type', type: main },
-    { what: 'the attestation policies', type: asType },
-    { what: 'the reference values', type: (as.rvps.storageType ?? asType) as StorageType },
-  ]);
+  const workerCount = checkWorkers(
+    httpServer.workerCount,
+    [
+      { what: 'the sessions', type: sessionStorageType ?? main },
+      { what: '[storage_backend] storage_type', type: main },
+      { what: 'the attestation policies', type: asType },
+      { what: 'the reference values', type: (as.rvps.storageType ?? asType) as StorageType },
+    ],
+    warnings,
+  );
   root.finish({
     repository: 'use [[plugins]] name = "resource"',
     policy_engine: 'the resource policy is set through the admin API',
   });
+  const { workerCount: _configured, ...httpRest } = httpServer;
   return {
-    httpServer,
+    httpServer: workerCount === undefined ? httpRest : { ...httpRest, workerCount },
     attestationToken,
     attestationService,
     admin: adminConfig,

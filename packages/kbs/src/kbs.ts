@@ -5,7 +5,7 @@ import pino, { type Logger } from 'pino';
 import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
 import { Api } from './api.js';
 import { type AttestationService, createAttestationService } from './attestation/index.js';
-import type { KbsConfig } from './config.js';
+import { type KbsConfig, validateAdminConfig } from './config.js';
 import { KbsMetrics } from './metrics.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
@@ -16,6 +16,7 @@ import { ResourceRepository } from './repository.js';
 import { createRequestHandler, type Listening, listen } from './server.js';
 import { type SessionLimits, SessionStore } from './session.js';
 import { LocalFsStorage } from './storage/local-fs.js';
+import { LocalJsonStorage } from './storage/local-json.js';
 import { MemoryStorage } from './storage/memory.js';
 import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js';
 import { RoutedStorage } from './storage/routed.js';
@@ -69,6 +70,14 @@ async function openStorage(config: KbsConfig, opened: KvStorage[], logger: Logge
         throw new KbsStartupError(`${what}: LocalFs needs [storage_backend.backends.local_fs] dir_path`);
       }
       s = await LocalFsStorage.open({ dirPath });
+    } else if (type === 'LocalJson') {
+      const dirPath = config.storageBackend.localJsonDir;
+      if (dirPath === undefined) {
+        throw new KbsStartupError(
+          `${what}: LocalJson needs [storage_backend.backends.local_json] file_dir_path`,
+        );
+      }
+      s = await LocalJsonStorage.open({ dirPath });
     } else if (type === 'Redis') {
       const configured = config.storageBackend.redisUrl;
       if (configured === undefined) {
@@ -89,7 +98,7 @@ async function openStorage(config: KbsConfig, opened: KvStorage[], logger: Logge
       });
     } else {
       throw new KbsStartupError(
-        `${what}: storage type ${type} is not supported by this KBS (supported: Memory, LocalFs, Redis)`,
+        `${what}: storage type ${type} is not supported by this KBS (supported: Memory, LocalFs, LocalJson, Redis)`,
       );
     }
     opened.push(s);
@@ -169,7 +178,10 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       );
     }
     const admin: AdminAuthorizer = await step('failed to initialize [admin] configuration', () =>
-      createAdminAuthorizer(config.admin, options.now),
+      (async () => {
+        validateAdminConfig(config.admin);
+        return createAdminAuthorizer(config.admin, options.now);
+      })(),
     );
     if (admin.mode === 'InsecureAllowAll') {
       logger.warn(

@@ -75,6 +75,17 @@ export interface TdxVerifierConfig {
   readonly trustedSgxRootPaths: readonly string[];
 }
 
+/**
+ * `[attestation_service.verifier_config.tpm_verifier]`. trustee's verifier once loaded up to
+ * `max_trusted_ak_keys` `.pub` files from `trusted_ak_keys_dir` and refused other AKs; since May 2026
+ * it trusts the AKs of the `trusted_aks` reference value (checked by the policy) and no longer reads
+ * either key. Both are kept as written, and reported as unused.
+ */
+export interface TpmVerifierConfig {
+  readonly trustedAkKeysDir?: string;
+  readonly maxTrustedAkKeys?: number;
+}
+
 /** Per-verifier settings. */
 export interface VerifierConfig {
   readonly snpVerifier?: SnpVerifierConfig;
@@ -85,7 +96,7 @@ export interface VerifierConfig {
     readonly useSecureCert?: boolean;
     readonly tcbUpdateType?: 'early' | 'standard';
   };
-  readonly tpmVerifier?: Record<string, never>;
+  readonly tpmVerifier?: TpmVerifierConfig;
   readonly nvidiaVerifier?:
     | { readonly type: 'Local' }
     | { readonly type: 'Remote'; readonly verifierUrl?: string };
@@ -285,7 +296,24 @@ function parseTdxVerifier(s: Section): TdxVerifierConfig {
   };
 }
 
-function parseVerifierConfig(s: Section): VerifierConfig {
+function parseTpmVerifier(s: Section, ignored: string[]): TpmVerifierConfig {
+  const trustedAkKeysDir = s.optString('trusted_ak_keys_dir');
+  // usize in trustee.
+  const maxTrustedAkKeys = s.optInt('max_trusted_ak_keys', 0, Number.MAX_SAFE_INTEGER);
+  s.finish();
+  for (const [key, v] of [
+    ['trusted_ak_keys_dir', trustedAkKeysDir],
+    ['max_trusted_ak_keys', maxTrustedAkKeys],
+  ] as const) {
+    if (v !== undefined) ignored.push(`attestation_service.verifier_config.tpm_verifier.${key}`);
+  }
+  return {
+    ...(trustedAkKeysDir !== undefined ? { trustedAkKeysDir } : {}),
+    ...(maxTrustedAkKeys !== undefined ? { maxTrustedAkKeys } : {}),
+  };
+}
+
+function parseVerifierConfig(s: Section, ignored: string[]): VerifierConfig {
   const out: {
     -readonly [K in keyof VerifierConfig]: VerifierConfig[K];
   } = {};
@@ -319,10 +347,7 @@ function parseVerifierConfig(s: Section): VerifierConfig {
     };
   }
   const tpm = s.optSection('tpm_verifier');
-  if (tpm !== undefined) {
-    tpm.finish();
-    out.tpmVerifier = {};
-  }
+  if (tpm !== undefined) out.tpmVerifier = parseTpmVerifier(tpm, ignored);
   const nv = s.optSection('nvidia_verifier');
   if (nv !== undefined) {
     const t = nv.string('type', 'Local');
@@ -346,7 +371,11 @@ function parseVerifierConfig(s: Section): VerifierConfig {
  * Reads the `[attestation_service]` table (already parsed from TOML); `undefined`
  * when the file has none, which selects the built-in service with defaults.
  */
-export function parseAttestationServiceConfig(table: unknown): AttestationServiceConfig {
+export function parseAttestationServiceConfig(
+  table: unknown,
+  /** Receives one line per unknown key (ignored, as trustee does); without it they are refused. */
+  warnings?: string[],
+): AttestationServiceConfig {
   const ignored: string[] = [];
   if (table === undefined) {
     return {
@@ -357,7 +386,7 @@ export function parseAttestationServiceConfig(table: unknown): AttestationServic
       ignoredKeys: ignored,
     };
   }
-  const s = Section.of(table, '[attestation_service]');
+  const s = Section.of(table, '[attestation_service]', warnings);
   // A table without `type` (or none at all) selects the built-in service, the only one there is.
   const type = s.string('type', 'coco_as_builtin');
   if (type === 'coco_as_grpc' || type === 'CoCoASGrpc') {
@@ -379,7 +408,7 @@ export function parseAttestationServiceConfig(table: unknown): AttestationServic
   const tokenBroker = parseTokenBroker(s.optSection('attestation_token_broker'), ignored);
   const rvps = parseRvps(s.optSection('rvps_config'), ignored);
   const vc = s.optSection('verifier_config');
-  const verifierConfig = vc === undefined ? undefined : parseVerifierConfig(vc);
+  const verifierConfig = vc === undefined ? undefined : parseVerifierConfig(vc, ignored);
   const st = storageType(s, 'storage_type');
   // Keys of older trustee releases that today's silently ignores.
   for (const legacy of ['work_dir', 'policy_engine', 'attestation_token_config']) {
