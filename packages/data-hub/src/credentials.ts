@@ -5,8 +5,9 @@
  * config can never place a file elsewhere in the guest.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, realpath, rename, unlink } from 'node:fs/promises';
+import { open, realpath, rename, unlink } from 'node:fs/promises';
 import { dirname, join, sep } from 'node:path';
+import { makeDirectory } from '@broker/cli';
 import type { Credential } from './config.js';
 import { HubInitializationFailed, shown } from './errors.js';
 
@@ -65,7 +66,7 @@ export async function provisionCredentials(
   }
   if (credentials.length === 0) return;
   try {
-    await mkdir(root, { recursive: true, mode: 0o700 });
+    await makeDirectory(root, 0o700);
   } catch (e) {
     throw new HubInitializationFailed(`Create ${root} dir failed ${(e as Error).message}.`, { cause: e });
   }
@@ -81,7 +82,7 @@ export async function provisionCredentials(
     }
     const parent = dirname(c.path);
     try {
-      await mkdir(parent, { recursive: true, mode: 0o700 });
+      await makeDirectory(parent, 0o700);
     } catch (e) {
       throw new HubInitializationFailed(`create dir ${parent} failed: ${(e as Error).message}`, { cause: e });
     }

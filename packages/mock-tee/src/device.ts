@@ -1,8 +1,9 @@
 // The mock TEE device: swtpm behind the paravisor interposer, provisioned like an Azure SEV-SNP CVM's
 // vTPM, booted from a measurement manifest, with the VCEK chain on a loopback IMDS endpoint.
 import { type KeyObject, randomBytes, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { makeDirectory } from '@broker/cli';
 import { SwtpmControlChannel, SwtpmSocketTransport } from '@broker/tpm';
 import { type Logger, pino } from 'pino';
 import { MockTeeError } from './errors.js';
@@ -129,7 +130,7 @@ export async function startMockTee(options: StartMockTeeOptions): Promise<MockTe
   const log = options.logger ?? pino({ level: 'silent' });
   const host = options.host ?? '127.0.0.1';
   const stateDir = options.stateDir;
-  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  await makeDirectory(stateDir, 0o700);
   let manifest = await resolveManifest(options.manifest);
   const rootsDir = join(stateDir, STATE_FILES.roots);
   const roots: HardwareRoots = await loadOrCreateHardwareRoots(rootsDir, {

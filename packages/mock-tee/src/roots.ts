@@ -2,9 +2,10 @@
 // MGF1-SHA-384, salt 48) and a P-384 VCEK carrying AMD's VCEK extensions (TCB SPLs, hardware ID,
 // product name). Real VCEKs chain to AMD's ARK; these chain to a root the mock made, which a
 // verifier trusts only when it is configured with it.
+import { makeDirectory } from '@broker/cli';
 import './reflect-metadata.js';
 import { createPrivateKey, type KeyObject, randomBytes, webcrypto } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TcbVersion } from '@broker/verifier';
 import * as x509 from '@peculiar/x509';
@@ -206,7 +207,7 @@ async function writeAtomic(path: string, text: string, mode: number): Promise<vo
 }
 
 export async function saveHardwareRoots(dir: string, roots: HardwareRoots): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await makeDirectory(dir, 0o700);
   const keyPem = roots.vcekPrivateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
   // The key first and the VCEK last: a folder holding vcek.pem is complete.
   await writeAtomic(join(dir, ROOT_FILES.vcekKey), keyPem, 0o600);

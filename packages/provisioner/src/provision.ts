@@ -8,8 +8,9 @@
 //   /run/peerpod/aa.toml                            last: the attestation agent's path unit waits for it
 // PCR8 is extended before any file is written, so a started chain always runs on a bound PCR8.
 import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { makeDirectory } from '@broker/cli';
 import {
   type DecodedInitData,
   decodeUserDataInitData,
@@ -44,7 +45,7 @@ export interface ProvisionResult {
 
 /** Writes via a temporary file and rename, so a reader (or a path unit) never sees half a file. */
 async function writeAtomic(path: string, data: string | Buffer, mode: number): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+  await makeDirectory(dirname(path), 0o755);
   const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
   try {
     await writeFile(tmp, data, { mode, flag: 'wx' });

@@ -2,8 +2,8 @@
 // this process, so it dies with it. Production code (the mock TEE device) and the test helper
 // (`@broker/tpm/testing`) both launch it through here.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
 import { createServer, Socket } from 'node:net';
+import { makeDirectory } from '@broker/cli';
 import { SwtpmLaunchError } from './errors.js';
 
 export interface SwtpmEndpoint {
@@ -117,7 +117,7 @@ export interface LaunchSwtpmOptions {
  */
 export async function launchSwtpm(options: LaunchSwtpmOptions): Promise<SwtpmProcess> {
   const host = options.host ?? '127.0.0.1';
-  await mkdir(options.stateDir, { recursive: true, mode: 0o700 });
+  await makeDirectory(options.stateDir, 0o700);
   let why = '';
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = options.port || (await freePortPair(host));

@@ -3,10 +3,11 @@
  * duplex stream (TLS, hybrid vsock), with containerd/ttrpc's answers to
  * protocol violations so Go and Rust clients see the errors they expect.
  */
-import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
+import { chmod, lstat, unlink } from 'node:fs/promises';
 import net from 'node:net';
 import { dirname } from 'node:path';
 import type { Duplex } from 'node:stream';
+import { makeDirectory } from '@broker/cli';
 import { isUnixAddress, type TcpAddress, type TtrpcAddress, type UnixAddress } from './address.js';
 import { Code } from './codes.js';
 import {
@@ -154,7 +155,7 @@ export class TtrpcServer {
     server.on('error', (err) => this.logger.error({ err: err.message }, 'ttrpc: listener failed'));
     if (isUnixAddress(options)) {
       const path = options.path;
-      await mkdir(dirname(path), { recursive: true });
+      await makeDirectory(dirname(path));
       await removeStaleSocket(path);
       await listenOn(server, { path });
       try {

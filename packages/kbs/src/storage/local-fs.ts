@@ -5,8 +5,9 @@
 // the directory — a reader or a crash sees the old or the new value, never a partial one.
 import { randomBytes } from 'node:crypto';
 import { constants, type Dirent } from 'node:fs';
-import { link, lstat, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { link, lstat, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
+import { makeDirectory } from '@broker/cli';
 import { keySegments } from './keys.js';
 import type { KvStorage, Namespace, SetOptions } from './types.js';
 
@@ -69,8 +70,8 @@ export class LocalFsStorage implements KvStorage {
   static async open(options: LocalFsOptions): Promise<LocalFsStorage> {
     const s = new LocalFsStorage(options);
     try {
-      await mkdir(s.root, { recursive: true });
-      for (const d of Object.values(s.dirs)) if (d !== undefined) await mkdir(d, { recursive: true });
+      await makeDirectory(s.root);
+      for (const d of Object.values(s.dirs)) if (d !== undefined) await makeDirectory(d);
     } catch (e) {
       throw new LocalFsStorageError(
         `cannot create storage directory under ${s.root}: ${(e as Error).message}`,
@@ -139,7 +140,7 @@ export class LocalFsStorage implements KvStorage {
     const legacy = this.legacyPathOf(ns, key);
     if (!overwrite && legacy !== undefined && (await this.exists(legacy))) return false;
     const dir = dirname(target);
-    await mkdir(dir, { recursive: true });
+    await makeDirectory(dir);
     const tmp = join(dir, `.${randomBytes(8).toString('hex')}.tmp`);
     const h = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
     let wrote = false;

@@ -11,8 +11,9 @@
  * runs, not inside the write call.
  */
 import { type FSWatcher, watch } from 'node:fs';
-import { mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { makeDirectory } from '@broker/cli';
 import { MockTeeError } from '../errors.js';
 
 /** What the provider callback is asked for. */
@@ -118,7 +119,7 @@ export class ConfigfsTsmResponder {
       throw new MockTeeError('USAGE', `invalid TSM provider name ${JSON.stringify(options.provider)}`);
     }
     const responder = new ConfigfsTsmResponder(options);
-    await mkdir(options.root, { recursive: true });
+    await makeDirectory(options.root);
     responder.#rootWatcher = watch(options.root, { persistent: false }, (_event, name) => {
       if (typeof name === 'string') void responder.#noticeFolder(name);
     });

@@ -4,8 +4,9 @@
 // generated once and kept in a folder; the collateral (TCB info, QE identity) is signed afresh at
 // each start so that its validity window holds the current time.
 import { createPrivateKey, type KeyObject } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { makeDirectory } from '@broker/cli';
 import {
   createTestQuotingEnclave,
   createTestSgxPki,
@@ -107,7 +108,7 @@ export async function createTdxHardware(dir: string): Promise<TdxHardware> {
     tcbSigningKey: keyPem(pki.tcbSigning.privateKey),
     attestationKey: keyPem(qe.attestationKey),
   };
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await makeDirectory(dir, 0o700);
   for (const [k, name] of Object.entries(TDX_HARDWARE_FILES)) {
     const secret = name.endsWith('.key') || k === 'attestationKey';
     await writeAtomic(join(dir, name), files[k as keyof typeof TDX_HARDWARE_FILES], secret ? 0o600 : 0o644);
