@@ -27,6 +27,20 @@ export const EXECUTABLES = [
   { name: 'broker-guest', entry: 'packages/executables/src/guest.ts' },
 ];
 
+/** The build's identity in every `--version` line; `dev` when git cannot say (a source tarball). */
+function gitDescribe() {
+  try {
+    return execFileSync('git', ['describe', '--tags', '--always', '--dirty'], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+  } catch {
+    return 'dev';
+  }
+}
+const describe = gitDescribe();
+
 rmSync(bin, { recursive: true, force: true });
 mkdirSync(bin, { recursive: true });
 mkdirSync(work, { recursive: true });
@@ -43,17 +57,29 @@ for (const exe of EXECUTABLES) {
     target: 'node24',
     format: 'cjs',
     minify: true,
-    sourcemap: false,
+    // Stack traces name the TypeScript files and lines: the map rides inside the bundle (without the
+    // sources, which a file:line does not need) and the SEA starts with --enable-source-maps.
+    sourcemap: 'inline',
+    sourcesContent: false,
     legalComments: 'none',
     logLevel: 'warning',
-    define: { 'import.meta.url': '__broker_import_meta_url' },
+    define: {
+      'import.meta.url': '__broker_import_meta_url',
+      __BROKER_GIT_DESCRIBE__: JSON.stringify(describe),
+    },
     banner: { js: 'const __broker_import_meta_url = require("url").pathToFileURL(__filename).href;' },
   });
   const blob = join(work, `${exe.name}.blob`);
   const seaConfig = join(work, `${exe.name}.sea.json`);
   writeFileSync(
     seaConfig,
-    JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
+    JSON.stringify({
+      main: bundle,
+      output: blob,
+      disableExperimentalSEAWarning: true,
+      useCodeCache: true,
+      execArgv: ['--enable-source-maps'],
+    }),
   );
   execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], {
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -84,7 +110,7 @@ for (const exe of EXECUTABLES) {
   });
 }
 
-console.log('\nsingle executables in dist/bin:');
+console.log(`\nsingle executables in dist/bin (broker ${describe}):`);
 for (const s of sizes) {
   const mb = (n) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
   console.log(
