@@ -17,6 +17,7 @@ import type { AttestationService } from '../attestation/index.js';
 import type { MountedFilesConfig } from '../config.js';
 import type { ResourcePolicy } from '../policy/resource-policy.js';
 import type { ResourceRepository } from '../repository.js';
+import { referenceValueMessages } from '../rvps/document.js';
 import { isValidSegment } from '../storage/keys.js';
 import { DirectoryWatcher, type DirectoryWatcherOptions } from './watcher.js';
 
@@ -248,7 +249,8 @@ export class MountedFiles {
               } catch (e) {
                 throw new MountedFileError(`not JSON: ${(e as Error).message}`);
               }
-              const messages = Array.isArray(doc) ? doc : [doc];
+              // RVPS messages, or the operator's hand-written forms (rvps/document.ts).
+              const messages = referenceValueMessages(doc);
               for (const m of messages) await attestation.registerReferenceValue(m);
             },
             problems,

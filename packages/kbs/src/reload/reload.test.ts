@@ -186,7 +186,10 @@ describe('[mounted_files]', () => {
     };
     expect(await executables()).toBe(33);
 
-    kubeMount(rvs, { 'reference-values.json': message('1') });
+    // trustee-operator's ConfigMap form (`{"<name>": {"expiration", "value"}}`) is read too.
+    kubeMount(rvs, {
+      'reference-values.json': JSON.stringify({ svn: { expiration: '2027-01-01T00:00:00Z', value: ['1'] } }),
+    });
     await eventually(async () => (await executables()) === 2);
 
     kubeMount(policies, { 'default_cpu.rego': policy(34) });

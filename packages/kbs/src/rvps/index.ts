@@ -1,3 +1,4 @@
+export { referenceValueMessages } from './document.js';
 export { RvpsError, type RvpsErrorCode } from './errors.js';
 export {
   checkReferenceValueName,

@@ -35,7 +35,7 @@ export function formatExpiration(d: Date): string {
   return `${d.toISOString().slice(0, 19)}Z`;
 }
 
-const EXPIRATION_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
+const EXPIRATION_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
 
 export function newReferenceValue(name: string, value: unknown, now: Date): ReferenceValue {
   return {
@@ -54,7 +54,13 @@ export function encodeReferenceValue(rv: ReferenceValue): Uint8Array {
   );
 }
 
-/** Reads a stored record back; anything else than trustee's layout is a corrupt record. */
+/**
+ * Reads a stored record back. Besides trustee's record, the hand-written forms that trustee-operator
+ * mounts as the RVPS's LocalJson file are read: `{"expiration": …, "value": …}` under the value's name
+ * (the name may be left out), `expired` for `expiration`, and the older list entries
+ * `{"name", "expired", "hash-value": [{"alg", "value"}]}`, whose value is the list of digests. Anything
+ * else is a corrupt record.
+ */
 export function decodeReferenceValue(key: string, bytes: Uint8Array): ReferenceValue {
   let parsed: unknown;
   try {
@@ -69,20 +75,43 @@ export function decodeReferenceValue(key: string, bytes: Uint8Array): ReferenceV
   }
   const r = parsed as Record<string, unknown>;
   const version = r.version === undefined ? REFERENCE_VALUE_VERSION : r.version;
-  if (typeof version !== 'string' || typeof r.name !== 'string' || typeof r.expiration !== 'string') {
+  const name = r.name === undefined ? key : r.name;
+  const expiration = r.expiration === undefined ? r.expired : r.expiration;
+  if (typeof version !== 'string' || typeof name !== 'string' || typeof expiration !== 'string') {
     throw new RvpsError(
       'RECORD_CORRUPT',
       `stored reference value ${JSON.stringify(key)} lacks version, name or expiration`,
     );
   }
-  if (!EXPIRATION_RE.test(r.expiration) || Number.isNaN(Date.parse(r.expiration))) {
+  if (!EXPIRATION_RE.test(expiration) || Number.isNaN(Date.parse(expiration))) {
     throw new RvpsError(
       'RECORD_CORRUPT',
       `stored reference value ${JSON.stringify(key)} has a malformed expiration`,
     );
   }
-  if (!Object.hasOwn(r, 'value')) {
-    throw new RvpsError('RECORD_CORRUPT', `stored reference value ${JSON.stringify(key)} has no value`);
+  if (Object.hasOwn(r, 'value')) return { version, name, expiration, value: r.value };
+  if (Object.hasOwn(r, 'hash-value')) {
+    return { version, name, expiration, value: digestsOf(key, r['hash-value']) };
   }
-  return { version, name: r.name, expiration: r.expiration, value: r.value };
+  throw new RvpsError('RECORD_CORRUPT', `stored reference value ${JSON.stringify(key)} has no value`);
+}
+
+/** `[{"alg": "sha256", "value": "…"}]` → the digests, as the older RVPS answered a query. */
+function digestsOf(key: string, list: unknown): string[] {
+  if (!Array.isArray(list)) {
+    throw new RvpsError(
+      'RECORD_CORRUPT',
+      `stored reference value ${JSON.stringify(key)}: hash-value is not a list`,
+    );
+  }
+  return list.map((pair) => {
+    const v = pair !== null && typeof pair === 'object' ? (pair as Record<string, unknown>).value : undefined;
+    if (typeof v !== 'string') {
+      throw new RvpsError(
+        'RECORD_CORRUPT',
+        `stored reference value ${JSON.stringify(key)}: hash-value entries must be {"alg", "value"} strings`,
+      );
+    }
+    return v;
+  });
 }

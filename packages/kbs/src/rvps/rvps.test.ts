@@ -252,12 +252,36 @@ describe('built-in RVPS', () => {
       ['not an object', '[1]'],
       ['no value', '{"version":"0.1.0","name":"x","expiration":"2026-01-01T00:00:00Z"}'],
       ['a malformed expiration', '{"version":"0.1.0","name":"x","expiration":"2026-01-01","value":1}'],
-      ['no name', '{"version":"0.1.0","expiration":"2026-01-01T00:00:00Z","value":1}'],
+      [
+        'a name that is not a string',
+        '{"version":"0.1.0","name":5,"expiration":"2026-01-01T00:00:00Z","value":1}',
+      ],
+      ['no expiration', '{"value":1}'],
+      ['hash-value that is not a list', '{"expired":"2026-01-01T00:00:00Z","hash-value":"1"}'],
+      [
+        'hash-value entries without a value',
+        '{"expired":"2026-01-01T00:00:00Z","hash-value":[{"alg":"sha256"}]}',
+      ],
     ])('reports %s as RECORD_CORRUPT', async (_name, raw) => {
       const kv = new MemoryKv();
       kv.data.set('reference_value\u0000x', Buffer.from(raw));
       await rejects(createRvps(kv).query('x'), 'RECORD_CORRUPT');
       await rejects(createRvps(kv).get('x'), 'RECORD_CORRUPT');
+    });
+
+    it.each([
+      ["the operator's form, named by its key", '{"expiration":"2026-01-01T00:00:00Z","value":1}', 1],
+      ['expired for expiration', '{"name":"x","expired":"2026-01-01T00:00:00.123Z","value":[2]}', [2]],
+      [
+        'the older list entry, whose value is its digests',
+        '{"name":"x","expired":"2026-01-01T00:00:00Z","hash-value":[{"alg":"sha256","value":"ab"},{"alg":"sha384","value":"cd"}]}',
+        ['ab', 'cd'],
+      ],
+    ])('reads %s', async (_what, raw, value) => {
+      const kv = new MemoryKv();
+      kv.data.set('reference_value\u0000x', Buffer.from(raw));
+      expect(await createRvps(kv).query('x')).toEqual(value);
+      expect((await createRvps(kv).get('x'))?.name).toBe('x');
     });
   });
 });

@@ -39,6 +39,25 @@ describe('LocalJsonStorage', () => {
     expect(JSON.parse(await readFile(join(dir, 'reference_value'), 'utf8'))).toEqual({ b: 'MjM0Cg' });
   });
 
+  it("reads trustee-operator's hand-written file: JSON entries are their own JSON text, lists by name", async () => {
+    await writeFile(
+      join(dir, 'reference_value'),
+      '{"svn": {"expiration": "2026-01-01T00:00:00Z", "value": 1}, "b64": "MQ=="}',
+    );
+    const s = await LocalJsonStorage.open({ dirPath: dir });
+    expect(JSON.parse(dec(await s.get('reference_value', 'svn')) as string)).toEqual({
+      expiration: '2026-01-01T00:00:00Z',
+      value: 1,
+    });
+    expect(dec(await s.get('reference_value', 'b64'))).toBe('1');
+    await writeFile(
+      join(dir, 'kbs'),
+      '[{"name": "svn", "expired": "2026-01-01T00:00:00Z", "hash-value": []}]',
+    );
+    expect(await s.list('kbs')).toEqual(['svn']);
+    expect(JSON.parse(dec(await s.get('kbs', 'svn')) as string).expired).toBe('2026-01-01T00:00:00Z');
+  });
+
   it('an absent file is an empty namespace; overwrite false keeps the value', async () => {
     const s = await LocalJsonStorage.open({ dirPath: dir });
     expect(await s.list('repository')).toEqual([]);
@@ -64,7 +83,8 @@ describe('LocalJsonStorage', () => {
 
   describe('hostile files and keys', () => {
     it.each([
-      ['an array', '[]', /must hold a JSON object/],
+      ['a list without names', '[{"value":1}]', /list entry 0 is not an object with a "name"/],
+      ['a list of strings', '["a"]', /list entry 0 is not an object with a "name"/],
       ['null', 'null', /must hold a JSON object/],
       ['truncated JSON', '{"a":', /is not JSON/],
       ['a number value', '{"a":1}', /value of "a" is not URL-safe base64/],

@@ -36,11 +36,27 @@ function errno(e: unknown): string | undefined {
 const B64URL_RE = /^[A-Za-z0-9_-]*={0,2}$/;
 
 function decodeValue(file: string, key: string, v: unknown): Uint8Array {
+  // A JSON document written by hand (trustee-operator mounts `{"<name>": {"expiration", "value"}}` as
+  // the RVPS's file) is its own JSON text; the reader of the namespace decides what it means.
+  if (v !== null && typeof v === 'object') return new Uint8Array(Buffer.from(JSON.stringify(v), 'utf8'));
   // trustee writes URL-safe base64 with padding; accept it without padding too.
   if (typeof v !== 'string' || !B64URL_RE.test(v) || v.replace(/=+$/, '').length % 4 === 1) {
     throw new LocalJsonStorageError(`${file}: the value of ${JSON.stringify(key)} is not URL-safe base64`);
   }
   return new Uint8Array(Buffer.from(v, 'base64url'));
+}
+
+function listEntries(file: string, list: unknown[]): Map<string, unknown> {
+  const entries = new Map<string, unknown>();
+  list.forEach((item, i) => {
+    const name =
+      item !== null && typeof item === 'object' ? (item as Record<string, unknown>).name : undefined;
+    if (typeof name !== 'string' || name === '') {
+      throw new LocalJsonStorageError(`${file}: list entry ${i} is not an object with a "name"`);
+    }
+    entries.set(name, item);
+  });
+  return entries;
 }
 
 function encodeValue(value: Uint8Array): string {
@@ -108,7 +124,9 @@ export class LocalJsonStorage implements KvStorage {
     } catch (e) {
       throw new LocalJsonStorageError(`${file} is not JSON: ${(e as Error).message}`, { cause: e });
     }
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    // A list of records with a `name` (an older RVPS file) is read as the map of its names.
+    if (Array.isArray(parsed)) return listEntries(file, parsed);
+    if (parsed === null || typeof parsed !== 'object') {
       throw new LocalJsonStorageError(`${file} must hold a JSON object of key → base64 value`);
     }
     return new Map(Object.entries(parsed));
