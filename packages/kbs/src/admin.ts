@@ -1,5 +1,6 @@
 // Admin API access (trustee kbs/src/admin): InsecureAllowAll, DenyAll, or a bearer JWT from a trusted
 // identity provider whose mandatory `role` claim an anchored regex ACL allows for the request URI.
+import type { CacheUsage } from './bounded-cache.js';
 import type { AclRuleConfig, AdminConfig, IdentityProviderConfig } from './config.js';
 import { JwtVerifier } from './jwt/verifier.js';
 
@@ -32,6 +33,8 @@ export interface AdminAuthorizer {
   readonly mode: AdminConfig['mode'];
   /** Throws AdminError when the request may not use the admin API. */
   check(req: AdminRequest): AdminDecision;
+  /** What the token verifiers cache, summed over the identity providers (bearer mode only). */
+  cacheUsage?(): CacheUsage;
 }
 
 /** actix-web-httpauth's Bearer parse: scheme `Bearer`, one space, the token. */
@@ -91,6 +94,17 @@ class BearerJwtAuthorizer implements AdminAuthorizer {
       if (acl.role === role && acl.re.test(req.uri)) return { principal: role };
     }
     throw new AdminAccessDenied(`Role ${role} not allowed for path ${req.uri}`);
+  }
+
+  cacheUsage(): CacheUsage {
+    let entries = 0;
+    let bytes = 0;
+    for (const { verifier } of this.issuers) {
+      const u = verifier.cacheUsage;
+      entries += u.verified.entries + u.headerKeys.entries;
+      bytes += u.verified.bytes + u.headerKeys.bytes;
+    }
+    return { entries, bytes };
   }
 }
 

@@ -28,12 +28,16 @@ import {
   serializeProtectedHeader,
   type TeePubKey,
 } from '@broker/protocol';
+import { BoundedCache } from './bounded-cache.js';
 
 const CEK_BYTES = 32;
 const IV_BYTES = 12;
 const AES_KW_IV = Buffer.from('A6A6A6A6A6A6A6A6', 'hex');
-/** Distinct TEE keys kept prepared. */
+/** Distinct TEE keys kept prepared (they come from verified tokens), by count and estimated bytes. */
 export const PREPARED_KEY_CACHE_SIZE = 4096;
+const PREPARED_KEY_CACHE_BYTES = 16 * 1024 * 1024;
+/** A KeyObject and its wrapper, on top of the id text. */
+const PREPARED_KEY_OVERHEAD = 2048;
 
 const EC_CURVES: Readonly<Record<string, { openssl: string; size: number; p: bigint }>> = {
   'P-256': {
@@ -77,13 +81,15 @@ function finish(header: string, encryptedKey: Uint8Array, cek: Buffer, plaintext
 }
 
 export class JweEncrypter {
-  private readonly prepared = new Map<string, Prepared>();
+  private readonly prepared: BoundedCache<string, Prepared>;
 
-  constructor(private readonly cacheSize = PREPARED_KEY_CACHE_SIZE) {}
+  constructor(cacheSize = PREPARED_KEY_CACHE_SIZE) {
+    this.prepared = new BoundedCache({ maxEntries: cacheSize, maxBytes: PREPARED_KEY_CACHE_BYTES });
+  }
 
   /** Prepared keys currently cached. */
   get size(): number {
-    return this.prepared.size;
+    return this.prepared.usage.entries;
   }
 
   /** The checked, imported key; undefined for combinations jweEncrypt alone decides about. */
@@ -126,11 +132,7 @@ export class JweEncrypter {
       };
     }
     if (p === undefined) return undefined;
-    if (this.prepared.size >= this.cacheSize) {
-      const oldest = this.prepared.keys().next().value;
-      if (oldest !== undefined) this.prepared.delete(oldest);
-    }
-    this.prepared.set(id, p);
+    this.prepared.set(id, p, id.length + PREPARED_KEY_OVERHEAD);
     return p;
   }
 

@@ -6,6 +6,7 @@
 //  - when no key can be selected that way, trusted PEM keys are tried with the header's algorithm;
 //  - `exp` is required with 60 s leeway.
 import { createPublicKey, type KeyObject, type X509Certificate } from 'node:crypto';
+import { BoundedCache, type CacheLimits, type CacheUsage } from '../bounded-cache.js';
 import {
   checkExpiry,
   type DecodedJwt,
@@ -47,9 +48,27 @@ interface SelectedKey {
   readonly alg: JwsAlgorithm;
 }
 
-const HEADER_KEY_CACHE_SIZE = 1024;
-/** Decoded header and claims of recently seen tokens (by their signed part); signatures are always checked. */
-const DECODED_CACHE_SIZE = 512;
+/** A header JWK parsed (and endorsed) for this token, to be cached once the token's signature verified. */
+interface NewHeaderKey extends SelectedKey {
+  readonly id: string;
+  readonly until: number;
+}
+
+export interface VerifierCacheUsage {
+  readonly verified: CacheUsage;
+  readonly headerKeys: CacheUsage;
+}
+
+/**
+ * Header JWKs whose token verified (parsed and, when endorsed, chain-checked), by their JSON. Only a key
+ * that has just verified a token's signature is kept, so a client without a trusted signer cannot place
+ * anything here.
+ */
+const HEADER_KEY_CACHE: CacheLimits = { maxEntries: 1024, maxBytes: 8 * 1024 * 1024 };
+/** Longer header JWKs (a long x5c chain) are checked every time rather than kept. */
+const MAX_CACHED_HEADER_KEY_LENGTH = 16 * 1024;
+/** Rough memory of a parsed key (KeyObject, its wrapper and the map entry) on top of its JSON text. */
+const HEADER_KEY_OVERHEAD = 1024;
 /** How long an x5c endorsement is reused before the chain is checked again. */
 const ENDORSEMENT_TTL_MS = 60_000;
 /**
@@ -57,10 +76,17 @@ const ENDORSEMENT_TTL_MS = 60_000;
  * it fetches, and the signature check is the dearest step. Expiry is still checked on every use, and an
  * entry is dropped after ENDORSEMENT_TTL_MS so the key selection (x5c chain validity) is redone as often as
  * without the cache. Only successes are kept; a token that differs in any character is verified afresh.
+ * Nothing is cached before the signature verified: a token that fails leaves no trace here.
  */
-const VERIFIED_CACHE_SIZE = 4096;
+const VERIFIED_CACHE: CacheLimits = { maxEntries: 4096, maxBytes: 32 * 1024 * 1024 };
 /** Longer tokens are verified every time rather than held in memory (EAR tokens are a few KiB). */
 const MAX_CACHED_TOKEN_LENGTH = 16 * 1024;
+/**
+ * Estimated bytes of a verified entry per token character: the token text plus its parsed claims, which
+ * take a few times the JSON they came from.
+ */
+const VERIFIED_BYTES_PER_CHAR = 4;
+const VERIFIED_OVERHEAD = 256;
 
 function deepFreeze(v: unknown): void {
   if (typeof v !== 'object' || v === null || Object.isFrozen(v)) return;
@@ -83,10 +109,14 @@ export class JwtVerifier {
   private readonly material: TrustMaterial;
   private readonly now: () => number;
   /** Parsed (and, when endorsed, checked) header JWKs, keyed by their JSON. */
-  private readonly headerKeys = new Map<string, SelectedKey & { readonly until: number }>();
+  private readonly headerKeys = new BoundedCache<string, SelectedKey & { readonly until: number }>(
+    HEADER_KEY_CACHE,
+  );
+  /** From the trust material, fixed at start. */
   private readonly kidKeys = new Map<string, SelectedKey>();
-  private readonly decoded = new Map<string, DecodedJwt>();
-  private readonly verified = new Map<string, { claims: Record<string, unknown>; until: number }>();
+  private readonly verified = new BoundedCache<string, { claims: Record<string, unknown>; until: number }>(
+    VERIFIED_CACHE,
+  );
 
   constructor(material: TrustMaterial, now: () => number = Date.now) {
     this.material = material;
@@ -143,7 +173,12 @@ export class JwtVerifier {
     return new JwtVerifier({ jwks, certs, pemKeys, insecureHeaderJwk }, options.now);
   }
 
-  private headerJwkKey(jwk: unknown): SelectedKey {
+  /** What the caches hold now; nothing from a token whose signature did not verify. */
+  get cacheUsage(): VerifierCacheUsage {
+    return { verified: this.verified.usage, headerKeys: this.headerKeys.usage };
+  }
+
+  private headerJwkKey(jwk: unknown): SelectedKey | NewHeaderKey {
     if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) {
       throw new JwtVerificationError('header jwk is not a JWK');
     }
@@ -158,20 +193,21 @@ export class JwtVerifier {
         throw new JwtVerificationError('Cannot verify token since trusted cert is empty');
       verifyX5cEndorsement(key, m.x5c, this.material.certs, new Date(now));
     }
-    const entry = {
+    return {
+      id,
       key,
       alg: keyAlgorithm(m),
       until: this.material.insecureHeaderJwk ? Number.POSITIVE_INFINITY : now + ENDORSEMENT_TTL_MS,
     };
-    if (this.headerKeys.size >= HEADER_KEY_CACHE_SIZE) {
-      const oldest = this.headerKeys.keys().next().value;
-      if (oldest !== undefined) this.headerKeys.delete(oldest);
-    }
-    this.headerKeys.set(id, entry);
-    return entry;
   }
 
-  private selectKey(header: Record<string, unknown>): SelectedKey {
+  /** Keeps a header key that has just verified a token, so the next token under it skips the x5c check. */
+  private rememberHeaderKey(k: NewHeaderKey): void {
+    if (k.id.length > MAX_CACHED_HEADER_KEY_LENGTH) return;
+    this.headerKeys.set(k.id, { key: k.key, alg: k.alg, until: k.until }, k.id.length + HEADER_KEY_OVERHEAD);
+  }
+
+  private selectKey(header: Record<string, unknown>): SelectedKey | NewHeaderKey {
     if (header.jwk !== undefined) return this.headerJwkKey(header.jwk);
     if (this.material.jwks.length === 0)
       throw new JwtVerificationError('Cannot verify token since trusted JWK Set is empty');
@@ -185,27 +221,12 @@ export class JwtVerifier {
     return k;
   }
 
-  /**
-   * Decoding is a pure function of the signed part, so a token presented again (a guest fetching several
-   * resources) skips the JSON parsing. The cached header and claims are frozen: callers share them.
-   */
-  private decode(token: string): DecodedJwt {
-    const second = token.indexOf('.', token.indexOf('.') + 1);
-    const hit = second < 0 ? undefined : this.decoded.get(token.slice(0, second));
-    if (hit !== undefined) return decodeJwt(token, hit);
-    const jwt = decodeJwt(token);
-    deepFreeze(jwt.header);
-    deepFreeze(jwt.payload);
-    if (this.decoded.size >= DECODED_CACHE_SIZE) {
-      const oldest = this.decoded.keys().next().value;
-      if (oldest !== undefined) this.decoded.delete(oldest);
-    }
-    this.decoded.set(jwt.signingInput, jwt);
-    return jwt;
-  }
-
   /** The key the token names and its header algorithm; undefined when only PEM keys can be tried. */
-  private keyFor(jwt: DecodedJwt): { alg: JwsAlgorithm; selected?: SelectedKey; selectError?: unknown } {
+  private keyFor(jwt: DecodedJwt): {
+    alg: JwsAlgorithm;
+    selected?: SelectedKey | NewHeaderKey;
+    selectError?: unknown;
+  } {
     const alg = headerAlgorithm(jwt.header);
     try {
       const selected = this.selectKey(jwt.header);
@@ -252,22 +273,25 @@ export class JwtVerifier {
       this.verified.delete(token);
     }
     const claims = this.verifyUncached(token);
+    // Only now, with the signature verified, may anything of the token be kept.
+    deepFreeze(claims);
     if (typeof token === 'string' && token.length <= MAX_CACHED_TOKEN_LENGTH) {
-      if (this.verified.size >= VERIFIED_CACHE_SIZE) {
-        const oldest = this.verified.keys().next().value;
-        if (oldest !== undefined) this.verified.delete(oldest);
-      }
-      this.verified.set(token, { claims, until: now + ENDORSEMENT_TTL_MS });
+      this.verified.set(
+        token,
+        { claims, until: now + ENDORSEMENT_TTL_MS },
+        token.length * VERIFIED_BYTES_PER_CHAR + VERIFIED_OVERHEAD,
+      );
     }
     return claims;
   }
 
   private verifyUncached(token: string): Record<string, unknown> {
-    const jwt = this.decode(token);
+    const jwt = decodeJwt(token);
     const { alg, selected, selectError } = this.keyFor(jwt);
     if (selected === undefined) return this.viaPemKeys(jwt, alg, selectError);
     verifySignature(jwt, selected.key, alg);
     checkExpiry(jwt.payload, Math.floor(this.now() / 1000));
+    if ('id' in selected) this.rememberHeaderKey(selected);
     return jwt.payload;
   }
 }

@@ -3,6 +3,7 @@
 // existing one), evaluated with input = the token claims and data = {plugin, resource-path, query};
 // access needs `data.policy.allow` to be exactly true.
 import { Engine, fromJSON, toJSON } from '@broker/rego';
+import { BoundedCache } from '../bounded-cache.js';
 import type { KvStorage } from '../storage/types.js';
 import {
   AFFIRMING_RESOURCE_POLICY,
@@ -49,8 +50,15 @@ function compile(text: string): Engine {
   return engine;
 }
 
-/** Distinct request data documents (plugin, path, query) kept compiled with the current policy. */
-const DATA_ENGINE_CACHE_SIZE = 64;
+/**
+ * Distinct request data documents (plugin, path, query) kept compiled with the current policy. Only
+ * requests whose token verified get this far, but the path and query are still theirs to choose: the
+ * cache is bounded by bytes, and a long data document is compiled for its request alone.
+ */
+const DATA_ENGINE_CACHE = { maxEntries: 64, maxBytes: 64 * 1024 * 1024 };
+const MAX_CACHED_DATA_LENGTH = 8 * 1024;
+/** Estimated memory of an engine clone beyond the policy text and the data: compiled rules, maps. */
+const ENGINE_OVERHEAD = 64 * 1024;
 
 export class ResourcePolicy {
   /** The compiled form of the last policy text read from storage; recompiled when the text changes. */
@@ -59,7 +67,7 @@ export class ResourcePolicy {
    * The current policy with a request's data merged in and compiled, per data document. Merging data
    * resets the engine's compiled form, so without this every request would compile the policy again.
    */
-  private withData = new Map<string, Engine>();
+  private readonly withData = new BoundedCache<string, Engine>(DATA_ENGINE_CACHE);
 
   constructor(private readonly storage: KvStorage) {}
 
@@ -92,7 +100,7 @@ export class ResourcePolicy {
 
   private use(text: string, engine: Engine): void {
     this.compiled = { text, engine };
-    this.withData = new Map();
+    this.withData.clear();
   }
 
   /** Stored policy ids, without the `.rego` suffix. */
@@ -134,12 +142,7 @@ export class ResourcePolicy {
     const base = await this.engine();
     const key = JSON.stringify(data);
     const hit = this.withData.get(key);
-    if (hit !== undefined) {
-      // Refresh its place in the LRU order.
-      this.withData.delete(key);
-      this.withData.set(key, hit);
-      return hit;
-    }
+    if (hit !== undefined) return hit;
     const e = base.clone();
     try {
       e.addData(fromJSON(data));
@@ -147,11 +150,10 @@ export class ResourcePolicy {
     } catch (err) {
       throw new PolicyEngineError(`Failed to load reference data: ${(err as Error).message}`);
     }
-    if (this.withData.size >= DATA_ENGINE_CACHE_SIZE) {
-      const oldest = this.withData.keys().next().value;
-      if (oldest !== undefined) this.withData.delete(oldest);
+    if (key.length <= MAX_CACHED_DATA_LENGTH) {
+      const policyLength = this.compiled?.text.length ?? 0;
+      this.withData.set(key, e, 4 * key.length + 2 * policyLength + ENGINE_OVERHEAD);
     }
-    this.withData.set(key, e);
     return e;
   }
 

@@ -1,5 +1,6 @@
 // The built-in reference value provider service: registers sample messages into
 // the `reference_value` namespace and answers the policies' lookups.
+import { BoundedCache } from '../bounded-cache.js';
 import type { KvStorage } from '../storage/types.js';
 import {
   checkReferenceValueName,
@@ -38,7 +39,18 @@ export interface Rvps {
 }
 
 const DEFAULT_CACHE_TTL_MS = 1000;
-const MAX_CACHE_ENTRIES = 4096;
+/**
+ * The names a policy asks for may come from evidence an unauthenticated guest sent, so the cache of
+ * lookups (and of absences) is bounded by bytes as well as entries.
+ */
+const CACHE_LIMITS = { maxEntries: 4096, maxBytes: 16 * 1024 * 1024 };
+const CACHE_ENTRY_OVERHEAD = 256;
+
+/** Estimated memory of a cached lookup: the name and the value's JSON, two bytes a character. */
+function entryBytes(name: string, value: unknown): number {
+  const json = value === undefined ? '' : JSON.stringify(value);
+  return 2 * (name.length + (json?.length ?? 0)) + CACHE_ENTRY_OVERHEAD;
+}
 
 interface CacheEntry {
   readonly value: unknown;
@@ -49,7 +61,7 @@ export function createRvps(storage: KvStorage, options: RvpsOptions = {}): Rvps 
   const ttl = options.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS;
   if (!Number.isFinite(ttl) || ttl < 0) throw new RangeError('cacheTtlMs must be a non-negative number');
   const now = options.now ?? (() => new Date());
-  const cache = new Map<string, CacheEntry>();
+  const cache = new BoundedCache<string, CacheEntry>(CACHE_LIMITS);
   // Bumped by every write, so a read that raced with a write never caches what it saw.
   let generation = 0;
 
@@ -86,8 +98,7 @@ export function createRvps(storage: KvStorage, options: RvpsOptions = {}): Rvps 
       const seen = generation;
       const value = (await read(name))?.value;
       if (ttl > 0 && seen === generation) {
-        if (cache.size >= MAX_CACHE_ENTRIES) cache.clear();
-        cache.set(name, { value, at: now().getTime() });
+        cache.set(name, { value, at: now().getTime() }, entryBytes(name, value));
       }
       return value;
     },
