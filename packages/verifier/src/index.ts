@@ -16,6 +16,16 @@ export {
 } from './az-tdx-vtpm/test-evidence.js';
 export { main as kbsVerifyMain } from './cli.js';
 export { VerificationError, type VerificationErrorCode, VerifierNotSupported } from './errors.js';
+export {
+  createHttpGet,
+  defaultHttpGet,
+  type HttpAnswer,
+  type HttpClientTls,
+  type HttpGet,
+  HttpGetError,
+  type HttpGetOptions,
+} from './http/get.js';
+export { type CacheStats, RefreshingCache, type RefreshingCacheOptions } from './http/refreshing-cache.js';
 export { getVerifier, supportedTees } from './registry.js';
 export {
   SAMPLE_MAX_REPORT_DATA_LENGTH,
@@ -41,6 +51,7 @@ export {
 } from './snp/certs.js';
 export { type AzSnpReportClaims, azSnpReportClaims, type SnpClaims, snpClaims } from './snp/claims.js';
 export { SnpVerifier } from './snp/index.js';
+export { clearKdsChainCache, type KdsChain, kdsRoots } from './snp/kds.js';
 export {
   encodeSnpReport,
   type FirmwareVersion,
@@ -122,6 +133,21 @@ export {
   type TdxTcbInfo,
   type TdxTcbLevel,
 } from './tdx/collateral.js';
+export {
+  type CollateralRequest,
+  crlDistributionPoint,
+  DEFAULT_COLLATERAL_TIMEOUT_MS,
+  DEFAULT_TCB_UPDATE_TYPE,
+  INTEL_PCS_HOST,
+  INTEL_PCS_URL,
+  type IntelCollateralSource,
+  type IntelCollateralSourceOptions,
+  intelCollateralSource,
+  type PcsClientOptions,
+  PcsClientToolFile,
+  PcsCollateralService,
+  type TcbUpdateType,
+} from './tdx/collateral-service.js';
 export { type Crl, checkCrl, isRevoked, MAX_CRL_BYTES, parseCrl } from './tdx/crl.js';
 export { parseTdxEvidence, type TdxEvidence, TdxVerifier } from './tdx/index.js';
 export { INTEL_SGX_ROOT_CA_PEM, INTEL_SGX_ROOT_CA_SHA256 } from './tdx/intel-roots.gen.js';
@@ -171,6 +197,7 @@ export {
 } from './tdx/test-pki.js';
 export {
   establishTcb,
+  establishTcbOnline,
   type TdxVerifierOptions,
   type VerifiedTdxQuote,
   verifyQuoteSignatures,

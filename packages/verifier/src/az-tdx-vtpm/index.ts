@@ -6,7 +6,7 @@ import { hclAkPub, hclUserData, parseHclReport } from '../az-snp-vtpm/hcl.js';
 import { VerificationError } from '../errors.js';
 import { tdxClaims } from '../tdx/claims.js';
 import { trustedSgxRoots } from '../tdx/trust.js';
-import { establishTcb, verifyQuoteSignatures } from '../tdx/verify.js';
+import { establishTcbOnline, verifyQuoteSignatures } from '../tdx/verify.js';
 import {
   checkInitDataPcr,
   checkQuotePcrs,
@@ -66,7 +66,7 @@ export class AzTdxVtpmVerifier implements Verifier {
     }
     checkInitDataPcr(pcrs, expected.initDataHash);
 
-    const verified = establishTcb(signed, options, now);
+    const verified = await establishTcbOnline(signed, options, now);
     const pcr8 = pcrs.get(INITDATA_PCR);
     const claims: Record<string, unknown> = {
       ...tdxClaims(verified.quote, verified.pck.platform, undefined),

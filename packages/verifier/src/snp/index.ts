@@ -5,12 +5,14 @@
 import { X509Certificate } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import { evidenceObject, objectMember } from '../evidence.js';
+import { defaultHttpGet } from '../http/get.js';
 import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
 import { type AmdRootSet, parseVekCertificate, type VekCertificate } from './certs.js';
 import { type SnpClaims, snpClaims } from './claims.js';
+import { kdsRoots } from './kds.js';
 import { encodeSnpReport, parseSnpReport, type SnpReport } from './report.js';
 import { type CertTableEntry, certTableFromSevJson, reportFieldsFromSevJson } from './serde.js';
-import { fetchVcek } from './vcek-source.js';
+import { DEFAULT_KDS_TIMEOUT_MS, fetchVcek } from './vcek-source.js';
 import { checkVmpl, trustedRoots, vekKindOf, verifySnpReport } from './verify.js';
 
 /** trustee needs version 3+ to tell the processor (and so the roots) from the report. */
@@ -91,9 +93,17 @@ async function rootsAndFetchedVcek(
   }
   // Version 3+ (checked before) always names its processor.
   const generation = report.generation!;
-  const fetched = await fetchVcek(report, generation, expected.snp ?? {});
+  const options = expected.snp ?? {};
+  const fetched = await fetchVcek(report, generation, options);
   const usable = roots.filter((r) => r.generation === undefined || r.generation === generation);
-  return { roots: usable, vek: parseVekCertificate(fetched.der) };
+  const vek = parseVekCertificate(fetched.der);
+  if (fetched.kdsBaseUrl === undefined) return { roots: usable, vek };
+  // A VCEK from KDS: its ASK from KDS too, refused when the ARK's CRL lists it.
+  const fromKds = await kdsRoots(fetched.kdsBaseUrl, generation, usable, expected.now ?? new Date(), {
+    httpGet: options.httpGet ?? defaultHttpGet(),
+    timeoutMs: options.kdsTimeoutMs ?? DEFAULT_KDS_TIMEOUT_MS,
+  });
+  return { roots: fromKds, vek };
 }
 
 export class SnpVerifier implements Verifier {

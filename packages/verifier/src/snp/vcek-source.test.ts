@@ -1,9 +1,13 @@
-import { createHash, createPublicKey } from 'node:crypto';
+import { createHash, createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
+import { createHttpGet } from '../http/get.js';
+import { type MockKdsContent, signTestAmdCrl, startMockKds } from '../testing/mock-kds.js';
+import type { MockHttpsService } from '../testing/mock-service.js';
+import { createTestTlsIdentity } from '../testing/tls.js';
 import type { ExpectedData } from '../verifier.js';
 import { SnpVerifier } from './index.js';
 import { parseSnpReport, SNP_REPORT_SIZE, type TcbVersion } from './report.js';
@@ -188,29 +192,53 @@ describe('snp evidence without cert_chain, VCEK from an offline store', () => {
   });
 });
 
-describe('snp evidence without cert_chain, VCEK from KDS (fake HTTP client, no network)', () => {
-  beforeEach(() => clearKdsCache());
+describe('snp evidence without cert_chain, VCEK from a mock KDS over HTTPS', () => {
+  const tls = createTestTlsIdentity();
+  const httpGet = createHttpGet({ ca: tls.caPem });
+  const content: { current: MockKdsContent } = { current: kdsContent() };
+  let kds: MockHttpsService;
+  const hwid = chipId.toString('hex');
+  const vcekPath = `/vcek/v1/Genoa/${hwid}`;
 
-  function fakeKds(answer: (url: string) => Response) {
-    const urls: string[] = [];
-    const fetch = async (url: string) => {
-      urls.push(url);
-      return answer(url);
+  function kdsContent(o: { revoked?: string[]; crlKey?: KeyObject; chain?: string } = {}): MockKdsContent {
+    return {
+      product: 'Genoa',
+      vcek: (id, spl) =>
+        id === hwid && spl.get('blSPL') === '10' && spl.get('ucodeSPL') === '25' ? vcek.der : undefined,
+      certChainPem: o.chain ?? roots.ask.pem + roots.ark.pem,
+      crl: signTestAmdCrl(o.crlKey ?? roots.ark.privateKey, o.revoked ?? []),
     };
-    return { urls, fetch };
   }
 
-  it('asks KDS for the VCEK by product, hardware ID and TCB, and keeps the answer', async () => {
-    const kds = fakeKds(() => new Response(new Uint8Array(vcek.der), { status: 200 }));
-    const snp: SnpVerifierOptions = {
-      vcekSources: [{ type: 'KDS', baseUrl: 'https://kds.test/' }],
-      fetch: kds.fetch,
-    };
+  beforeAll(async () => {
+    kds = await startMockKds(tls, content);
+  });
+  afterAll(async () => {
+    await kds?.close();
+  });
+  beforeEach(() => {
+    clearKdsCache();
+    content.current = kdsContent();
+    kds.override = undefined;
+    kds.resetRequests();
+  });
+  const snpOptions = (o: Partial<SnpVerifierOptions> = {}): SnpVerifierOptions => ({
+    vcekSources: [{ type: 'KDS', baseUrl: `${kds.url}/` }],
+    httpGet,
+    ...o,
+  });
+
+  it('asks KDS for the VCEK by product, hardware ID and TCB, its chain and CRL, and keeps them', async () => {
+    const snp = snpOptions();
     await expect(verifier.evaluate(tableless, { reportData, trustedArks, snp })).resolves.toHaveLength(1);
-    await expect(verifier.evaluate(tableless, { reportData, trustedArks, snp })).resolves.toHaveLength(1);
-    expect(kds.urls).toEqual([
-      `https://kds.test/vcek/v1/Genoa/${chipId.toString('hex')}?blSPL=10&teeSPL=00&snpSPL=23&ucodeSPL=25`,
+    expect(kds.requests).toEqual([
+      `${vcekPath}?blSPL=10&teeSPL=00&snpSPL=23&ucodeSPL=25`,
+      '/vcek/v1/Genoa/cert_chain',
+      '/vcek/v1/Genoa/crl',
     ]);
+    kds.resetRequests();
+    await expect(verifier.evaluate(tableless, { reportData, trustedArks, snp })).resolves.toHaveLength(1);
+    expect(kds.requests).toEqual([]);
   });
 
   it('puts the FMC first and an 8-byte hardware ID in Turin URLs', () => {
@@ -220,31 +248,59 @@ describe('snp evidence without cert_chain, VCEK from KDS (fake HTTP client, no n
     );
   });
 
-  it('moves on to the next source when KDS fails, and reports every failure', async () => {
-    const notFound = fakeKds(() => new Response('nope', { status: 404 }));
-    const e = await failure(tableless, { snp: { vcekSources: [{ type: 'KDS' }], fetch: notFound.fetch } });
+  it('refuses a VCEK whose ASK the ARK has revoked', async () => {
+    content.current = kdsContent({ revoked: [new X509Certificate(roots.ask.der).serialNumber] });
+    const e = await failure(tableless, { snp: snpOptions() });
+    expect(e.code).toBe('CERT_REVOKED');
+    expect(e.message).toBe(`the ASK that issued the VCEK is revoked (KDS CRL ${kds.url}/vcek/v1/Genoa/crl)`);
+  });
+
+  it("fails closed on a chain or CRL that is not the trusted ARK's, a 500 and a hang, naming the URL", async () => {
+    const other = createTestAmdRoots();
+    content.current = kdsContent({ chain: other.ask.pem + other.ark.pem });
+    let e = await failure(tableless, { snp: snpOptions() });
+    expect(e.code).toBe('CERT_CHAIN_INVALID');
+    expect(e.message).toContain(`${kds.url}/vcek/v1/Genoa/cert_chain`);
+    clearKdsCache();
+    content.current = kdsContent({ crlKey: other.ark.privateKey });
+    e = await failure(tableless, { snp: snpOptions() });
+    expect(e.code).toBe('COLLATERAL_INVALID');
+    expect(e.message).toBe(`KDS CRL from ${kds.url}/vcek/v1/Genoa/crl is not signed by its issuer`);
+    clearKdsCache();
+    content.current = kdsContent();
+    kds.override = (url, answer) => (url.pathname.endsWith('/crl') ? { status: 500, body: '' } : answer);
+    e = await failure(tableless, { snp: snpOptions() });
+    expect(e.code).toBe('COLLATERAL_UNAVAILABLE');
+    expect(e.message).toBe(`KDS CRL: GET ${kds.url}/vcek/v1/Genoa/crl answered HTTP 500`);
+    clearKdsCache();
+    kds.override = (url, answer) => (url.pathname.endsWith('/cert_chain') ? 'hang' : answer);
+    e = await failure(tableless, { snp: snpOptions({ kdsTimeoutMs: 300 }) });
+    expect(e.code).toBe('COLLATERAL_UNAVAILABLE');
+    expect(e.message).toContain('no complete answer within 300 ms');
+  });
+
+  it('moves on to the next source when KDS has no VCEK, and reports every failure', async () => {
+    kds.override = (url, answer) => (url.pathname === vcekPath ? { status: 404, body: 'nope' } : answer);
+    let e = await failure(tableless, { snp: snpOptions() });
     expect(e.code).toBe('VCEK_UNAVAILABLE');
     expect(e.message).toMatch(/HTTP 404/);
-    const huge = fakeKds(() => new Response(new Uint8Array(20_000), { status: 200 }));
-    expect(
-      (await failure(tableless, { snp: { vcekSources: [{ type: 'KDS' }], fetch: huge.fetch } })).message,
-    ).toMatch(/more than/);
-    const down = { fetch: async () => Promise.reject(new Error('connection refused')) };
-    const good = fakeKds(() => new Response(new Uint8Array(vcek.der), { status: 200 }));
-    const sources: VcekSource[] = [{ type: 'KDS', baseUrl: 'https://down.test' }, { type: 'KDS' }];
-    let calls = 0;
-    const fetch = async (url: string) => (calls++ === 0 ? down.fetch() : good.fetch(url));
+    kds.override = (url, answer) =>
+      url.pathname === vcekPath ? { status: 200, body: new Uint8Array(20_000) } : answer;
+    e = await failure(tableless, { snp: snpOptions() });
+    expect(e.message).toMatch(/larger than/);
+    kds.override = undefined;
+    const sources: VcekSource[] = [
+      { type: 'KDS', baseUrl: 'https://127.0.0.1:1' },
+      { type: 'KDS', baseUrl: kds.url },
+    ];
     await expect(
-      verifier.evaluate(tableless, { reportData, trustedArks, snp: { vcekSources: sources, fetch } }),
+      verifier.evaluate(tableless, { reportData, trustedArks, snp: snpOptions({ vcekSources: sources }) }),
     ).resolves.toHaveLength(1);
   });
 
   it('does not ask KDS for a report with a masked chip ID', async () => {
-    const kds = fakeKds(() => new Response(new Uint8Array(vcek.der), { status: 200 }));
     const masked = parseSnpReport(report({ chip: Buffer.alloc(64) }));
-    await expect(
-      fetchVcek(masked, 'Genoa', { vcekSources: [{ type: 'KDS' }], fetch: kds.fetch }),
-    ).rejects.toThrow(/masks its chip ID/);
-    expect(kds.urls).toEqual([]);
+    await expect(fetchVcek(masked, 'Genoa', snpOptions())).rejects.toThrow(/masks its chip ID/);
+    expect(kds.requests).toEqual([]);
   });
 });

@@ -6,7 +6,9 @@ import { constants } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { VerificationError } from '../errors.js';
+import { defaultHttpGet, type HttpGet, HttpGetError } from '../http/get.js';
 import { MAX_CERT_DER_BYTES } from './certs.js';
+import { clearKdsChainCache } from './kds.js';
 import { isZero, type SnpGeneration, type SnpReport, type TcbVersion } from './report.js';
 
 /** One entry of `[attestation_service.verifier_config.snp_verifier] vcek_sources`. */
@@ -29,11 +31,12 @@ export const KDS_CACHE_ENTRIES = 1024;
 export interface SnpVerifierOptions {
   /**
    * Where to get the VCEK of evidence without `cert_chain`, tried in order. Unset or empty: such
-   * evidence is refused (this package never reaches out to the network unless told to).
+   * evidence is refused (this package never reaches out to the network unless told to; the KBS
+   * applies trustee's default, KDS).
    */
   readonly vcekSources?: readonly VcekSource[];
-  /** HTTP client for KDS requests; the global `fetch` by default. */
-  readonly fetch?: (url: string, init: { signal: AbortSignal }) => Promise<Response>;
+  /** HTTP client for KDS requests; Node's, with the system trust store, by default. */
+  readonly httpGet?: HttpGet;
   /** Timeout of one KDS request; DEFAULT_KDS_TIMEOUT_MS by default. */
   readonly kdsTimeoutMs?: number;
 }
@@ -136,43 +139,28 @@ export function kdsVcekUrl(
 // VCEKs never change for a chip and TCB, so a KDS answer can be kept for the process's life.
 const kdsCache = new Map<string, Buffer>();
 
-/** Forgets the KDS answers kept in memory (tests). */
+/** Forgets the KDS answers kept in memory: VCEKs, certificate chains and CRLs (tests). */
 export function clearKdsCache(): void {
   kdsCache.clear();
+  clearKdsChainCache();
 }
 
 async function fetchFromKds(url: string, options: SnpVerifierOptions): Promise<Buffer> {
   const cached = kdsCache.get(url);
   if (cached !== undefined) return cached;
-  const doFetch = options.fetch ?? ((u: string, init: { signal: AbortSignal }) => fetch(u, init));
-  let res: Response;
+  const httpGet = options.httpGet ?? defaultHttpGet();
+  let res: Awaited<ReturnType<HttpGet>>;
   try {
-    res = await doFetch(url, { signal: AbortSignal.timeout(options.kdsTimeoutMs ?? DEFAULT_KDS_TIMEOUT_MS) });
+    res = await httpGet(url, {
+      timeoutMs: options.kdsTimeoutMs ?? DEFAULT_KDS_TIMEOUT_MS,
+      maxBytes: MAX_CERT_DER_BYTES,
+    });
   } catch (e) {
+    if (e instanceof HttpGetError) throw new SourceFailed(e.message);
     throw new SourceFailed(`request to ${url} failed: ${(e as Error).message}`);
   }
-  if (res.status !== 200) {
-    await res.body?.cancel().catch(() => undefined);
-    throw new SourceFailed(`${url} answered HTTP ${res.status}`);
-  }
-  const declared = Number(res.headers.get('content-length') ?? '0');
-  if (declared > MAX_CERT_DER_BYTES) {
-    await res.body?.cancel().catch(() => undefined);
-    throw new SourceFailed(`${url} answered more than ${MAX_CERT_DER_BYTES} bytes`);
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
-  if (res.body !== null) {
-    for await (const chunk of res.body) {
-      total += chunk.length;
-      if (total > MAX_CERT_DER_BYTES) {
-        await res.body.cancel().catch(() => undefined);
-        throw new SourceFailed(`${url} answered more than ${MAX_CERT_DER_BYTES} bytes`);
-      }
-      chunks.push(Buffer.from(chunk));
-    }
-  }
-  const der = Buffer.concat(chunks);
+  if (res.status !== 200) throw new SourceFailed(`${url} answered HTTP ${res.status}`);
+  const der = res.body;
   if (kdsCache.size >= KDS_CACHE_ENTRIES) kdsCache.delete(kdsCache.keys().next().value!);
   kdsCache.set(url, der);
   return der;
@@ -182,6 +170,8 @@ async function fetchFromKds(url: string, options: SnpVerifierOptions): Promise<B
 export interface FetchedVcek {
   readonly der: Buffer;
   readonly source: string;
+  /** Set when KDS answered: where its certificate chain and CRL are. */
+  readonly kdsBaseUrl?: string;
 }
 
 function describe(source: VcekSource): string {
@@ -213,7 +203,11 @@ export async function fetchVcek(
         source.type === 'OfflineStore'
           ? await readVcekFromOfflineStore(report, generation, source.path)
           : await fetchFromKds(kdsVcekUrl(report, generation, source.baseUrl), options);
-      return { der, source: describe(source) };
+      return {
+        der,
+        source: describe(source),
+        ...(source.type === 'KDS' ? { kdsBaseUrl: source.baseUrl ?? KDS_BASE_URL } : {}),
+      };
     } catch (e) {
       if (!(e instanceof SourceFailed)) throw e;
       reasons.push(`${describe(source)}: ${e.message}`);

@@ -9,7 +9,7 @@
 //                              revokedCertificates SEQUENCE OF SEQUENCE { userCertificate INTEGER,
 //                                revocationDate Time, crlEntryExtensions OPTIONAL } OPTIONAL,
 //                              crlExtensions [0] EXPLICIT Extensions OPTIONAL }
-import { verify, type X509Certificate } from 'node:crypto';
+import { constants as cryptoConstants, verify, type X509Certificate } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import {
   children,
@@ -39,8 +39,11 @@ export interface Crl {
   readonly crlNumber?: number;
   readonly tbs: Buffer;
   readonly hash: string;
+  /** RSASSA-PSS (AMD's KDS CRLs: SHA-384, 48-byte salt) rather than ECDSA (Intel's). */
+  readonly pss?: boolean;
   readonly signature: Buffer;
 }
+const OID_RSASSA_PSS = '1.2.840.113549.1.1.10';
 
 function bad(msg: string): VerificationError {
   return new VerificationError('COLLATERAL_INVALID', `CRL ${msg}`);
@@ -90,8 +93,11 @@ export function parseCrl(input: string | Uint8Array): Crl {
     const tbsTlv = expectTag(tbsT, TAG_SEQUENCE, 'TBSCertList');
     const alg = children(der, expectTag(algT, TAG_SEQUENCE, 'signatureAlgorithm'));
     const algOid = expectTag(alg[0], TAG_OID, 'signature algorithm');
-    const hash = HASH_OF_SIG_ALG[oidToString(der.subarray(algOid.start, algOid.end))];
-    if (hash === undefined) throw bad('is not signed with ECDSA');
+    const algName = oidToString(der.subarray(algOid.start, algOid.end));
+    // PSS parameters are not read: anything but SHA-384 with a 48-byte salt fails the signature check.
+    const pss = algName === OID_RSASSA_PSS;
+    const hash = pss ? 'sha384' : HASH_OF_SIG_ALG[algName];
+    if (hash === undefined) throw bad('is not signed with ECDSA or RSASSA-PSS');
     const sig = expectTag(sigT, 0x03, 'signatureValue');
     if (der[sig.start] !== 0) throw bad('signature has unused bits');
     const parts = children(der, tbsTlv);
@@ -133,6 +139,7 @@ export function parseCrl(input: string | Uint8Array): Crl {
       ...(crlNumber !== undefined ? { crlNumber } : {}),
       tbs: der.subarray(tbsHeaderStart(der, tbsTlv), tbsTlv.end),
       hash,
+      ...(pss ? { pss } : {}),
       signature: der.subarray(sig.start + 1, sig.end),
     };
   } catch (e) {
@@ -160,7 +167,14 @@ function tbsHeaderStart(der: Buffer, t: Tlv): number {
 export function checkCrl(crl: Crl, issuer: X509Certificate, now: Date, what: string): void {
   let ok = false;
   try {
-    ok = verify(crl.hash, crl.tbs, issuer.publicKey, crl.signature);
+    ok = crl.pss
+      ? verify(
+          crl.hash,
+          crl.tbs,
+          { key: issuer.publicKey, padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength: 48 },
+          crl.signature,
+        )
+      : verify(crl.hash, crl.tbs, issuer.publicKey, crl.signature);
   } catch {
     ok = false;
   }

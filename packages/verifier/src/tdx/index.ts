@@ -10,7 +10,7 @@ import { checkRtmrReplay, type EventLogEntry, MAX_EVENT_LOG_BYTES, parseCcEventL
 import { tdxClaims } from './claims.js';
 import { MAX_QUOTE_BYTES } from './quote.js';
 import { trustedSgxRoots } from './trust.js';
-import { establishTcb, verifyQuoteSignatures } from './verify.js';
+import { establishTcbOnline, verifyQuoteSignatures } from './verify.js';
 
 const b64Chars = (bytes: number) => Math.ceil(bytes / 3) * 4;
 
@@ -71,7 +71,7 @@ export class TdxVerifier implements Verifier {
       checkRtmrReplay(log, body.rtmrs);
       eventLog = log.entries;
     }
-    const verified = establishTcb(signed, options, now);
+    const verified = await establishTcbOnline(signed, options, now);
     const claims = {
       ...tdxClaims(verified.quote, verified.pck.platform, eventLog),
       ...verified.collateralClaims,

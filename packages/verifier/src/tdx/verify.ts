@@ -22,6 +22,7 @@ import {
   type TdxTcbInfo,
   verifyCollateralSignature,
 } from './collateral.js';
+import type { IntelCollateralSource } from './collateral-service.js';
 import { type Crl, checkCrl, isRevoked } from './crl.js';
 import { type PckChain, parsePckChain } from './pck.js';
 import { INTEL_QE_VENDOR_ID, parseTdxQuote, type TdxQuote } from './quote.js';
@@ -30,8 +31,14 @@ import { p256Key, rootKeyId, type SgxRoot, trustedSgxRoots, verifyChain, verifyP
 
 /** `tdx` / `az-tdx-vtpm` verifier settings. */
 export interface TdxVerifierOptions {
-  /** Intel collateral for the TCB status; without it verification fails (COLLATERAL_UNAVAILABLE). */
+  /** Intel collateral for the TCB status, configured offline; it wins over `collateralService`. */
   readonly collateral?: TdxCollateralConfig;
+  /**
+   * Where to fetch collateral for each quote (trustee's `dcap_verifier.collateral_service`: Intel's
+   * PCS, a PCCS, or the PCS Client Tool's file). Without it and `collateral`, verification fails
+   * with COLLATERAL_UNAVAILABLE. Share one object across verifications: it holds the cache.
+   */
+  readonly collateralService?: IntelCollateralSource;
   /**
    * SGX roots trusted besides Intel's (PEM, self-signed), e.g. the mock TEE's test root. Leave
    * unset in production.
@@ -206,6 +213,28 @@ export function establishTcb(
   }
   const roots = trustedSgxRoots(options.trustedSgxRoots);
   const collateral = parseCollateral(options.collateral);
+  const { tcb, claims } = evaluateCollateral(signed.quote, signed.pck, signed.root, collateral, roots, now);
+  return { ...signed, tcb, collateralClaims: claims };
+}
+
+/**
+ * Step 6 with the configured collateral or, when there is none, collateral fetched from
+ * `options.collateralService` for the PCK's FMSPC and CA.
+ */
+export async function establishTcbOnline(
+  signed: { readonly quote: TdxQuote; readonly pck: PckChain; readonly root: SgxRoot },
+  options: TdxVerifierOptions,
+  now: Date,
+): Promise<VerifiedTdxQuote> {
+  const service = options.collateralService;
+  if (options.collateral !== undefined || service === undefined) return establishTcb(signed, options, now);
+  const roots = trustedSgxRoots(options.trustedSgxRoots);
+  const collateral = await service.collateralFor({
+    fmspc: signed.pck.platform.fmspc,
+    pckCa: signed.pck.platform.platformCa ? 'platform' : 'processor',
+    roots,
+    now,
+  });
   const { tcb, claims } = evaluateCollateral(signed.quote, signed.pck, signed.root, collateral, roots, now);
   return { ...signed, tcb, collateralClaims: claims };
 }

@@ -1,0 +1,14 @@
+// Test helpers: mock collateral services (Intel PCCS, AMD KDS) over HTTPS with a throwaway TLS
+// identity. Import as `@broker/verifier/testing`; never used by production code.
+
+export { type MockKdsContent, signTestAmdCrl, startMockKds, type TestAmdCrlOptions } from './mock-kds.js';
+export {
+  MOCK_PCCS_PATHS,
+  type MockPccsCollateral,
+  startMockPccs,
+  TCB_INFO_CHAIN_HEADER,
+  type TestPccsOptions,
+  testPccsCollateral,
+} from './mock-pccs.js';
+export { type MockAnswer, MockHttpsService, type MockOverride, type MockReply } from './mock-service.js';
+export { createTestTlsIdentity, type TestTlsIdentity } from './tls.js';
