@@ -163,7 +163,11 @@ export function createLogger(options: LoggerOptions): Logger {
   });
   const fd = options.fd ?? 1;
   const format = options.format ?? (options.destination === undefined && isatty(fd) ? 'text' : 'json');
-  const sink = options.destination ?? { write: (line: string) => void writeSync(fd, line) };
+  // process.stdout/stderr write synchronously to files, pipes and terminals on Linux.
+  const stream = fd === 2 ? process.stderr : fd === 1 ? process.stdout : undefined;
+  const sink = options.destination ?? {
+    write: (line: string) => void (stream !== undefined ? stream.write(line) : writeSync(fd, line)),
+  };
   const destination = format === 'text' ? { write: (line: string) => sink.write(formatLogLine(line)) } : sink;
   return pino(
     { name: options.name, level, ...(options.base !== undefined && { base: options.base }) },

@@ -1,6 +1,6 @@
 // The two certificates of the service (spec "Certificates"): as cert-manager objects, and made directly
 // for clusters without cert-manager. Both paths give the same key types, lifetimes and names.
-import './reflect-shim.js';
+import 'reflect-metadata';
 import { X509Certificate as NodeX509, type webcrypto as wc, webcrypto } from 'node:crypto';
 import type { ICertificate } from '@kubernetes-models/cert-manager/cert-manager.io/v1/Certificate';
 import type { IIssuer } from '@kubernetes-models/cert-manager/cert-manager.io/v1/Issuer';

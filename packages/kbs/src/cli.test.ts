@@ -3,33 +3,11 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { main, parseArgs } from './cli.js';
+import { main } from './cli.js';
 import { send } from './testing/client.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kbs-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-describe('parseArgs', () => {
-  it.each([
-    [['--config-file', 'a.toml'], { kind: 'run', configFile: 'a.toml' }],
-    [['-c', 'b.toml'], { kind: 'run', configFile: 'b.toml' }],
-    [['--config-file=c.toml'], { kind: 'run', configFile: 'c.toml' }],
-    [['--help'], { kind: 'help' }],
-    [['-V'], { kind: 'version' }],
-  ])('%j', (argv, want) => {
-    expect(parseArgs(argv, {})).toEqual(want);
-  });
-
-  it('takes KBS_CONFIG_FILE when no flag is given, and refuses anything else', () => {
-    expect(parseArgs([], { KBS_CONFIG_FILE: '/etc/kbs.toml' })).toEqual({
-      kind: 'run',
-      configFile: '/etc/kbs.toml',
-    });
-    expect(parseArgs([], {}).kind).toBe('error');
-    expect(parseArgs(['-c'], {}).kind).toBe('error');
-    expect(parseArgs(['--port', '1'], {}).kind).toBe('error');
-  });
-});
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -40,30 +18,58 @@ async function freePort(): Promise<number> {
 }
 
 describe('main', () => {
+  function capture() {
+    const lines = { out: '', err: '' };
+    const io = {
+      out: (t: string) => {
+        lines.out += t;
+      },
+      err: (t: string) => {
+        lines.err += t;
+      },
+      env: {},
+    };
+    return { lines, io };
+  }
+
   it('prints the version and help, and exits 2 on bad usage', async () => {
-    const out = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-    const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    const { lines, io } = capture();
+    expect(await main(['--version'], io)).toBe(0);
+    expect(lines.out).toMatch(/^kbs \d+\.\d+\.\d+ \(broker dev\)\n$/);
+    expect(await main(['-h'], io)).toBe(0);
+    expect(lines.out).toContain('-c, --config-file <FILE>');
+    expect(await main(['--bogus'], io)).toBe(2);
+    expect(lines.err).toBe("kbs: unknown option '--bogus'\nRun 'kbs --help' for usage.\n");
+  });
+
+  it('takes KBS_CONFIG_FILE when no option is given, and needs one of them', async () => {
+    const { lines, io } = capture();
+    vi.stubEnv('KBS_CONFIG_FILE', join(dir, 'from-env.toml'));
     try {
-      expect(await main(['--version'])).toBe(0);
-      expect(String(out.mock.calls[0]?.[0])).toMatch(/^kbs \d+\.\d+\.\d+/);
-      expect(await main(['--help'])).toBe(0);
-      expect(await main(['--bogus'])).toBe(2);
+      expect(await main([], io)).toBe(1);
+      expect(lines.err).toMatch(
+        /^kbs: configuration error: .*from-env\.toml.*no such file or directory[^\n]*\n$/,
+      );
+      vi.stubEnv('KBS_CONFIG_FILE', '');
+      expect(await main([], io)).toBe(2);
+      expect(lines.err).toContain("kbs: missing option '--config-file' (or KBS_CONFIG_FILE)\n");
+      expect(await main(['-c'], io)).toBe(2);
+      expect(lines.err).toContain("kbs: option '-c' needs a value\n");
     } finally {
-      out.mockRestore();
-      err.mockRestore();
+      vi.unstubAllEnvs();
     }
   });
 
-  it('exits 1 with the reason when the configuration is refused', async () => {
+  it('exits 1 with the reason, printed once, when the configuration is refused', async () => {
     const path = join(dir, 'bad.toml');
     writeFileSync(path, '[http_server]\n[admin]\nauthorization_mode = "DenyAll"\n');
-    const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    const { lines, io } = capture();
     const out = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
     try {
-      expect(await main(['--config-file', path])).toBe(1);
-      expect(err.mock.calls.map((c) => String(c[0])).join('')).toMatch(/private_key and certificate missing/);
+      expect(await main(['--config-file', path], io)).toBe(1);
+      expect(lines.err).toMatch(/^kbs: configuration error: .*private_key and certificate missing[^\n]*\n$/);
+      expect(out).not.toHaveBeenCalled();
     } finally {
-      err.mockRestore();
       out.mockRestore();
     }
   });

@@ -14,7 +14,7 @@ export {
   TRUSTEE_DEFAULT_POLICY_CPU,
   VTPM_REFERENCE_PREFIXES,
 } from './attestation/index.js';
-export { main, parseArgs } from './cli.js';
+export { main } from './cli.js';
 export {
   type AclRuleConfig,
   type AdminConfig,

@@ -205,13 +205,14 @@ describe('RCAR handshake and resource release', () => {
     expect(access).toHaveLength(5);
     const last = access.at(-1) as Record<string, unknown>;
     expect(last).toMatchObject({
-      remote: '127.0.0.1',
-      request: 'GET /kbs/v0/resource/default/key/one HTTP/1.1',
+      method: 'GET',
+      path: '/kbs/v0/resource/default/key/one',
       status: 200,
-      userAgent: 'attestation-agent-kbs-client/0.1.0',
+      peer: '127.0.0.1',
+      ua: 'attestation-agent-kbs-client/0.1.0',
     });
-    expect(last.size).toBeGreaterThan(100);
-    expect(typeof last.durationMs).toBe('number');
+    expect(last.bytes).toBeGreaterThan(100);
+    expect(typeof last.ms).toBe('number');
     expect(records.some((r) => String(r.msg).startsWith('attestation succeeded'))).toBe(true);
     const all = lines.join('\n');
     expect(all).not.toContain(token);

@@ -22,7 +22,6 @@ import { StorageUnavailable } from './storage/errors.js';
 const KBS_PREFIX = '/kbs/v0/';
 /** actix-web's request head limit; large Bearer tokens must fit. */
 export const MAX_HEADER_BYTES = 128 * 1024;
-const MAX_LOGGED_URI = 1024;
 
 export class HttpStartupError extends Error {
   override readonly name = 'HttpStartupError';

@@ -1,4 +1,4 @@
-import './reflect-metadata.js';
+import 'reflect-metadata';
 import { X509Certificate as NodeX509 } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -3,7 +3,7 @@
 // product name). Real VCEKs chain to AMD's ARK; these chain to a root the mock made, which a
 // verifier trusts only when it is configured with it.
 import { makeDirectory } from '@broker/cli';
-import './reflect-metadata.js';
+import 'reflect-metadata';
 import { createPrivateKey, type KeyObject, randomBytes, webcrypto } from 'node:crypto';
 import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
