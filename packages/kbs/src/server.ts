@@ -10,6 +10,7 @@ import {
 import { createServer as createHttpsServer, type ServerOptions as HttpsServerOptions } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { SecureVersion } from 'node:tls';
+import { accessRecord } from '@broker/cli';
 import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
 import type { Api, ApiRequest } from './api.js';
@@ -200,15 +201,17 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
         metrics.httpDuration.observe(seconds);
         metrics.httpResponseSize.observe(size);
       }
+      // The access record shared with api-server-rest; the query is left out (it may carry data).
       logger.info(
-        {
-          remote: req.socket.remoteAddress,
-          request: `${req.method} ${uri.length > MAX_LOGGED_URI ? `${uri.slice(0, MAX_LOGGED_URI)}…` : uri} HTTP/${req.httpVersion}`,
+        accessRecord({
+          method: req.method ?? '',
+          path: rawPath,
           status: res.statusCode,
-          size,
-          userAgent: req.headers['user-agent'],
-          durationMs: Math.round(seconds * 1e6) / 1e3,
-        },
+          bytes: size,
+          ms: seconds * 1e3,
+          peer: req.socket.remoteAddress,
+          ua: req.headers['user-agent'],
+        }),
         'access',
       );
     });
