@@ -23,7 +23,10 @@ export interface ApiRequest {
   readonly method: string;
   /** Request target as received (path and query). */
   readonly uri: string;
-  /** Decoded path segments after `/kbs/v0/`; the first names the plugin. */
+  /**
+   * Decoded path segments after `/kbs/v0/`; the first names the plugin. None holds `/`, `\` or NUL (the
+   * server refuses such paths), so joining them with `/` gives back exactly these segments.
+   */
   readonly segments: readonly string[];
   readonly query: Readonly<Record<string, string>>;
   readonly authorization: string | undefined;

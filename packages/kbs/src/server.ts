@@ -68,6 +68,30 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
+/** A separator or terminator that a decoded segment must not hold (`%2F`, `%5C`, `%00`). */
+const FORBIDDEN_IN_SEGMENT = /[/\\\0]/;
+
+/**
+ * The percent-decoded segments of the path after `/kbs/v0/`, or undefined when the encoding is invalid or
+ * a segment decodes to something holding `/`, `\` or NUL. The resource policy sees these segments and the
+ * repository joins them with `/`: an encoded slash inside one would make the policy judge
+ * `["default","app-secret/key"]` while `default/app-secret/key` is served, so such paths are refused.
+ */
+export function decodeSegments(rest: string): string[] | undefined {
+  const out: string[] = [];
+  for (const raw of rest.split('/')) {
+    let s: string;
+    try {
+      s = decodeURIComponent(raw);
+    } catch {
+      return undefined;
+    }
+    if (FORBIDDEN_IN_SEGMENT.test(s)) return undefined;
+    out.push(s);
+  }
+  return out;
+}
+
 /** When a handler throws something unexpected, the variant its endpoint would have used upstream. */
 function fallbackError(plugin: string): KbsError {
   switch (plugin) {
@@ -133,10 +157,8 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       return { status: 405, headers: { connection: 'close' }, body: '' };
     }
     const rest = rawPath.slice(KBS_PREFIX.length);
-    let segments: string[];
-    try {
-      segments = rest.split('/').map(decodeURIComponent);
-    } catch {
+    const segments = decodeSegments(rest);
+    if (segments === undefined) {
       req.resume();
       return errorReply(new KbsError('InvalidRequestPath', `Request path ${rest.slice(0, 256)} is invalid`));
     }

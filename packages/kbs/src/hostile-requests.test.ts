@@ -1,0 +1,88 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jweDecrypt } from '@broker/protocol';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseKbsConfigText } from './config.js';
+import { type RunningKbs, startKbs } from './kbs.js';
+
+import { handshake, type Response, send } from './testing/client.js';
+
+const ERR = 'https://github.com/confidential-containers/kbs/errors/';
+const b64u = (s: string) => Buffer.from(s).toString('base64url');
+
+const running: RunningKbs[] = [];
+afterEach(async () => {
+  while (running.length > 0) await running.pop()?.close();
+});
+
+let tmp: string;
+beforeAll(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'kbs-hostile-'));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+async function start(
+  admin: string,
+  http = 'payload_request_size = 1',
+): Promise<{ kbs: RunningKbs; base: string }> {
+  const toml = `[http_server]\nsockets = ["127.0.0.1:0"]\ninsecure_http = true\n${http}\n[attestation_token]\ninsecure_header_jwk = true\n${admin}\n[[plugins]]\nname = "resource"\n`;
+  const kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+  running.push(kbs);
+  return { kbs, base: kbs.urls[0] as string };
+}
+
+const INSECURE_ADMIN = '[admin]\nauthorization_mode = "InsecureAllowAll"';
+
+function expectError(res: Response, status: number, kind: string, detail?: RegExp): void {
+  expect(res.status, res.text).toBe(status);
+  const body = res.json() as { type: string; detail: string };
+  expect(body.type).toBe(ERR + kind);
+  if (detail !== undefined) expect(body.detail).toMatch(detail);
+}
+
+describe('a resource path segment that decodes to a separator', () => {
+  // A per-segment policy as trustee's samples write them: everything but the `app-secret` type.
+  const POLICY =
+    'package policy\nimport rego.v1\ndefault allow := false\nallow if data["resource-path"][1] != "app-secret"\n';
+
+  it('is refused (404 InvalidRequestPath) instead of being judged as one segment and served as two', async () => {
+    const { base } = await start(INSECURE_ADMIN);
+    const set = await send(`${base}/kbs/v0/resource-policy`, {
+      method: 'POST',
+      body: JSON.stringify({ policy: b64u(POLICY) }),
+    });
+    expect(set.status, set.text).toBe(200);
+    for (const path of ['default/app-secret/key', 'default/public/key']) {
+      const put = await send(`${base}/kbs/v0/resource/${path}`, { method: 'POST', body: `value of ${path}` });
+      expect(put.status, put.text).toBe(200);
+    }
+    const { token, key } = await handshake(base);
+    const bearer = { authorization: `Bearer ${token}` };
+    // The policy works on plain paths.
+    const pub = await send(`${base}/kbs/v0/resource/default/public/key`, { headers: bearer });
+    expect(pub.status, pub.text).toBe(200);
+    expect(Buffer.from(jweDecrypt(JSON.parse(pub.text), key.privateKey)).toString()).toBe(
+      'value of default/public/key',
+    );
+    expectError(
+      await send(`${base}/kbs/v0/resource/default/app-secret/key`, { headers: bearer }),
+      401,
+      'PolicyDeny',
+    );
+    // The same resource with the second separator encoded, in every spelling.
+    for (const sep of ['%2F', '%2f', '%5C', '%5c', '%00']) {
+      const res = await send(`${base}/kbs/v0/resource/default/app-secret${sep}key`, { headers: bearer });
+      expectError(res, 404, 'InvalidRequestPath', /is invalid/);
+    }
+    const twice = await send(`${base}/kbs/v0/resource/default%2Fapp-secret/key`, { headers: bearer });
+    expectError(twice, 404, 'InvalidRequestPath');
+    // Admin writes cannot place a resource through an encoded separator either.
+    const write = await send(`${base}/kbs/v0/resource/default/x%2Fy/z`, { method: 'POST', body: 'v' });
+    expectError(write, 404, 'InvalidRequestPath');
+    // A double-encoded slash decodes once, to `%2F` as text, which the resource path rule refuses.
+    const double = await send(`${base}/kbs/v0/resource/default/app-secret%252Fkey`, { headers: bearer });
+    expect(double.status).toBe(401);
+  });
+});
