@@ -23,7 +23,8 @@ demo: build
 guest-image: build
 	guest-image/build.sh
 
-# Boots the image under QEMU with swtpm as the vTPM against a KBS on the host; slow, not in CI.
+# Boots the image under QEMU (KVM when it runs guests, else TCG) with swtpm as the vTPM against a KBS on
+# the host; .ci/run runs it after the tests.
 guest-image-test: guest-image
 	guest-image/boot-test.sh
 

@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests use as real peers. Add to this list as issues bring new peers.
-DEB_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci faketime redis-server genisoimage systemd debootstrap e2fsprogs)
+# Debian packages the tests use as real peers, and the guest image's build and boot test (debootstrap,
+# e2fsprogs, qemu-system-x86). Add to this list as issues bring new peers.
+DEB_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci faketime redis-server genisoimage systemd debootstrap e2fsprogs qemu-system-x86)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -19,10 +20,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# `npm install` keeps the versions the lockfile pins and runs the approved install scripts (node,
-# esbuild). Not `npm ci`: this npm writes lockfiles without other platforms' optional packages
-# (biome's per-platform binaries) and `npm ci` then refuses the lockfile as out of sync.
+# `npm ci` installs exactly what the lockfile pins (it never rewrites package-lock.json) and runs the
+# approved install scripts (node, esbuild). The lockfile lists every platform's optional packages
+# (biome's and esbuild's binaries), so it is the same on every machine. Only when node_modules is
+# missing or older than the lockfile: npm ci starts from an empty node_modules.
 if [ ! -x node_modules/.bin/node ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm install --no-audit --no-fund
+  npm ci --no-audit --no-fund
 fi
 node_modules/.bin/node --version
