@@ -10,6 +10,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { DEFAULT_EXPANSION_LIMITS, type ExpansionLimits, LIMIT_NAMES } from '@broker/image';
 import { parseTtrpcAddress, type TtrpcAddress, type UnixAddress } from '@broker/ttrpc';
 import { parse as parseToml } from 'smol-toml';
 
@@ -86,6 +87,8 @@ export interface ImageConfig {
   readonly maxConcurrentLayerDownloadsPerImage: number;
   readonly imagePullProxy: ProxyConfig | null;
   readonly extraRootCertificates: readonly string[];
+  /** Our addition: caps on what layers expand to (`max_layer_bytes`, …; none upstream). */
+  readonly expansionLimits: ExpansionLimits;
 }
 
 export interface CdhConfig {
@@ -343,7 +346,17 @@ const EMPTY_IMAGE_CONFIG: ImageConfig = Object.freeze({
   maxConcurrentLayerDownloadsPerImage: DEFAULT_MAX_CONCURRENT_LAYER_DOWNLOADS,
   imagePullProxy: null,
   extraRootCertificates: Object.freeze([]) as readonly string[],
+  expansionLimits: DEFAULT_EXPANSION_LIMITS,
 });
+
+/** `[image] max_layer_bytes` and the other caps, spelt like `image-pull`'s options with `_`. */
+function readExpansionLimits(t: Table): ExpansionLimits {
+  const out: Record<string, number> = {};
+  for (const [key, name] of Object.entries(LIMIT_NAMES) as [keyof ExpansionLimits, string][]) {
+    out[key] = t.int(name.replaceAll('-', '_'), DEFAULT_EXPANSION_LIMITS[key], 1, Number.MAX_SAFE_INTEGER);
+  }
+  return out as unknown as ExpansionLimits;
+}
 
 function readImage(t: Table, unknown: string[]): ImageConfig {
   const registry = t.table('registry_config');
@@ -366,6 +379,7 @@ function readImage(t: Table, unknown: string[]): ImageConfig {
     ),
     imagePullProxy: proxy === null ? null : readProxy(proxy),
     extraRootCertificates: t.stringArray('extra_root_certificates'),
+    expansionLimits: readExpansionLimits(t),
   };
   if (registry !== null) unknown.push(...registry.unknown());
   if (proxy !== null) unknown.push(...proxy.unknown());

@@ -18,6 +18,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { digestOf } from './digest.js';
 import { type DirImage, openDirImage } from './dir-image.js';
 import { evaluatePolicy, type KeyReader, type PolicyDecision, readKeyFile } from './evaluate.js';
+import { type ExpansionLimits, LIMIT_NAMES } from './limits.js';
 import { formatPlatform, type Platform, parseManifest, parsePlatform } from './manifest.js';
 import { loadPolicyFile, type PolicyRequirement } from './policy.js';
 import { progressPrinter } from './progress.js';
@@ -284,6 +285,10 @@ Options:
   --insecure-registry HOST   reach HOST[:PORT] over plain http (repeatable)
   --plain-http               reach every registry over plain http
   --registry-ca FILE         PEM certificate to trust for registries (repeatable)
+  --max-layer-bytes N        expanded (tar) bytes of one layer, at most (default 8 GiB)
+  --max-layer-entries N      tar entries of one layer, at most (default 1000000)
+  --max-image-bytes N        expanded bytes of all layers, at most (default 8 GiB)
+  --max-image-entries N      tar entries of all layers, at most (default 1000000)
   --no-progress              no progress output
   -h, --help, --version
 `;
@@ -472,12 +477,27 @@ async function generateKeyCommand(argv: readonly string[], io: ImageCliIo): Prom
   return 0;
 }
 
+/** `--max-layer-bytes N` and the other caps on what layers expand to. */
+function limitsOf(p: Parsed): Partial<ExpansionLimits> {
+  const limits: Partial<Record<keyof ExpansionLimits, number>> = {};
+  for (const [key, name] of Object.entries(LIMIT_NAMES) as [keyof ExpansionLimits, string][]) {
+    const text = one(p, name);
+    if (text === undefined) continue;
+    const n = Number(text);
+    if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < 1) {
+      throw new UsageError(`--${name} takes a positive integer, got ${JSON.stringify(text)}`);
+    }
+    limits[key] = n;
+  }
+  return limits;
+}
+
 /** `image-pull` main; resolves to the exit status. */
 export async function imagePullMain(argv: readonly string[], io: ImageCliIo = defaultIo()): Promise<number> {
   try {
     const p = parseArgs(
       argv,
-      ['policy', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
+      ['policy', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS, ...Object.values(LIMIT_NAMES)],
       ['index-signatures', 'plain-http', 'no-progress', 'help', 'version'],
     );
     if (p.flags.has('help')) {
@@ -493,6 +513,7 @@ export async function imagePullMain(argv: readonly string[], io: ImageCliIo = de
     const policyFile = one(p, 'policy');
     const policy = policyFile !== undefined ? await loadPolicyFile(policyFile) : null;
     const platform = platformOf(p);
+    const limits = limitsOf(p);
     const keys = await keyReader(p, io);
     const progress = p.flags.has('no-progress')
       ? undefined
@@ -504,6 +525,7 @@ export async function imagePullMain(argv: readonly string[], io: ImageCliIo = de
         ...(platform !== undefined ? { platform } : {}),
         indexSignatures: p.flags.has('index-signatures'),
         ...(progress !== undefined ? { onProgress: progress } : {}),
+        limits,
       };
       let result: Awaited<ReturnType<typeof pullImage>>;
       if (imageText.startsWith('dir:')) {

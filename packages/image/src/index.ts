@@ -40,6 +40,15 @@ export { matchesDockerReference } from './identity.js';
 export { JsonFormatError } from './json.js';
 export { type ApplyLayerOptions, applyLayerStream, LayerError, type LayerFailureStage } from './layer.js';
 export {
+  checkExpansionLimits,
+  DEFAULT_EXPANSION_LIMITS,
+  ExpansionBudget,
+  ExpansionLimitError,
+  type ExpansionLimits,
+  LayerBudget,
+  LIMIT_NAMES,
+} from './limits.js';
+export {
   currentPlatform,
   type Descriptor,
   formatPlatform,

@@ -1,21 +1,28 @@
 /**
  * Pull, verify and unpack: resolve the manifest (choosing the platform of an
  * index), evaluate the signature policy before a single layer is fetched,
- * then stream each layer into `<bundle>/rootfs` checking blob digests and
- * diff_ids. The rootfs is assembled in a temporary folder next to it and
- * renamed into place only when everything verified; any failure removes it.
+ * then, layer by layer, download the compressed blob to a spool file while
+ * checking its size and digest, and only once it verified, unpack it into
+ * `<bundle>/rootfs`, checking the diff_id and the caps on expanded bytes and
+ * entries (`ExpansionLimits`). A blob that is not the one the manifest names
+ * is never decompressed. The rootfs is assembled in a temporary folder next
+ * to it and renamed into place only when everything verified; any failure
+ * removes it.
  *
  * Errors carry image-rs' wording (`Image policy rejected: …`, `Errors
  * happened when pulling image: …`), which kata shows in pod events and
  * which tests and operators grep for.
  */
-import { chmod, mkdir, mkdtemp, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { chmod, mkdir, mkdtemp, readdir, rename, rm, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { digestOf } from './digest.js';
 import type { DirImage } from './dir-image.js';
 import { evaluatePolicy, type KeyReader, type PolicyDecision, type PolicyImage } from './evaluate.js';
 import { applyLayerStream, LayerError } from './layer.js';
+import { ExpansionBudget, type ExpansionLimits } from './limits.js';
 import {
   currentPlatform,
   type Descriptor,
@@ -59,16 +66,19 @@ export class ImagePullError extends Error {
   readonly stage: PullStage;
   readonly detail: string;
   readonly decision: PolicyDecision | undefined;
+  /** What had been written to the (since removed) rootfs when a layer failed. */
+  readonly unpacked: UnpackStats | undefined;
   constructor(
     stage: PullStage,
     message: string,
     detail: string,
-    options?: ErrorOptions & { decision?: PolicyDecision },
+    options?: ErrorOptions & { decision?: PolicyDecision; unpacked?: UnpackStats },
   ) {
     super(message, options);
     this.stage = stage;
     this.detail = detail;
     this.decision = options?.decision;
+    this.unpacked = options?.unpacked;
   }
 }
 
@@ -117,6 +127,8 @@ export interface PullImageOptions {
   readonly signal?: AbortSignal;
   /** Keep file ownership from the layers (default: when running as root). */
   readonly preserveOwnership?: boolean;
+  /** Caps on expanded bytes and entries, per layer and per image (default `DEFAULT_EXPANSION_LIMITS`). */
+  readonly limits?: Partial<ExpansionLimits>;
 }
 
 export interface PullResult {
@@ -306,6 +318,8 @@ async function pullFrom(
   bundleDir: string,
   options: PullImageOptions,
 ): Promise<PullResult> {
+  // Checks the caps before anything is fetched or written.
+  const budget = new ExpansionBudget(options.limits ?? {});
   let manifest: ImageManifest;
   try {
     const parsed = parseManifest(source.manifestBytes, source.contentType);
@@ -368,6 +382,14 @@ async function pullFrom(
   }
   const rootfs = join(bundleDir, BUNDLE_ROOTFS);
   const work = await mkdtemp(join(bundleDir, '.rootfs-'));
+  // Compressed blobs wait here until their digest verified; never inside the rootfs.
+  let spool: string;
+  try {
+    spool = await mkdtemp(join(bundleDir, '.spool-'));
+  } catch (e) {
+    await rm(work, { recursive: true, force: true }).catch(() => undefined);
+    fail('bundle', 'Failed to create bundle', (e as Error).message, e);
+  }
   const unpacker = new RootfsUnpacker(
     work,
     options.preserveOwnership !== undefined ? { preserveOwnership: options.preserveOwnership } : {},
@@ -385,24 +407,20 @@ async function pullFrom(
           done,
         });
       emit(0, false);
-      let stream: Readable;
+      const blobFile = join(spool, `${i}.blob`);
       try {
-        stream = await source.blob(layer);
-      } catch (e) {
-        fail(
-          'layers',
-          'Errors happened when pulling image',
-          `Failed to async pull blob stream: ${(e as Error).message}`,
-          e,
+        await spoolBlob(source, layer, blobFile, (n) => emit(n, false));
+        await applyLayerStream(
+          unpacker,
+          createReadStream(blobFile),
+          compressions[i] ?? 'none',
+          config.diffIds[i] ?? '',
+          { budget: budget.layer() },
         );
-      }
-      const counted = stream.pipe(new Counter((n) => emit(n, false)));
-      stream.on('error', (e) => counted.destroy(e));
-      try {
-        await applyLayerStream(unpacker, counted, compressions[i] ?? 'none', config.diffIds[i] ?? '');
       } catch (e) {
-        throw layerFailure(e);
+        throw layerFailure(e, unpacker.stats);
       }
+      await unlink(blobFile).catch(() => undefined);
       emit(layer.size, true);
     }
     try {
@@ -416,6 +434,8 @@ async function pullFrom(
     // Nothing of an image that did not fully verify may stay behind.
     await rm(work, { recursive: true, force: true }).catch(() => undefined);
     throw e;
+  } finally {
+    await rm(spool, { recursive: true, force: true }).catch(() => undefined);
   }
   return {
     reference: source.reference !== null ? referenceString(source.reference) : '',
@@ -429,11 +449,31 @@ async function pullFrom(
   };
 }
 
-function layerFailure(e: unknown): ImagePullError {
+/**
+ * Downloads `layer` to `file`; resolves only when its size and digest
+ * verified (the source's stream fails otherwise). Throws `LayerError('fetch')`.
+ */
+async function spoolBlob(
+  source: ImageSource,
+  layer: Descriptor,
+  file: string,
+  onBytes: (total: number) => void,
+): Promise<void> {
+  try {
+    const stream = await source.blob(layer);
+    await pipeline(stream, new Counter(onBytes), createWriteStream(file, { flags: 'wx', mode: 0o600 }));
+  } catch (e) {
+    throw new LayerError('fetch', (e as Error).message, { cause: e });
+  }
+}
+
+function layerFailure(e: unknown, unpacked: UnpackStats): ImagePullError {
   const prefix = 'Errors happened when pulling image';
+  const stats = { ...unpacked };
   if (!(e instanceof LayerError)) {
     return new ImagePullError('layers', `${prefix}: ${(e as Error).message}`, (e as Error).message, {
       cause: e,
+      unpacked: stats,
     });
   }
   let detail: string;
@@ -445,13 +485,14 @@ function layerFailure(e: unknown): ImagePullError {
       detail = `Failed to decode layer data stream: Failed to unpack layer: Failed to read entries from the tar (${e.message})`;
       break;
     case 'unpack':
+    case 'limit':
       detail = `Failed to decode layer data stream: Failed to unpack layer: ${e.message}`;
       break;
     case 'diffid':
       detail = e.message;
       break;
   }
-  return new ImagePullError('layers', `${prefix}: ${detail}`, detail, { cause: e });
+  return new ImagePullError('layers', `${prefix}: ${detail}`, detail, { cause: e, unpacked: stats });
 }
 
 /** Moves the finished rootfs into place; an existing empty `rootfs` folder (made by the caller) is replaced. */

@@ -213,6 +213,7 @@ export class ImagePullService {
           policy,
           readKey: (uri) => this.#resources.get(uri),
           ...(this.#options.platform !== undefined ? { platform: this.#options.platform } : {}),
+          limits: this.#config.image.expansionLimits,
         });
         this.#log?.info(
           {

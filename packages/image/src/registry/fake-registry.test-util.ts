@@ -5,8 +5,10 @@
  * to make it lie (wrong bytes for a digest).
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export type FakeAuth =
   | { readonly kind: 'none' }
@@ -54,6 +56,8 @@ export class FakeRegistry {
   readonly requests: RequestRecord[] = [];
   /** Digests whose content is served wrongly. */
   readonly corrupt = new Set<string>();
+  /** Blob digests sent slowly, as over a real network: chunks of this many bytes, a few ms apart. */
+  readonly trickle = new Map<string, number>();
   /** Tokens issued: token → scope. */
   readonly tokens = new Map<string, string>();
   tokenRequests = 0;
@@ -257,6 +261,15 @@ export class FakeRegistry {
     }
     const served = this.corrupt.has(ref) ? Buffer.from(blob).fill(0x58, 0, 1) : blob;
     res.setHeader('content-length', served.byteLength);
+    const chunk = this.trickle.get(ref);
+    if (req.method === 'GET' && chunk !== undefined) {
+      for (let off = 0; off < served.byteLength && !res.destroyed; off += chunk) {
+        if (!res.write(served.subarray(off, off + chunk))) await once(res, 'drain');
+        await sleep(5);
+      }
+      res.end();
+      return;
+    }
     res.end(req.method === 'HEAD' ? undefined : served);
   }
 }
