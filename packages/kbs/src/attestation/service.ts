@@ -10,7 +10,7 @@ import {
   type ReportDataHashAlgorithm,
   type Tee,
 } from '@broker/protocol';
-import { getVerifier, type TeeClass } from '@broker/verifier';
+import { getVerifier, type HttpGet, type TeeClass } from '@broker/verifier';
 import type { Logger } from 'pino';
 import { createRvps, RvpsError, type RvpsMessageInput } from '../rvps/index.js';
 import type { KvStorage } from '../storage/types.js';
@@ -78,6 +78,8 @@ export interface AttestationServiceOptions {
   readonly now?: () => number;
   /** Passed to the RVPS and policy caches; 0 reads the store on every use. Default 1000. */
   readonly cacheTtlMs?: number;
+  /** HTTP client of the collateral services (Intel PCS/PCCS, AMD KDS); tests pass one that trusts a mock. */
+  readonly httpGet?: HttpGet;
 }
 
 /** More devices than this in one attestation is not a real platform. */
@@ -138,10 +140,15 @@ export async function createAttestationService(
   const broker = cfg.tokenBroker;
   const signer = await loadSigner(broker.signer);
   // Root bundles and collateral are read once: a broken file stops the start, not each attestation.
-  const verifierSettings = await loadVerifierSettings(cfg.verifierConfig);
-  if (cfg.verifierConfig !== undefined) {
-    logger.info(describeVerifierSettings(cfg.verifierConfig), 'verifier settings');
-  }
+  const verifierSettings = await loadVerifierSettings(cfg.verifierConfig, {
+    ...(options.httpGet !== undefined ? { httpGet: options.httpGet } : {}),
+    onRefreshError: (key, e) =>
+      logger.warn(
+        { url: key, err: message(e) },
+        'collateral refresh failed; the cached collateral stays in use',
+      ),
+  });
+  logger.info(describeVerifierSettings(cfg.verifierConfig), 'verifier settings');
   if (cfg.verifierConfig?.snpVerifier?.trustedArkPaths?.length) {
     logger.warn(
       'snp_verifier trusted_ark_paths: AMD roots besides the built-in ones are trusted (test hardware)',

@@ -5,7 +5,10 @@ import { join } from 'node:path';
 import { canonicalJson } from '@broker/protocol';
 import {
   createTestAmdRoots,
+  INTEL_PCS_URL,
   issueTestVek,
+  PcsClientToolFile,
+  PcsCollateralService,
   parseSnpReport,
   SNP_REPORT_SIZE,
   sevJsonFromReport,
@@ -140,7 +143,7 @@ describe('snp_verifier settings reach the verifier', () => {
     ).toBe('CERT_CHAIN_INVALID');
   });
 
-  it('finds the VCEK in a configured offline store, and nowhere without vcek_sources', async () => {
+  it('finds the VCEK in a configured offline store, and nowhere with vcek_sources = []', async () => {
     const ark = `trusted_ark_paths = ["${arkPath}"]`;
     await expect(
       attest(
@@ -148,10 +151,9 @@ describe('snp_verifier settings reach the verifier', () => {
         snpEvidence(false),
       ),
     ).resolves.toMatch(/^ey/);
-    // No snp_verifier section, or one without vcek_sources: KDS is not asked (no network), and such
-    // evidence fails.
-    expect(await attestFailure(snpSection(ark), snpEvidence(false))).toBe('VCEK_UNAVAILABLE');
-    expect(await attestFailure('', snpEvidence(false))).toBe('VCEK_UNAVAILABLE');
+    expect(await attestFailure(snpSection(`${ark}\nvcek_sources = []`), snpEvidence(false))).toBe(
+      'VCEK_UNAVAILABLE',
+    );
   });
 
   it("checks certificate validity at the service's clock", async () => {
@@ -178,14 +180,35 @@ describe('loadVerifierSettings', () => {
     throw new Error('loaded');
   };
 
-  it('gives nothing without verifier settings, and parsed roots with them', async () => {
-    expect(await load('')).toEqual({});
+  it("gives trustee's defaults without verifier settings (KDS, Intel's PCS), and parsed roots with them", async () => {
+    const defaults = await load('');
+    expect(defaults.snp).toEqual({ vcekSources: [{ type: 'KDS' }] });
+    expect(defaults.trustedArks).toBeUndefined();
+    expect(defaults.tdx?.collateralService).toBeInstanceOf(PcsCollateralService);
+    expect(defaults.tdx?.collateralService?.description).toBe(INTEL_PCS_URL);
+    expect((defaults.tdx!.collateralService as PcsCollateralService).tcbUpdateType).toBe('early');
     const s = await load(
-      snpSection(`trusted_ark_paths = ["${arkPath}", "${otherArkPath}"]\nvcek_sources = [{ type = "KDS" }]`),
+      snpSection(
+        `trusted_ark_paths = ["${arkPath}", "${otherArkPath}"]\nvcek_sources = [{ type = "KDS", base_url = "https://kds.mirror" }]`,
+      ),
     );
     expect(s.trustedArks).toHaveLength(2);
-    expect(s.snp).toEqual({ vcekSources: [{ type: 'KDS' }] });
-    expect(await load(snpSection('vcek_sources = []'))).toEqual({});
+    expect(s.snp).toEqual({ vcekSources: [{ type: 'KDS', baseUrl: 'https://kds.mirror' }] });
+    expect((await load(snpSection('vcek_sources = []'))).snp).toBeUndefined();
+  });
+
+  it('takes dcap_verifier collateral_service and tcb_update_type; offline collateral wins', async () => {
+    const dcap = '[attestation_service.verifier_config.dcap_verifier]\n';
+    const pccs = await load(
+      `${dcap}collateral_service = "https://pccs.example:8081/sgx/certification/v4/"\ntcb_update_type = "standard"`,
+    );
+    const service = pccs.tdx!.collateralService as PcsCollateralService;
+    expect(service.origin).toBe('https://pccs.example:8081');
+    expect(service.isIntelPcs).toBe(false);
+    expect(service.tcbUpdateType).toBe('standard');
+    const file = await load(`${dcap}collateral_service = "file:///var/cache/pcs/collateral.json"`);
+    expect(file.tdx?.collateralService).toBeInstanceOf(PcsClientToolFile);
+    expect(await refusal(`${dcap}collateral_service = "ftp://x"`)).toContain('collateral_service');
   });
 
   it.each([
@@ -214,7 +237,8 @@ describe('loadVerifierSettings', () => {
     const tdx = '[attestation_service.verifier_config.tdx_verifier]\n';
     const sgxRoot = file('sgx-root.pem', roots.ark.pem);
     const s = await load(`${tdx}trusted_sgx_root_paths = ["${sgxRoot}"]`);
-    expect(s.tdx).toEqual({ trustedSgxRoots: [roots.ark.pem] });
+    expect(s.tdx?.trustedSgxRoots).toEqual([roots.ark.pem]);
+    expect(s.tdx?.collateral).toBeUndefined();
     const bad = file('tcb-info.json', '{"tcbInfo": 1}');
     const qe = file('qe.json', '{}');
     expect(await refusal(`${tdx}tcb_info_paths = ["${bad}"]\nqe_identity_path = "${qe}"`)).toContain(

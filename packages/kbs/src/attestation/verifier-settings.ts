@@ -6,7 +6,12 @@ import { open } from 'node:fs/promises';
 import {
   type AmdRootSet,
   DEFAULT_OFFLINE_STORE_PATH,
+  DEFAULT_TCB_UPDATE_TYPE,
   type ExpectedData,
+  type HttpGet,
+  INTEL_PCS_URL,
+  type IntelCollateralSource,
+  intelCollateralSource,
   KDS_BASE_URL,
   MAX_COLLATERAL_BYTES,
   MAX_CRL_BYTES,
@@ -15,6 +20,7 @@ import {
   parseQeIdentity,
   parseTdxTcbInfo,
   type TdxCollateralConfig,
+  TRUSTEE_DEFAULT_VCEK_SOURCES,
 } from '@broker/verifier';
 import { ConfigError } from '../config-reader.js';
 import type { VerifierConfig } from './config.js';
@@ -27,6 +33,36 @@ export type VerifierSettings = Pick<ExpectedData, 'trustedArks' | 'snp' | 'tdx'>
 
 const SNP = '[attestation_service.verifier_config.snp_verifier]';
 const TDX = '[attestation_service.verifier_config.tdx_verifier]';
+const DCAP = '[attestation_service.verifier_config.dcap_verifier]';
+
+/** What a caller (not the configuration file) may add: the HTTP client, a log of background failures. */
+export interface VerifierSettingsOptions {
+  /** HTTP client of the collateral services (PCS/PCCS, KDS); Node's by default. Tests pass one for a mock. */
+  readonly httpGet?: HttpGet;
+  /** A background refresh of cached collateral failed (the cached collateral stays in use). */
+  readonly onRefreshError?: (key: string, error: unknown) => void;
+}
+
+/**
+ * trustee's `dcap_verifier`: `collateral_service` (default Intel's PCS when the table is absent) and
+ * `tcb_update_type`. One source per KBS, so its cache is shared by every attestation.
+ */
+function collateralService(
+  cfg: VerifierConfig | undefined,
+  options: VerifierSettingsOptions,
+): IntelCollateralSource {
+  const dcap = cfg?.dcapVerifier;
+  try {
+    return intelCollateralSource({
+      url: dcap?.collateralService ?? INTEL_PCS_URL,
+      tcbUpdateType: dcap?.tcbUpdateType ?? DEFAULT_TCB_UPDATE_TYPE,
+      ...(options.httpGet !== undefined ? { httpGet: options.httpGet } : {}),
+      ...(options.onRefreshError !== undefined ? { cache: { onRefreshError: options.onRefreshError } } : {}),
+    });
+  } catch (e) {
+    throw new ConfigError(`${DCAP} collateral_service: ${(e as Error).message}`, { cause: e });
+  }
+}
 
 async function readBounded(where: string, file: string, limit: number): Promise<Buffer> {
   let fh: Awaited<ReturnType<typeof open>>;
@@ -105,13 +141,21 @@ async function tdxCollateral(cfg: NonNullable<VerifierConfig['tdxVerifier']>): P
 }
 
 /**
- * Reads the files the verifier settings name. Without `snp_verifier` nothing is fetched from AMD's
- * KDS (trustee would default to it): `snp` evidence must then carry its certificate table, and KDS
- * is used only when `vcek_sources` lists it.
+ * Reads the files the verifier settings name, and sets up the collateral services with trustee's
+ * defaults: `snp` evidence without a certificate table gets its VCEK from AMD's KDS unless
+ * `vcek_sources` says otherwise (`[]`: from nowhere), and TDX quotes get their collateral from
+ * Intel's PCS unless `dcap_verifier` names another service or `tdx_verifier` configures it offline.
  */
-export async function loadVerifierSettings(cfg: VerifierConfig | undefined): Promise<VerifierSettings> {
+export async function loadVerifierSettings(
+  cfg: VerifierConfig | undefined,
+  options: VerifierSettingsOptions = {},
+): Promise<VerifierSettings> {
   const out: { -readonly [K in keyof VerifierSettings]: VerifierSettings[K] } = {};
   const snp = cfg?.snpVerifier;
+  const vcekSources = snp?.vcekSources ?? TRUSTEE_DEFAULT_VCEK_SOURCES;
+  if (vcekSources.length > 0) {
+    out.snp = { vcekSources, ...(options.httpGet !== undefined ? { httpGet: options.httpGet } : {}) };
+  }
   if (snp !== undefined) {
     const arks: AmdRootSet[] = [];
     for (const file of snp.trustedArkPaths ?? []) {
@@ -120,27 +164,24 @@ export async function loadVerifierSettings(cfg: VerifierConfig | undefined): Pro
       arks.push(checked(where, file, () => parseAmdRootBundle(pem)));
     }
     if (arks.length > 0) out.trustedArks = arks;
-    if (snp.vcekSources !== undefined && snp.vcekSources.length > 0) {
-      out.snp = { vcekSources: snp.vcekSources };
-    }
   }
   const tdx = cfg?.tdxVerifier;
+  let collateral: TdxCollateralConfig | undefined;
+  const trustedSgxRoots: string[] = [];
   if (tdx !== undefined) {
-    const trustedSgxRoots: string[] = [];
     for (const file of tdx.trustedSgxRootPaths) {
       const where = `${TDX} trusted_sgx_root_paths`;
       trustedSgxRoots.push(
         certificatesPem(where, file, await readBounded(where, file, MAX_TRUST_FILE_BYTES)),
       );
     }
-    const collateral = tdx.qeIdentityPath !== undefined ? await tdxCollateral(tdx) : undefined;
-    if (collateral !== undefined || trustedSgxRoots.length > 0) {
-      out.tdx = {
-        ...(collateral !== undefined ? { collateral } : {}),
-        ...(trustedSgxRoots.length > 0 ? { trustedSgxRoots } : {}),
-      };
-    }
+    if (tdx.qeIdentityPath !== undefined) collateral = await tdxCollateral(tdx);
   }
+  // Offline collateral wins; only without it is a service asked.
+  out.tdx = {
+    ...(collateral !== undefined ? { collateral } : { collateralService: collateralService(cfg, options) }),
+    ...(trustedSgxRoots.length > 0 ? { trustedSgxRoots } : {}),
+  };
   return out;
 }
 
@@ -148,12 +189,18 @@ export async function loadVerifierSettings(cfg: VerifierConfig | undefined): Pro
 export function describeVerifierSettings(cfg: VerifierConfig | undefined): Record<string, unknown> {
   return {
     trustedArkPaths: cfg?.snpVerifier?.trustedArkPaths ?? [],
-    vcekSources: (cfg?.snpVerifier?.vcekSources ?? []).map((s) =>
+    vcekSources: (cfg?.snpVerifier?.vcekSources ?? TRUSTEE_DEFAULT_VCEK_SOURCES).map((s) =>
       s.type === 'KDS'
         ? `KDS ${s.baseUrl ?? KDS_BASE_URL}`
         : `OfflineStore ${s.path ?? DEFAULT_OFFLINE_STORE_PATH}`,
     ),
     tdxCollateral: cfg?.tdxVerifier?.qeIdentityPath !== undefined,
+    ...(cfg?.tdxVerifier?.qeIdentityPath === undefined
+      ? {
+          collateralService: cfg?.dcapVerifier?.collateralService ?? INTEL_PCS_URL,
+          tcbUpdateType: cfg?.dcapVerifier?.tcbUpdateType ?? DEFAULT_TCB_UPDATE_TYPE,
+        }
+      : {}),
     trustedSgxRootPaths: cfg?.tdxVerifier?.trustedSgxRootPaths ?? [],
   };
 }
