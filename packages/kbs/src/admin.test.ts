@@ -66,9 +66,9 @@ describe('bearerToken', () => {
 describe('admin authorization modes', () => {
   it('InsecureAllowAll lets everyone in; DenyAll nobody', async () => {
     const allow = await createAdminAuthorizer({ mode: 'InsecureAllowAll' });
-    expect(allow.check({ authorization: undefined, uri })).toEqual({ principal: 'insecure' });
+    expect(allow.check({ authorization: undefined, path: uri })).toEqual({ principal: 'insecure' });
     const deny = await createAdminAuthorizer({ mode: 'DenyAll' });
-    expect(() => deny.check({ authorization: 'Bearer x', uri })).toThrow(
+    expect(() => deny.check({ authorization: 'Bearer x', path: uri })).toThrow(
       'Admin access denied: Admin access denied as DenyAll authorization_mode is enabled',
     );
   });
@@ -82,7 +82,7 @@ describe('AuthenticatedAuthorization', () => {
     ['ES256 with a JWKS key by kid', { alg: 'ES256', kid: 'idp' }, jwksKey.privateKey],
   ])('accepts %s', async (_what, header, key) => {
     const a = await createAdminAuthorizer(config(), clock);
-    expect(a.check({ authorization: `Bearer ${signJwt(header, claims(), key)}`, uri })).toEqual({
+    expect(a.check({ authorization: `Bearer ${signJwt(header, claims(), key)}`, path: uri })).toEqual({
       principal: 'resource-admin',
     });
   });
@@ -93,7 +93,7 @@ describe('AuthenticatedAuthorization', () => {
     ['an unknown key', { alg: 'ES256' }, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey],
   ])('refuses %s', async (_what, header, key) => {
     const a = await createAdminAuthorizer(config(), clock);
-    expect(() => a.check({ authorization: `Bearer ${signJwt(header, claims(), key)}`, uri })).toThrow(
+    expect(() => a.check({ authorization: `Bearer ${signJwt(header, claims(), key)}`, path: uri })).toThrow(
       'Cannot verify token with any of the issuers',
     );
   });
@@ -101,55 +101,54 @@ describe('AuthenticatedAuthorization', () => {
   it('requires exp, refuses expiry beyond the leeway, and requires the role claim', async () => {
     const a = await createAdminAuthorizer(config(), clock);
     const tok = (c: Record<string, unknown>) => `Bearer ${signJwt({ alg: 'ES256' }, c, ec.privateKey)}`;
-    expect(() => a.check({ authorization: tok({ role: 'resource-admin' }), uri })).toThrow(
+    expect(() => a.check({ authorization: tok({ role: 'resource-admin' }), path: uri })).toThrow(
       /any of the issuers/,
     );
-    expect(() => a.check({ authorization: tok(claims({ exp: NOW - 61 })), uri })).toThrow(
+    expect(() => a.check({ authorization: tok(claims({ exp: NOW - 61 })), path: uri })).toThrow(
       /any of the issuers/,
     );
-    expect(() => a.check({ authorization: tok({ exp: NOW + 60 }), uri })).toThrow(
+    expect(() => a.check({ authorization: tok({ exp: NOW + 60 }), path: uri })).toThrow(
       'Missing required `role` claim in JWT',
     );
-    expect(() => a.check({ authorization: tok(claims({ role: 7 })), uri })).toThrow(AdminAccessDenied);
+    expect(() => a.check({ authorization: tok(claims({ role: 7 })), path: uri })).toThrow(AdminAccessDenied);
   });
 
   it('checks iss and aud only when configured', async () => {
     const a = await createAdminAuthorizer(config({ issuer: 'idp-1', audience: 'kbs' }), clock);
     const tok = (c: Record<string, unknown>) => `Bearer ${signJwt({ alg: 'ES256' }, c, ec.privateKey)}`;
-    expect(a.check({ authorization: tok(claims({ iss: 'idp-1', aud: ['x', 'kbs'] })), uri }).principal).toBe(
-      'resource-admin',
-    );
-    expect(() => a.check({ authorization: tok(claims({ iss: 'idp-2', aud: 'kbs' })), uri })).toThrow(
+    expect(
+      a.check({ authorization: tok(claims({ iss: 'idp-1', aud: ['x', 'kbs'] })), path: uri }).principal,
+    ).toBe('resource-admin');
+    expect(() => a.check({ authorization: tok(claims({ iss: 'idp-2', aud: 'kbs' })), path: uri })).toThrow(
       /any of the issuers/,
     );
-    expect(() => a.check({ authorization: tok(claims({ iss: 'idp-1', aud: 'other' })), uri })).toThrow(
+    expect(() => a.check({ authorization: tok(claims({ iss: 'idp-1', aud: 'other' })), path: uri })).toThrow(
       /any of the issuers/,
     );
-    expect(() => a.check({ authorization: tok(claims({ iss: 'idp-1' })), uri })).toThrow(
+    expect(() => a.check({ authorization: tok(claims({ iss: 'idp-1' })), path: uri })).toThrow(
       /any of the issuers/,
     );
   });
 
-  it('matches the anchored ACL regex against the request URI, per role', async () => {
+  it('matches the anchored ACL regex against the routed path, per role', async () => {
     const a = await createAdminAuthorizer(config(), clock);
     const res = `Bearer ${signJwt({ alg: 'ES256' }, claims(), ec.privateKey)}`;
     const pol = `Bearer ${signJwt({ alg: 'ES256' }, claims({ role: 'policy-admin' }), ec.privateKey)}`;
-    expect(() => a.check({ authorization: res, uri: '/kbs/v0/resource-policy' })).toThrow(
+    expect(() => a.check({ authorization: res, path: '/kbs/v0/resource-policy' })).toThrow(
       'Admin access denied: Role resource-admin not allowed for path /kbs/v0/resource-policy',
     );
-    expect(a.check({ authorization: pol, uri: '/kbs/v0/resource-policy' }).principal).toBe('policy-admin');
-    expect(() => a.check({ authorization: pol, uri: '/kbs/v0/resource-policy?x=1' })).toThrow(/not allowed/);
-    expect(() => a.check({ authorization: pol, uri: '/kbs/v0/resource/a/b/c' })).toThrow(/not allowed/);
+    expect(a.check({ authorization: pol, path: '/kbs/v0/resource-policy' }).principal).toBe('policy-admin');
+    expect(() => a.check({ authorization: pol, path: '/kbs/v0/resource/a/b/c' })).toThrow(/not allowed/);
     const other = `Bearer ${signJwt({ alg: 'ES256' }, claims({ role: 'nobody' }), ec.privateKey)}`;
-    expect(() => a.check({ authorization: other, uri })).toThrow(/Role nobody not allowed/);
+    expect(() => a.check({ authorization: other, path: uri })).toThrow(/Role nobody not allowed/);
   });
 
   it('needs a Bearer header', async () => {
     const a = await createAdminAuthorizer(config(), clock);
-    expect(() => a.check({ authorization: undefined, uri })).toThrow(
+    expect(() => a.check({ authorization: undefined, path: uri })).toThrow(
       'Failed to parse HTTP Auth Bearer header',
     );
-    expect(() => a.check({ authorization: 'Basic Zm9vOmJhcg==', uri })).toThrow(AdminError);
+    expect(() => a.check({ authorization: 'Basic Zm9vOmJhcg==', path: uri })).toThrow(AdminError);
   });
 
   it('refuses to start when an identity provider key cannot be read', async () => {

@@ -1,5 +1,10 @@
 // Admin API access (trustee kbs/src/admin): InsecureAllowAll, DenyAll, or a bearer JWT from a trusted
-// identity provider whose mandatory `role` claim an anchored regex ACL allows for the request URI.
+// identity provider whose mandatory `role` claim an anchored regex ACL allows for the request path.
+//
+// The ACL sees the path the router acts on: `/kbs/v0/` and the percent-decoded segments joined by `/`,
+// without the query. trustee matches the request target as received instead (percent-encoded, with the
+// query), while actix routes on the decoded path, so `%72esource-policy` reaches `resource-policy` past
+// an ACL that refuses it, and a query can satisfy a pattern the path alone would not.
 import type { CacheUsage } from './bounded-cache.js';
 import type { AclRuleConfig, AdminConfig, IdentityProviderConfig } from './config.js';
 import { JwtVerifier } from './jwt/verifier.js';
@@ -20,8 +25,8 @@ export class AdminAccessDenied extends AdminError {
 export interface AdminRequest {
   /** The `Authorization` header. */
   readonly authorization: string | undefined;
-  /** Request target as received: path and query. */
-  readonly uri: string;
+  /** The normalised path the request is routed on: `/kbs/v0/` and the decoded segments; no query. */
+  readonly path: string;
 }
 
 export interface AdminDecision {
@@ -91,9 +96,9 @@ class BearerJwtAuthorizer implements AdminAuthorizer {
     if (token === undefined) throw new AdminError('Failed to parse HTTP Auth Bearer header');
     const role = this.role(token);
     for (const acl of this.acls) {
-      if (acl.role === role && acl.re.test(req.uri)) return { principal: role };
+      if (acl.role === role && acl.re.test(req.path)) return { principal: role };
     }
-    throw new AdminAccessDenied(`Role ${role} not allowed for path ${req.uri}`);
+    throw new AdminAccessDenied(`Role ${role} not allowed for path ${req.path.slice(0, 256)}`);
   }
 
   cacheUsage(): CacheUsage {

@@ -57,6 +57,11 @@ function utf8(body: Uint8Array): string | undefined {
   }
 }
 
+/** The path the request is routed on, as the admin ACL must see it. */
+export function routedPath(segments: readonly string[]): string {
+  return `/kbs/v0/${segments.join('/')}`;
+}
+
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -69,7 +74,7 @@ export class Api {
 
   private checkAdmin(req: ApiRequest, endpoint: string): void {
     try {
-      const d = this.deps.admin.check({ authorization: req.authorization, uri: req.uri });
+      const d = this.deps.admin.check({ authorization: req.authorization, path: routedPath(req.segments) });
       this.deps.logger.info(
         { endpoint, principal: d.principal, mode: this.deps.admin.mode },
         'admin access granted',
@@ -225,7 +230,7 @@ export class Api {
     const { metrics, logger } = this.deps;
     if (req.method === 'POST' || req.method === 'DELETE') {
       try {
-        this.deps.admin.check({ authorization: req.authorization, uri: req.uri });
+        this.deps.admin.check({ authorization: req.authorization, path: routedPath(req.segments) });
       } catch (e) {
         // trustee reports a denied plugin admin call as AdminAuthInitialization.
         const msg = e instanceof AdminError ? e.message : 'Admin access denied';

@@ -1,4 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+// Issue 14 (KBS part) over real HTTP on 127.0.0.1: an encoded separator inside a resource path segment,
+// an admin ACL that must see the path the router acts on, and oversized `extra-params` in /auth.
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jweDecrypt } from '@broker/protocol';
@@ -8,6 +11,7 @@ import { parseKbsConfigText } from './config.js';
 import { type RunningKbs, startKbs } from './kbs.js';
 
 import { handshake, type Response, send } from './testing/client.js';
+import { signJwt } from './testing/tokens.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 const b64u = (s: string) => Buffer.from(s).toString('base64url');
@@ -84,5 +88,41 @@ describe('a resource path segment that decodes to a separator', () => {
     // A double-encoded slash decodes once, to `%2F` as text, which the resource path rule refuses.
     const double = await send(`${base}/kbs/v0/resource/default/app-secret%252Fkey`, { headers: bearer });
     expect(double.status).toBe(401);
+  });
+});
+
+describe('the admin ACL and percent-encoding', () => {
+  it('matches the path the router acts on, so %72esource-policy is the resource policy', async () => {
+    const idp = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const pem = join(tmp, 'idp.pem');
+    writeFileSync(pem, idp.publicKey.export({ type: 'spki', format: 'pem' }));
+    // `ops` may use every admin endpoint except the resource policy.
+    const admin = `[admin]\nauthorization_mode = "AuthenticatedAuthorization"\n[admin.authentication.bearer_jwt]\nidentity_providers = [{ public_key_uri = "${pem}" }]\n[admin.authorization.regex_acl]\nacls = [{ role = "ops", allowed_endpoints = '^/kbs/v0/(?!resource-policy)[^?]*$' }]\n`;
+    const { base } = await start(admin);
+    const token = signJwt(
+      { alg: 'ES256' },
+      { exp: Math.floor(Date.now() / 1000) + 300, role: 'ops' },
+      idp.privateKey,
+    );
+    const headers = { authorization: `Bearer ${token}` };
+    const body = JSON.stringify({ policy: b64u('package policy\nimport rego.v1\ndefault allow := true\n') });
+
+    const put = await send(`${base}/kbs/v0/resource/default/k/v`, { method: 'POST', headers, body: 'x' });
+    expect(put.status, put.text).toBe(200);
+    const plain = await send(`${base}/kbs/v0/resource-policy`, { method: 'POST', headers, body });
+    expectError(plain, 401, 'AdminAuthAccess', /Role ops not allowed for path \/kbs\/v0\/resource-policy/);
+    for (const spelled of ['%72esource-policy', 'resource%2Dpolicy', '%72%65source-policy']) {
+      const res = await send(`${base}/kbs/v0/${spelled}`, { method: 'POST', headers, body });
+      expectError(res, 401, 'AdminAuthAccess', /not allowed for path \/kbs\/v0\/resource-policy$/);
+    }
+    // Listing goes through the same check.
+    expectError(await send(`${base}/kbs/v0/%72esource-policy`, { headers }), 401, 'AdminAuthAccess');
+    // The ACL does not see the query, which routing ignores too.
+    const viaQuery = await send(`${base}/kbs/v0/resource/default/k/w?/x`, {
+      method: 'POST',
+      headers,
+      body: 'y',
+    });
+    expect(viaQuery.status, viaQuery.text).toBe(200);
   });
 });

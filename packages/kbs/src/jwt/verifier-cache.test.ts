@@ -126,11 +126,11 @@ describe('admin tokens go through the same verifier', () => {
     for (let i = 0; i < 100; i++) {
       const header = i % 2 === 0 ? { alg: 'ES256' } : { alg: 'ES256', kid: 'idp' };
       const authorization = `Bearer ${bogusToken(header, 120 * 1024)}`;
-      expect(() => a.check({ authorization, uri: path })).toThrow(/Cannot verify token/);
+      expect(() => a.check({ authorization, path })).toThrow(/Cannot verify token/);
     }
     expect(a.cacheUsage?.()).toEqual({ entries: 0, bytes: 0 });
     const good = signJwt({ alg: 'ES256' }, { exp: nowSeconds() + 60, role: 'admin' }, idp.privateKey);
-    expect(a.check({ authorization: `Bearer ${good}`, uri: path }).principal).toBe('admin');
+    expect(a.check({ authorization: `Bearer ${good}`, path }).principal).toBe('admin');
     expect(a.cacheUsage?.().entries).toBe(1);
   });
 });
