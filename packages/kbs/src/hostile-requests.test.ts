@@ -4,13 +4,13 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jweDecrypt } from '@broker/protocol';
+import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseKbsConfigText } from './config.js';
 import { type RunningKbs, startKbs } from './kbs.js';
-
-import { handshake, type Response, send } from './testing/client.js';
+import { MAX_EXTRA_PARAMS_BYTES } from './rcar.js';
+import { AUTH_BODY, attestationBody, cookieOf, handshake, type Response, send } from './testing/client.js';
 import { signJwt } from './testing/tokens.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
@@ -125,4 +125,60 @@ describe('the admin ACL and percent-encoding', () => {
     });
     expect(viaQuery.status, viaQuery.text).toBe(200);
   });
+});
+
+describe('extra-params in /auth', () => {
+  const authWith = (extra: unknown) =>
+    JSON.stringify({ version: '0.4.0', tee: 'sample', 'extra-params': extra });
+
+  it(`accepts up to ${MAX_EXTRA_PARAMS_BYTES} bytes and refuses more`, async () => {
+    const { base } = await start(INSECURE_ADMIN);
+    // JSON of a string: its characters plus the two quotes.
+    const fits = 'a'.repeat(MAX_EXTRA_PARAMS_BYTES - 2);
+    expect((await send(`${base}/kbs/v0/auth`, { method: 'POST', body: authWith(fits) })).status).toBe(200);
+    expectError(
+      await send(`${base}/kbs/v0/auth`, { method: 'POST', body: authWith(`${fits}a`) }),
+      401,
+      'AttestationError',
+      /RCAR handshake Auth failed: extra-params is 4097 bytes, more than the 4096 allowed/,
+    );
+    const nested = { 'supported-hash-algorithms': Array.from({ length: 1000 }, () => 'sha512') };
+    expectError(
+      await send(`${base}/kbs/v0/auth`, { method: 'POST', body: authWith(nested) }),
+      401,
+      'AttestationError',
+      /extra-params is \d+ bytes/,
+    );
+  });
+
+  it('128 requests of 2 MiB are refused and evict no other session', async () => {
+    // trustee's default body limit (2 MiB), and requests that just fit it.
+    const { base, kbs } = await start(INSECURE_ADMIN, 'payload_request_size = 2');
+    const key = generateTeeKeyPair();
+    const auth = await send(`${base}/kbs/v0/auth`, { method: 'POST', body: AUTH_BODY });
+    expect(auth.status).toBe(200);
+    const cookie = cookieOf(auth);
+    const { nonce } = auth.json() as { nonce: string };
+    const bytesBefore = kbs.sessions.bytes;
+
+    const huge = authWith('x'.repeat(2 * 1024 * 1024 - 64));
+    expect(huge.length).toBeLessThanOrEqual(2 * 1024 * 1024);
+    let refused = 0;
+    for (let i = 0; i < 128; i += 8) {
+      const batch = await Promise.all(
+        Array.from({ length: 8 }, () => send(`${base}/kbs/v0/auth`, { method: 'POST', body: huge })),
+      );
+      for (const r of batch) if (r.status === 401) refused++;
+    }
+    expect(refused).toBe(128);
+    expect(kbs.sessions.size).toBe(1);
+    expect(kbs.sessions.bytes).toBe(bytesBefore);
+    // The guest that started first finishes its handshake.
+    const attest = await send(`${base}/kbs/v0/attest`, {
+      method: 'POST',
+      headers: { cookie },
+      body: attestationBody(nonce, key),
+    });
+    expect(attest.status, attest.text).toBe(200);
+  }, 120_000);
 });

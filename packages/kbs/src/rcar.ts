@@ -21,6 +21,13 @@ import { jsonReply, type Reply } from './reply.js';
 import { type Session, type SessionStore, sessionCookie } from './session.js';
 
 const NONCE_BYTES = 32;
+/**
+ * Largest `extra-params` of an /auth request, as JSON bytes. The request is kept in the session until it
+ * expires, so without a cap one unauthenticated client could fill the session budget with a few large
+ * requests and push out every other guest's handshake. Guests send `""` or, for SE, a short list of hash
+ * algorithms (well under a few hundred bytes); trustee stores whatever fits the 2 MiB body limit.
+ */
+export const MAX_EXTRA_PARAMS_BYTES = 4096;
 /** The version requirement trustee states in its mismatch message. */
 const VERSION_REQ = '=0.4.0';
 const SEMVER_RE = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$/;
@@ -86,6 +93,10 @@ function parseRequest(body: Uint8Array): KbsRequest {
   }
   const version = doc.version;
   if (!SEMVER_RE.test(version)) throw authFailed('failed to parse KBS version');
+  const extraBytes = Buffer.byteLength(JSON.stringify(doc['extra-params']) ?? '', 'utf8');
+  if (extraBytes > MAX_EXTRA_PARAMS_BYTES) {
+    throw authFailed(`extra-params is ${extraBytes} bytes, more than the ${MAX_EXTRA_PARAMS_BYTES} allowed`);
+  }
   try {
     return parseKbsRequest(doc);
   } catch (e) {
