@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Boot test of the guest image (make guest-image-test; not in CI: it needs KVM or a lot of patience, and
-# the image from build.sh). It boots dist/guest-image under QEMU with swtpm as the vTPM and a cidata disk
-# carrying the pod's initdata, and checks that the path-activated chain comes up and fetches
+# Boot test of the guest image (make guest-image-test, run by .ci/run after the tests; it needs the image
+# from build.sh, and KVM or the patience of TCG). It boots dist/guest-image under QEMU with swtpm as the
+# vTPM and a cidata disk carrying the pod's initdata, and checks that the path-activated chain comes up and fetches
 # default/attestation-status/status from a KBS on the host, through the guest's api-server-rest.
 #
 #   guest-image/boot-test.sh [--image DIR] [--bin DIR] [--timeout SECONDS] [--accel kvm|tcg] [--keep]

@@ -3,6 +3,10 @@
 # wired the way the spec's initdata wires them, then flow A (image policy check on a local registry), flow B,
 # the lazy-attestation poller and flow C.
 #   scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm]     (make demo runs it after the build)
+# The work folder (keys, configuration, logs) is removed at the end; --keep leaves the stack running and
+# the folder in place, and prints its path. After a failure only its logs are kept.
+# Environment: KBS_PORT (default 8080), REGISTRY_PORT (default: a free port), DEMO_TEE (as --tee).
+# Exit status: 0 every step passed, 1 a step failed, 2 usage error.
 # The guest components use their upstream default sockets and the :8006 port, as inside a CVM.
 # TEE (--tee, or DEMO_TEE):
 #   sample       (default) trustee's software TEE: runs anywhere, no hardware root;
@@ -16,8 +20,13 @@ ROOT=$PWD
 BIN=$ROOT/dist/bin
 KEEP=0
 TEE=${DEMO_TEE:-sample}
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
     --keep) KEEP=1 ;;
     --tee)
       [ $# -ge 2 ] || { echo "--tee needs a value: sample or az-snp-vtpm" >&2; exit 2; }
@@ -25,7 +34,10 @@ while [ $# -gt 0 ]; do
       shift
       ;;
     --tee=*) TEE=${1#--tee=} ;;
-    *) echo "usage: scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm]" >&2; exit 2 ;;
+    *)
+      echo "unknown argument $1; run scripts/demo.sh --help" >&2
+      exit 2
+      ;;
   esac
   shift
 done
@@ -46,9 +58,16 @@ fail() {
 }
 cleanup() {
   local code=$?
-  if [ "$KEEP" = 0 ] || [ "$code" != 0 ]; then
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$KEEP" = 1 ]; then
+    echo "work folder kept (it holds the demo's private keys): $WORK" >&2
+  elif [ "$code" = 0 ]; then
+    rm -rf "$WORK"
+  else
+    # The keys and the rest go; the logs stay for the failure.
+    find "$WORK" -mindepth 1 -maxdepth 1 ! -name '*.log' -exec rm -rf {} +
+    echo "work folder with the logs only (keys removed): $WORK" >&2
   fi
   exit "$code"
 }
@@ -347,12 +366,12 @@ line "api-server-rest on http://127.0.0.1:8006" "ok"
 
 echo
 echo "5. Flow A: the agent asks the CDH to pull each pod's image (PullImage over ttrpc)"
-kbs_log_settled() { # every KBS request answered so far is in kbs.log once this marker is
+kbs_log_settled() { # every KBS request answered so far is in kbs.log once this marker (the user agent) is
   local marker="sync-$RANDOM$RANDOM"
-  curl -sf -o /dev/null --cacert "$WORK/https.crt" "https://127.0.0.1:$KBS_PORT/healthz?$marker" || return 1
-  wait_for "KBS access log" grep -q "GET /healthz?$marker " "$WORK/kbs.log"
+  curl -sf -o /dev/null -A "$marker" --cacert "$WORK/https.crt" "https://127.0.0.1:$KBS_PORT/healthz" || return 1
+  wait_for "KBS access log" grep -q "\"ua\":\"$marker\"" "$WORK/kbs.log"
 }
-resource_gets() { grep -o '"request":"GET /kbs/v0/resource/[^ ?"]*' "$WORK/kbs.log" | sed 's|.*/kbs/v0/resource/||' || true; }
+resource_gets() { grep -o '"method":"GET","path":"/kbs/v0/resource/[^"?]*' "$WORK/kbs.log" | sed 's|.*/kbs/v0/resource/||' || true; }
 kbs_log_settled || fail "KBS access log"
 before=$(resource_gets | wc -l)
 if image_tool pull "$UNSIGNED_IMAGE" "$WORK/bundles/unsigned-pod" >"$WORK/pull-unsigned.out" 2>"$WORK/pull-unsigned.err"; then
@@ -465,8 +484,10 @@ if [ "$KEEP" = 1 ]; then
   admin set-resource-policy --affirming
   echo "The stack keeps running (KBS log: $WORK/kbs.log). Try:"
   echo "  curl http://127.0.0.1:8006/cdh/resource/default/attestation-status/status"
-  echo "  $NODE $WORK/image-tool.cjs pull $UNSIGNED_IMAGE $WORK/bundles/try"
-  echo "Stop it with: kill ${PIDS[*]}"
+  echo "  $BIN/image-pull --policy $WORK/image-policy.json --kbs-url https://127.0.0.1:$KBS_PORT --kbs-cert $WORK/https.crt --plain-http docker://$UNSIGNED_IMAGE $WORK/bundles/try"
+  echo "  $BIN/kbs-client --url https://127.0.0.1:$KBS_PORT --cert-file $WORK/https.crt config --auth-private-key $WORK/admin.key get-resource-policy"
+  echo "Stop it with: kill ${PIDS[*]}; rm -rf $WORK"
+  echo "work folder (it holds the demo's private keys): $WORK"
   trap - EXIT
 else
   echo "10. Stopping the stack"
