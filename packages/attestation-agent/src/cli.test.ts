@@ -4,45 +4,49 @@ import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AttesterModule } from '@broker/attester';
-import { AttestationAgentClient, DEFAULT_ATTESTATION_AGENT_SOCKET } from '@broker/guest-api';
+import { AttestationAgentClient } from '@broker/guest-api';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type MainOptions, main, parseArgs, socketPathOf } from './cli.js';
+import { type MainOptions, main, socketPathOf } from './cli.js';
 import type { RunningAttestationAgent } from './start.js';
-import { LogCapture, startTestKbs, type TestKbs } from './test-kbs.js';
+import { LogCapture, startTestKbs, type TestKbs } from './testing/kbs.js';
 
-describe('parseArgs (upstream ttrpc-aa flags)', () => {
-  it('defaults the socket to upstream', () => {
-    expect(parseArgs([])).toEqual({ kind: 'run', args: { socket: DEFAULT_ATTESTATION_AGENT_SOCKET } });
-  });
-
-  it('reads long, short, attached and = forms', () => {
-    expect(
-      parseArgs(['--attestation_sock', 'unix:///a', '--config-file=/c', '-i', 'AAAA', '-t/i.toml']),
-    ).toEqual({
-      kind: 'run',
-      args: { socket: 'unix:///a', configFile: '/c', initdataDigest: 'AAAA', initdataToml: '/i.toml' },
+describe('command line (upstream ttrpc-aa flags)', () => {
+  async function parse(argv: string[]) {
+    let out = '';
+    let err = '';
+    const code = await main(argv, {
+      env: {},
+      stdout: (t) => {
+        out += t;
+      },
+      stderr: (t) => {
+        err += t;
+      },
     });
-    expect(parseArgs(['-a=unix:///b', '-c', 'aa.toml'])).toEqual({
-      kind: 'run',
-      args: { socket: 'unix:///b', configFile: 'aa.toml' },
-    });
-  });
+    return { code, out, err };
+  }
 
   it.each([
-    [['-c'], /a value is required for '--config-file <CONFIG_FILE>'/],
-    [['--config', 'x'], /unexpected argument '--config'/],
-    [['--attestation-sock', 'unix:///x'], /unexpected argument/],
-    [['-c', 'a', '-c', 'b'], /cannot be used multiple times/],
-    [['serve'], /unexpected argument 'serve'/],
-  ])('refuses %j', (argv, message) => {
-    const r = parseArgs(argv);
-    expect(r.kind).toBe('error');
-    expect(r.kind === 'error' && r.message).toMatch(message);
+    [['-c'], "option '-c' needs a value"],
+    [['--config', 'x'], "unknown option '--config'"],
+    [['--attestation-sock', 'unix:///x'], "unknown option '--attestation-sock'"],
+    [['-c', 'a', '-c', 'b'], "option '-c' given more than once"],
+    [['serve'], "unexpected argument 'serve'"],
+    [['--log-format', 'xml'], "invalid value 'xml' for '--log-format' (allowed: json, text)"],
+  ])('refuses %j with status 2', async (argv, message) => {
+    expect(await parse(argv)).toEqual({
+      code: 2,
+      out: '',
+      err: `attestation-agent: ${message}\nRun 'attestation-agent --help' for usage.\n`,
+    });
   });
 
-  it('answers help and version', () => {
-    expect(parseArgs(['-c', 'x', '--help']).kind).toBe('help');
-    expect(parseArgs(['-V']).kind).toBe('version');
+  it('answers help and version', async () => {
+    const help = await parse(['-c', 'x', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.out).toContain('-a, --attestation_sock <ATTESTATION_SOCK>');
+    expect(help.out).toContain('Exit status:');
+    expect(await parse(['-V'])).toEqual({ code: 0, out: 'attestation-agent 0.1.0 (broker dev)\n', err: '' });
   });
 
   it('accepts only unix:// socket addresses, as upstream', () => {
@@ -261,15 +265,13 @@ describe('main', () => {
       );
       expect(code).toBe(1);
       expect(await exists(socket)).toBe(false);
-      expect(logs.text).toContain(
-        'inconsistent with that of the current platform: Init data does not match!',
-      );
+      expect(stderr).toContain('inconsistent with that of the current platform: Init data does not match!');
     });
   });
 
   it.each([
     [['-c', '/nonexistent/aa.toml'], 1, /cannot read \/nonexistent\/aa\.toml/],
-    [['--bogus'], 2, /unexpected argument '--bogus'/],
+    [['--bogus'], 2, /unknown option '--bogus'/],
   ])('exits with status for %j', async (argv, status, message) => {
     expect(await run(argv)).toBe(status);
     expect(stderr).toMatch(message);
@@ -279,10 +281,16 @@ describe('main', () => {
     ['a socket that is not unix://', ['-a', 'tcp://127.0.0.1:9'], /socket address scheme is not expected/],
     ['a bad digest', ['-i', 'not base64!'], /base64 decode initdata/],
     ['a missing initdata file', ['-t', '/nonexistent/initdata.toml'], /read initdata toml file/],
-  ])('exits 1 for %s', async (_name, argv, message) => {
+    [
+      'a socket folder that cannot be created',
+      ['-a', 'unix:///proc/broker-aa-test/aa.sock'],
+      /^attestation-agent: cannot create directory \/proc\/broker-aa-test: /,
+    ],
+  ])('exits 1 for %s, saying why once on stderr', async (_name, argv, message) => {
     const socket = argv.includes('-a') ? [] : ['-a', `unix://${join(dir, 'aa.sock')}`];
-    expect(await run([...socket, ...argv])).toBe(1);
-    expect(logs.text).toMatch(message);
+    expect(await run([...socket, ...argv], undefined, { env: {} })).toBe(1);
+    expect(stderr).toMatch(message);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
   });
 
   it('refuses a config file with a bad value', async () => {

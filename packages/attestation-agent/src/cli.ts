@@ -5,18 +5,29 @@
  * manager sends the third), then closes the socket and resolves 0.
  */
 import type { DetectOptions } from '@broker/attester';
+import {
+  applyConfiguredLevel,
+  choice,
+  createLogger,
+  LOG_FORMAT_OPTION,
+  LOG_FORMATS,
+  type Logger,
+  type LoggerOptions,
+  type OptionValues,
+  runCommand,
+} from '@broker/cli';
 import { DEFAULT_ATTESTATION_AGENT_SOCKET } from '@broker/guest-api';
-import pino, { type DestinationStream, type Logger } from 'pino';
 import { type AaConfig, configFromKbcParams, loadAaConfig } from './config.js';
 import { type LoadedInitData, loadInitDataToml, parseInitDataDigestArgument } from './initdata.js';
-import { parseLogLevel } from './logging.js';
 import { type RunningAttestationAgent, startAttestationAgent } from './start.js';
 
 export const AA_VERSION = '0.1.0';
 
-const USAGE = `Usage: attestation-agent [OPTIONS]
+const HELP = `Usage: attestation-agent [OPTIONS]
 
-Attestation agent: TEE evidence, init-data binding and KBS tokens over ttrpc.
+Attestation agent: TEE evidence, init-data binding and KBS tokens over ttrpc. Serves until SIGINT,
+SIGHUP or SIGTERM. Log lines are JSON on stdout (text on a terminal); the level comes from RUST_LOG
+("info", "attestation_agent=debug"), else the config's [log] level, else info.
 
 Options:
   -a, --attestation_sock <ATTESTATION_SOCK>
@@ -28,86 +39,31 @@ Options:
           Init-data digest (standard base64) to bind; the agent exits if the TEE disagrees
   -t, --initdata-toml <INITDATA_TOML>
           Init-data TOML file to bind and send to the KBS; wins over --initdata-digest
+      --log-format <FORMAT>
+          json (default) or text (default when stdout is a terminal)
   -h, --help
           Print help
   -V, --version
           Print version
 `;
 
-interface Flag {
-  readonly short: string;
-  readonly long: string;
-  readonly key: 'socket' | 'configFile' | 'initdataDigest' | 'initdataToml';
-  readonly metavar: string;
-}
-
-const FLAGS: readonly Flag[] = [
-  { short: '-a', long: '--attestation_sock', key: 'socket', metavar: 'ATTESTATION_SOCK' },
-  { short: '-c', long: '--config-file', key: 'configFile', metavar: 'CONFIG_FILE' },
-  { short: '-i', long: '--initdata-digest', key: 'initdataDigest', metavar: 'INITDATA_DIGEST' },
-  { short: '-t', long: '--initdata-toml', key: 'initdataToml', metavar: 'INITDATA_TOML' },
-];
-
-export interface CliArgs {
-  readonly socket: string;
-  readonly configFile?: string;
-  readonly initdataDigest?: string;
-  readonly initdataToml?: string;
-}
-
-export type ParsedArgs =
-  | { readonly kind: 'run'; readonly args: CliArgs }
-  | { readonly kind: 'help' }
-  | { readonly kind: 'version' }
-  | { readonly kind: 'error'; readonly message: string };
-
-/** Parses the command line as clap would for upstream's `Cli` struct. */
-export function parseArgs(argv: readonly string[]): ParsedArgs {
-  const values: Partial<Record<Flag['key'], string>> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '-h' || a === '--help') return { kind: 'help' };
-    if (a === '-V' || a === '--version') return { kind: 'version' };
-    let flag: Flag | undefined;
-    let value: string | undefined;
-    for (const f of FLAGS) {
-      if (a === f.short || a === f.long) {
-        flag = f;
-        value = argv[i + 1];
-        if (value === undefined) {
-          return {
-            kind: 'error',
-            message: `a value is required for '${f.long} <${f.metavar}>' but none was supplied`,
-          };
-        }
-        i++;
-      } else if (a.startsWith(`${f.long}=`)) {
-        flag = f;
-        value = a.slice(f.long.length + 1);
-      } else if (a.startsWith(f.short) && a.length > 2 && !a.startsWith('--')) {
-        flag = f;
-        value = a.slice(a[2] === '=' ? 3 : 2);
-      }
-      if (flag !== undefined) break;
-    }
-    if (flag === undefined || value === undefined) {
-      return { kind: 'error', message: `unexpected argument '${a.slice(0, 200)}' found` };
-    }
-    if (values[flag.key] !== undefined) {
-      return { kind: 'error', message: `the argument '${flag.long}' cannot be used multiple times` };
-    }
-    values[flag.key] = value;
-  }
-  return {
-    kind: 'run',
-    args: {
-      socket: values.socket ?? DEFAULT_ATTESTATION_AGENT_SOCKET,
-      ...(values.configFile !== undefined && { configFile: values.configFile }),
-      ...(values.initdataDigest !== undefined && { initdataDigest: values.initdataDigest }),
-      ...(values.initdataToml !== undefined && { initdataToml: values.initdataToml }),
-    },
-  };
-}
+/** Upstream ttrpc-aa's flags (clap), spelled as upstream spells them. */
+const SPEC = {
+  name: 'attestation-agent',
+  version: AA_VERSION,
+  help: HELP,
+  options: {
+    attestation_sock: { type: 'string', short: 'a' },
+    'config-file': { type: 'string', short: 'c' },
+    'initdata-digest': { type: 'string', short: 'i' },
+    'initdata-toml': { type: 'string', short: 't' },
+    ...LOG_FORMAT_OPTION,
+  },
+  exitStatus: [
+    [0, 'stopped by SIGINT, SIGHUP or SIGTERM'],
+    [1, 'configuration refused, socket or init-data unusable, or the TEE disagrees with the init-data'],
+  ],
+} as const;
 
 /** The path of a `unix://` address; upstream refuses other schemes for the agent's socket. */
 export function socketPathOf(address: string): string {
@@ -129,8 +85,8 @@ export interface MainOptions {
   readonly detect?: DetectOptions;
   /** Event log folder; default `/run/attestation-agent`. */
   readonly eventlogDir?: string;
-  /** Where JSON log lines go; default stderr. */
-  readonly logDestination?: DestinationStream;
+  /** Where JSON log lines go; default stdout. */
+  readonly logDestination?: { write(line: string): void };
   /** Help, version and usage text; default stdout/stderr. */
   readonly stdout?: (text: string) => void;
   readonly stderr?: (text: string) => void;
@@ -174,61 +130,46 @@ function watchForStop(signal: AbortSignal | undefined): StopWatch {
   return { stopped, requested: () => requested, cancel: () => done('cancelled') };
 }
 
-function createLogger(
-  config: AaConfig,
-  env: Readonly<Record<string, string | undefined>>,
-  dest?: DestinationStream,
-) {
-  const directive = env.RUST_LOG ?? config.log.level;
-  const parsed = parseLogLevel(directive);
-  const logger = pino(
-    { name: 'attestation-agent', level: parsed.level },
-    dest ?? pino.destination({ fd: 2, sync: true }),
-  );
-  if (parsed.warning !== undefined) logger.warn(parsed.warning);
-  return logger;
-}
-
 /** Runs the agent until a stop signal; resolves with the exit status (0, 1 failure, 2 usage). */
 export async function main(argv: string[], options: MainOptions = {}): Promise<number> {
-  const out = options.stdout ?? ((t: string) => process.stdout.write(t));
-  const err = options.stderr ?? ((t: string) => process.stderr.write(t));
-  const parsed = parseArgs(argv);
-  if (parsed.kind === 'help') {
-    out(USAGE);
-    return 0;
-  }
-  if (parsed.kind === 'version') {
-    out(`attestation-agent ${AA_VERSION}\nrpc: ttrpc\n`);
-    return 0;
-  }
-  if (parsed.kind === 'error') {
-    err(`error: ${parsed.message}\n\n${USAGE}`);
-    return 2;
-  }
-  const { args } = parsed;
+  const io = {
+    out: options.stdout ?? ((t: string) => void process.stdout.write(t)),
+    err: options.stderr ?? ((t: string) => void process.stderr.write(t)),
+    ...(options.env !== undefined && { env: options.env }),
+  };
+  return runCommand(SPEC, argv, ({ values }) => serve(values, options), io);
+}
+
+async function serve(values: OptionValues<typeof SPEC.options>, options: MainOptions): Promise<number> {
   const env = options.env ?? process.env;
+  const format = choice('log-format', values['log-format'], LOG_FORMATS);
+  const logOptions: LoggerOptions = {
+    name: 'attestation-agent',
+    env,
+    ...(format !== undefined && { format }),
+    ...(options.logDestination !== undefined && { destination: options.logDestination }),
+  };
+  const logger: Logger = createLogger(logOptions);
 
   let config: AaConfig;
   let configLog: string;
-  try {
-    if (args.configFile !== undefined) {
-      config = await loadAaConfig(args.configFile);
-      configLog = `Using config file: ${args.configFile}`;
-    } else {
-      const fromParams = await configFromKbcParams({
-        env,
-        ...(options.cmdlinePath !== undefined && { cmdlinePath: options.cmdlinePath }),
-      });
-      config = fromParams.config;
-      configLog = `No AA config file specified. Using default configuration; ${fromParams.note}`;
-    }
-  } catch (e) {
-    err(`attestation-agent: error: ${(e as Error).message}\n`);
-    return 1;
+  const configFile = values['config-file'];
+  if (configFile !== undefined) {
+    config = await loadAaConfig(configFile);
+    configLog = `Using config file: ${configFile}`;
+  } else {
+    const fromParams = await configFromKbcParams({
+      env,
+      ...(options.cmdlinePath !== undefined && { cmdlinePath: options.cmdlinePath }),
+    });
+    config = fromParams.config;
+    configLog = `No AA config file specified. Using default configuration; ${fromParams.note}`;
   }
-
-  const logger: Logger = createLogger(config, env, options.logDestination);
+  // RUST_LOG overrides [log] level, as upstream's EnvFilter.
+  applyConfiguredLevel(logger, {
+    ...logOptions,
+    configured: { value: config.log.level, source: `${configFile ?? 'configuration'} [log] level` },
+  });
   logger.info(
     { version: AA_VERSION, rpc: 'ttrpc' },
     'Welcome to Confidential Containers Attestation Agent (ttRPC version)!',
@@ -242,12 +183,12 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   const stop = watchForStop(options.signal);
   let running: RunningAttestationAgent;
   try {
-    const socketPath = socketPathOf(args.socket);
+    const socketPath = socketPathOf(values.attestation_sock ?? DEFAULT_ATTESTATION_AGENT_SOCKET);
     let initData: LoadedInitData | undefined;
     let initDataDigest: Buffer | undefined;
-    if (args.initdataToml !== undefined) initData = await loadInitDataToml(args.initdataToml);
-    else if (args.initdataDigest !== undefined)
-      initDataDigest = parseInitDataDigestArgument(args.initdataDigest);
+    if (values['initdata-toml'] !== undefined) initData = await loadInitDataToml(values['initdata-toml']);
+    else if (values['initdata-digest'] !== undefined)
+      initDataDigest = parseInitDataDigestArgument(values['initdata-digest']);
     running = await startAttestationAgent({
       config,
       socketPath,
@@ -259,10 +200,10 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
       ...(options.kbsRetryDelay !== undefined && { kbsRetryDelay: options.kbsRetryDelay }),
     });
   } catch (e) {
-    logger.fatal({ err: (e as Error).message }, 'attestation agent failed to start');
+    // Reported once, by the dialect, on stderr.
     logger.flush();
     stop.cancel();
-    return 1;
+    throw e;
   }
   if (!stop.requested()) options.onListening?.(running);
   const why = await stop.stopped;

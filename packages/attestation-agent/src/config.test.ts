@@ -13,7 +13,6 @@ import {
   parseAaKbcParams,
   readAaKbcParams,
 } from './config.js';
-import { parseLogLevel } from './logging.js';
 import { vector } from './testing/vectors.js';
 
 const EXAMPLE_PATH = vector('guest-components/configs/attestation-agent.config.example.toml');
@@ -251,24 +250,5 @@ describe('aa_kbc_params (no -c)', () => {
     const r = await configFromKbcParams({ env, cmdlinePath: join(dir, 'no-such-cmdline') });
     expect(r.config.tokenConfigs.kbs).toBeUndefined();
     expect(r.note).toMatch(note);
-  });
-});
-
-describe('log level', () => {
-  it.each([
-    ['info', 'info', false],
-    ['WARN', 'warn', false],
-    ['off', 'silent', false],
-    ['attestation_agent=debug,error', 'error', true],
-    ['kbs_protocol=trace', 'info', true],
-    ['', 'info', false],
-  ])('%j → %s', (directive, level, warns) => {
-    const parsed = parseLogLevel(directive);
-    expect(parsed.level).toBe(level);
-    expect(parsed.warning !== undefined).toBe(warns);
-  });
-
-  it('does not treat Object.prototype members as levels', () => {
-    expect(parseLogLevel('constructor').level).toBe('info');
   });
 });

@@ -5,15 +5,7 @@ export {
   MAX_REGISTER_INDEX,
   MAX_RUNTIME_DATA_BYTES,
 } from './agent.js';
-export {
-  AA_VERSION,
-  type CliArgs,
-  type MainOptions,
-  main,
-  type ParsedArgs,
-  parseArgs,
-  socketPathOf,
-} from './cli.js';
+export { AA_VERSION, type MainOptions, main, socketPathOf } from './cli.js';
 export {
   COCO_AS_MAX_RESPONSE_BYTES,
   COCO_AS_TIMEOUT_MS,
@@ -81,7 +73,6 @@ export {
   loadInitDataToml,
   parseInitDataDigestArgument,
 } from './initdata.js';
-export { type LogLevel, type ParsedLogLevel, parseLogLevel } from './logging.js';
 export {
   attestationAgentService,
   type RunningAttestationAgent,
