@@ -11,8 +11,14 @@ import {
 import { parseAzSnpVtpmEvidence } from './az-snp-vtpm/evidence.js';
 import { parseAzTdxVtpmEvidence } from './az-tdx-vtpm/evidence.js';
 import { VerificationError } from './errors.js';
+import type { HttpGet } from './http/get.js';
 import { getVerifier, supportedTees } from './registry.js';
 import type { VcekSource } from './snp/vcek-source.js';
+import {
+  type IntelCollateralSource,
+  intelCollateralSource,
+  type TcbUpdateType,
+} from './tdx/collateral-service.js';
 import { parseTdxEvidence } from './tdx/index.js';
 import { parseTdxQuote } from './tdx/quote.js';
 import { parseQuoteMessage } from './tpm/quote.js';
@@ -22,6 +28,8 @@ export interface CliIo {
   readonly err: (s: string) => void;
   /** Reads a file as bytes; `-` is standard input. */
   readonly readFile: (path: string) => Buffer;
+  /** HTTP client for --collateral-service and --vcek-source kds; Node's by default (tests: a mock's CA). */
+  readonly httpGet?: HttpGet;
 }
 
 const defaultIo: CliIo = {
@@ -34,6 +42,8 @@ const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
                   [--time RFC3339] [--trusted-ark PEM]... [--vcek-store DIR]...
                   [--tcb-info FILE]... [--qe-identity FILE] [--collateral-signer PEM]...
                   [--trusted-root PEM]... [--pck-crl FILE] [--root-ca-crl FILE]
+                  [--collateral-service URL [--tcb-update-type early|standard]]
+                  [--vcek-source kds[=URL]]...
 
   --tee TEE               the TEE the evidence is for (listed by --help)
   --evidence FILE         evidence JSON as the guest sent it, or base64url of it; - reads stdin
@@ -49,9 +59,16 @@ const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
   --trusted-root PEM      tdx, az-tdx-vtpm: also trust this test SGX root; repeatable
   --pck-crl FILE          tdx, az-tdx-vtpm: the PCK CA's CRL (DER or PEM): checks the PCK is not revoked
   --root-ca-crl FILE      tdx, az-tdx-vtpm: the root CA's CRL (DER or PEM)
+  --collateral-service URL
+                          tdx, az-tdx-vtpm: fetch the collateral from Intel's PCS or a PCCS
+                          (https://…, only the host is used) or the PCS Client Tool's file (file://…),
+                          as trustee's dcap_verifier collateral_service; instead of the offline files
+  --tcb-update-type TYPE  with --collateral-service: early (default) or standard TCB info
   --vcek-store DIR        snp: look up the VCEK of evidence without cert_chain in this offline
-                          store (trustee's OfflineStore layout, DIR/vcek/<hwid>/...); repeatable,
-                          tried in order; the tool never asks AMD's KDS
+                          store (trustee's OfflineStore layout, DIR/vcek/<hwid>/...); repeatable
+  --vcek-source kds[=URL] snp: ask AMD's KDS (https://kdsintf.amd.com, or URL) for the VCEK, its
+                          chain and CRL; repeatable; with --vcek-store, tried in the order given.
+                          Without either, the tool asks nobody
 
 Prints [{"class", "claims"}] as JSON and exits 0, or prints the error and exits 1 (2 for usage errors).
 `;
@@ -144,6 +161,9 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
   let pckCrl: Buffer | undefined;
   let rootCaCrl: Buffer | undefined;
   const vcekSources: VcekSource[] = [];
+  let collateralServiceUrl: string | undefined;
+  let tcbUpdateType: TcbUpdateType | undefined;
+  let collateralService: IntelCollateralSource | undefined;
   try {
     let teeArg: string | undefined;
     let evidenceFile: string | undefined;
@@ -176,13 +196,40 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       else if (a === '--pck-crl') pckCrl = crlArg(io.readFile(value()));
       else if (a === '--root-ca-crl') rootCaCrl = crlArg(io.readFile(value()));
       else if (a === '--vcek-store') vcekSources.push({ type: 'OfflineStore', path: value() });
-      else throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
+      else if (a === '--vcek-source') {
+        const v = value();
+        const m = /^kds(?:=(.+))?$/i.exec(v);
+        if (m === null) throw new UsageError('--vcek-source takes kds or kds=URL');
+        vcekSources.push({ type: 'KDS', ...(m[1] !== undefined ? { baseUrl: m[1] } : {}) });
+      } else if (a === '--collateral-service') collateralServiceUrl = value();
+      else if (a === '--tcb-update-type') {
+        const v = value();
+        if (v !== 'early' && v !== 'standard') throw new UsageError('--tcb-update-type is early or standard');
+        tcbUpdateType = v;
+      } else throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
     }
     if (teeArg === undefined) throw new UsageError('--tee is required');
     if (evidenceFile === undefined) throw new UsageError('--evidence is required');
     if (!isTee(teeArg)) throw new UsageError(`unknown TEE ${JSON.stringify(teeArg)}`);
     if (tcbInfos.length > 0 !== (qeIdentity !== undefined)) {
       throw new UsageError('--tcb-info and --qe-identity go together');
+    }
+    if (collateralServiceUrl !== undefined && qeIdentity !== undefined) {
+      throw new UsageError('--collateral-service and --tcb-info/--qe-identity exclude each other');
+    }
+    if (tcbUpdateType !== undefined && collateralServiceUrl === undefined) {
+      throw new UsageError('--tcb-update-type needs --collateral-service');
+    }
+    if (collateralServiceUrl !== undefined) {
+      try {
+        collateralService = intelCollateralSource({
+          url: collateralServiceUrl,
+          ...(tcbUpdateType !== undefined ? { tcbUpdateType } : {}),
+          ...(io.httpGet !== undefined ? { httpGet: io.httpGet } : {}),
+        });
+      } catch (e) {
+        throw new UsageError((e as Error).message);
+      }
     }
     tee = teeArg;
     evidence = parseEvidence(io.readFile(evidenceFile));
@@ -212,7 +259,9 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       ...(initDataHash !== undefined ? { initDataHash } : {}),
       ...(now !== undefined ? { now } : {}),
       ...(trustedArks.length > 0 ? { trustedArks } : {}),
-      ...(vcekSources.length > 0 ? { snp: { vcekSources } } : {}),
+      ...(vcekSources.length > 0
+        ? { snp: { vcekSources, ...(io.httpGet !== undefined ? { httpGet: io.httpGet } : {}) } }
+        : {}),
       tdx: {
         ...(qeIdentity !== undefined
           ? {
@@ -225,6 +274,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
               },
             }
           : {}),
+        ...(collateralService !== undefined ? { collateralService } : {}),
         ...(trustedSgxRoots.length > 0 ? { trustedSgxRoots } : {}),
       },
     });

@@ -4,7 +4,7 @@
 import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
@@ -21,6 +21,7 @@ import {
   MockHttpsService as Service,
 } from '../testing/mock-service.js';
 import { createTestTlsIdentity } from '../testing/tls.js';
+import { vector } from '../testing/vectors.js';
 import {
   crlDistributionPoint,
   intelCollateralSource,
@@ -321,7 +322,7 @@ describe("the PCS Client Tool's file (file://)", () => {
 });
 
 describe("trustee's tdx_quote_4.dat against a service serving trustee's tcbInfo.json", () => {
-  const VECTORS = resolve(import.meta.dirname, '../../../../test/vectors/trustee/tdx');
+  const VECTORS = vector('trustee/tdx');
   let intel: Service;
 
   beforeAll(async () => {
