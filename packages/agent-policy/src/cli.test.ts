@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AGENT_SERVICE } from './agent-proto.js';
 import { main, parseJsonExact, stringifyJson } from './cli.js';
 import { DEFAULT_POLICY_REGO } from './default-policy.js';
-import { KATA_FIXTURES, kataRequests, TsStandInAgent, tempDir } from './test-helpers.js';
+import { KATA_FIXTURES, kataRequests, TsStandInAgent, tempDir } from './testing/helpers.js';
 import { encodeRequest } from './wire.js';
 
 interface Run {

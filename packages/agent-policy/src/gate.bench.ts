@@ -10,7 +10,7 @@ import { AgentPolicyGate } from './gate.js';
 import { buildGoAgent, GoStandInAgent } from './go-agent.js';
 import { AgentPolicy } from './policy.js';
 import { policyInputFromBytes } from './requests.js';
-import { KATA_FIXTURES, kataRequests, tempDir } from './test-helpers.js';
+import { KATA_FIXTURES, kataRequests, tempDir } from './testing/helpers.js';
 import { encodeRequest } from './wire.js';
 
 const WARMUP = 300;

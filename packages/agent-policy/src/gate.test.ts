@@ -16,7 +16,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { DEFAULT_POLICY_REGO } from './default-policy.js';
 import { AgentPolicyGate, type UnknownMethodMode } from './gate.js';
 import { AgentPolicy } from './policy.js';
-import { captureLogger, KATA_POLICIES, STAND_IN_OUTPUT, TsStandInAgent, tempDir } from './test-helpers.js';
+import { captureLogger, KATA_POLICIES, STAND_IN_OUTPUT, TsStandInAgent, tempDir } from './testing/helpers.js';
 import { encodeRequest } from './wire.js';
 
 const SERVICE = 'grpc.AgentService';

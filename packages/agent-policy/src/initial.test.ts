@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_POLICY_REGO } from './default-policy.js';
 import { InitialPolicyError, policyFromInitData, resolveInitialPolicy } from './initial.js';
-import { tempDir } from './test-helpers.js';
+import { tempDir } from './testing/helpers.js';
 
 const EXEC_BLOCKED = 'package agent_policy\ndefault ExecProcessRequest := false\n';
 

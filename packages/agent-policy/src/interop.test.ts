@@ -11,7 +11,7 @@ import { DEFAULT_POLICY_REGO } from './default-policy.js';
 import { AgentPolicyGate } from './gate.js';
 import { buildGoAgent, type GoCall, GoStandInAgent, goCalls, SKIP_GO } from './go-agent.js';
 import { AgentPolicy } from './policy.js';
-import { captureLogger, STAND_IN_OUTPUT, tempDir } from './test-helpers.js';
+import { captureLogger, STAND_IN_OUTPUT, tempDir } from './testing/helpers.js';
 import { encodeRequest } from './wire.js';
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_METHODS, AGENT_SERVICE, type AgentProtoProfile } from './agent-proto.js';
 import { AgentPolicyGate } from './gate.js';
 import { AgentPolicy } from './policy.js';
-import { KATA_FIXTURES, kataRequests, TsStandInAgent, tempDir } from './test-helpers.js';
+import { KATA_FIXTURES, kataRequests, TsStandInAgent, tempDir } from './testing/helpers.js';
 import { decodeRequest, encodeRequest, toPolicyJson } from './wire.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: the recorded inputs are edited by path

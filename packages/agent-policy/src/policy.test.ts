@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_POLICY_REGO } from './default-policy.js';
 import { AgentPolicy, PolicyEvaluationError, PolicyLoadError, unimportedFutureKeywords } from './policy.js';
-import { KATA_POLICIES } from './test-helpers.js';
+import { KATA_POLICIES } from './testing/helpers.js';
 
 const UNDEFINED = 'policy check: unexpected eval_query result len QueryResults { result: [] }';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { REQUEST_TYPES } from './agent-proto.js';
 import { policyInputFromBytes } from './requests.js';
-import { kataRequests } from './test-helpers.js';
+import { kataRequests } from './testing/helpers.js';
 import {
   decodeRequest,
   encodeRequest,

@@ -10,7 +10,7 @@ import {
   type Reply,
   Router,
 } from './router.js';
-import { FakeAttestationAgent, FakeDataHub } from './test-util.js';
+import { FakeAttestationAgent, FakeDataHub } from './testing/helpers.js';
 
 const utf8 = (s: string) => new TextEncoder().encode(s);
 const text = (r: Reply) => (typeof r.body === 'string' ? r.body : new TextDecoder().decode(r.body));

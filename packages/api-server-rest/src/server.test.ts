@@ -12,7 +12,7 @@ import {
   parseBindAddress,
   startApiServer,
 } from './server.js';
-import { FakeAttestationAgent, FakeDataHub } from './test-util.js';
+import { FakeAttestationAgent, FakeDataHub } from './testing/helpers.js';
 
 interface Response {
   status: number;

@@ -21,7 +21,7 @@ import { type AaConfig, DEFAULT_AA_CONFIG, parseAaConfigText } from './config.js
 import { EVENTLOG_FILE, tcg2AaelEntry } from './eventlog.js';
 import { loadInitDataToml } from './initdata.js';
 import { type RunningAttestationAgent, type StartOptions, startAttestationAgent } from './start.js';
-import { LogCapture, startTestKbs, type TestKbs } from './test-kbs.js';
+import { LogCapture, startTestKbs, type TestKbs } from './testing/kbs.js';
 
 let kbs: TestKbs;
 const SECRET = Buffer.from('0123456789abcdef0123456789abcdef');

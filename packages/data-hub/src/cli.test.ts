@@ -8,7 +8,7 @@ import { build } from 'esbuild';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { main, parseArgs } from './cli.js';
 import type { RunningDataHub } from './server.js';
-import { tempDir } from './test-util.js';
+import { tempDir } from './testing/helpers.js';
 
 describe('parseArgs (clap, `-c` only)', () => {
   it('accepts the forms clap accepts for a short option', () => {

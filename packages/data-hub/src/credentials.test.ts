@@ -9,7 +9,7 @@ import {
   writeFileAtomic,
 } from './credentials.js';
 import { HubInitializationFailed } from './errors.js';
-import { tempDir } from './test-util.js';
+import { tempDir } from './testing/helpers.js';
 
 describe('credential path rules', () => {
   it("follows upstream's cases", () => {

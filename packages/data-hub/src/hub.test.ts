@@ -17,7 +17,7 @@ import {
   startTestKbs,
   type TestKbs,
   tempDir,
-} from './test-util.js';
+} from './testing/helpers.js';
 
 const SECRET = 'the 32-byte key the workload uses';
 

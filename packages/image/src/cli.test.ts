@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, buildLayer, pushImage } from './build.js';
 import { type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
 import { RegistryClient } from './registry/client.js';
-import { FakeRegistry } from './registry/fake-registry.test-util.js';
+import { FakeRegistry } from './testing/fake-registry.js';
 import { vector } from './testing/vectors.js';
 
 const CI = vector('containers-image');

@@ -21,8 +21,8 @@ import { ImagePullError, pullImage } from './pull.js';
 import { RegistryClient } from './registry/client.js';
 import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
 import { pushSigstoreSignatures } from './registry/signatures.js';
-import { runTool } from './registry/tools.test-util.js';
 import { createSigstoreSignature } from './sigstore.js';
+import { runTool } from './testing/tools.js';
 
 const SIGNATURE_KEY_URI = 'kbs:///default/signature-secret/pub-key';
 const VENDOR_KEY_URI = 'kbs:///default/vendor-signature-secret/pub-key';

@@ -25,7 +25,7 @@ import {
 } from './reference.js';
 import { RegistryClient } from './registry/client.js';
 import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
-import { runTool } from './registry/tools.test-util.js';
+import { runTool } from './testing/tools.js';
 import { vector } from './testing/vectors.js';
 
 const FIXTURES = vector('guest-components/image-policy');

@@ -22,7 +22,7 @@ import { digestHex } from './digest.js';
 import { openDirImage } from './dir-image.js';
 import { ImagePullError, type PullImageOptions, pullImage } from './pull.js';
 import { RegistryClient } from './registry/client.js';
-import { FakeRegistry } from './registry/fake-registry.test-util.js';
+import { FakeRegistry } from './testing/fake-registry.js';
 
 let dir: string;
 beforeEach(async () => {

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { nodeReferenceValuesIo, referenceValuesMain } from './cli.js';
-import { startTestRegistry, type TestRegistry } from './registry.test-util.js';
-import { makeRekorBundle } from './rekor.test-util.js';
+import { startTestRegistry, type TestRegistry } from './testing/registry.js';
+import { makeRekorBundle } from './testing/rekor.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'refvals-'));
 const INITDATA =

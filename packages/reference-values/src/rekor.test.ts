@@ -2,7 +2,7 @@ import { generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ArtifactError } from './errors.js';
 import { parseRekorPublicKey, rekorLogId, verifyRekorSet } from './rekor.js';
-import { hashedRekord, makeRekorBundle } from './rekor.test-util.js';
+import { hashedRekord, makeRekorBundle } from './testing/rekor.js';
 
 const rekor = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const otherRekor = generateKeyPairSync('ec', { namedCurve: 'P-256' });

@@ -9,7 +9,14 @@ import { main } from './cli.js';
 import type { JsonMap } from './json.js';
 import { parsePayload, serializePayload, vaultPayload } from './payload.js';
 import { readSealedSecret, unsignedSealedSecret } from './pointer.js';
-import { fixture, startFakeAa, startFakeHub, startTestKbs, type TestKbs, tempDir } from './test-util.js';
+import {
+  fixture,
+  startFakeAa,
+  startFakeHub,
+  startTestKbs,
+  type TestKbs,
+  tempDir,
+} from './testing/helpers.js';
 
 let dir: string;
 let cleanup: () => Promise<void>;

@@ -23,7 +23,7 @@ import {
   unsignedSealedSecret,
   verifySealedSecret,
 } from './pointer.js';
-import { fixture, fixtureJson } from './test-util.js';
+import { fixture, fixtureJson } from './testing/helpers.js';
 
 const b64u = (s: string | Uint8Array) => Buffer.from(s).toString('base64url');
 

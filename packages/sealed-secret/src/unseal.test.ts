@@ -8,7 +8,7 @@ import { decryptData, encryptData, kbsEnvelopePayload, unwrapKey, wrapKey } from
 import { KeyFetchFailed, KeyFileError, SealedSecretParseFailed, SecretVersionError } from './errors.js';
 import { type EnvelopeSecret, parsePayload, serializePayload, vaultPayload } from './payload.js';
 import { sealSecret, unsignedSealedSecret } from './pointer.js';
-import { fixture, fixtureJson, tempDir } from './test-util.js';
+import { fixture, fixtureJson, tempDir } from './testing/helpers.js';
 import { isKbsUri, resolveSigningKey, unsealPayload, unsealSecret } from './unseal.js';
 
 let dir: string;

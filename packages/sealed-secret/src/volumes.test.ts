@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { serializePayload, vaultPayload } from './payload.js';
 import { MAX_SEALED_SECRET_BYTES, unsignedSealedSecret } from './pointer.js';
-import { tempDir } from './test-util.js';
+import { tempDir } from './testing/helpers.js';
 import { type EnvResult, type StepLogger, unsealEnv, unsealVolumes } from './volumes.js';
 
 let dir: string;

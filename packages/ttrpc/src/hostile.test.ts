@@ -11,7 +11,7 @@ import { TtrpcError, TtrpcProtocolError } from './errors.js';
 import { encodeFrame, FrameDecoder, MessageType } from './frame.js';
 import type { TtrpcLogger } from './logger.js';
 import { TtrpcServer } from './server.js';
-import { RawPeer, requestFrame, tempDir, text, utf8 } from './test-util.js';
+import { RawPeer, requestFrame, tempDir, text, utf8 } from './testing/helpers.js';
 
 let dir: string;
 let cleanup: () => Promise<void>;

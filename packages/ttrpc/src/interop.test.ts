@@ -16,7 +16,7 @@ import { Code } from './codes.js';
 import { requestCodec } from './envelope.js';
 import { TtrpcError } from './errors.js';
 import { TtrpcServer } from './server.js';
-import { tempDir, text, utf8 } from './test-util.js';
+import { tempDir, text, utf8 } from './testing/helpers.js';
 
 const SKIP = process.env.BROKER_SKIP_GO_INTEROP === '1';
 const PEER_SOURCE = resolve(dirname(fileURLToPath(import.meta.url)), '../testdata/peer/main.go');

@@ -9,7 +9,7 @@ import { ProtoDecodeError, TtrpcClosedError, TtrpcConnectError, TtrpcError } fro
 import { encodeFrame, FrameDecoder, MessageType } from './frame.js';
 import { defineProto, messageCodec } from './proto.js';
 import { type CallContext, TtrpcServer } from './server.js';
-import { tempDir, text, utf8 } from './test-util.js';
+import { tempDir, text, utf8 } from './testing/helpers.js';
 import { clientMethod, serverMethod } from './typed.js';
 
 /** Resolves when `signal` aborts, with its reason. */

@@ -12,7 +12,7 @@ import {
 } from '@broker/image';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCdhConfig } from '../config.js';
-import { tempDir } from '../test-util.js';
+import { tempDir } from '../testing/helpers.js';
 import { ImagePullService } from './service.js';
 
 const toml = (image: string, registryHost = '127.0.0.1:1') =>

@@ -4,7 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GetResourceFailed } from '../errors.js';
-import { tempDir } from '../test-util.js';
+import { tempDir } from '../testing/helpers.js';
 import { ResourceProvider } from './resources.js';
 
 let dir: string;

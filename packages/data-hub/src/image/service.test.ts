@@ -22,7 +22,7 @@ import { TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type CdhConfig, parseCdhConfig } from '../config.js';
 import { type RunningDataHub, startDataHub } from '../server.js';
-import { captureLogger, FakeAa, startTestKbs, type TestKbs, tempDir } from '../test-util.js';
+import { captureLogger, FakeAa, startTestKbs, type TestKbs, tempDir } from '../testing/helpers.js';
 import type { PullImageEvent } from './service.js';
 
 const POLICY_URI = 'kbs:///default/image-policy/policy';

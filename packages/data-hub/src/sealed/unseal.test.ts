@@ -19,7 +19,7 @@ import { Code, TtrpcError } from '@broker/ttrpc';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type CdhConfig, parseCdhConfig } from '../config.js';
 import { type RunningDataHub, type StartDataHubOptions, startDataHub } from '../server.js';
-import { captureLogger, FakeAa, startTestKbs, type TestKbs, tempDir } from '../test-util.js';
+import { captureLogger, FakeAa, startTestKbs, type TestKbs, tempDir } from '../testing/helpers.js';
 import { vector } from '../testing/vectors.js';
 
 const FIXTURES = vector('guest-components/sealed-secret');

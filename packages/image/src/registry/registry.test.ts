@@ -10,9 +10,9 @@ import { MEDIA_TYPE } from '../manifest.js';
 import { parsePolicy } from '../policy.js';
 import { ImagePullError, type PullProgressEvent, pullImage } from '../pull.js';
 import { createSigstoreSignature } from '../sigstore.js';
+import { type FakeAuth, FakeRegistry } from '../testing/fake-registry.js';
 import { parseAuthFile, parseChallenges, parseTokenResponse } from './auth.js';
 import { DigestMismatchError, RegistryClient, RegistryError } from './client.js';
-import { type FakeAuth, FakeRegistry } from './fake-registry.test-util.js';
 import { readBody } from './http.js';
 import { fetchSigstoreSignatures, pushSigstoreSignatures } from './signatures.js';
 

@@ -3,8 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ResponseMessage, requestCodec, responseCodec } from './envelope.js';
-import { encodeFrame, FrameDecoder, type FrameEvent, MessageType } from './frame.js';
+import { type ResponseMessage, requestCodec, responseCodec } from '../envelope.js';
+import { encodeFrame, FrameDecoder, type FrameEvent, MessageType } from '../frame.js';
 
 export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'ttrpc-test-'));

@@ -2,7 +2,7 @@
 // signature over the RFC 8785 form of {body, integratedTime, logID, logIndex}.
 import { createHash, type KeyObject, sign } from 'node:crypto';
 import { canonicalJson } from '@broker/protocol';
-import { rekorLogId } from './rekor.js';
+import { rekorLogId } from '../rekor.js';
 
 export interface SetParts {
   body?: Record<string, unknown>;

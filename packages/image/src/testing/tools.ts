@@ -1,7 +1,7 @@
 /** Runs skopeo / umoci in tests. */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { requireTool } from './local-registry.js';
+import { requireTool } from '../registry/local-registry.js';
 
 const run = promisify(execFile);
 

@@ -1,5 +1,5 @@
 // In-memory CDH and AA backends for tests: they record calls and answer from tables.
-import { type AttestationBackend, BackendError, ExtendResult, type ResourceBackend } from './backends.js';
+import { type AttestationBackend, BackendError, ExtendResult, type ResourceBackend } from '../backends.js';
 
 const utf8 = (s: string) => new TextEncoder().encode(s);
 

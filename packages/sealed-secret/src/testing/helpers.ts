@@ -14,9 +14,9 @@ import { parseKbsConfigText, type RunningKbs, startKbs } from '@broker/kbs';
 import { ALLOW_ALL_RESOURCE_POLICY, KbsAdminClient, KbsClient } from '@broker/kbs-client';
 import { Code, serverMethod, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import pino from 'pino';
-import type { JsonMap } from './json.js';
-import { vector } from './testing/vectors.js';
-import { unsealSecret } from './unseal.js';
+import type { JsonMap } from '../json.js';
+import { vector } from './vectors.js';
+import { unsealSecret } from '../unseal.js';
 
 export const FIXTURES = vector('guest-components/sealed-secret');
 
