@@ -5,7 +5,10 @@
 //
 // The primary only supervises: it starts the workers, restarts one that dies after it was serving,
 // gives up when a worker cannot start (the same configuration would fail again) or crashes too often, and
-// on SIGTERM/SIGINT asks every worker to finish its requests and waits for them.
+// on SIGTERM/SIGINT asks every worker to finish its requests and waits for them. Giving up is exit status
+// 1, so that a service manager restarts the KBS (`Restart=on-failure`, a pod's restart policy). While it
+// supervises, the primary holds a timer of its own: when every worker has died at once, nothing else
+// keeps its event loop alive, and it must not end there with status 0 instead of starting new ones.
 import cluster, { type Worker } from 'node:cluster';
 import { isSea } from 'node:sea';
 import type { Logger } from 'pino';
@@ -61,15 +64,21 @@ export async function superviseWorkers(options: SupervisorOptions): Promise<numb
 
   const serving = new Set<Worker>();
   const crashes: number[] = [];
+  const pendingRestarts = new Set<NodeJS.Timeout>();
   let stopping = false;
   let announced = false;
   let finish: (code: number) => void = () => undefined;
   const done = new Promise<number>((resolve) => {
     finish = resolve;
   });
+  // Keeps the primary alive while no worker is (see the header); cleared once it is done.
+  const keepAlive = setInterval(() => undefined, 60_000);
+  void done.then(() => clearInterval(keepAlive));
 
   const stopAll = async (signal: NodeJS.Signals): Promise<void> => {
     stopping = true;
+    for (const t of pendingRestarts) clearTimeout(t);
+    pendingRestarts.clear();
     const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
     await Promise.all(
       workers.map(
@@ -95,7 +104,8 @@ export async function superviseWorkers(options: SupervisorOptions): Promise<numb
     w.on('message', (m: unknown) => {
       if (!isListening(m)) return;
       serving.add(w);
-      if (!announced && serving.size === workerCount) {
+      if (announced) logger.info({ workerPid: w.process.pid }, 'replacement KBS worker listening');
+      else if (serving.size === workerCount) {
         announced = true;
         logger.info({ workers: workerCount, urls: m.urls }, 'KBS workers listening');
       }
@@ -117,9 +127,11 @@ export async function superviseWorkers(options: SupervisorOptions): Promise<numb
         return;
       }
       logger.error({ workerPid: w.process.pid, code, signal }, 'a KBS worker exited; starting a new one');
-      setTimeout(() => {
+      const t = setTimeout(() => {
+        pendingRestarts.delete(t);
         if (!stopping) fork();
-      }, restartDelay).unref();
+      }, restartDelay);
+      pendingRestarts.add(t);
     });
   };
 
