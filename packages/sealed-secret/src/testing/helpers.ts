@@ -15,8 +15,8 @@ import { ALLOW_ALL_RESOURCE_POLICY, KbsAdminClient, KbsClient } from '@broker/kb
 import { Code, serverMethod, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import pino from 'pino';
 import type { JsonMap } from '../json.js';
-import { vector } from './vectors.js';
 import { unsealSecret } from '../unseal.js';
+import { vector } from './vectors.js';
 
 export const FIXTURES = vector('guest-components/sealed-secret');
 
