@@ -42,6 +42,44 @@ export interface BrokerConfig {
   readonly replicas: number;
   readonly redis?: RedisSpec;
   readonly kbsImage?: string;
+  /** `spec.collateralSpec`: where the KBS fetches Intel collateral and AMD VCEKs (trustee's defaults when unset). */
+  readonly collateral?: CollateralSpec;
+}
+
+/** Overrides of the collateral services: a PCCS or mirror instead of Intel's PCS and AMD's KDS. */
+export interface CollateralSpec {
+  /** `dcap_verifier.collateral_service`: https://, http:// or file:// (the PCS Client Tool's JSON). */
+  readonly intelCollateralService?: string;
+  readonly tcbUpdateType?: 'early' | 'standard';
+  /** `snp_verifier.vcek_sources = [{ type = "KDS", base_url }]`. */
+  readonly amdKdsUrl?: string;
+}
+
+const URL_RE = /^(?:https?:\/\/[^\s/]+(?:\/[^\s]*)?|file:\/\/\/[^\s]*)$/;
+
+function collateralSpec(f: Fields): CollateralSpec {
+  const url = (key: string, schemes: string) => {
+    const v = f.optString(key);
+    if (
+      v !== undefined &&
+      (v.length > 2048 || !URL_RE.test(v) || (!schemes.includes('file') && v.startsWith('file:')))
+    ) {
+      throw new BrokerConfigError(
+        `${f.path}.${key}`,
+        `${JSON.stringify(v.slice(0, 80))} is not an ${schemes} URL`,
+      );
+    }
+    return v;
+  };
+  const intelCollateralService = url('intelCollateralService', 'https, http or file');
+  const tcbUpdateType = f.optEnum('tcbUpdateType', ['early', 'standard'] as const);
+  const amdKdsUrl = url('amdKdsUrl', 'https or http');
+  f.finish();
+  return {
+    ...(intelCollateralService !== undefined && { intelCollateralService }),
+    ...(tcbUpdateType !== undefined && { tcbUpdateType }),
+    ...(amdKdsUrl !== undefined && { amdKdsUrl }),
+  };
 }
 
 const KNOWN_KIND = 'BrokerConfig';
@@ -177,6 +215,8 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
   if (kbsImage !== undefined && !/^[^\s]{1,512}$/.test(kbsImage)) {
     throw new BrokerConfigError('spec.kbsImage', 'must be an image reference without spaces');
   }
+  const collateralFields = spec.optFields('collateralSpec');
+  const collateral = collateralFields === undefined ? undefined : collateralSpec(collateralFields);
   spec.finish({
     profile: 'did you mean profileType?',
     tlsSecretName: 'it belongs under httpsSpec or attestationTokenVerificationSpec',
@@ -199,5 +239,6 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
     replicas,
     ...(redis !== undefined && { redis }),
     ...(kbsImage !== undefined && { kbsImage }),
+    ...(collateral !== undefined && { collateral }),
   };
 }

@@ -68,6 +68,19 @@ export function brokerConfigSchema(): IJSONSchemaProps {
           replicas: { type: 'integer', minimum: 1, maximum: MAX_REPLICAS, default: 1 },
           redisSpec: REDIS_SPEC,
           kbsImage: { type: 'string', maxLength: 512 },
+          collateralSpec: {
+            type: 'object',
+            description: "Collateral services; unset: Intel's PCS and AMD's KDS, as trustee",
+            properties: {
+              intelCollateralService: {
+                type: 'string',
+                maxLength: 2048,
+                description: 'PCS or PCCS base URL (https://), or file:// for the PCS Client Tool JSON',
+              },
+              tcbUpdateType: { type: 'string', enum: ['early', 'standard'] },
+              amdKdsUrl: { type: 'string', maxLength: 2048, description: 'AMD KDS base URL (or a mirror)' },
+            },
+          },
         },
         'x-kubernetes-validations': [
           {

@@ -117,9 +117,20 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
     );
   }
   add('[attestation_service.rvps_config]', 'type = "BuiltIn"', '');
+  const collateral = cfg.collateral ?? {};
   add(
+    "# TDX collateral: Intel's PCS unless spec.collateralSpec names a PCCS or a PCS Client Tool file.",
     '[attestation_service.verifier_config.dcap_verifier]',
-    `collateral_service = ${tomlString(INTEL_PCS_URL)}`,
+    `collateral_service = ${tomlString(collateral.intelCollateralService ?? INTEL_PCS_URL)}`,
+    ...(collateral.tcbUpdateType !== undefined
+      ? [`tcb_update_type = ${tomlString(collateral.tcbUpdateType)}`]
+      : []),
+    '',
+    "# VCEKs of SNP evidence without a certificate table: AMD's KDS, or the mirror spec.collateralSpec names.",
+    '[attestation_service.verifier_config.snp_verifier]',
+    collateral.amdKdsUrl !== undefined
+      ? `vcek_sources = [{ type = "KDS", base_url = ${tomlString(collateral.amdKdsUrl)} }]`
+      : 'vcek_sources = [{ type = "KDS" }]',
     '',
   );
 

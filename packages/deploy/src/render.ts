@@ -182,7 +182,9 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
     configMap(cfg, n.attestationPolicyConfigMap, 'attestation-policy', {
       [p.attestationPolicyKey]: ATTESTATION_POLICY,
     }),
-    configMap(cfg, n.tdxConfigMap, 'tdx-config', { [p.tdxQcnlKey]: tdxQcnlConfig() }),
+    configMap(cfg, n.tdxConfigMap, 'tdx-config', {
+      [p.tdxQcnlKey]: tdxQcnlConfig(cfg.collateral?.intelCollateralService),
+    }),
     configMap(cfg, n.resourcePolicyConfigMap, 'resource-policy', {
       [p.resourcePolicyKey]: resourcePolicy(cfg.profileType),
     }),
