@@ -8,6 +8,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import pino, { type Logger } from 'pino';
 import type { AttestationBackend, ResourceBackend } from './backends.js';
+import { ConnectionTable } from './connections.js';
 import { BodyTooLargeError, type Feature, type Reply, Router } from './router.js';
 import { parseRequestTarget } from './target.js';
 import { attestationAgentBackend, dataHubBackend, type TtrpcBackendOptions } from './ttrpc-backends.js';
@@ -23,14 +24,19 @@ export interface ApiServerLimits {
   readonly maxHeaderBytes?: number;
   /** Most header fields in a request; default 64. More gets 431. */
   readonly maxHeaders?: number;
-  /** Time allowed to send the headers; default 10 s. */
+  /** Time allowed to send the headers; default 5 s (clients are local: they send them at once). */
   readonly headersTimeoutMs?: number;
-  /** Time allowed to send the whole request; default 30 s. Does not bound the CDH/AA call. */
+  /** Time allowed to send the whole request; default 10 s. Does not bound the CDH/AA call. */
   readonly requestTimeoutMs?: number;
   /** Idle time before a keep-alive connection is closed; default 5 s. */
   readonly keepAliveTimeoutMs?: number;
-  /** Most simultaneous connections; default 1024. */
+  /**
+   * Most simultaneous connections; default 1024. A new connection past it closes the one that has
+   * been idle (or sending its headers) longest, never one whose request is being answered.
+   */
   readonly maxConnections?: number;
+  /** Most simultaneous connections from one peer address, with the same rule; default 64. */
+  readonly maxConnectionsPerPeer?: number;
 }
 
 export interface ApiServerOptions {
@@ -67,6 +73,8 @@ export interface ApiServer {
    * `graceMs` (default 5 s), then cuts what is left and closes the ttrpc clients.
    */
   close(options?: { graceMs?: number }): Promise<void>;
+  /** Client connections open now. */
+  readonly connections: number;
 }
 
 /** `--bind` is not an `IP:port` socket address. */
@@ -95,10 +103,11 @@ const DEFAULT_LIMITS = {
   maxBodyBytes: 64 * 1024,
   maxHeaderBytes: 16 * 1024,
   maxHeaders: 64,
-  headersTimeoutMs: 10_000,
-  requestTimeoutMs: 30_000,
+  headersTimeoutMs: 5_000,
+  requestTimeoutMs: 10_000,
   keepAliveTimeoutMs: 5_000,
   maxConnections: 1024,
+  maxConnectionsPerPeer: 64,
 } satisfies Required<ApiServerLimits>;
 
 const includesResource = (f: Feature) => f === 'resource' || f === 'all';
@@ -257,6 +266,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       headersTimeout: limits.headersTimeoutMs,
       requestTimeout: limits.requestTimeoutMs,
       keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // node checks the header and request timeouts at this interval (30 s by default), so a slow
+      // client would otherwise keep its connection up to 30 s past its deadline.
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
       // hyper does not insist on a Host header; neither do we.
       requireHostHeader: false,
     },
@@ -269,7 +281,17 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   );
   // One more than the limit so an over-limit request is seen (node drops headers past the count silently).
   server.maxHeadersCount = limits.maxHeaders + 1;
-  server.maxConnections = limits.maxConnections;
+  const table = new ConnectionTable(limits, (peer, cap) =>
+    logger.debug({ peer, cap }, 'connection closed to make room for a new one'),
+  );
+  server.on('connection', (socket: net.Socket) => table.admit(socket));
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    table.requestStarted(req.socket);
+    res.once('close', () => table.requestEnded(req.socket));
+  });
+  // A backstop only: the table keeps within maxConnections, but closed sockets are counted by node
+  // until their close event, so a burst may briefly pass it.
+  server.maxConnections = 2 * limits.maxConnections;
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     const code = err.code ?? '';
     logger.debug({ code }, 'malformed request');
@@ -308,6 +330,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   return {
     address,
     url,
+    get connections() {
+      return table.size;
+    },
     close(closeOptions = {}) {
       closing ??= (async () => {
         const graceMs = closeOptions.graceMs ?? 5_000;
