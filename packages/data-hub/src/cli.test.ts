@@ -6,36 +6,42 @@ import { join, resolve } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
 import { build } from 'esbuild';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { main, parseArgs } from './cli.js';
+import { main } from './cli.js';
 import type { RunningDataHub } from './server.js';
 import { tempDir } from './testing/helpers.js';
 
-describe('parseArgs (clap, `-c` only)', () => {
-  it('accepts the forms clap accepts for a short option', () => {
-    expect(parseArgs([])).toEqual({ kind: 'run', config: undefined });
-    expect(parseArgs(['-c', 'cdh.toml'])).toEqual({ kind: 'run', config: 'cdh.toml' });
-    expect(parseArgs(['-ccdh.toml'])).toEqual({ kind: 'run', config: 'cdh.toml' });
-    expect(parseArgs(['-c=cdh.toml'])).toEqual({ kind: 'run', config: 'cdh.toml' });
-    expect(parseArgs(['-h'])).toEqual({ kind: 'help' });
-    expect(parseArgs(['--help'])).toEqual({ kind: 'help' });
-    expect(parseArgs(['-V'])).toEqual({ kind: 'version' });
-    expect(parseArgs(['--version'])).toEqual({ kind: 'version' });
+describe('command line (clap, `-c` only)', () => {
+  async function parse(argv: string[]) {
+    const r = { code: 0, out: '', err: '' };
+    r.code = await main(argv, {
+      env: {},
+      stdout: (t) => {
+        r.out += t;
+      },
+      stderr: (t) => {
+        r.err += t;
+      },
+    });
+    return r;
+  }
+
+  it.each([
+    [['-c'], "option '-c' needs a value"],
+    [['--config', 'x'], "unknown option '--config'"],
+    [['cdh.toml'], "unexpected argument 'cdh.toml'"],
+    [['-c', 'a', '-c', 'b'], "option '-c' given more than once"],
+  ])('refuses %j as clap does, status 2', async (argv, message) => {
+    expect(await parse(argv)).toEqual({
+      code: 2,
+      out: '',
+      err: `confidential-data-hub: ${message}\nRun 'confidential-data-hub --help' for usage.\n`,
+    });
   });
 
-  it('refuses what clap refuses', () => {
-    expect(parseArgs(['-c'])).toMatchObject({
-      kind: 'error',
-      message: expect.stringMatching(/value is required/),
-    });
-    expect(parseArgs(['--config', 'x'])).toEqual({
-      kind: 'error',
-      message: "unexpected argument '--config' found",
-    });
-    expect(parseArgs(['cdh.toml'])).toMatchObject({ kind: 'error' });
-    expect(parseArgs(['-c', 'a', '-c', 'b'])).toMatchObject({
-      kind: 'error',
-      message: expect.stringMatching(/multiple times/),
-    });
+  it.each([['-ccdh.toml'], ['-c=cdh.toml']])('reads %s as the file cdh.toml', async (arg) => {
+    const r = await parse([arg]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/^confidential-data-hub: failed to read config: .*cdh\.toml/);
   });
 });
 
@@ -51,6 +57,7 @@ describe('main', () => {
     stderr: (t: string) => {
       err += t;
     },
+    env: {},
   });
   beforeEach(async () => {
     ({ dir, cleanup } = await tempDir('cdh-cli-'));
@@ -65,12 +72,14 @@ describe('main', () => {
     expect(out).toContain('-c <CONFIG>');
     out = '';
     expect(await main(['-V'], io())).toBe(0);
-    expect(out).toBe('confidential-data-hub 0.1.0\n');
+    expect(out).toBe('confidential-data-hub 0.1.0 (broker dev)\n');
   });
 
   it('exits 2 on a usage error, 1 on a bad config', async () => {
     expect(await main(['--bogus'], io())).toBe(2);
-    expect(err).toMatch(/^error: unexpected argument '--bogus' found/);
+    expect(err).toBe(
+      "confidential-data-hub: unknown option '--bogus'\nRun 'confidential-data-hub --help' for usage.\n",
+    );
     err = '';
     expect(await main(['-c', join(dir, 'missing.toml')], { ...io(), logStream: { write() {} } })).toBe(1);
     expect(err).toMatch(
@@ -100,7 +109,8 @@ describe('main', () => {
     expect(err).toBe(
       'confidential-data-hub: create CDH instance: init Hub failed: illegal path to put credential : /etc/shadow\n',
     );
-    expect(logs.join('')).toContain('"level":60');
+    // Said once, on stderr, not again in the log.
+    expect(logs.join('')).not.toContain('illegal path');
     expect(existsSync(join(dir, 'cdh.sock'))).toBe(false);
   });
 
@@ -237,6 +247,27 @@ describe('as a process', () => {
     expect(code).toBe(0);
     expect(output).toContain('Welcome to Confidential Containers Confidential Data Hub (ttRPC version)!');
     expect(output).toContain('SIGTERM received, gracefully shutdown.');
+  });
+
+  it('fails at once, naming the path, when the socket folder cannot be created', async () => {
+    const cfg = join(dir, 'proc.toml');
+    await writeFile(
+      cfg,
+      'socket = "unix:///proc/broker-cdh-test/cdh.sock"\n[kbc]\nname = "offline_fs_kbc"\n',
+    );
+    const child = spawn(process.execPath, [bundle, '-c', cfg], {
+      env: { PATH: process.env.PATH ?? '' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    children.push(child);
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    // Node's recursive mkdir spun here at full CPU, never exiting.
+    const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/^confidential-data-hub: .*cannot create directory \/proc\/broker-cdh-test/);
   });
 
   it('shuts down cleanly on SIGINT', async () => {

@@ -6,55 +6,46 @@
  * Only what listening needs is loaded before the socket opens; the KBS
  * client, the agent client and the resource code load on first use.
  */
-import type { Logger } from 'pino';
-import { CdhConfigError, type ConfigEnvironment, loadCdhConfig, parseLogLevel } from './config.js';
+import {
+  applyConfiguredLevel,
+  choice,
+  createLogger,
+  LOG_FORMAT_OPTION,
+  LOG_FORMATS,
+  type LoggerOptions,
+  type OptionValues,
+  runCommand,
+} from '@broker/cli';
+import { CdhConfigError, type ConfigEnvironment, loadCdhConfig } from './config.js';
 import { DataHubError } from './errors.js';
 import type { RunningDataHub, StartDataHubOptions } from './server.js';
 
 export const CDH_VERSION = '0.1.0';
 
-const USAGE = `Usage: confidential-data-hub [OPTIONS]
+const HELP = `Usage: confidential-data-hub [OPTIONS]
 
-Confidential Data Hub (ttRPC): resources, sealed secrets and image pulls for the guest.
+Confidential Data Hub (ttRPC): resources, sealed secrets and image pulls for the guest. Serves until
+SIGTERM, SIGINT or SIGHUP. Log lines are JSON on stdout (text on a terminal); the level comes from
+RUST_LOG ("info", "confidential_data_hub=debug"), else the config's [log] level, else info.
 
 Options:
-  -c <CONFIG>      Path to the config file (\`-c /etc/confidential-data-hub.conf\`); TOML, or JSON for .json
-  -h, --help       Print help
-  -V, --version    Print version
+  -c <CONFIG>                Path to the config file (\`-c /etc/confidential-data-hub.conf\`); TOML, or JSON for .json
+      --log-format <FORMAT>  json (default) or text (default when stdout is a terminal)
+  -h, --help                 Print help
+  -V, --version              Print version
 `;
 
-type Parsed =
-  | { kind: 'run'; config: string | undefined }
-  | { kind: 'help' }
-  | { kind: 'version' }
-  | { kind: 'error'; message: string };
-
-/** Parses the arguments the way clap does for `#[arg(short)] config: Option<String>`. */
-export function parseArgs(argv: readonly string[]): Parsed {
-  let config: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '-h' || a === '--help') return { kind: 'help' };
-    if (a === '-V' || a === '--version') return { kind: 'version' };
-    let value: string | undefined;
-    if (a === '-c') {
-      value = argv[i + 1];
-      if (value === undefined) {
-        return { kind: 'error', message: "a value is required for '-c <CONFIG>' but none was supplied" };
-      }
-      i++;
-    } else if (a.startsWith('-c')) {
-      value = a.slice(a.startsWith('-c=') ? 3 : 2);
-    } else {
-      return { kind: 'error', message: `unexpected argument '${a}' found` };
-    }
-    if (config !== undefined) {
-      return { kind: 'error', message: "the argument '-c <CONFIG>' cannot be used multiple times" };
-    }
-    config = value;
-  }
-  return { kind: 'run', config };
-}
+/** Upstream's `#[arg(short)] config: Option<String>`: `-c` only. */
+const SPEC = {
+  name: 'confidential-data-hub',
+  version: CDH_VERSION,
+  help: HELP,
+  options: { c: { type: 'string' }, ...LOG_FORMAT_OPTION },
+  exitStatus: [
+    [0, 'stopped by SIGTERM, SIGINT or SIGHUP'],
+    [1, 'configuration refused or unreadable, or the hub could not start (socket, credentials)'],
+  ],
+} as const;
 
 /** Test hooks; the executable passes none. */
 export interface CliRuntime {
@@ -102,66 +93,66 @@ function stopSignal(stop: AbortSignal | undefined): { stopped: Promise<string>; 
   return { stopped, cancel };
 }
 
-async function makeLogger(level: string, stream: CliRuntime['logStream']): Promise<Logger> {
-  const { default: pino } = await import('pino');
-  const options = { name: 'confidential-data-hub', level: level === 'off' ? 'silent' : level };
-  return stream === undefined ? pino(options) : pino(options, stream);
-}
-
 /** Runs the hub until SIGTERM, SIGINT or SIGHUP; resolves with the exit status. */
 export async function main(argv: string[], runtime: CliRuntime = {}): Promise<number> {
-  const out = runtime.stdout ?? ((t: string) => void process.stdout.write(t));
-  const err = runtime.stderr ?? ((t: string) => void process.stderr.write(t));
-  const args = parseArgs(argv);
-  if (args.kind === 'help') {
-    out(USAGE);
-    return 0;
-  }
-  if (args.kind === 'version') {
-    out(`confidential-data-hub ${CDH_VERSION}\n`);
-    return 0;
-  }
-  if (args.kind === 'error') {
-    err(`error: ${args.message}\n\n${USAGE}`);
-    return 2;
-  }
+  const io = {
+    out: runtime.stdout ?? ((t: string) => void process.stdout.write(t)),
+    err: runtime.stderr ?? ((t: string) => void process.stderr.write(t)),
+    ...(runtime.env !== undefined && { env: runtime.env }),
+  };
+  return runCommand(SPEC, argv, ({ values }) => serve(values, runtime), io);
+}
+
+async function serve(values: OptionValues<typeof SPEC.options>, runtime: CliRuntime): Promise<number> {
   const env = runtime.env ?? process.env;
   const envs: ConfigEnvironment = {
     env,
     ...(runtime.kernelCmdline !== undefined ? { kernelCmdline: runtime.kernelCmdline } : {}),
   };
+  const format = choice('log-format', values['log-format'], LOG_FORMATS);
+  const logOptions: LoggerOptions = {
+    name: 'confidential-data-hub',
+    env,
+    ...(format !== undefined && { format }),
+    ...(runtime.logStream !== undefined && { destination: runtime.logStream }),
+  };
+  const logger = createLogger(logOptions);
 
   // Handlers go in before start-up, so a signal during it still shuts down cleanly.
   const stop = stopSignal(runtime.stop);
-  let logger: Logger | undefined;
   let hub: RunningDataHub;
   try {
-    const config = await loadCdhConfig(args.config, envs);
+    let config: Awaited<ReturnType<typeof loadCdhConfig>>;
+    try {
+      config = await loadCdhConfig(values.c, envs);
+    } catch (e) {
+      if (e instanceof CdhConfigError) throw new Error(`failed to read config: ${e.message}`, { cause: e });
+      throw e;
+    }
     // RUST_LOG overrides [log] level, as upstream's EnvFilter.
-    const rustLog = env.RUST_LOG;
-    const level = rustLog !== undefined && rustLog !== '' ? parseLogLevel(rustLog) : config.log.level;
-    logger = await makeLogger(level, runtime.logStream);
+    applyConfiguredLevel(logger, {
+      ...logOptions,
+      configured: { value: config.log.level, source: `${values.c ?? 'configuration'} [log] level` },
+    });
     logger.info('Welcome to Confidential Containers Confidential Data Hub (ttRPC version)!');
     logger.info(
-      args.config !== undefined
-        ? `Using config file: ${args.config}`
+      values.c !== undefined
+        ? `Using config file: ${values.c}`
         : 'No CDH config path specified. Using default configuration.',
     );
     for (const key of config.unknownKeys) logger.warn(`unknown config key ${key} is ignored`);
     const { startDataHub } = await import('./server.js');
-    hub = await startDataHub(config, { ...runtime.hubOptions, logger });
+    try {
+      hub = await startDataHub(config, { ...runtime.hubOptions, logger });
+    } catch (e) {
+      if (e instanceof DataHubError) throw new Error(`create CDH instance: ${e.message}`, { cause: e });
+      throw e;
+    }
   } catch (e) {
-    const message =
-      e instanceof CdhConfigError
-        ? `failed to read config: ${e.message}`
-        : e instanceof DataHubError
-          ? `create CDH instance: ${e.message}`
-          : (e as Error).message;
-    logger?.fatal(message);
-    logger?.flush();
-    err(`confidential-data-hub: ${message}\n`);
+    // Reported once, by the dialect, on stderr.
+    logger.flush();
     stop.cancel();
-    return 1;
+    throw e;
   }
   runtime.onListening?.(hub);
   const why = await stop.stopped;

@@ -1,5 +1,5 @@
 // The KBC and agent-token modules stay out of this index: they load on first use (fast start).
-export { CDH_VERSION, type CliRuntime, main, parseArgs } from './cli.js';
+export { CDH_VERSION, type CliRuntime, main } from './cli.js';
 export {
   type CdhConfig,
   CdhConfigError,
