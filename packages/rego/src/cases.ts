@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { Engine, type QueryResults } from './engine.js';
 import { RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
 import { jsonText } from './format.js';
-import { equals, ObjectValue, SetValue, type Value } from './value.js';
+import { compare, equals, ObjectValue, SetValue, type Value } from './value.js';
 
 export type CaseFormat = 'opa' | 'regorus';
 
@@ -266,9 +266,21 @@ function runRegorusCase(file: string, note: string, c: Raw, opts: RunOptions): C
   return { file, note, status: 'fail', reason: 'evaluation succeeded but an error was expected' };
 }
 
+/** OPA's `sort_bindings`: an array (or a set, which OPA's runner sees as an array) in OPA's value order. */
 function sortBindings(v: Value): Value {
-  if (Array.isArray(v))
-    return [...v].sort((a, b) => (jsonText(a) < jsonText(b) ? -1 : jsonText(a) > jsonText(b) ? 1 : 0));
+  const shaped = asJsonShape(v);
+  return Array.isArray(shaped) ? [...shaped].sort(compare) : shaped;
+}
+
+/** Sets as (sorted) arrays, at any depth: the JSON form OPA's runner compares. */
+function asJsonShape(v: Value): Value {
+  if (v instanceof SetValue) return v.sorted().map(asJsonShape);
+  if (Array.isArray(v)) return v.map(asJsonShape);
+  if (v instanceof ObjectValue) {
+    const o = new ObjectValue();
+    for (const [k, x] of v.entries.values()) o.set(k, asJsonShape(x));
+    return o;
+  }
   return v;
 }
 

@@ -2,6 +2,7 @@
 import type {
   ArithOp,
   AssignOp,
+  CallExpr,
   CmpOp,
   Expr,
   Import,
@@ -615,7 +616,7 @@ export class Parser {
       this.advance();
       not = true;
     }
-    const expr = this.parseAssignExpr();
+    const expr = relationCallForm(this.parseAssignExpr());
     return { k: not ? 'not' : 'expr', expr, loc: this.close(loc) };
   }
 
@@ -1025,4 +1026,19 @@ export function parseModule(file: SourceFile, opts: ParseOptions): Module {
 
 export function parseQuery(file: SourceFile, opts: ParseOptions): Query {
   return new Parser(file, opts).parseUserQuery();
+}
+
+/**
+ * OPA's function-call form of a relation: `[path, value] := walk(x)` (or `=`, either side) is
+ * `walk(x, [path, value])`, one result per pair.
+ */
+function relationCallForm(e: Expr): Expr {
+  if (e.k !== 'assign') return e;
+  const isWalk = (x: Expr): x is CallExpr =>
+    x.k === 'call' && x.fcn.k === 'var' && x.fcn.name === 'walk' && x.params.length === 1;
+  if (isWalk(e.rhs)) return { k: 'call', fcn: e.rhs.fcn, params: [e.rhs.params[0]!, e.lhs], loc: e.loc };
+  if (e.op === '=' && isWalk(e.lhs)) {
+    return { k: 'call', fcn: e.lhs.fcn, params: [e.lhs.params[0]!, e.rhs], loc: e.loc };
+  }
+  return e;
 }

@@ -18,6 +18,11 @@ export const arrayBuiltins: BuiltinTable = {
       return arr.slice(start, stop);
     },
   },
+  'array.flatten': {
+    arity: 1,
+    // One level: elements that are arrays are spliced in, others kept.
+    fn: (args) => argArray('array.flatten', args, 0).flatMap((x) => (Array.isArray(x) ? x : [x])),
+  },
   'array.reverse': {
     arity: 1,
     fn: (args) => [...argArray('array.reverse', args, 0)].reverse(),

@@ -11,6 +11,7 @@ import { comparisonBuiltins } from './comparison.js';
 import { cryptoBuiltins } from './crypto.js';
 import { encodingBuiltins } from './encoding.js';
 import { globBuiltins } from './glob.js';
+import { graphBuiltins } from './graph.js';
 import { jsonOpBuiltins } from './jsonops.js';
 import { netBuiltins } from './net.js';
 import { numberBuiltins } from './numbers.js';
@@ -36,6 +37,7 @@ const FAMILIES: readonly BuiltinTable[] = [
   cryptoBuiltins,
   encodingBuiltins,
   globBuiltins,
+  graphBuiltins,
   jsonOpBuiltins,
   netBuiltins,
   numberBuiltins,

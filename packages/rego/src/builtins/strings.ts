@@ -2,6 +2,7 @@
 import { compare, SetValue, type Value } from '../value.js';
 import {
   argArray,
+  argInt,
   argNumber,
   argObject,
   argSmallInt,
@@ -196,6 +197,16 @@ export const stringBuiltins: BuiltinTable = {
   split: {
     arity: 2,
     fn: (args) => goSplit(argString('split', args, 0), argString('split', args, 1)),
+  },
+  'strings.split_n': {
+    arity: 3,
+    fn: (args) => {
+      const parts = goSplit(argString('strings.split_n', args, 0), argString('strings.split_n', args, 1));
+      const n = argInt('strings.split_n', args, 2);
+      // n ≥ 0 keeps the first n parts, n < 0 the last |n| parts.
+      if (n >= 0n) return n >= BigInt(parts.length) ? parts : parts.slice(0, Number(n));
+      return -n >= BigInt(parts.length) ? parts : parts.slice(parts.length + Number(n));
+    },
   },
   sprintf: {
     arity: 2,
