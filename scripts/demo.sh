@@ -12,7 +12,7 @@
 #   sample       (default) trustee's software TEE: runs anywhere, no hardware root;
 #   az-snp-vtpm  the mock TEE device (swtpm behind an Azure-style paravisor, a test AMD root, IMDS on
 #                loopback): the agent attests through the vTPM, the KBS trusts the device's test ARK, and
-#                the project's default policy compares PCR 03, 08, 09, 11 and 12 with reference values
+#                broker's five-PCR policy (as brokerctl render deploys it) compares PCR 03, 08, 09, 11 and 12 with reference values
 #                made by the reference-values tool. Needs swtpm (scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -191,13 +191,18 @@ storage_backend_type = "kvstorage"
 TOML
 if [ "$TEE" = az-snp-vtpm ]; then
   # Trust the device's test root (never in production), and take reference values from a directory, as a
-  # deployment mounts the reference-values ConfigMap.
+  # deployment mounts the reference-values ConfigMap. The attestation policy is the one brokerctl render
+  # deploys: broker's five-PCR policy as default_cpu (the KBS's own default_cpu is trustee's).
+  mkdir -p "$WORK/attestation-policies"
+  "$BIN/brokerctl" attestation-policy >"$WORK/attestation-policies/default_cpu.rego" ||
+    fail "brokerctl attestation-policy"
   cat >>"$WORK/kbs-config.toml" <<TOML
 
 [attestation_service.verifier_config.snp_verifier]
 trusted_ark_paths = ["$MOCK_TEE_ROOTS"]
 
 [mounted_files]
+attestation_policies = ["$WORK/attestation-policies"]
 reference_values = ["$WORK/reference-values"]
 TOML
 fi

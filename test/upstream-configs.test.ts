@@ -9,21 +9,11 @@ import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { binary, freePort, type Running, runToEnd, start, waitForListen } from './helpers/process.js';
 import { makeKbsKeyFiles, SAMPLE_REFERENCE_VALUES } from './helpers/stack.js';
+import { listenOn, relocate } from './helpers/upstream-config.js';
 import { vector } from './helpers/vectors.js';
 
 const root = mkdtempSync(join(tmpdir(), 'broker-upstream-configs-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-/** The listen address becomes 127.0.0.1:<port>, replacing `sockets` or added to `[http_server]`. */
-function listenOn(text: string, port: number): string {
-  const withoutSockets = text.replace(/^sockets\s*=.*$/m, '');
-  return withoutSockets.replace(/^\[http_server\]$/m, `[http_server]\nsockets = ["127.0.0.1:${port}"]`);
-}
-
-/** Every absolute path in a string value moves under `dir` (URLs and `^/kbs…` regexes are not paths). */
-function relocate(text: string, dir: string): string {
-  return text.replace(/"(\/[^"]*)"/g, (_m, p: string) => JSON.stringify(join(dir, p)));
-}
 
 /** Writes a key file set's files where a configuration names them. */
 function place(from: string, to: string): void {

@@ -1,6 +1,6 @@
 // The vTPM path end to end, as real processes: the mock TEE device (swtpm behind a paravisor
 // interposer, a test AMD root, an IMDS on loopback), the KBS trusting that root and appraising with
-// the project's default policy (PCR 03, 08, 09, 11, 12 against reference values), the guest
+// broker's five-PCR policy as default_cpu (PCR 03, 08, 09, 11, 12 against reference values), the guest
 // components detecting az-snp-vtpm on the device, and reference values made by the reference-values
 // tool and applied the way a deployment applies them (a mounted reference-values directory).
 //
@@ -21,6 +21,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Attester, getAttester } from '@broker/attester';
+import { BROKER_DEFAULT_POLICY_CPU } from '@broker/kbs';
 import { KbsClient, KbsRejected, RcarHandshakeFailed, TeeKeyPair } from '@broker/kbs-client';
 import { nodeReferenceValuesIo, referenceValuesMain } from '@broker/reference-values';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -195,9 +196,14 @@ beforeAll(async () => {
   await bootDevice(SAMPLE_MANIFEST);
   kbs = await prepareKbs(dir);
   mkdirSync(referenceValuesDir);
+  // The policy a rendered deployment installs as default_cpu: broker's five PCRs (`brokerctl
+  // attestation-policy`); the KBS's built-in default_cpu is trustee's.
+  const policies = join(dir, 'attestation-policies');
+  mkdirSync(policies);
+  writeFileSync(join(policies, 'default_cpu.rego'), BROKER_DEFAULT_POLICY_CPU);
   appendFileSync(
     kbs.configPath,
-    `\n[attestation_service.verifier_config.snp_verifier]\ntrusted_ark_paths = ["${teeEnv.MOCK_TEE_ROOTS}"]\n\n[mounted_files]\nreference_values = ["${referenceValuesDir}"]\n`,
+    `\n[attestation_service.verifier_config.snp_verifier]\ntrusted_ark_paths = ["${teeEnv.MOCK_TEE_ROOTS}"]\n\n[mounted_files]\nattestation_policies = ["${policies}"]\nreference_values = ["${referenceValuesDir}"]\n`,
   );
   await kbs.start();
   writeFileSync(join(dir, 'secret.bin'), secret);

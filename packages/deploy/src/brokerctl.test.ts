@@ -1,4 +1,4 @@
-import { parseKbsConfigText } from '@broker/kbs';
+import { DEFAULT_POLICIES, parseKbsConfigText } from '@broker/kbs';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { parseBrokerConfig } from './broker-config.js';
@@ -99,6 +99,14 @@ describe('brokerctl', () => {
     );
     expect(mismatch.code).toBe(1);
     expect(mismatch.io.stderr).toContain('apiVersion: must be other.example.org/v1alpha1');
+  });
+
+  it("attestation-policy prints broker's five-PCR policy, the KBS's broker_default_cpu", async () => {
+    const r = await run(['attestation-policy']);
+    expect(r.code).toBe(0);
+    expect(r.io.stdout).toBe(DEFAULT_POLICIES.broker_default_cpu);
+    expect(r.io.stdout).not.toBe(DEFAULT_POLICIES.default_cpu);
+    expect((await run(['attestation-policy', 'x'])).code).toBe(2);
   });
 
   it('crds prints both CRDs', async () => {

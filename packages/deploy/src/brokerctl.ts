@@ -16,6 +16,7 @@ import { renderCrds } from './crds.js';
 import { DeployError, InputError, UsageError } from './errors.js';
 import { isRecord } from './fields.js';
 import { isCrdGroup, routeHost } from './names.js';
+import { ATTESTATION_POLICY } from './policies.js';
 import { renderBrokerConfig } from './render.js';
 import { collectSecrets, type SourceSecret } from './source-secrets.js';
 import { parseYamlDocuments, stringifyYamlDocuments } from './yaml-io.js';
@@ -35,6 +36,9 @@ export const BROKERCTL_USAGE = `usage:
       also writes https.key, https.crt, token.key, token.crt and secrets.yaml into DIR.
   brokerctl add-secret NAME --config C --namespace NS [--deployment D] [--json]
       The JSON patch that appends NAME to kbsSecretResources, the kubectl commands and the restart step.
+  brokerctl attestation-policy
+      The attestation policy render installs as default_cpu (broker's five-PCR policy, the KBS's
+      broker_default_cpu), e.g. for a KBS's [mounted_files] attestation_policies folder.
 `;
 
 function readDocs(io: CliIO, path: string): unknown[] {
@@ -216,6 +220,10 @@ export async function brokerctlMain(argv: readonly string[], io: CliIO = nodeIO)
         return await certs(args, io);
       case 'add-secret':
         return addSecret(args, io);
+      case 'attestation-policy':
+        if (args.positional.length > 0) throw new UsageError('attestation-policy takes no arguments');
+        io.out(ATTESTATION_POLICY);
+        return 0;
       default:
         throw new UsageError(`unknown command ${JSON.stringify(cmd)}`);
     }

@@ -19,11 +19,11 @@ export function referenceValueNames(): string[] {
 }
 
 /**
- * Attestation policy `default_cpu`: the KBS's own built-in default, so that a deployment appraises
- * evidence exactly as a KBS with no mounted policy does (PCR 03, 08, 09, 11 and 12 against the
- * reference values for the vTPM TEEs, trustee's rules for the others; see packages/kbs/src/attestation).
- * Every PCR must be in its reference-value list; a missing list matches nothing, so attestation fails
- * closed until the reference values are applied.
+ * Attestation policy `default_cpu` of a rendered deployment: broker's five-PCR policy, the KBS's
+ * `broker_default_cpu` (PCR 03, 08, 09, 11 and 12 against the reference values for the vTPM TEEs,
+ * trustee's rules for the others; see packages/kbs/src/attestation), stricter than the KBS's built-in
+ * `default_cpu`, which is trustee's. Every PCR must be in its reference-value list; a missing list
+ * matches nothing, so attestation fails closed until the reference values are applied.
  */
 export const ATTESTATION_POLICY: string = BROKER_DEFAULT_POLICY_CPU;
 

@@ -1,8 +1,9 @@
-// The project's default attestation policy (`default_cpu`), written for this project. vTPM evidence is
-// appraised by the five PCRs the spec names, compared with the reference values the reference-values
-// tool writes (`<prefix>_pcrNN`, the names `brokerctl render`'s policy reads too). The other TEEs get
-// the rules and reference-value names of trustee's default policy, so flows built for it (the sample
-// TEE) keep working; trustee's own text stays available as `trustee_default_cpu`.
+// The project's stricter attestation policy (`broker_default_cpu`; `brokerctl render` and the demo
+// install it as `default_cpu`), written for this project. vTPM evidence is appraised by the five PCRs
+// the spec names, compared with the reference values the reference-values tool writes
+// (`<prefix>_pcrNN`). The other TEEs get the rules and reference-value names of trustee's default
+// policy, so flows built for it (the sample TEE) keep working. The KBS's own `default_cpu` is
+// trustee's text, so that it gives trustee's verdicts.
 
 /** TEE name → reference-value prefix, as the reference-values tool names its output. */
 export const VTPM_REFERENCE_PREFIXES = Object.freeze({
@@ -19,7 +20,7 @@ export const REFERENCE_VALUES_EXTENSION = 'broker.reference-values';
 /** Its key: below -65536, the private-use range of CBOR-keyed claims. */
 export const REFERENCE_VALUES_EXTENSION_KEY = -65537;
 
-/** The project's `default_cpu` policy text. */
+/** The project's five-PCR policy text (`broker_default_cpu`). */
 export const BROKER_DEFAULT_POLICY_CPU: string = `package policy
 
 import rego.v1

@@ -32,7 +32,7 @@ export {
   ParsePolicyError,
 } from './errors.js';
 export { explainAppraisal, explainAppraisals, MAX_EXPLANATION_LENGTH } from './explain.js';
-export { DEFAULT_POLICIES, MAX_POLICY_LENGTH } from './policy.js';
+export { BROKER_POLICY_ID, DEFAULT_POLICIES, MAX_POLICY_LENGTH } from './policy.js';
 export {
   type AdditionalEvidence,
   type AttestationService,

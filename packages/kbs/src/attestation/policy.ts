@@ -24,14 +24,20 @@ const POLICY_ID_RE = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/;
 const MAX_REFERENCE_VALUE_IDS = 256;
 const MAX_ROUNDS = 16;
 
+/** The id of the project's stricter policy pair (`broker_default_cpu`, `broker_default_gpu`). */
+export const BROKER_POLICY_ID = 'broker_default';
+
 /**
- * The policies seeded (without overwriting) at start: the project's `default_cpu`, trustee's
- * `default_gpu`, and trustee's two defaults under `trustee_default_*`, so that an operator can
- * compare with them or put trustee's CPU policy back.
+ * The policies seeded (without overwriting) at start. `default_cpu` and `default_gpu` are trustee's
+ * texts, unmodified, so that the KBS gives trustee's verdicts out of the box; the project's five-PCR
+ * policy is `broker_default_cpu` (what `brokerctl render` and the demo install as `default_cpu`).
+ * `trustee_default_*` repeat trustee's texts for stores and scripts that name them.
  */
 export const DEFAULT_POLICIES: Readonly<Record<string, string>> = Object.freeze({
-  default_cpu: BROKER_DEFAULT_POLICY_CPU,
+  default_cpu: EAR_DEFAULT_POLICY_CPU,
   default_gpu: EAR_DEFAULT_POLICY_GPU,
+  [`${BROKER_POLICY_ID}_cpu`]: BROKER_DEFAULT_POLICY_CPU,
+  [`${BROKER_POLICY_ID}_gpu`]: EAR_DEFAULT_POLICY_GPU,
   trustee_default_cpu: EAR_DEFAULT_POLICY_CPU,
   trustee_default_gpu: EAR_DEFAULT_POLICY_GPU,
 });
@@ -94,11 +100,11 @@ export class PolicyStore {
       });
       if (wrote) this.logger.debug({ policy: id }, 'seeded default attestation policy');
     }
-    // A store seeded by an earlier version (or set so by an operator) keeps trustee's policy: say so,
-    // since vTPM evidence is then appraised by trustee's rules, not by the five PCRs.
-    if ((await this.get('default_cpu')) === EAR_DEFAULT_POLICY_CPU) {
-      this.logger.warn(
-        "attestation policy default_cpu is trustee's default policy, not broker's PCR policy: set it again to change that",
+    // A store seeded by an earlier version (or set so by an operator) keeps the project's five-PCR
+    // policy as default_cpu: say so, since vTPM evidence is then not appraised by trustee's rules.
+    if ((await this.get('default_cpu')) === BROKER_DEFAULT_POLICY_CPU) {
+      this.logger.info(
+        `attestation policy default_cpu is broker's five-PCR policy (${BROKER_POLICY_ID}_cpu), not trustee's default`,
       );
     }
   }

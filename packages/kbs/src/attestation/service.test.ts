@@ -465,12 +465,14 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
     expect(cpu0['ear.trustee.identifiers']).toBeUndefined();
   });
 
-  it("stores broker's default_cpu, and trustee's defaults unmodified as trustee_default_*", async () => {
+  it("stores trustee's defaults unmodified as default_*, and broker's five-PCR policy as broker_default_cpu", async () => {
     const kv = new MemoryKv();
     await service(undefined, kv);
     const text = (id: string) =>
       Buffer.from(kv.data.get(`attestation_service_policy/${id}.rego`)!).toString();
-    expect(text('default_cpu')).toBe(BROKER_DEFAULT_POLICY_CPU);
+    expect(text('default_cpu')).toBe(EAR_DEFAULT_POLICY_CPU);
+    expect(text('broker_default_cpu')).toBe(BROKER_DEFAULT_POLICY_CPU);
+    expect(text('broker_default_gpu')).toBe(text('default_gpu'));
     expect(text('trustee_default_cpu')).toBe(EAR_DEFAULT_POLICY_CPU);
     expect(text('trustee_default_gpu')).toBe(text('default_gpu'));
   });
@@ -484,16 +486,16 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
     expect(cpu0['ear.status']).toBe('affirming');
   });
 
-  it("warns at start when the store's default_cpu is trustee's policy", async () => {
+  it("says at start when the store's default_cpu is broker's five-PCR policy (an earlier version's seed)", async () => {
     const kv = new MemoryKv();
-    await kv.set('attestation_service_policy', 'default_cpu.rego', Buffer.from(EAR_DEFAULT_POLICY_CPU));
+    await kv.set('attestation_service_policy', 'default_cpu.rego', Buffer.from(BROKER_DEFAULT_POLICY_CPU));
     const lines: string[] = [];
-    const capture = pino({ level: 'warn' }, { write: (l: string) => lines.push(l) });
+    const capture = pino({ level: 'info' }, { write: (l: string) => lines.push(l) });
     await createAttestationService(parseAttestationServiceConfig(undefined), kv, capture);
-    expect(lines.join('')).toContain("default_cpu is trustee's default policy");
+    expect(lines.join('')).toContain("default_cpu is broker's five-PCR policy (broker_default_cpu)");
     lines.length = 0;
     await createAttestationService(parseAttestationServiceConfig(undefined), new MemoryKv(), capture);
-    expect(lines).toEqual([]);
+    expect(lines.join('')).not.toContain('five-PCR');
   });
 
   it('applies a policy set through the service at once', async () => {
@@ -520,7 +522,7 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
       ParsePolicyError,
     );
     expect(Buffer.from(kv.data.get('attestation_service_policy/default_cpu.rego')!).toString()).toBe(
-      BROKER_DEFAULT_POLICY_CPU,
+      EAR_DEFAULT_POLICY_CPU,
     );
   });
 
