@@ -4,7 +4,7 @@
 // verifier trusts only when it is configured with it.
 import { makeDirectory } from '@broker/cli';
 import 'reflect-metadata';
-import { createPrivateKey, type KeyObject, randomBytes, webcrypto } from 'node:crypto';
+import { createPrivateKey, KeyObject, randomBytes, webcrypto } from 'node:crypto';
 import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TcbVersion } from '@broker/verifier';
@@ -43,6 +43,8 @@ export interface HardwareRoots {
   readonly vcekDer: Buffer;
   /** Signs the SNP reports; never leaves the device's state folder. */
   readonly vcekPrivateKey: KeyObject;
+  /** The ARK's key, only for roots created in this process (never stored): signs a mock KDS's CRL. */
+  readonly arkPrivateKey?: KeyObject;
   /** The chip's ID as the VCEK's hwid extension and every report's CHIP_ID carry it. */
   readonly chipId: Buffer;
   /** The TCB the VCEK was issued for; reports claim exactly this. */
@@ -176,6 +178,7 @@ export async function createHardwareRoots(options: CreateRootsOptions = {}): Pro
     vcekPem: `${vcek.toString('pem')}\n`,
     vcekDer: Buffer.from(vcek.rawData),
     vcekPrivateKey: createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' }),
+    arkPrivateKey: KeyObject.from(arkKeys.privateKey),
     chipId,
     tcb,
     productName: PRODUCT_NAME,
