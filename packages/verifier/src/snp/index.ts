@@ -12,7 +12,7 @@ import { type SnpClaims, snpClaims } from './claims.js';
 import { kdsRoots } from './kds.js';
 import { encodeSnpReport, parseSnpReport, type SnpReport } from './report.js';
 import { type CertTableEntry, certTableFromSevJson, reportFieldsFromSevJson } from './serde.js';
-import { DEFAULT_KDS_TIMEOUT_MS, fetchVcek } from './vcek-source.js';
+import { DEFAULT_KDS_TIMEOUT_MS, fetchVcek, rememberKdsVcek } from './vcek-source.js';
 import { checkVmpl, trustedRoots, vekKindOf, verifySnpReport } from './verify.js';
 
 /** trustee needs version 3+ to tell the processor (and so the roots) from the report. */
@@ -84,7 +84,7 @@ async function rootsAndFetchedVcek(
   report: SnpReport,
   roots: readonly AmdRootSet[],
   expected: ExpectedData,
-): Promise<{ roots: AmdRootSet[]; vek: VekCertificate }> {
+): Promise<{ roots: AmdRootSet[]; vek: VekCertificate; verified?: () => void }> {
   if (vekKindOf(report) === 'vlek') {
     throw new VerificationError(
       'VCEK_UNAVAILABLE',
@@ -103,7 +103,12 @@ async function rootsAndFetchedVcek(
     httpGet: options.httpGet ?? defaultHttpGet(),
     timeoutMs: options.kdsTimeoutMs ?? DEFAULT_KDS_TIMEOUT_MS,
   });
-  return { roots: fromKds, vek };
+  const url = fetched.kdsUrl;
+  return {
+    roots: fromKds,
+    vek,
+    ...(url !== undefined ? { verified: () => rememberKdsVcek(url, fetched.der) } : {}),
+  };
 }
 
 export class SnpVerifier implements Verifier {
@@ -124,11 +129,12 @@ export class SnpVerifier implements Verifier {
     }
     // The signed bytes are rebuilt from the fields, reserved bytes zero, as the sev crate does.
     const report = parseSnpReport(encodeSnpReport(fields));
-    const { roots, vek } =
+    const { roots, vek, verified } =
       table === undefined
         ? await rootsAndFetchedVcek(report, trustedRoots(expected), expected)
-        : rootsAndVek(table, trustedRoots(expected), report);
+        : { ...rootsAndVek(table, trustedRoots(expected), report), verified: undefined };
     verifySnpReport(report, vek, roots, expected.now ?? new Date());
+    verified?.();
     checkVmpl(report, 0);
 
     const reportData = Buffer.alloc(64);

@@ -298,6 +298,18 @@ describe('snp evidence without cert_chain, VCEK from a mock KDS over HTTPS', () 
     ).resolves.toHaveLength(1);
   });
 
+  it('keeps a KDS VCEK only once it verified a report', async () => {
+    const otherChip = issueTestVek(roots, { tcb, hwid: createHash('sha512').update('other').digest() });
+    content.current = { ...kdsContent(), vcek: () => otherChip.der };
+    expect(await codeOf(tableless, { snp: snpOptions() })).toBe('REPORT_SIGNATURE_INVALID');
+    content.current = kdsContent();
+    kds.resetRequests();
+    await expect(
+      verifier.evaluate(tableless, { reportData, trustedArks, snp: snpOptions() }),
+    ).resolves.toHaveLength(1);
+    expect(kds.requests).toEqual([`${vcekPath}?blSPL=10&teeSPL=00&snpSPL=23&ucodeSPL=25`]);
+  });
+
   it('does not ask KDS for a report with a masked chip ID', async () => {
     const masked = parseSnpReport(report({ chip: Buffer.alloc(64) }));
     await expect(fetchVcek(masked, 'Genoa', snpOptions())).rejects.toThrow(/masks its chip ID/);

@@ -136,8 +136,16 @@ export function kdsVcekUrl(
   return `${base}/vcek/v1/${generation}/${hardwareIdHex(report, generation)}?${query}`;
 }
 
-// VCEKs never change for a chip and TCB, so a KDS answer can be kept for the process's life.
+// VCEKs never change for a chip and TCB, so a KDS answer can be kept for the process's life, once a
+// report verified with it (rememberKdsVcek): an answer that did not verify is not kept.
 const kdsCache = new Map<string, Buffer>();
+
+/** Keeps a KDS VCEK that verified a report, so that the chip's next reports need no request. */
+export function rememberKdsVcek(url: string, der: Buffer): void {
+  if (kdsCache.has(url)) return;
+  if (kdsCache.size >= KDS_CACHE_ENTRIES) kdsCache.delete(kdsCache.keys().next().value!);
+  kdsCache.set(url, der);
+}
 
 /** Forgets the KDS answers kept in memory: VCEKs, certificate chains and CRLs (tests). */
 export function clearKdsCache(): void {
@@ -160,10 +168,7 @@ async function fetchFromKds(url: string, options: SnpVerifierOptions): Promise<B
     throw new SourceFailed(`request to ${url} failed: ${(e as Error).message}`);
   }
   if (res.status !== 200) throw new SourceFailed(`${url} answered HTTP ${res.status}`);
-  const der = res.body;
-  if (kdsCache.size >= KDS_CACHE_ENTRIES) kdsCache.delete(kdsCache.keys().next().value!);
-  kdsCache.set(url, der);
-  return der;
+  return res.body;
 }
 
 /** A VCEK and where it came from (for logs). */
@@ -172,6 +177,8 @@ export interface FetchedVcek {
   readonly source: string;
   /** Set when KDS answered: where its certificate chain and CRL are. */
   readonly kdsBaseUrl?: string;
+  /** Set when KDS answered: the VCEK's URL, to rememberKdsVcek once it verified. */
+  readonly kdsUrl?: string;
 }
 
 function describe(source: VcekSource): string {
@@ -199,15 +206,13 @@ export async function fetchVcek(
   const reasons: string[] = [];
   for (const source of sources) {
     try {
-      const der =
-        source.type === 'OfflineStore'
-          ? await readVcekFromOfflineStore(report, generation, source.path)
-          : await fetchFromKds(kdsVcekUrl(report, generation, source.baseUrl), options);
-      return {
-        der,
-        source: describe(source),
-        ...(source.type === 'KDS' ? { kdsBaseUrl: source.baseUrl ?? KDS_BASE_URL } : {}),
-      };
+      if (source.type === 'OfflineStore') {
+        const der = await readVcekFromOfflineStore(report, generation, source.path);
+        return { der, source: describe(source) };
+      }
+      const kdsUrl = kdsVcekUrl(report, generation, source.baseUrl);
+      const der = await fetchFromKds(kdsUrl, options);
+      return { der, source: describe(source), kdsBaseUrl: source.baseUrl ?? KDS_BASE_URL, kdsUrl };
     } catch (e) {
       if (!(e instanceof SourceFailed)) throw e;
       reasons.push(`${describe(source)}: ${e.message}`);
