@@ -110,8 +110,13 @@ export class Api {
         if (method === 'GET') return this.listResourcePolicies(req);
         break;
     }
-    if (plugin === 'resource' && this.deps.repository !== undefined) {
-      return this.resource(req, this.deps.repository, rest);
+    const repository = this.deps.repository;
+    if (plugin === 'resource' && repository !== undefined) {
+      return this.deps.metrics.measurePlugin(
+        'resource',
+        (e) => e instanceof KbsError && e.kind === 'PluginInternalError',
+        () => this.resource(req, repository, rest),
+      );
     }
     throw new KbsError('PluginNotFound', `Plugin ${plugin} not found`);
   }

@@ -846,6 +846,21 @@ describe('operations', () => {
     }
   });
 
+  it("counts and times the resource plugin with trustee's plugin metrics (plugin_name label)", async () => {
+    const { base } = await start();
+    await allowAll(base);
+    await putResource(base, 'a/b/c', 'v');
+    const { cookie } = await handshake(base);
+    expect((await send(`${base}/kbs/v0/resource/a/b/c`, { headers: { cookie } })).status).toBe(200);
+    // A missing resource is the plugin's own failure; a refused token is not.
+    expect((await send(`${base}/kbs/v0/resource/a/b/missing`, { headers: { cookie } })).status).toBe(401);
+    expect((await send(`${base}/kbs/v0/resource/a/b/c`)).status).toBe(401);
+    const text = (await send(`${base}/metrics`)).text;
+    expect(text).toContain('kbs_plugin_requests_total{plugin_name="resource"} 4');
+    expect(text).toContain('kbs_plugin_errors_total{plugin_name="resource"} 1');
+    expect(text).toContain('kbs_plugin_request_duration_seconds_count{plugin_name="resource"} 4');
+  });
+
   it('serves HTTPS with the configured certificate', async () => {
     const dir = mkdtempSync(join(tmp, 'tls-'));
     const { execFileSync } = await import('node:child_process');

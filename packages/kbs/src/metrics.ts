@@ -25,6 +25,14 @@ export class KbsMetrics {
   readonly authRequests: Counter;
   readonly authSuccesses: Counter;
   readonly authErrors: Counter;
+  /**
+   * trustee's external-plugin metrics (label `plugin_name`): here the built-in plugin (`resource`) is
+   * measured, each call of it counted and timed, and its own failures (`PluginInternalError`, not
+   * token or policy refusals, which have their own counters) counted as errors.
+   */
+  readonly pluginRequests: Counter<'plugin_name'>;
+  readonly pluginErrors: Counter<'plugin_name'>;
+  readonly pluginDuration: Histogram<'plugin_name'>;
 
   constructor() {
     const registers = [this.registry];
@@ -107,6 +115,25 @@ export class KbsMetrics {
       'Total count of successfully authenticated requests',
     );
     this.authErrors = counter('kbs_auth_errors_total', 'Total count of errors during auth processing');
+    this.pluginRequests = new Counter({
+      name: 'kbs_plugin_requests_total',
+      help: 'Total Handle RPC calls to external plugin backends',
+      labelNames: ['plugin_name'],
+      registers,
+    });
+    this.pluginDuration = new Histogram({
+      name: 'kbs_plugin_request_duration_seconds',
+      help: 'External plugin Handle RPC latency in seconds',
+      labelNames: ['plugin_name'],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0],
+      registers,
+    });
+    this.pluginErrors = new Counter({
+      name: 'kbs_plugin_errors_total',
+      help: 'Total gRPC errors from external plugin backends',
+      labelNames: ['plugin_name'],
+      registers,
+    });
     new Gauge({
       name: 'kbs_build_info',
       help: 'KBS binary build info',
@@ -115,6 +142,20 @@ export class KbsMetrics {
     })
       .labels(KBS_VERSION, process.env.KBS_GIT_HASH ?? 'unknown', process.env.KBS_BUILD_DATE ?? 'unknown')
       .set(1);
+  }
+
+  /** Counts and times one plugin call; `failed` says which thrown errors are the plugin's own. */
+  async measurePlugin<T>(name: string, failed: (e: unknown) => boolean, call: () => Promise<T>): Promise<T> {
+    this.pluginRequests.labels(name).inc();
+    const end = this.pluginDuration.startTimer({ plugin_name: name });
+    try {
+      return await call();
+    } catch (e) {
+      if (failed(e)) this.pluginErrors.labels(name).inc();
+      throw e;
+    } finally {
+      end();
+    }
   }
 
   text(): Promise<string> {
