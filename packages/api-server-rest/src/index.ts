@@ -1,5 +1,5 @@
 export { type AttestationBackend, BackendError, ExtendResult, type ResourceBackend } from './backends.js';
-export { main, parseArgs } from './cli.js';
+export { API_SERVER_REST_CLI_VERSION, main } from './cli.js';
 export {
   describeCallError,
   type LazyCallOptions,

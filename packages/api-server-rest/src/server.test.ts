@@ -341,7 +341,7 @@ describe('access log', () => {
     await send(server, 'POST', '/aa/aael', {
       body: '{"domain":"d","operation":"o","content":"SECRETCONTENT"}',
     });
-    const requests = log.lines.filter((l) => l.msg === 'request');
+    const requests = log.lines.filter((l) => l.msg === 'access');
     expect(requests.map((l) => [l.method, l.path, l.route, l.status])).toEqual([
       ['GET', '/cdh/resource/default/key/1', 'cdh/resource', 200],
       ['GET', '/aa/evidence', 'aa/evidence', 200],
@@ -358,7 +358,7 @@ describe('access log', () => {
     const { server, cdh, log } = await start();
     cdh.failure = new BackendError('ttrpc connect to CDH addr: unix:///x failed: ENOENT');
     await send(server, 'GET', '/cdh/resource/default/key/1');
-    const failed = log.lines.find((l) => l.msg === 'request failed');
+    const failed = log.lines.find((l) => l.msg === 'access' && l.level === 40);
     expect(failed).toMatchObject({
       level: 40,
       status: 500,
@@ -369,7 +369,7 @@ describe('access log', () => {
   it('bounds the logged path', async () => {
     const { server, log } = await start();
     await send(server, 'GET', `/x/${'a'.repeat(5000)}`);
-    const entry = log.lines.find((l) => l.msg === 'request');
+    const entry = log.lines.find((l) => l.msg === 'access');
     expect(typeof entry?.path).toBe('string');
     expect(String(entry?.path).length).toBeLessThan(300);
   });

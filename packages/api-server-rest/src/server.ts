@@ -6,6 +6,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
+import { accessRecord } from '@broker/cli';
 import pino, { type Logger } from 'pino';
 import type { AttestationBackend, ResourceBackend } from './backends.js';
 import { ConnectionTable } from './connections.js';
@@ -237,17 +238,23 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       }
     }
     const body = typeof reply.body === 'string' ? Buffer.from(reply.body, 'utf8') : reply.body;
-    const entry = {
-      method: method.slice(0, 16),
-      path: logPath(target),
+    // The access record shared with the KBS, plus which route answered and the failure text.
+    const record = (status: number) => ({
+      ...accessRecord({
+        method,
+        path: logPath(target),
+        status,
+        bytes: body.length,
+        ms: elapsedMs(started),
+        peer: req.socket.remoteAddress,
+        ua: req.headers['user-agent'],
+      }),
       route: reply.route,
-      status: reply.status,
-      bytes: body.length,
-      peer: req.socket.remoteAddress,
       ...(reply.error === undefined ? {} : { error: reply.error.slice(0, 1024) }),
-    };
+    });
     if (res.destroyed || res.writableEnded) {
-      logger.info({ ...entry, status: 499, ms: elapsedMs(started) }, 'client went away before the reply');
+      // 499: the client went away before the reply.
+      logger.info(record(499), 'access');
       return;
     }
     res.statusCode = reply.status;
@@ -255,9 +262,8 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     res.setHeader('Content-Length', body.length);
     if (reply.close === true) res.setHeader('Connection', 'close');
     res.end(body);
-    const ms = elapsedMs(started);
-    if (reply.status >= 500) logger.warn({ ...entry, ms }, 'request failed');
-    else logger.info({ ...entry, ms }, 'request');
+    if (reply.status >= 500) logger.warn(record(reply.status), 'access');
+    else logger.info(record(reply.status), 'access');
   };
 
   const server = http.createServer(
