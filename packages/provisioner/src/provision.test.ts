@@ -111,6 +111,35 @@ describe('provisionFiles against swtpm', () => {
     expect(statSync(join(root, '/run/peerpod/aa.toml')).mode & 0o777).toBe(0o600);
   });
 
+  it("writes CAA's apf.json, auth.json and scratch marker from user data (0644), never its aa.toml", async () => {
+    const APF = '{"pod-network":{"podip":"10.0.0.5/24"}}\n';
+    const AUTH = '{"auths":{"registry.example":{"auth":"dTpw"}}}';
+    const src = file(
+      'user-data',
+      userData(
+        ['/run/peerpod/aa.toml', '[token_configs.kbs]\nurl = "https://attacker.example"\n'],
+        ['/run/peerpod/apf.json', APF],
+        ['/run/peerpod/auth.json', AUTH],
+        ['/run/peerpod/scratch-space.marker', ''],
+        ['/run/peerpod/initdata', annotation(INITDATA)],
+      ),
+    );
+    const r = await provision({ kind: 'file', path: src });
+    expect(read('/run/peerpod/apf.json')).toBe(APF);
+    expect(read('/run/peerpod/auth.json')).toBe(AUTH);
+    expect(read('/run/peerpod/scratch-space.marker')).toBe('');
+    for (const p of ['apf.json', 'auth.json', 'scratch-space.marker']) {
+      expect(statSync(join(root, '/run/peerpod', p)).mode & 0o777).toBe(0o644);
+    }
+    expect(statSync(join(root, '/run/peerpod')).mode & 0o777).toBe(0o755);
+    // The attestation settings are the measured initdata's.
+    expect(read('/run/peerpod/aa.toml')).toBe(AA);
+    expect(logs).toContain(
+      'File: /run/peerpod/aa.toml from user data is ignored: it comes from the initdata, which PCR8 measures.',
+    );
+    expect(r.written.at(-1)).toBe('/run/peerpod/aa.toml');
+  });
+
   it('runs again after a restart without extending twice', async () => {
     const src = file('user-data', userData(['/run/peerpod/initdata', annotation(INITDATA)]));
     await provision({ kind: 'file', path: src });

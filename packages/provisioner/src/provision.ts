@@ -2,6 +2,7 @@
 //
 // Files written under `root` (CAA's paths, plus kata's initdata folder the agent-policy gate reads):
 //   /run/peerpod/initdata                          the user-data entry as received (when there is one)
+//   /run/peerpod/apf.json, auth.json, scratch-space.marker   from user data as received, 0644 (as CAA)
 //   /run/peerpod/initdata.digest                   lowercase hex digest of the initdata TOML
 //   /run/confidential-containers/initdata/initdata.toml   the exact TOML
 //   /run/peerpod/cdh.toml, /run/peerpod/policy.rego       from the initdata
@@ -59,6 +60,7 @@ async function writeAtomic(path: string, data: string | Buffer, mode: number): P
 export async function provisionFiles(options: ProvisionOptions): Promise<ProvisionResult> {
   const log = options.log ?? (() => {});
   let received: string | undefined;
+  let userDataFiles: ReadonlyMap<string, string> = new Map();
   if (options.source !== undefined) {
     const fetchOptions: FetchOptions = {
       timeoutMs: options.fetch?.timeoutMs ?? 180_000,
@@ -69,7 +71,11 @@ export async function provisionFiles(options: ProvisionOptions): Promise<Provisi
     const bytes = await fetchUserData(options.source, fetchOptions);
     const accepted = acceptWriteFiles(parseCloudConfig(bytes));
     for (const path of accepted.refused) log(`File: ${path} is not allowed in WriteFiles.`);
+    for (const path of accepted.initdataOnly) {
+      log(`File: ${path} from user data is ignored: it comes from the initdata, which PCR8 measures.`);
+    }
     received = accepted.initdata;
+    userDataFiles = accepted.files;
   } else {
     log('no user data source: provisioning the default initdata');
   }
@@ -97,6 +103,8 @@ export async function provisionFiles(options: ProvisionOptions): Promise<Provisi
     written.push(path);
   };
   if (received !== undefined) await put(`${PEERPOD_DIR}/initdata`, received);
+  // CAA writes these with mode 0644 in 0755 folders.
+  for (const [path, content] of userDataFiles) await put(path, content, 0o644);
   await put(`${INITDATA_DIR}/initdata.toml`, initData.toml);
   await put(`${PEERPOD_DIR}/initdata.digest`, initData.digest.toString('hex'), 0o644);
   await put(`${PEERPOD_DIR}/cdh.toml`, initData.files.get('cdh.toml') ?? NO_KBS_CDH_TOML);

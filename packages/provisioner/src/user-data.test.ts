@@ -54,18 +54,32 @@ describe('parseCloudConfig', () => {
 });
 
 describe('acceptWriteFiles', () => {
-  it('keeps only /run/peerpod/initdata and names the rest', () => {
+  it("keeps the initdata and CAA's apf.json, auth.json and scratch marker; names the rest", () => {
     const a = acceptWriteFiles({
       writeFiles: [
         { path: '/run/peerpod/aa.toml', content: 'x' },
         { path: '/run/peerpod/initdata', content: 'first' },
+        { path: '/run/peerpod/auth.json', content: '{"auths":{}}' },
         { path: '/etc/shadow', content: 'x' },
         { path: '/run/peerpod/initdata', content: 'second' },
+        { path: '/run/peerpod/apf.json', content: '{"a":1}' },
+        { path: '/run/peerpod/auth.json', content: '{"auths":{"r":{}}}' },
+        { path: '/run/peerpod/cdh.toml', content: 'x' },
         { path: '/run/peerpod/../peerpod/initdata', content: 'x' },
+        { path: '/run/peerpod/../peerpod/auth.json', content: 'x' },
       ],
     });
     expect(a.initdata).toBe('second');
-    expect(a.refused).toEqual(['/run/peerpod/aa.toml', '/etc/shadow', '/run/peerpod/../peerpod/initdata']);
+    expect([...a.files]).toEqual([
+      ['/run/peerpod/auth.json', '{"auths":{"r":{}}}'],
+      ['/run/peerpod/apf.json', '{"a":1}'],
+    ]);
+    expect(a.initdataOnly).toEqual(['/run/peerpod/aa.toml', '/run/peerpod/cdh.toml']);
+    expect(a.refused).toEqual([
+      '/etc/shadow',
+      '/run/peerpod/../peerpod/initdata',
+      '/run/peerpod/../peerpod/auth.json',
+    ]);
     expect(acceptWriteFiles({ writeFiles: [] }).initdata).toBeUndefined();
   });
 });

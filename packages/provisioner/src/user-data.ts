@@ -13,11 +13,31 @@ const MAX_ALIASES = 16;
 export const INITDATA_USER_DATA_PATH = '/run/peerpod/initdata';
 
 /**
- * The only `write_files` path taken. CAA also accepts aa.toml, cdh.toml, apf.json, auth.json and
- * agent-config.toml; here the attestation and data-hub settings come only from the initdata, which
- * PCR8 measures, never from unmeasured user data.
+ * The other files CAA's user data carries and CAA writes as they are (cloud-api-adaptor
+ * pkg/paths): the agent-protocol-forwarder's configuration, the image registries' credentials, and
+ * the marker of a scratch disk.
  */
-export const ALLOWED_WRITE_FILES: readonly string[] = Object.freeze([INITDATA_USER_DATA_PATH]);
+export const USER_DATA_FILES: readonly string[] = Object.freeze([
+  '/run/peerpod/apf.json',
+  '/run/peerpod/auth.json',
+  '/run/peerpod/scratch-space.marker',
+]);
+
+/**
+ * CAA takes these from user data too, but here the attestation and data-hub settings come only from
+ * the initdata, which PCR8 measures, never from unmeasured user data (an aa.toml from the host could
+ * point the guest at a KBS of its choosing).
+ */
+export const INITDATA_ONLY_FILES: readonly string[] = Object.freeze([
+  '/run/peerpod/aa.toml',
+  '/run/peerpod/cdh.toml',
+]);
+
+/** Every `write_files` path taken. */
+export const ALLOWED_WRITE_FILES: readonly string[] = Object.freeze([
+  INITDATA_USER_DATA_PATH,
+  ...USER_DATA_FILES,
+]);
 
 export interface WriteFile {
   readonly path: string;
@@ -82,6 +102,10 @@ export function parseCloudConfig(input: Uint8Array | string): CloudConfig {
 export interface AcceptedFiles {
   /** The initdata annotation text, when user data carries one. */
   readonly initdata?: string;
+  /** `USER_DATA_FILES` entries, path → content, in the order first seen. */
+  readonly files: ReadonlyMap<string, string>;
+  /** `INITDATA_ONLY_FILES` entries, which were dropped. */
+  readonly initdataOnly: readonly string[];
   /** Paths that were dropped. */
   readonly refused: readonly string[];
 }
@@ -89,10 +113,14 @@ export interface AcceptedFiles {
 /** Takes the allow-listed entries; a later entry for the same path wins, as sequential writes would. */
 export function acceptWriteFiles(cc: CloudConfig): AcceptedFiles {
   let initdata: string | undefined;
+  const files = new Map<string, string>();
+  const initdataOnly: string[] = [];
   const refused: string[] = [];
   for (const wf of cc.writeFiles) {
     if (wf.path === INITDATA_USER_DATA_PATH) initdata = wf.content;
+    else if (USER_DATA_FILES.includes(wf.path)) files.set(wf.path, wf.content);
+    else if (INITDATA_ONLY_FILES.includes(wf.path)) initdataOnly.push(wf.path);
     else refused.push(wf.path);
   }
-  return { ...(initdata !== undefined && { initdata }), refused };
+  return { ...(initdata !== undefined && { initdata }), files, initdataOnly, refused };
 }
