@@ -5,7 +5,7 @@
 //      sha256, and every row names a file that is there.
 // Usage: node scripts/check-paths.mjs [ROOT]   (default: this repository). Exit 0 clean, 1 violations.
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 
 const root = resolve(process.argv[2] ?? join(import.meta.dirname, '..'));
@@ -77,13 +77,12 @@ for (const path of walk(root)) {
 
 // Provenance of the vectors: `| \`path\` | repository | upstream path | license | \`sha256 prefix\` |`.
 const vectorsDir = join(root, VECTORS);
-let table;
-try {
-  table = readFileSync(join(vectorsDir, 'PROVENANCE.md'), 'utf8');
-} catch {
-  table = undefined;
-}
-if (table !== undefined) {
+const table = existsSync(join(vectorsDir, 'PROVENANCE.md'))
+  ? readFileSync(join(vectorsDir, 'PROVENANCE.md'), 'utf8')
+  : undefined;
+if (table === undefined && existsSync(vectorsDir)) {
+  problems.push(`${VECTORS}: no PROVENANCE.md naming where its files come from`);
+} else if (table !== undefined) {
   const rows = new Map();
   for (const m of table.matchAll(/^\| `([^`]+)` \|.*\| `([0-9a-f]{16})` \|$/gm)) rows.set(m[1], m[2]);
   const present = new Set();

@@ -120,4 +120,12 @@ describe('check-paths', () => {
       ]),
     );
   });
+
+  it('refuses vectors without a PROVENANCE.md', () => {
+    const r = check(tree({ 'test/vectors/up/x.json': '{}' }));
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(
+      'check-paths: test/vectors: no PROVENANCE.md naming where its files come from\n',
+    );
+  });
 });
