@@ -36,6 +36,25 @@ export {
   type ImdsServerOptions,
 } from './imds.js';
 export {
+  buildGuestKernelPreload,
+  ERRNO,
+  GET_QUOTE_ERROR,
+  GUEST_IOCTLS,
+  GUEST_KERNEL_PRELOAD_SOURCE,
+  type GuestDevice,
+  type GuestKernelAnswer,
+  type GuestKernelCall,
+  type GuestKernelHook,
+  type GuestKernelRequest,
+  MockGuestKernel,
+  SEV_FW_BLOB_MAX_SIZE,
+  SNP_VMM_ERR_BUSY,
+  SNP_VMM_ERR_INVALID_LEN,
+  type StartMockGuestKernelOptions,
+  snpReportResponse,
+  startMockGuestKernel,
+} from './kernel/index.js';
+export {
   DEFAULT_SNP_MEASUREMENT,
   expectedPcrValues,
   formatMeasurementManifest,
@@ -98,13 +117,19 @@ export {
 export { errorResponse, TpmStreamServer, type TpmStreamServerOptions } from './stream-server.js';
 export { launchSwtpm, type SwtpmEndpoint, type SwtpmProcess } from './swtpm.js';
 export {
+  answerQgsMessage,
   createTdxHardware,
   DEFAULT_MRTD,
+  encodeQgsQuoteResponse,
   loadOrCreateTdxHardware,
   MOCK_TDX_PLATFORM,
   MOCK_TEE_TCB_SVN,
   type MockTdState,
   type MockTdxDevice,
+  QGS_MSG,
+  type QgsHook,
+  QgsServer,
+  type QgsServerOptions,
   type StartMockTdxDeviceOptions,
   sampleBootEvents,
   signMockCollateral,

@@ -66,6 +66,12 @@ export interface StartMockSnpDeviceOptions {
   readonly rootKeyBits?: number;
   readonly tcb?: TcbVersion;
   readonly chipId?: Uint8Array;
+  /**
+   * Sign each distinct report once and answer repeats with the same bytes (ECDSA signatures are
+   * randomized), so that evidence collected two ways (configfs-tsm, /dev/sev-guest) can be
+   * compared byte for byte. Off by default.
+   */
+  readonly stableReports?: boolean;
   /** Called when a request cannot be answered (the guest then waits for an outblob in vain). */
   readonly onError?: (err: unknown, dir: string) => void;
 }
@@ -120,6 +126,8 @@ export function snpTsmProvider(
   roots: HardwareRoots,
   config: SnpReportConfig,
   reportId: Uint8Array,
+  issue: (reportData: Uint8Array, vmpl: number) => Buffer = (reportData, vmpl) =>
+    issueReport(roots, config, reportId, reportData, vmpl),
 ): TsmProviderCallback {
   return (request: TsmRequest) => {
     if (request.inblob.length !== SNP_INBLOB_SIZE) {
@@ -129,7 +137,7 @@ export function snpTsmProvider(
       );
     }
     return {
-      outblob: issueReport(roots, config, reportId, request.inblob, request.privlevel ?? 0),
+      outblob: issue(request.inblob, request.privlevel ?? 0),
       auxblob: certTableFor(roots, config.certTable),
     };
   };
@@ -156,6 +164,31 @@ function issueReport(
     },
     roots.vcekPrivateKey,
   );
+}
+
+/** Issues reports; with `stable`, a request seen before (same data, VMPL and config) gets its earlier report. */
+function reportIssuer(
+  roots: HardwareRoots,
+  config: SnpReportConfig,
+  reportId: Uint8Array,
+  stable: boolean,
+): (reportData: Uint8Array, vmpl: number) => Buffer {
+  if (!stable) return (reportData, vmpl) => issueReport(roots, config, reportId, reportData, vmpl);
+  const issued = new Map<string, Buffer>();
+  return (reportData, vmpl) => {
+    const key = [reportData, config.measurement, config.hostData]
+      .map((b) => Buffer.from(b).toString('hex'))
+      .concat([String(vmpl), config.policy.toString(16)])
+      .join(':');
+    let report = issued.get(key);
+    if (report === undefined) {
+      report = issueReport(roots, config, reportId, reportData, vmpl);
+      // Bounded: a test compares a handful of reports.
+      if (issued.size >= 256) issued.delete(issued.keys().next().value!);
+      issued.set(key, report);
+    }
+    return Buffer.from(report);
+  };
 }
 
 function pemToDer(pem: string): Buffer {
@@ -212,10 +245,11 @@ export async function startMockSnpDevice(options: StartMockSnpDeviceOptions): Pr
   // Folders left by an earlier run would be served again; start from an empty root.
   await rm(tsmRoot, { recursive: true, force: true });
   const reportId = randomBytes(32);
+  const issue = reportIssuer(roots, config, reportId, options.stableReports === true);
   const responder = await ConfigfsTsmResponder.start({
     root: tsmRoot,
     provider: SEV_GUEST_PROVIDER,
-    respond: snpTsmProvider(roots, config, reportId),
+    respond: snpTsmProvider(roots, config, reportId, issue),
     // The sev_guest provider's further read-only attribute; VMPL 0 is the lowest the guest may ask.
     attributes: { privlevel_floor: '0\n' },
     ...(options.onError !== undefined && { onError: options.onError }),
@@ -234,7 +268,7 @@ export async function startMockSnpDevice(options: StartMockSnpDeviceOptions): Pr
     get requests() {
       return responder.requests;
     },
-    report: (reportData, vmpl = 0) => issueReport(roots, config, reportId, reportData, vmpl),
+    report: (reportData, vmpl = 0) => issue(reportData, vmpl),
     certTable: () => certTableFor(roots, config.certTable),
     close: () => responder.close(),
   };

@@ -11,7 +11,16 @@ import { createHash } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type EventRecord, encodeCcEventLog, rtmrsOf, signTestQuote } from '@broker/verifier';
+import {
+  type EventRecord,
+  encodeCcEventLog,
+  encodeTdReport,
+  parseTdReport,
+  rtmrsOf,
+  signTestQuote,
+  TD_REPORT_SIZE,
+  type TdReportBodyFields,
+} from '@broker/verifier';
 import { ConfigfsTsmResponder, type TsmProviderCallback } from '../configfs-tsm/index.js';
 import { MockTeeError } from '../errors.js';
 import {
@@ -33,6 +42,14 @@ export {
   type TdxHardware,
 } from './hardware.js';
 export { TD_QUOTE_PATH, TdQuoteServer, type TdQuoteServerOptions } from './imds.js';
+export {
+  answerQgsMessage,
+  encodeQgsQuoteResponse,
+  QGS_MSG,
+  type QgsHook,
+  QgsServer,
+  type QgsServerOptions,
+} from './qgs.js';
 
 /** The provider name of the kernel's TDX guest driver. */
 export const TDX_GUEST_PROVIDER = 'tdx_guest';
@@ -85,6 +102,12 @@ export interface StartMockTdxDeviceOptions {
   readonly measurements?: boolean;
   /** TD attributes (8 bytes); SEPT_VE_DISABLE by default. */
   readonly tdAttributes?: Uint8Array;
+  /**
+   * Sign each distinct TD body once and answer repeats with the same quote (ECDSA signatures are
+   * randomized), so that evidence collected two ways (configfs-tsm, TD report + QGS) can be
+   * compared byte for byte. Off by default.
+   */
+  readonly stableQuotes?: boolean;
   readonly onError?: (err: unknown, where: string) => void;
 }
 
@@ -120,6 +143,10 @@ export interface MockTdxDevice {
   readonly requests: number;
   /** A quote for `reportData` as the device would answer (tests). */
   quote(reportData: Uint8Array): Buffer;
+  /** TDX_CMD_GET_REPORT0: the TD report (TDREPORT_STRUCT, MAC zero) for `reportData`, RTMR writes applied. */
+  tdReport(reportData: Uint8Array): Promise<Buffer>;
+  /** What the quoting enclave makes of a TD report (the QGS's work); the same quote configfs-tsm gives. */
+  quoteTdReport(tdReport: Uint8Array): Buffer;
   close(): void;
 }
 
@@ -150,6 +177,7 @@ export function tdxTsmProvider(
   hw: TdxHardware,
   td: MockTdState,
   beforeQuote: () => Promise<void>,
+  sign: (fields: TdReportBodyFields) => Buffer = (fields) => signTestQuote(hw.qe, fields),
 ): TsmProviderCallback {
   return async (request) => {
     if (request.inblob.length !== TDX_INBLOB_SIZE) {
@@ -159,12 +187,13 @@ export function tdxTsmProvider(
       );
     }
     await beforeQuote();
-    return { outblob: quoteFor(hw, td, request.inblob) };
+    return { outblob: sign(tdFields(td, request.inblob)) };
   };
 }
 
-function quoteFor(hw: TdxHardware, td: MockTdState, reportData: Uint8Array): Buffer {
-  return signTestQuote(hw.qe, {
+/** The TD's fields as a quote body carries them, for `reportData`. */
+function tdFields(td: MockTdState, reportData: Uint8Array): TdReportBodyFields {
+  return {
     teeTcbSvn: td.teeTcbSvn,
     tdAttributes: td.tdAttributes,
     xfam: td.xfam,
@@ -172,7 +201,33 @@ function quoteFor(hw: TdxHardware, td: MockTdState, reportData: Uint8Array): Buf
     mrConfigId: td.mrConfigId,
     rtmrs: td.rtmrs,
     reportData: exactly(reportData, 64, 'report data'),
-  });
+  };
+}
+
+/** Signs quotes with the device's QE; with `stable`, a body signed before gets its earlier quote. */
+function quoteSigner(hw: TdxHardware, stable: boolean): (fields: TdReportBodyFields) => Buffer {
+  if (!stable) return (fields) => signTestQuote(hw.qe, fields);
+  const issued = new Map<string, Buffer>();
+  return (fields) => {
+    const key = encodeTdReport(fields).toString('hex');
+    let quote = issued.get(key);
+    if (quote === undefined) {
+      quote = signTestQuote(hw.qe, fields);
+      // Bounded: a test compares a handful of quotes.
+      if (issued.size >= 256) issued.delete(issued.keys().next().value!);
+      issued.set(key, quote);
+    }
+    return Buffer.from(quote);
+  };
+}
+
+/** The fields a quoting enclave takes from a TD report (REPORTTYPE and CPUSVN stay behind). */
+function fieldsOfTdReport(tdReport: Uint8Array): TdReportBodyFields {
+  if (tdReport.length !== TD_REPORT_SIZE || tdReport[0] !== 0x81) {
+    throw new MockTeeError('USAGE', `a TD report is ${TD_REPORT_SIZE} bytes of type 0x81`);
+  }
+  const { type: _type, cpuSvn: _cpuSvn, ...fields } = parseTdReport(tdReport);
+  return fields;
 }
 
 async function publish(path: string, data: Uint8Array | string): Promise<void> {
@@ -294,12 +349,12 @@ export async function startMockTdxDevice(options: StartMockTdxDeviceOptions): Pr
 
   const tsmRoot = path(TDX_STATE_FILES.tsmReport);
   await rm(tsmRoot, { recursive: true, force: true });
+  const sign = quoteSigner(hardware, options.stableQuotes === true);
+  const syncRegisters = () => (options.measurements !== false ? measurements.sync() : Promise.resolve());
   const responder = await ConfigfsTsmResponder.start({
     root: tsmRoot,
     provider: TDX_GUEST_PROVIDER,
-    respond: tdxTsmProvider(hardware, td, () =>
-      options.measurements !== false ? measurements.sync() : Promise.resolve(),
-    ),
+    respond: tdxTsmProvider(hardware, td, syncRegisters, sign),
     onError,
   });
   return {
@@ -331,7 +386,12 @@ export async function startMockTdxDevice(options: StartMockTdxDeviceOptions): Pr
     get requests() {
       return responder.requests;
     },
-    quote: (reportData) => quoteFor(hardware, td, reportData),
+    quote: (reportData) => sign(tdFields(td, reportData)),
+    tdReport: async (reportData) => {
+      await syncRegisters();
+      return encodeTdReport(tdFields(td, reportData));
+    },
+    quoteTdReport: (tdReport) => sign(fieldsOfTdReport(tdReport)),
     close: () => {
       responder.close();
       measurements.close();
