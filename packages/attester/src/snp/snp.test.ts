@@ -316,15 +316,16 @@ describe('snp attester over configfs-tsm', () => {
     );
   });
 
-  it('refuses a configfs-tsm root of another provider', async () => {
+  it('does not use a configfs-tsm root of another provider: the ioctl path is next', async () => {
     responder = await ConfigfsTsmResponder.start({
       root: tsmRoot,
       provider: 'tdx_guest',
       respond: () => ({ outblob: Uint8Array.of(1) }),
     });
-    await expect(new SnpAttester({ tsmRoot }).getEvidence(Buffer.alloc(64))).rejects.toMatchObject({
-      code: 'wrong-provider',
-    });
+    const attester = new SnpAttester({ tsmRoot, shimDir: join(root, 'no-shims') });
+    await expect(attester.source()).resolves.toBe('ioctl');
+    await expect(attester.getEvidence(Buffer.alloc(64))).rejects.toMatchObject({ failure: 'not-found' });
+    expect(responder.requests).toBe(0);
   });
 
   it('binds initdata: HOSTDATA must be the digest padded or truncated to 32 bytes', async () => {
@@ -344,10 +345,10 @@ describe('snp attester over configfs-tsm', () => {
     expect(err).toBeInstanceOf(AttesterError);
   });
 
-  it('fails closed when there is no report root', async () => {
-    const attester = new SnpAttester({ tsmRoot: join(root, 'missing') });
-    await expect(attester.bindInitData(Buffer.alloc(32))).rejects.toMatchObject({ code: 'no-tsm-reports' });
-    await expect(attester.getEvidence(Buffer.alloc(64))).rejects.toMatchObject({ code: 'no-tsm-reports' });
+  it('fails closed when there is no report root and no ioctl shim', async () => {
+    const attester = new SnpAttester({ tsmRoot: join(root, 'missing'), shimDir: join(root, 'no-shims') });
+    await expect(attester.bindInitData(Buffer.alloc(32))).rejects.toMatchObject({ failure: 'not-found' });
+    await expect(attester.getEvidence(Buffer.alloc(64))).rejects.toThrow(/broker-snp-report is missing/);
   });
 });
 
