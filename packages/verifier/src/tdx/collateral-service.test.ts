@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AzTdxVtpmVerifier } from '../az-tdx-vtpm/index.js';
+import { makeAzTdxTestEvidence } from '../az-tdx-vtpm/test-evidence.js';
 import { VerificationError } from '../errors.js';
 import { createHttpGet } from '../http/get.js';
 import {
@@ -235,6 +237,83 @@ describe('tdx collateral from a PCCS', () => {
     const s = service();
     await Promise.all([verify(s), verify(s), verify(s)]);
     expect(pccs.requests).toHaveLength(4);
+  });
+});
+
+describe('hostile collateral answers', () => {
+  const tcbPath = MOCK_PCCS_PATHS.tcb;
+  const answerTcb = (f: (a: MockAnswer) => MockAnswer) => {
+    pccs.override = (url, answer) => (url.pathname === tcbPath && answer !== undefined ? f(answer) : answer);
+  };
+
+  it.each<[string, (a: MockAnswer) => MockAnswer, string, RegExp]>([
+    [
+      'an oversize body',
+      (a) => ({ ...a, body: 'x'.repeat(300 * 1024) }),
+      'COLLATERAL_UNAVAILABLE',
+      /larger than 262144 bytes/,
+    ],
+    ['a body that is not JSON', (a) => ({ ...a, body: '{"tcbInfo":' }), 'COLLATERAL_INVALID', /is not JSON/],
+    [
+      'a repeated tcbInfo member',
+      (a) => ({ ...a, body: String(a.body).replace('{"tcbInfo":', '{"tcbInfo":{},"tcbInfo":') }),
+      'COLLATERAL_INVALID',
+      /no single tcbInfo member/,
+    ],
+    [
+      'a chain of five certificates',
+      (a) => ({ ...a, headers: { 'TCB-Info-Issuer-Chain': encodeURIComponent(pki.root.pem.repeat(5)) } }),
+      'EVIDENCE_TOO_LARGE',
+      /more than 4 certificates/,
+    ],
+    [
+      'a redirect',
+      () => ({ status: 302, headers: { location: 'https://elsewhere.test/' }, body: '' }),
+      'COLLATERAL_UNAVAILABLE',
+      /answered HTTP 302/,
+    ],
+  ])('refuses %s', async (_name, f, code, message) => {
+    answerTcb(f);
+    const e = await failure(verify(service()));
+    expect(e.code).toBe(code);
+    expect(e.message).toMatch(message);
+  });
+
+  it('refuses a PCS Client Tool file that is not its JSON', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pcs-hostile-'));
+    try {
+      for (const [text, msg] of [
+        ['not json', /is not JSON/],
+        ['{"collaterals": []}', /no "collaterals" object/],
+        [
+          `{"collaterals": {"tcbinfos": [{"fmspc": "${FMSPC}", "tdx_tcbinfo": {"tcbInfo": "x", "signature": "00"}}]}}`,
+          /no TDX TCB info/,
+        ],
+      ] as const) {
+        const file = join(dir, 'c.json');
+        writeFileSync(file, text);
+        const e = await failure(verify(intelCollateralSource({ url: pathToFileURL(file).href })));
+        expect(e.message).toMatch(msg);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('az-tdx-vtpm with collateral from a PCCS', () => {
+  it('verifies the TD quote behind the vTPM with fetched collateral, and refuses a revoked PCK', async () => {
+    const nonce = Buffer.alloc(32, 0x42);
+    const ev = makeAzTdxTestEvidence(qe, { nonce, td: { teeTcbSvn: Buffer.from(TEE_TCB_SVN) } });
+    const az = new AzTdxVtpmVerifier();
+    const [r] = await az.evaluate(ev, { reportData: nonce, tdx: options(service()) });
+    expect(r!.claims).toMatchObject({ tcb_status: 'UpToDate' });
+    expect(pccs.requests).toHaveLength(4);
+    const serial = new X509Certificate(pck.der).serialNumber;
+    collateral.current = testPccsCollateral(pki, PLATFORM, TEE_TCB_SVN, { revokedPcks: [serial] });
+    expect((await failure(az.evaluate(ev, { reportData: nonce, tdx: options(service()) }))).code).toBe(
+      'CERT_REVOKED',
+    );
   });
 });
 
