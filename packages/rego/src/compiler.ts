@@ -21,7 +21,7 @@ import {
   type VarExpr,
 } from './ast.js';
 import type { BuiltinDef } from './builtins/api.js';
-import { RegoParseError } from './errors.js';
+import { type RegoLoadErrorCode, RegoParseError } from './errors.js';
 import {
   type AssignmentPlan,
   type BindingPlan,
@@ -85,7 +85,19 @@ export interface CompiledPolicy {
 }
 
 function fail(loc: Loc, msg: string): RegoParseError {
-  return new RegoParseError(loc.file.name, loc.line, loc.col, msg);
+  return new RegoParseError(loc.file.name, loc.line, loc.col, msg, loadErrorCode(msg));
+}
+
+/** OPA's code for a compile error, by its message. */
+function loadErrorCode(msg: string): RegoLoadErrorCode {
+  if (/unsafe|undefined variable/.test(msg)) return 'rego_unsafe_var_error';
+  if (/recursion/.test(msg)) return 'rego_recursion_error';
+  if (
+    /could not find function|expects \d+ argument|number of arguments|not supported by this engine/.test(msg)
+  ) {
+    return 'rego_type_error';
+  }
+  return 'rego_compile_error';
 }
 
 export function pathString(e: Expr, prefix?: string): string | undefined {
@@ -1453,6 +1465,8 @@ export interface CompileOptions {
   readonly deprecated: ReadonlySet<string>;
   /** OPA builtins this engine does not implement: calling one is an error naming it. */
   readonly unsupported: ReadonlySet<string>;
+  /** Unsupported builtins that `with` modifiers of the loaded modules replace. */
+  readonly mocked?: ReadonlySet<string>;
   /** Whether user queries are Rego v1. */
   readonly queryV1: boolean;
 }
@@ -1738,12 +1752,19 @@ function resolveCall(
     return;
   }
   if (EVALUATOR_CALLABLES.has(p) || opts.extraCallables.has(p)) return;
-  if (opts.unsupported.has(p)) throw fail(x.loc, `builtin ${p} is not supported by this engine`);
+  if (opts.unsupported.has(p)) {
+    // Allowed when a `with` modifier replaces it; unreplaced calls then fail when evaluated.
+    if (opts.mocked?.has(p)) return;
+    throw fail(x.loc, `builtin ${p} is not supported by this engine`);
+  }
   throw fail(x.loc, `could not find function ${p}`);
 }
 
-/** Calls in a module whose name is in `names` and that no function of the module's package defines. */
-export function callsNamed(m: Module, names: ReadonlySet<string>): CallExpr[] {
+/**
+ * Calls in a module whose name is in `names` and that no function of the module's package defines.
+ * `withTargets`, when given, receives the targets of the module's `with` modifiers.
+ */
+export function callsNamed(m: Module, names: ReadonlySet<string>, withTargets?: Set<string>): CallExpr[] {
   const defined = new Set<string>();
   for (const r of m.rules)
     if (r.k === 'spec' && r.head.k === 'func') defined.add(pathString(r.head.refr) ?? '');
@@ -1760,7 +1781,11 @@ export function callsNamed(m: Module, names: ReadonlySet<string>): CallExpr[] {
         visit(lit.domain);
         visitQuery(lit.query);
       }
-      for (const w of st.withs) visit(w.as);
+      for (const w of st.withs) {
+        visit(w.as);
+        const target = pathString(w.refr);
+        if (target !== undefined) withTargets?.add(target);
+      }
     }
   };
   const visit = (e: Expr): void =>

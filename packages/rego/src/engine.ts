@@ -10,7 +10,7 @@ import {
   compileQuery,
   pathString,
 } from './compiler.js';
-import { RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
+import { type ErrorStyle, opaErrorText, RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
 import { type HostBuiltin, type HostFunction, Interpreter } from './interpreter.js';
 import { parseModule, parseQuery } from './parser.js';
 import { equals, ObjectValue, SetValue, type Value } from './value.js';
@@ -50,6 +50,11 @@ export interface EngineOptions {
   /** Collect `print` output for takePrints() instead of discarding it. */
   readonly gatherPrints?: boolean;
   readonly limits?: Partial<EngineLimits>;
+  /**
+   * Error messages as regorus words them (`'regorus'`, the default: `file:row:col: message`) or as OPA
+   * prints them (`'opa'`: `file:row: code: message`, OPA's wording for conflicts).
+   */
+  readonly errorStyle?: ErrorStyle;
 }
 
 export interface ExpressionResult {
@@ -95,11 +100,13 @@ export class Engine {
   private data = new ObjectValue();
   private input: Value | undefined;
   private hostBuiltins = new Map<string, HostBuiltin>();
+  private mocked: ReadonlySet<string> = new Set();
   private compiled: CompiledPolicy | undefined;
   private prints: string[] = [];
   private readonly regoV1: boolean;
   private readonly strict: boolean;
   private readonly gatherPrints: boolean;
+  private readonly errorStyle: ErrorStyle;
   readonly limits: EngineLimits;
   private queryModule: Module | undefined;
 
@@ -107,34 +114,44 @@ export class Engine {
     this.regoV1 = (opts.regoVersion ?? 'v1') === 'v1';
     this.strict = opts.strictBuiltinErrors ?? true;
     this.gatherPrints = opts.gatherPrints ?? false;
+    this.errorStyle = opts.errorStyle ?? 'regorus';
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
   }
 
   /** Parses a policy; returns its package as `data.<package>`. */
   addPolicy(path: string, source: string): string {
-    if (source.length > this.limits.maxPolicyBytes) {
-      throw new RegoLimitError(
-        'policy_size',
-        `${path} exceeds the maximum policy size of ${this.limits.maxPolicyBytes} bytes`,
+    return this.styled(() => {
+      if (source.length > this.limits.maxPolicyBytes) {
+        throw new RegoLimitError(
+          'policy_size',
+          `${path} exceeds the maximum policy size of ${this.limits.maxPolicyBytes} bytes`,
+        );
+      }
+      const m = guarded(path, () =>
+        parseModule(
+          { name: path, text: source },
+          { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
+        ),
       );
-    }
-    const m = guarded(path, () =>
-      parseModule({ name: path, text: source }, { regoV1: this.regoV1, maxNesting: this.limits.maxNesting }),
-    );
-    const unsupported = callsNamed(m, UNSUPPORTED).find(
-      (c) => !this.hostBuiltins.has(pathOf(c)) && !allBuiltins().has(pathOf(c)),
-    );
-    if (unsupported) {
-      throw new RegoParseError(
-        path,
-        unsupported.loc.line,
-        unsupported.loc.col,
-        `builtin ${pathOf(unsupported)} is not supported by this engine`,
+      // Unsupported builtins are refused, unless a `with` modifier of this or an earlier module replaces them.
+      const mocked = new Set(this.mocked);
+      const unsupported = callsNamed(m, UNSUPPORTED, mocked).find(
+        (c) => !this.hostBuiltins.has(pathOf(c)) && !allBuiltins().has(pathOf(c)) && !mocked.has(pathOf(c)),
       );
-    }
-    this.modules = [...this.modules, m];
-    this.compiled = undefined;
-    return `data.${m.pkg.join('.')}`;
+      if (unsupported) {
+        throw new RegoParseError(
+          path,
+          unsupported.loc.line,
+          unsupported.loc.col,
+          `builtin ${pathOf(unsupported)} is not supported by this engine`,
+          'rego_type_error',
+        );
+      }
+      this.modules = [...this.modules, m];
+      this.mocked = mocked;
+      this.compiled = undefined;
+      return `data.${m.pkg.join('.')}`;
+    });
   }
 
   /** Packages of the loaded policies, as `data.<package>`. */
@@ -191,11 +208,13 @@ export class Engine {
       strictBuiltinErrors: this.strict,
       gatherPrints: this.gatherPrints,
       limits: this.limits,
+      errorStyle: this.errorStyle,
     });
     const shared: SharedState = { modules: this.modules, data: this.data, hostBuiltins: this.hostBuiltins };
     e.modules = shared.modules as Module[];
     e.data = shared.data;
     e.hostBuiltins = shared.hostBuiltins as Map<string, HostBuiltin>;
+    e.mocked = this.mocked;
     e.input = this.input;
     e.compiled = this.compiled;
     return e;
@@ -203,46 +222,64 @@ export class Engine {
 
   /** Compiles the loaded policies now, reporting unknown functions and other load-time errors. */
   prepare(): void {
-    this.prepared();
+    this.styled(() => this.prepared());
   }
 
   /** Evaluates a rule by its full path (`data.pkg.rule`); undefined when the rule is undefined. */
   evalRule(ref: string): Value | undefined {
-    const c = this.prepared();
-    const interp = this.interpreter(c);
-    try {
-      return guarded(ref, () => interp.evalRuleInPath(ref));
-    } finally {
-      this.collectPrints(interp);
-    }
-  }
-
-  /** Evaluates a query; results follow OPA's/regorus' shape. */
-  evalQuery(query: string): QueryResults {
-    const c = this.prepared();
-    return guarded('query', () => {
-      const q = parseQuery(
-        { name: '<query.rego>', text: query },
-        { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
-      );
-      const cq = compileQuery(q, c, this.compileOptions());
-      const interp = this.interpreter(cq);
+    return this.styled(() => {
+      const c = this.prepared();
+      const interp = this.interpreter(c);
       try {
-        interp.createRulePrefixes();
-        if (query.trim() === 'data') interp.evalModules();
-        this.queryModule ??= parseModule(QUERY_MODULE_FILE, { regoV1: this.regoV1, maxNesting: 8 });
-        const results = interp.evalUserQuery(q, this.queryModule);
-        return {
-          result: results.map((r) => {
-            const bindings: Record<string, Value> = {};
-            for (const [k, v] of r.bindings.sortedEntries()) bindings[k as string] = v;
-            return { expressions: r.expressions, bindings };
-          }),
-        };
+        return guarded(ref, () => interp.evalRuleInPath(ref));
       } finally {
         this.collectPrints(interp);
       }
     });
+  }
+
+  /** Evaluates a query; results follow OPA's/regorus' shape. */
+  evalQuery(query: string): QueryResults {
+    return this.styled(() => {
+      const c = this.prepared();
+      return guarded('query', () => {
+        const q = parseQuery(
+          { name: '<query.rego>', text: query },
+          { regoV1: this.regoV1, maxNesting: this.limits.maxNesting },
+        );
+        const cq = compileQuery(q, c, this.compileOptions());
+        const interp = this.interpreter(cq);
+        try {
+          interp.createRulePrefixes();
+          if (query.trim() === 'data') interp.evalModules();
+          this.queryModule ??= parseModule(QUERY_MODULE_FILE, { regoV1: this.regoV1, maxNesting: 8 });
+          const results = interp.evalUserQuery(q, this.queryModule);
+          return {
+            result: results.map((r) => {
+              const bindings: Record<string, Value> = {};
+              for (const [k, v] of r.bindings.sortedEntries()) bindings[k as string] = v;
+              return { expressions: r.expressions, bindings };
+            }),
+          };
+        } finally {
+          this.collectPrints(interp);
+        }
+      });
+    });
+  }
+
+  /** Runs `f`; in OPA's error style, engine errors it throws get OPA's text. */
+  private styled<T>(f: () => T): T {
+    if (this.errorStyle !== 'opa') return f();
+    try {
+      return f();
+    } catch (e) {
+      if ((e instanceof RegoEvalError || e instanceof RegoParseError) && !restyled.has(e)) {
+        e.message = opaErrorText(e);
+        restyled.add(e);
+      }
+      throw e;
+    }
   }
 
   /** Returns and clears the gathered `print` lines. */
@@ -266,6 +303,8 @@ export class Engine {
       builtins: allBuiltins(),
       hostBuiltins: this.hostBuiltins,
       nowNs: BigInt(Date.now()) * 1_000_000n,
+      errorStyle: this.errorStyle,
+      unsupported: UNSUPPORTED,
     });
   }
 
@@ -277,6 +316,7 @@ export class Engine {
       extraCallables: new Set(this.hostBuiltins.keys()),
       deprecated: DEPRECATED,
       unsupported: UNSUPPORTED,
+      mocked: this.mocked,
       queryV1: this.regoV1,
     };
   }
@@ -307,6 +347,8 @@ export class Engine {
     return convert(j, 0, this.limits.maxDocumentDepth, what);
   }
 }
+
+const restyled = new WeakSet<Error>();
 
 /** Runs `f`, turning a JavaScript stack overflow into a limit error (the last line of defence). */
 function guarded<T>(what: string, f: () => T): T {

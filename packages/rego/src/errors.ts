@@ -1,5 +1,13 @@
 // Error classes of the Rego engine. Each names what failed; messages carry the position when one is known.
 
+/** OPA's codes for load-time errors. */
+export type RegoLoadErrorCode =
+  | 'rego_parse_error'
+  | 'rego_compile_error'
+  | 'rego_type_error'
+  | 'rego_unsafe_var_error'
+  | 'rego_recursion_error';
+
 /** A policy or query that does not parse or does not compile. */
 export class RegoParseError extends Error {
   constructor(
@@ -7,6 +15,7 @@ export class RegoParseError extends Error {
     readonly line: number,
     readonly col: number,
     readonly detail: string,
+    readonly code: RegoLoadErrorCode = 'rego_parse_error',
   ) {
     super(`${file}:${line}:${col}: ${detail}`);
     this.name = 'RegoParseError';
@@ -34,8 +43,26 @@ export class RegoEvalError extends Error {
     readonly col?: number,
   ) {
     super(file !== undefined ? `${file}:${line}:${col}: ${message}` : message);
+    this.detail = message;
     this.name = 'RegoEvalError';
   }
+
+  /** The message without the position. */
+  readonly detail: string;
+}
+
+/**
+ * How error messages read: `regorus` (the default) as regorus words them, `file:row:col: message`;
+ * `opa` as OPA prints them, `file:row: code: message` (load-time errors prefixed `1 error occurred: `),
+ * with OPA's wording for conflicts.
+ */
+export type ErrorStyle = 'regorus' | 'opa';
+
+/** OPA's text of an engine error. */
+export function opaErrorText(e: RegoParseError | RegoEvalError): string {
+  if (e instanceof RegoParseError) return `1 error occurred: ${e.file}:${e.line}: ${e.code}: ${e.detail}`;
+  const where = e.file !== undefined ? `${e.file}:${e.line}: ` : '';
+  return `${where}${e.code}: ${e.detail}`;
 }
 
 export type RegoLimitKind =

@@ -25,7 +25,7 @@ import {
   pathString,
   ruleRefr,
 } from './compiler.js';
-import { RegoEvalError, RegoLimitError } from './errors.js';
+import { type ErrorStyle, RegoEvalError, RegoLimitError } from './errors.js';
 import { jsonText, printable } from './format.js';
 import type { AssignmentPlan, DestructuringPlan, HoistedLoop } from './plans.js';
 import { getOrCreate } from './util.js';
@@ -55,6 +55,10 @@ export interface EvalOptions {
   readonly builtins: ReadonlyMap<string, BuiltinDef>;
   readonly hostBuiltins: ReadonlyMap<string, HostBuiltin>;
   readonly nowNs: bigint;
+  /** Wording of conflict errors: regorus' (default) or OPA's. */
+  readonly errorStyle?: ErrorStyle;
+  /** Builtins the engine does not implement; they can be called only when a `with` modifier replaces them. */
+  readonly unsupported?: ReadonlySet<string>;
 }
 
 export interface Expression {
@@ -254,6 +258,30 @@ export class Interpreter {
     }
   }
 
+  /**
+   * A conflict error: `regorus` is regorus' message; in OPA's style the message names the rule or function
+   * (`rule data.x.p produced conflicting values`), or is `object keys must be unique`.
+   */
+  private conflict(
+    loc: Loc | undefined,
+    kind: 'rule' | 'function' | 'key',
+    path: string | undefined,
+    regorus: string,
+  ): RegoEvalError {
+    if (this.opts.errorStyle !== 'opa') return this.err('eval_conflict_error', loc, regorus);
+    const name = path ?? this.rulePath ?? 'data';
+    const msg =
+      kind === 'key'
+        ? 'object keys must be unique'
+        : kind === 'function'
+          ? `function ${name} produced conflicting values for the same inputs`
+          : `rule ${name} produced conflicting values`;
+    return this.err('eval_conflict_error', loc, msg);
+  }
+
+  /** The rule being evaluated, as `data.pkg.rule`, for OPA's conflict messages. */
+  private rulePath: string | undefined;
+
   private err(code: RegoEvalError['code'], loc: Loc | undefined, msg: string): RegoEvalError {
     return loc
       ? new RegoEvalError(code, msg, loc.file.name, loc.line, loc.col)
@@ -379,7 +407,12 @@ export class Interpreter {
     const existing = parent.get(last);
     if (existing === undefined) parent.set(last, value);
     else if (!equals(existing, value)) {
-      throw this.err('eval_conflict_error', loc, 'complete rules should not produce multiple outputs');
+      throw this.conflict(
+        loc,
+        'rule',
+        refText(defined),
+        'complete rules should not produce multiple outputs',
+      );
     }
   }
 
@@ -399,11 +432,11 @@ export class Interpreter {
       return;
     }
     if (equals(existing, value)) return;
-    if (strict) throw this.err('eval_conflict_error', loc, 'rules should not produce multiple outputs.');
-    parent.set(last, this.mergeValues(loc, existing, value));
+    if (strict) throw this.conflict(loc, 'rule', refText(path), 'rules should not produce multiple outputs.');
+    parent.set(last, this.mergeValues(loc, existing, value, path));
   }
 
-  private mergeValues(loc: Loc, existing: Value, value: Value): Value {
+  private mergeValues(loc: Loc, existing: Value, value: Value, path: readonly string[]): Value {
     if (existing instanceof SetValue && value instanceof SetValue) {
       const s = existing.clone();
       this.owned.add(s);
@@ -416,9 +449,10 @@ export class Interpreter {
       for (const [k, v] of value.entries.values()) {
         const pv = o.get(k);
         if (pv !== undefined && !equals(pv, v)) {
-          throw this.err(
-            'eval_conflict_error',
+          throw this.conflict(
             loc,
+            'key',
+            undefined,
             `rules should not produce multiple outputs. value for key \`${jsonText(k)}\` generated multiple times: \`${jsonText(pv)}\` and \`${jsonText(v)}\``,
           );
         }
@@ -426,7 +460,7 @@ export class Interpreter {
       }
       return o;
     }
-    throw this.err('eval_conflict_error', loc, 'rules should not produce multiple outputs.');
+    throw this.conflict(loc, 'rule', refText(path), 'rules should not produce multiple outputs.');
   }
 
   private ensurePackageObject(path: readonly string[]): void {
@@ -1039,7 +1073,13 @@ export class Interpreter {
       const existing = ctx.ruleValue.get(key);
       if (existing === undefined) ctx.ruleValue.set(key, output);
       else if (!equals(existing, output)) {
-        throw this.err('eval_conflict_error', ctx.ruleRef.loc, 'rules must not produce multiple outputs');
+        // A rule with a variable key (`q[k] := v`) builds an object: OPA reports its key conflict.
+        throw this.conflict(
+          ctx.ruleRef.loc,
+          isConstantRef(ctx.ruleRef) && (keyExpr === undefined || isSimpleLiteral(keyExpr)) ? 'rule' : 'key',
+          refText([...(this.module?.pkg ?? []), ...key]),
+          'rules must not produce multiple outputs',
+        );
       }
       return true;
     }
@@ -1051,9 +1091,10 @@ export class Interpreter {
         const map = ctx.value as ObjectValue;
         const pv = map.get(k);
         if (pv !== undefined && !equals(pv, v)) {
-          throw this.err(
-            'eval_conflict_error',
+          throw this.conflict(
             keyExpr.loc,
+            'key',
+            undefined,
             `value for key \`${jsonText(k)}\` generated multiple times: \`${jsonText(pv)}\` and \`${jsonText(v)}\``,
           );
         }
@@ -1189,7 +1230,7 @@ export class Interpreter {
     if (Array.isArray(v)) {
       if (v.length === 1) return v[0];
       if (v.length === 0) return true;
-      throw this.err('eval_conflict_error', loc, 'complete rules should not produce multiple outputs');
+      throw this.conflict(loc, 'rule', undefined, 'complete rules should not produce multiple outputs');
     }
     throw this.err('eval_internal_error', loc, 'unexpected rule evaluation state');
   }
@@ -1200,9 +1241,10 @@ export class Interpreter {
       const prev = this.ruleValues.get(k);
       if (prev === undefined) continue;
       if (i === path.length && (isSet || equals(prev.value, value))) continue;
-      throw this.err(
-        'eval_conflict_error',
+      throw this.conflict(
         loc,
+        'rule',
+        refText(path.slice(0, i)),
         `rule conflicts with the following rule: defined at ${prev.loc.file.name}:${prev.loc.line}:${prev.loc.col}`,
       );
     }
@@ -1225,9 +1267,14 @@ export class Interpreter {
     const scopes = this.scopes;
     this.scopes = [new Map()];
     const prev = this.setModule(m);
+    const prevPath = this.rulePath;
     try {
+      if (this.opts.errorStyle === 'opa') {
+        this.rulePath = refText([...m.pkg, ...simpleComponents(ruleRefr(r))]);
+      }
       this.evalRuleImpl(m, r);
     } finally {
+      this.rulePath = prevPath;
       this.setModule(prev);
       this.scopes = scopes;
       this.leaveCall();
@@ -1680,7 +1727,12 @@ export class Interpreter {
   }
 
   private isBuiltin(path: string): boolean {
-    return path === 'print' || path === 'walk' || this.opts.builtins.has(path);
+    return (
+      path === 'print' ||
+      path === 'walk' ||
+      this.opts.builtins.has(path) ||
+      this.opts.unsupported?.has(path) === true
+    );
   }
 
   private resolveImportPath(path: string): string | undefined {
@@ -1830,6 +1882,13 @@ export class Interpreter {
         return this.invokeBuiltin(name, def, args as Value[], e.loc);
       }
       case 'unknown':
+        if (this.opts.unsupported?.has(target.name)) {
+          throw this.err(
+            'eval_builtin_error',
+            e.loc,
+            `${target.name}: not supported by this engine (only when replaced with \`with\`)`,
+          );
+        }
         throw this.err('rego_type_error', e.loc, `could not find function ${target.name}`);
     }
   }
@@ -1843,6 +1902,7 @@ export class Interpreter {
     const results: Value[] = [];
     const errors: Error[] = [];
     const fnKey = fn ? `${this.c.modulePath.get(fn.module)}:${selected}` : selected;
+    const fnName = selected.startsWith('data.') ? selected : `${this.modulePath}.${selected}`;
     if (fn) {
       if (this.activeFunctions.includes(fnKey)) {
         throw this.err('rego_recursion_error', e.loc, `recursion detected when calling function ${selected}`);
@@ -1888,9 +1948,10 @@ export class Interpreter {
           if (value instanceof SetValue) {
             if (value.size === 1) result = value.values().next().value as Value;
             else if (value.size > 1) {
-              throw this.err(
-                'eval_conflict_error',
+              throw this.conflict(
                 e.loc,
+                'function',
+                fnName,
                 `function produced multiple outputs ${jsonText(value)}`,
               );
             } else result = head.assign === undefined ? true : undefined;
@@ -1941,9 +2002,10 @@ export class Interpreter {
     }
     for (let i = 1; i < results.length; i++) {
       if (!equals(results[i]!, results[0]!)) {
-        throw this.err(
-          'eval_conflict_error',
+        throw this.conflict(
           e.loc,
+          'function',
+          fnName,
           'functions must not produce multiple outputs for same inputs',
         );
       }
@@ -2092,5 +2154,14 @@ function walkPairs(root: Value): Value[] {
     }
   };
   visit(root);
+  return out;
+}
+
+/** A path as OPA prints a reference: `data.a.b`, `data.a["x-y"]`, `data.a[1]`. */
+function refText(path: readonly Value[]): string {
+  let out = 'data';
+  for (const p of path) {
+    out += typeof p === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(p) ? `.${p}` : `[${jsonText(p)}]`;
+  }
   return out;
 }
