@@ -12,7 +12,13 @@ import { type CliIO, MAX_INPUT_BYTES, nodeIO, type ParsedArgs, parseArgs } from 
 import { DeployError, InitDataInputError, UsageError } from '../errors.js';
 import { stringifyYamlDocuments } from '../yaml-io.js';
 import { buildInitData } from './build.js';
-import { annotateWorkloads, INITDATA_ANNOTATION, peerPodsConfigMap } from './deliver.js';
+import {
+  annotateWorkloads,
+  INITDATA_ANNOTATION,
+  initDataAnnotationName,
+  KATA_INITDATA_ANNOTATION,
+  peerPodsConfigMap,
+} from './deliver.js';
 import { validateAaToml, validateAgentPolicy, validateCdhToml } from './validate.js';
 
 export const INITDATA_USAGE = `usage:
@@ -23,8 +29,10 @@ export const INITDATA_USAGE = `usage:
   initdata pcr8 FILE [--truncate]
                              expected PCR8 in hex: sha256(32 zero bytes || sha256(FILE))
   initdata encode FILE       gzip, then base64 (the annotation and INITDATA form)
-  initdata annotate POD.yaml --initdata FILE [--out FILE]
-      Adds the ${INITDATA_ANNOTATION} annotation to every workload in POD.yaml.
+  initdata annotate POD.yaml --initdata FILE [--annotation sandbox|kata] [--out FILE]
+      Adds the ${INITDATA_ANNOTATION} annotation (--annotation kata: kata's
+      ${KATA_INITDATA_ANNOTATION}) to every workload in POD.yaml; an existing one of
+      either name is replaced.
   initdata configmap --initdata FILE --root-volume-size GiB --instance-size SIZE [--namespace NS]
       ConfigMap peer-pods-cm with INITDATA, ROOT_VOLUME_SIZE and CLOUD_INSTANCE_SIZE.
 `;
@@ -84,10 +92,19 @@ function check(args: ParsedArgs, io: CliIO): number {
   const aa = doc.data['aa.toml'];
   const cdh = doc.data['cdh.toml'];
   const policy = doc.data['policy.rego'];
-  if (aa === undefined) throw new InitDataInputError(`${file}: data has no aa.toml`);
-  if (cdh === undefined) throw new InitDataInputError(`${file}: data has no cdh.toml`);
-  warnings.push(...validateAaToml(aa).warnings, ...validateCdhToml(cdh).warnings);
+  // kata takes initdata with any of the three; one with only policy.rego sets the agent policy alone.
+  if (aa === undefined && cdh === undefined && policy === undefined) {
+    throw new InitDataInputError(`${file}: data has none of aa.toml, cdh.toml, policy.rego`);
+  }
+  if (aa !== undefined) warnings.push(...validateAaToml(aa).warnings);
+  if (cdh !== undefined) warnings.push(...validateCdhToml(cdh).warnings);
   if (policy !== undefined) warnings.push(...validateAgentPolicy(policy).warnings);
+  if (aa === undefined || cdh === undefined) {
+    const missing = [aa === undefined ? 'aa.toml' : '', cdh === undefined ? 'cdh.toml' : ''].filter(Boolean);
+    warnings.push(
+      `data has no ${missing.join(' or ')}: the guest gets the no-KBS defaults (no attestation, every resource request fails)`,
+    );
+  }
   for (const k of Object.keys(doc.data)) {
     if (!['aa.toml', 'cdh.toml', 'policy.rego'].includes(k)) {
       warnings.push(`data.${k} is not one of aa.toml, cdh.toml, policy.rego; the guest ignores it`);
@@ -134,9 +151,21 @@ async function run(cmd: string, args: ParsedArgs, io: CliIO): Promise<number> {
       const [pod, ...extra] = args.positional;
       if (pod === undefined || extra.length > 0)
         throw new UsageError('annotate takes one workload YAML file');
+      const choice = args.flags.get('annotation') ?? 'sandbox';
+      const annotation = initDataAnnotationName(choice);
+      if (annotation === undefined) {
+        throw new UsageError(
+          `--annotation ${JSON.stringify(choice.slice(0, 64))}: use sandbox (${INITDATA_ANNOTATION}) or kata (${KATA_INITDATA_ANNOTATION})`,
+        );
+      }
       const { bytes } = readInitData(io, flag(args, 'initdata', 'annotate'));
-      const r = annotateWorkloads(io.readFile(pod, MAX_INPUT_BYTES), encodeInitDataAnnotation(bytes), pod);
-      for (const w of r.replaced) io.err(`initdata: ${w}: replaced the existing ${INITDATA_ANNOTATION}\n`);
+      const r = annotateWorkloads(
+        io.readFile(pod, MAX_INPUT_BYTES),
+        encodeInitDataAnnotation(bytes),
+        pod,
+        annotation,
+      );
+      for (const w of r.replaced) io.err(`initdata: ${w}: replaced the existing initdata annotation\n`);
       const out = args.flags.get('out');
       if (out !== undefined) io.writeFile(out, r.yaml);
       else io.out(r.yaml);
@@ -187,6 +216,7 @@ export async function initdataMain(argv: readonly string[], io: CliIO = nodeIO):
         'root-volume-size',
         'instance-size',
         'namespace',
+        'annotation',
       ],
       ['truncate'],
     );

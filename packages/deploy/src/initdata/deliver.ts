@@ -8,7 +8,44 @@ import { isDns1123Label } from '../names.js';
 import { parseYamlStream } from '../yaml-io.js';
 import { type InstanceSize, parseInstanceSize } from './instance-size.js';
 
+/** The spec's annotation name, written by default. */
 export const INITDATA_ANNOTATION = 'io.sandbox.config.hypervisor.cc_init_data';
+/** kata-containers' own name for it (`initdata annotate --annotation kata`). */
+export const KATA_INITDATA_ANNOTATION = 'io.katacontainers.config.hypervisor.cc_init_data';
+/** Both names, read alike. */
+export const INITDATA_ANNOTATIONS: readonly string[] = Object.freeze([
+  INITDATA_ANNOTATION,
+  KATA_INITDATA_ANNOTATION,
+]);
+
+/** `--annotation` values: a short name or either full name. */
+export function initDataAnnotationName(choice: string): string | undefined {
+  if (choice === 'kata') return KATA_INITDATA_ANNOTATION;
+  if (choice === 'sandbox') return INITDATA_ANNOTATION;
+  return INITDATA_ANNOTATIONS.includes(choice) ? choice : undefined;
+}
+
+/**
+ * The encoded initdata of a pod's annotations under either name; undefined when neither is set.
+ * Both set to different values is an error: which one the runtime takes would be a guess.
+ */
+export function initDataAnnotationOf(
+  annotations: Readonly<Record<string, unknown>>,
+  where: string,
+): string | undefined {
+  const found = INITDATA_ANNOTATIONS.filter((k) => Object.hasOwn(annotations, k)).map(
+    (k) => [k, annotations[k]] as const,
+  );
+  for (const [k, v] of found) {
+    if (typeof v !== 'string') throw new InputError(`${where}: annotation ${k} is not a string`);
+  }
+  if (found.length === 2 && found[0]?.[1] !== found[1]?.[1]) {
+    throw new InputError(
+      `${where}: annotations ${INITDATA_ANNOTATION} and ${KATA_INITDATA_ANNOTATION} differ`,
+    );
+  }
+  return found[0]?.[1] as string | undefined;
+}
 export const PEER_PODS_CONFIGMAP = 'peer-pods-cm';
 /** Kubernetes limits all annotations of an object together to 256 KiB. */
 export const MAX_ANNOTATIONS_BYTES = 256 * 1024;
@@ -46,7 +83,17 @@ function annotationsSize(doc: Document, path: string[]): number {
  * Adds the initdata annotation to every workload of a YAML stream (Pod, or the pod template of a
  * Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob). Comments and layout are kept.
  */
-export function annotateWorkloads(text: string, encodedInitData: string, source: string): AnnotateResult {
+export function annotateWorkloads(
+  text: string,
+  encodedInitData: string,
+  source: string,
+  annotation: string = INITDATA_ANNOTATION,
+): AnnotateResult {
+  if (!INITDATA_ANNOTATIONS.includes(annotation)) {
+    throw new InputError(
+      `${JSON.stringify(annotation)} is not an initdata annotation (${INITDATA_ANNOTATIONS.join(', ')})`,
+    );
+  }
   const docs = parseYamlStream(text, source);
   const annotated: string[] = [];
   const replaced: string[] = [];
@@ -62,9 +109,15 @@ export function annotateWorkloads(text: string, encodedInitData: string, source:
       throw new InputError(`${source}: ${js.kind}/${name} ${path.join('.')} is not a mapping`);
     }
     if (existing === undefined || existing === null) doc.setIn(path, new YAMLMap());
-    const key = [...path, INITDATA_ANNOTATION];
-    if (doc.hasIn(key)) replaced.push(`${js.kind}/${name}`);
-    doc.setIn(key, encodedInitData);
+    // Either name counts as the pod's initdata: the other one is removed, so only one is left.
+    let had = false;
+    for (const other of INITDATA_ANNOTATIONS) {
+      if (!doc.hasIn([...path, other])) continue;
+      had = true;
+      if (other !== annotation) doc.deleteIn([...path, other]);
+    }
+    if (had) replaced.push(`${js.kind}/${name}`);
+    doc.setIn([...path, annotation], encodedInitData);
     if (annotationsSize(doc, path) > MAX_ANNOTATIONS_BYTES) {
       throw new InitDataInputError(
         `${js.kind}/${name}: annotations would exceed ${MAX_ANNOTATIONS_BYTES} bytes; use peer-pods-cm INITDATA instead`,

@@ -10,7 +10,13 @@ import { schemaProblems } from '../testing/schemas.js';
 import { parseYamlDocuments } from '../yaml-io.js';
 import { buildInitData } from './build.js';
 import { initdataMain } from './cli.js';
-import { annotateWorkloads, INITDATA_ANNOTATION, peerPodsConfigMap } from './deliver.js';
+import {
+  annotateWorkloads,
+  INITDATA_ANNOTATION,
+  initDataAnnotationOf,
+  KATA_INITDATA_ANNOTATION,
+  peerPodsConfigMap,
+} from './deliver.js';
 import { parseInstanceSize } from './instance-size.js';
 import { checkServiceUrl, validateAaToml, validateCdhToml } from './validate.js';
 
@@ -250,6 +256,36 @@ metadata: { name: svc }
     expect(again.replaced).toEqual(['Pod/app', 'Deployment/web']);
   });
 
+  it("writes kata's annotation when asked, and either name replaces the other", () => {
+    const pod =
+      'kind: Pod\nmetadata:\n  name: p\n  annotations:\n    io.sandbox.config.hypervisor.cc_init_data: old\n';
+    const r = annotateWorkloads(pod, 'H4sInew', 'pod.yaml', KATA_INITDATA_ANNOTATION);
+    expect(r.replaced).toEqual(['Pod/p']);
+    const doc = parseYamlDocuments(r.yaml, 'out')[0] as { metadata: { annotations: Record<string, string> } };
+    expect(doc.metadata.annotations).toEqual({ [KATA_INITDATA_ANNOTATION]: 'H4sInew' });
+    const back = annotateWorkloads(r.yaml, 'H4sIback', 'pod.yaml');
+    expect(
+      (parseYamlDocuments(back.yaml, 'out')[0] as { metadata: { annotations: unknown } }).metadata
+        .annotations,
+    ).toEqual({ [INITDATA_ANNOTATION]: 'H4sIback' });
+    expect(() => annotateWorkloads(pod, 'x', 'pod.yaml', 'io.example/other')).toThrow(
+      /not an initdata annotation/,
+    );
+  });
+
+  it('reads the initdata annotation under either name', () => {
+    expect(initDataAnnotationOf({ [KATA_INITDATA_ANNOTATION]: 'a' }, 'p')).toBe('a');
+    expect(initDataAnnotationOf({ [INITDATA_ANNOTATION]: 'b' }, 'p')).toBe('b');
+    expect(initDataAnnotationOf({ [INITDATA_ANNOTATION]: 'c', [KATA_INITDATA_ANNOTATION]: 'c' }, 'p')).toBe(
+      'c',
+    );
+    expect(initDataAnnotationOf({ other: 'x' }, 'p')).toBeUndefined();
+    expect(() =>
+      initDataAnnotationOf({ [INITDATA_ANNOTATION]: 'c', [KATA_INITDATA_ANNOTATION]: 'd' }, 'p'),
+    ).toThrow(/differ/);
+    expect(() => initDataAnnotationOf({ [KATA_INITDATA_ANNOTATION]: 5 }, 'p')).toThrow(/not a string/);
+  });
+
   it('refuses a file without workloads, bad annotations and oversize values', () => {
     expect(() => annotateWorkloads('apiVersion: v1\nkind: Service\nmetadata: {name: s}\n', 'x', 'f')).toThrow(
       /no workload/,
@@ -370,6 +406,34 @@ describe('initdata CLI', () => {
     expect(io.stderr).toContain('Intel TDX');
   });
 
+  it('check accepts a policy-only initdata, as kata does, and says what the guest then gets', async () => {
+    const { policy } = await configs();
+    const io = memoryIO({
+      'p.toml': `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"policy.rego" = '''\n${policy}'''\n`,
+    });
+    expect(await initdataMain(['check', 'p.toml'], io)).toBe(0);
+    expect(io.stdout).toBe('p.toml: ok\n');
+    expect(io.stderr).toContain('data has no aa.toml or cdh.toml: the guest gets the no-KBS defaults');
+  });
+
+  it("annotate --annotation kata writes kata's annotation; an unknown name is a usage error", async () => {
+    const { aa, cdh } = await configs();
+    const io = memoryIO({
+      'i.toml': buildInitData({ aa, cdh }).toml,
+      'pod.yaml': 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n',
+    });
+    expect(
+      await initdataMain(['annotate', 'pod.yaml', '--initdata', 'i.toml', '--annotation', 'kata'], io),
+    ).toBe(0);
+    const pod = parseYamlDocuments(io.stdout, 'pod')[0] as {
+      metadata: { annotations: Record<string, string> };
+    };
+    expect(Object.keys(pod.metadata.annotations)).toEqual([KATA_INITDATA_ANNOTATION]);
+    expect(
+      await initdataMain(['annotate', 'pod.yaml', '--initdata', 'i.toml', '--annotation', 'io.x/y'], io),
+    ).toBe(2);
+  });
+
   it('digest is over the exact bytes (a BOM or CRLF changes it)', async () => {
     const text = 'algorithm = "sha256"\r\nversion = "0.1.0"\r\n[data]\r\n';
     const bytes = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]);
@@ -399,7 +463,7 @@ describe('initdata CLI', () => {
       [['digest', 'a.toml'], /unsupported algorithm/],
       [['encode', 'g.toml'], /not valid UTF-8/],
       [['pcr8', 'n.toml'], /not valid TOML/],
-      [['check', 'nodata.toml'], /data has no aa.toml/],
+      [['check', 'nodata.toml'], /data has none of aa.toml, cdh.toml, policy.rego/],
       [['digest', 'missing.toml'], /cannot read/],
     ] as [string[], RegExp][]) {
       io.stderr = '';
