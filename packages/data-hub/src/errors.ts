@@ -1,8 +1,12 @@
 /**
  * Errors of the data hub. Messages follow guest-components' `Display` texts
  * where upstream has one, because they reach callers verbatim: the ttrpc
- * status `[CDH] [ERROR]: <message>`, then api-server-rest's 500 body.
- * None of them carries resource contents or tokens.
+ * status `[CDH] [ERROR]: <message>`, then api-server-rest's 500 body, which
+ * any container of the pod can read. None of them carries resource contents
+ * or tokens. `GetResource` and `UnsealSecret` failures say no more than
+ * upstream's (`Get Resource failed`, `Unseal Secret failed`): the reason
+ * (KBS answers, key sizes, sockets, the hub's own state) is for the hub's
+ * log only.
  */
 
 export class DataHubError extends Error {
@@ -18,12 +22,12 @@ export function shown(value: string, max = 256): string {
   return clean.length > max ? `${clean.slice(0, max)}…` : clean;
 }
 
-/** `GetResource` failed; upstream's Display is "Get Resource failed", the reason follows it. */
+/** `GetResource` failed: the message is upstream's Display, the reason is for the log. */
 export class GetResourceFailed extends DataHubError {
   override readonly name: string = 'GetResourceFailed';
   readonly reason: string;
   constructor(reason: string, options?: { cause?: unknown }) {
-    super(`Get Resource failed: ${reason}`, options);
+    super('Get Resource failed', options);
     this.reason = reason;
   }
 }

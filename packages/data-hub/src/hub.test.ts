@@ -81,6 +81,20 @@ async function failure(p: Promise<unknown>): Promise<TtrpcError> {
 
 const text = (b: Uint8Array) => Buffer.from(b).toString('utf8');
 
+/**
+ * A refused GetResource: the caller gets upstream's text and nothing more (no KBS answer, socket,
+ * key size or state of the hub); resolves with the reason the hub logged for it.
+ */
+async function refusal(p: Promise<unknown>, lines: string[]): Promise<string> {
+  const err = await failure(p);
+  expect(err.code).toBe(Code.INTERNAL);
+  expect(err.message).toBe('[CDH] [ERROR]: Get Resource failed');
+  const logged = lines
+    .map((l) => JSON.parse(l) as { msg: string; err?: string })
+    .filter((e) => e.msg === 'GetResource failed');
+  return logged.at(-1)?.err ?? '';
+}
+
 describe('GetResource through the KBS', () => {
   it('fetches with one token from the agent for several calls (token cached)', async () => {
     const aa = await startAa();
@@ -127,20 +141,17 @@ describe('GetResource through the KBS', () => {
   it('gives up after 3 attempts, each with a new token', async () => {
     const aa = await startAa();
     aa.fallback = 'tampered';
-    const { client } = await startHub();
-    const err = await failure(client.getResource('kbs:///default/key/one'));
-    expect(err.code).toBe(Code.INTERNAL);
-    expect(err.message).toMatch(/^\[CDH\] \[ERROR\]: Get Resource failed: request unauthorized \(/);
+    const { client, lines } = await startHub();
+    const reason = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(reason).toMatch(/^request unauthorized \(/);
     expect(aa.calls).toBe(3);
   });
 
   it('reports a resource the KBS does not release (trustee answers 401 for a missing one)', async () => {
     const aa = await startAa();
-    const { client } = await startHub();
-    const err = await failure(client.getResource('kbs:///default/key/missing'));
-    expect(err.message).toMatch(
-      /^\[CDH\] \[ERROR\]: Get Resource failed: request unauthorized \(PluginInternalError/,
-    );
+    const { client, lines } = await startHub();
+    const reason = await refusal(client.getResource('kbs:///default/key/missing'), lines);
+    expect(reason).toMatch(/^request unauthorized \(PluginInternalError/);
     expect(aa.calls).toBe(3);
   });
 
@@ -163,9 +174,9 @@ describe('GetResource through the KBS', () => {
       socket: `unix://${join(dir, 'b.sock')}`,
       socketAddress: { path: join(dir, 'b.sock') },
     });
-    const err = await failure(untrusted.client.getResource('kbs:///default/key/one'));
-    expect(err.message).toMatch(
-      /Get Resource failed: http request failed: get failed: GET https:\/\/127\.0\.0\.1:\d+\/kbs\/v0\/resource\/default\/key\/one: /,
+    const reason = await refusal(untrusted.client.getResource('kbs:///default/key/one'), untrusted.lines);
+    expect(reason).toMatch(
+      /^http request failed: get failed: GET https:\/\/127\.0\.0\.1:\d+\/kbs\/v0\/resource\/default\/key\/one: /,
     );
   });
 });
@@ -173,7 +184,7 @@ describe('GetResource through the KBS', () => {
 describe('refusals and failures', () => {
   it('rejects URIs that are not kbs:///repository/type/tag, without asking the agent', async () => {
     const aa = await startAa();
-    const { client } = await startHub();
+    const { client, lines } = await startHub();
     const cases: [string, RegExp][] = [
       ['', /scheme must be kbs:\/\//],
       ['http://kbs/default/key/one', /scheme must be kbs:\/\//],
@@ -187,29 +198,26 @@ describe('refusals and failures', () => {
       [`kbs:///${'a'.repeat(5000)}/b/c`, /too long/],
     ];
     for (const [uri, why] of cases) {
-      const err = await failure(client.getResource(uri));
-      expect(err.code).toBe(Code.INTERNAL);
-      expect(err.message.startsWith('[CDH] [ERROR]: Get Resource failed: illegal kbs resource uri: ')).toBe(
-        true,
-      );
-      expect(err.message).toMatch(why);
-      expect(err.message.length).toBeLessThan(600);
+      const reason = await refusal(client.getResource(uri), lines);
+      expect(reason.startsWith('illegal kbs resource uri: ')).toBe(true);
+      expect(reason).toMatch(why);
+      expect(reason.length).toBeLessThan(600);
     }
     expect(aa.calls).toBe(0);
   });
 
   it('shows control characters of a hostile URI escaped', async () => {
-    const { client } = await startHub();
-    const err = await failure(client.getResource('kbs:///a\n/b\u0000/c'));
-    expect(err.message).toContain('kbs:///a\\x0a/b\\x00/c');
-    expect(err.message).not.toContain('\n');
+    const { client, lines } = await startHub();
+    const reason = await refusal(client.getResource('kbs:///a\n/b\u0000/c'), lines);
+    expect(reason).toContain('kbs:///a\\x0a/b\\x00/c');
+    expect(reason).not.toContain('\n');
   });
 
   it('gives a clear error when the agent is down, and recovers once it is up', async () => {
-    const { client } = await startHub();
-    const err = await failure(client.getResource('kbs:///default/key/one'));
-    expect(err.message).toMatch(
-      /^\[CDH\] \[ERROR\]: Get Resource failed: get token failed: Attestation Agent token provider error: ttrpc connect failed: cannot reach the attestation agent at unix:\/\/.*aa\.sock: /,
+    const { client, lines } = await startHub();
+    const reason = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(reason).toMatch(
+      /^get token failed: Attestation Agent token provider error: ttrpc connect failed: cannot reach the attestation agent at unix:\/\/.*aa\.sock: /,
     );
     const aa = await startAa();
     expect(text(await client.getResource('kbs:///default/key/one'))).toBe(SECRET);
@@ -230,14 +238,14 @@ describe('refusals and failures', () => {
   it("passes the agent's own error and a malformed reply on", async () => {
     const aa = await startAa();
     aa.queue.push('fail', 'garbage');
-    const { client } = await startHub();
-    const first = await failure(client.getResource('kbs:///default/key/one'));
-    expect(first.message).toBe(
-      '[CDH] [ERROR]: Get Resource failed: get token failed: Attestation Agent token provider error: cal ttrpc failed: [ERROR:attestation-agent] AA-KBC get token failed',
+    const { client, lines } = await startHub();
+    const first = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(first).toBe(
+      'get token failed: Attestation Agent token provider error: cal ttrpc failed: [ERROR:attestation-agent] AA-KBC get token failed',
     );
-    const second = await failure(client.getResource('kbs:///default/key/one'));
-    expect(second.message).toMatch(
-      /^\[CDH\] \[ERROR\]: Get Resource failed: get token failed: Attestation Agent token provider error: deserialize attestation-agent reply failed: /,
+    const second = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(second).toMatch(
+      /^get token failed: Attestation Agent token provider error: deserialize attestation-agent reply failed: /,
     );
     expect(text(await client.getResource('kbs:///default/key/one'))).toBe(SECRET);
   });
@@ -245,11 +253,11 @@ describe('refusals and failures', () => {
   it('gives a clear error when the KBS is down', async () => {
     await startAa();
     const port = await closedPort();
-    const { client } = await startHub(config('', `name = "cc_kbc"\nurl = "http://127.0.0.1:${port}"`));
-    const err = await failure(client.getResource('kbs:///default/key/one'));
-    expect(err.message).toMatch(
+    const { client, lines } = await startHub(config('', `name = "cc_kbc"\nurl = "http://127.0.0.1:${port}"`));
+    const reason = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(reason).toMatch(
       new RegExp(
-        `^\\[CDH\\] \\[ERROR\\]: Get Resource failed: http request failed: get failed: GET http://127\\.0\\.0\\.1:${port}/kbs/v0/resource/default/key/one: .*ECONNREFUSED`,
+        `^http request failed: get failed: GET http://127\\.0\\.0\\.1:${port}/kbs/v0/resource/default/key/one: .*ECONNREFUSED`,
       ),
     );
   });
@@ -258,13 +266,11 @@ describe('refusals and failures', () => {
     const hole = await blackHole();
     stops.push(hole.close);
     await startAa();
-    const { client } = await startHub(config('', `name = "cc_kbc"\nurl = "${hole.url}"`), {
+    const { client, lines } = await startHub(config('', `name = "cc_kbc"\nurl = "${hole.url}"`), {
       kbsTimeoutMs: 300,
     });
-    const err = await failure(client.getResource('kbs:///default/key/one'));
-    expect(err.message).toMatch(
-      /Get Resource failed: http request failed: get failed: .*no complete response within 300 ms/,
-    );
+    const reason = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(reason).toMatch(/^http request failed: get failed: .*no complete response within 300 ms/);
   });
 
   it('does not hang on an agent that never answers (bounded timeout)', async () => {
@@ -279,16 +285,16 @@ describe('refusals and failures', () => {
           silent.close(() => resolve());
         }),
     );
-    const { client } = await startHub(config(), { aaCallTimeoutMs: 300 });
-    const err = await failure(client.getResource('kbs:///default/key/one'));
-    expect(err.message).toMatch(/get token failed: .*cal ttrpc failed: context deadline exceeded/);
+    const { client, lines } = await startHub(config(), { aaCallTimeoutMs: 300 });
+    const reason = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(reason).toMatch(/get token failed: .*cal ttrpc failed: context deadline exceeded/);
   });
 
   it('says so when no KBS URL is configured', async () => {
     await startAa();
-    const { client } = await startHub(config('', 'name = "cc_kbc"'));
-    const err = await failure(client.getResource('kbs:///default/key/one'));
-    expect(err.message).toBe('[CDH] [ERROR]: Get Resource failed: no KBS is configured: [kbc] url is empty');
+    const { client, lines } = await startHub(config('', 'name = "cc_kbc"'));
+    const reason = await refusal(client.getResource('kbs:///default/key/one'), lines);
+    expect(reason).toBe('no KBS is configured: [kbc] url is empty');
   });
 
   it('never logs resource contents or tokens', async () => {
@@ -369,14 +375,12 @@ describe('offline_fs_kbc', () => {
   it('serves resources from local JSON files', async () => {
     const file = join(dir, 'resources.json');
     await writeFile(file, JSON.stringify({ 'default/key/one': Buffer.from('offline').toString('base64') }));
-    const { client } = await startHub(config('', 'name = "offline_fs_kbc"'), {
+    const { client, lines } = await startHub(config('', 'name = "offline_fs_kbc"'), {
       offlineFsKbcFiles: [join(dir, 'absent.json'), file],
     });
     expect(text(await client.getResource('kbs:///default/key/one'))).toBe('offline');
-    const err = await failure(client.getResource('kbs:///default/key/two'));
-    expect(err.message).toBe(
-      '[CDH] [ERROR]: Get Resource failed: offline-fs-kbc: resource not found default/key/two',
-    );
+    const reason = await refusal(client.getResource('kbs:///default/key/two'), lines);
+    expect(reason).toBe('offline-fs-kbc: resource not found default/key/two');
   });
 
   it('refuses a malformed resource file', async () => {
@@ -388,7 +392,7 @@ describe('offline_fs_kbc', () => {
       ['{"a/b/c": 3}', /is not standard base64/],
     ] as const) {
       await writeFile(file, content);
-      const { client } = await startHub(
+      const { client, lines } = await startHub(
         {
           ...config('', 'name = "offline_fs_kbc"'),
           socket: `unix://${join(dir, `${stops.length}.sock`)}`,
@@ -396,8 +400,7 @@ describe('offline_fs_kbc', () => {
         },
         { offlineFsKbcFiles: [file] },
       );
-      const err = await failure(client.getResource('kbs:///a/b/c'));
-      expect(err.message).toMatch(why);
+      expect(await refusal(client.getResource('kbs:///a/b/c'), lines)).toMatch(why);
     }
   });
 });

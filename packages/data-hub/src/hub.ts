@@ -90,7 +90,7 @@ export class DataHub {
   /**
    * The resource behind `kbs:///repository/type/tag[?query]`. The host part is
    * ignored: the configured KBS is always asked, as upstream. Throws
-   * `GetResourceFailed` with the reason.
+   * `GetResourceFailed`: upstream's text for the caller, the reason logged.
    */
   async getResource(uri: string, _ctx?: CallContext): Promise<Uint8Array> {
     this.#log?.info({ resource: uri.slice(0, 512) }, 'get resource called');
@@ -98,7 +98,7 @@ export class DataHub {
       return await this.#fetch(uri);
     } catch (cause) {
       const failure = new GetResourceFailed(messageOf(cause), { cause });
-      this.#log?.error({ resource: uri.slice(0, 512), err: failure.message }, 'GetResource failed');
+      this.#log?.error({ resource: uri.slice(0, 512), err: failure.reason }, 'GetResource failed');
       throw failure;
     }
   }

@@ -1,9 +1,9 @@
 /**
- * The failure of `UnsealSecret`. Upstream's ttrpc message stops at
- * "Unseal Secret failed" and keeps the cause for its log; as for
- * `Get Resource failed`, we append the cause (a `SecretError` Display text
- * from `@broker/sealed-secret`), so callers see why. It never holds the
- * secret, the DEK or a key.
+ * The failure of `UnsealSecret`. As upstream's ttrpc server, the caller gets
+ * `Unseal Secret failed` and nothing more; the cause (a `SecretError`
+ * Display text from `@broker/sealed-secret`, which may name key sizes or KBS
+ * answers) goes to the hub's log. It never holds the secret, the DEK or a
+ * key.
  */
 import { DataHubError } from '../errors.js';
 
@@ -11,7 +11,7 @@ export class UnsealSecretFailed extends DataHubError {
   override readonly name: string = 'UnsealSecretFailed';
   readonly reason: string;
   constructor(reason: string, options?: { cause?: unknown }) {
-    super(`Unseal Secret failed: ${reason}`, options);
+    super('Unseal Secret failed', options);
     this.reason = reason;
   }
 }

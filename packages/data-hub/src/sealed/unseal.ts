@@ -25,7 +25,7 @@ function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-/** Unseals `secret`; throws `UnsealSecretFailed` with upstream's wording. */
+/** Unseals `secret`; throws `UnsealSecretFailed` with upstream's wording, after logging the reason. */
 export async function unsealWithHub(secret: Uint8Array, ctx: UnsealContext): Promise<Uint8Array> {
   // kid and resource come from the unverified pointer: logged as untrusted text, never the secret.
   const about = describeSealedSecret(secret);
@@ -48,7 +48,7 @@ export async function unsealWithHub(secret: Uint8Array, ctx: UnsealContext): Pro
   } catch (cause) {
     const failure = new UnsealSecretFailed(messageOf(cause), { cause });
     ctx.logger?.error(
-      { kid: about.kid, resource: about.resource, err: failure.message },
+      { kid: about.kid, resource: about.resource, err: failure.reason },
       'UnsealSecret failed',
     );
     throw failure;
