@@ -60,7 +60,9 @@ export async function superviseWorkers(options: SupervisorOptions): Promise<numb
   const grace = options.shutdownGraceMs ?? 10_000;
   // A single executable sees itself as argv[1] in the worker, so the command and its arguments are
   // passed explicitly; the multi-call dispatcher then routes to `kbs`.
-  cluster.setupPrimary(isSea() ? { exec: 'kbs', args: [...options.argv] } : {});
+  // Its Node options (the executable's own execArgv, e.g. --enable-source-maps) come with the executable
+  // itself; passed again they would reach the worker as arguments of the `kbs` command.
+  cluster.setupPrimary(isSea() ? { exec: 'kbs', args: [...options.argv], execArgv: [] } : {});
 
   const serving = new Set<Worker>();
   const crashes: number[] = [];
