@@ -141,6 +141,9 @@ export class Parser {
     return this.futureKeywords.has(kw);
   }
 
+  /** `import rego.v2`: `not { ... }` negates a body. */
+  private notBodies = false;
+
   private turnOnV1(loc: Loc | undefined): void {
     this.regoV1 = true;
     for (const kw of FUTURE_KEYWORDS) this.setFutureKeyword(kw, loc);
@@ -616,6 +619,21 @@ export class Parser {
       this.advance();
       not = true;
     }
+    if (not && this.notBodies && this.kind() === 'symbol' && this.text() === '{') {
+      // `not { q }` holds when q has no solution: `count([true | q]) == 0`.
+      const bodyLoc = this.loc();
+      this.advance();
+      const query = this.parseQuery('}');
+      const at = this.close(bodyLoc);
+      const solutions: Expr = {
+        k: 'call',
+        fcn: { k: 'var', name: 'count', loc: at },
+        params: [{ k: 'arrcompr', term: { k: 'bool', v: true, loc: at }, query, loc: at }],
+        loc: at,
+      };
+      const expr: Expr = { k: 'cmp', op: '==', lhs: solutions, rhs: { k: 'num', v: 0, loc: at }, loc: at };
+      return { k: 'expr', expr, loc: this.close(loc) };
+    }
     const expr = relationCallForm(this.parseAssignExpr());
     return { k: not ? 'not' : 'expr', expr, loc: this.close(loc) };
   }
@@ -940,9 +958,11 @@ export class Parser {
       }
       let isFuture = false;
       if (head === 'rego') {
-        if (path.length !== 2 || path[1] !== 'v1')
+        if (path.length !== 2 || (path[1] !== 'v1' && path[1] !== 'v2'))
           throw this.errAt(refr.loc, 'invalid import, must be `rego.v1`');
         this.turnOnV1(loc);
+        // OPA's `rego.v2` preview: v1 plus negated bodies, `not { a; b }`.
+        if (path[1] === 'v2') this.notBodies = true;
         isFuture = true;
       } else if (head === 'future') {
         if (path[1] !== 'keywords') throw this.errAt(refr.loc, 'invalid import, must be `future.keywords`');

@@ -9,12 +9,23 @@ describe('semver', () => {
       '1.0.0-alpha+001',
       '1.0.0+20130313144700',
       '1.0.0-x.7.z.92',
-      '01.0.0',
-      '1.0.0+',
+      '1.0.0-0a',
+      '1.0.0+01',
     ]) {
       expect(call('semver.is_valid', v), v).toBe(true);
     }
-    for (const v of ['1.0', '1.0.0.0', '1.0.0-alpha..1', 'a.b.c', '', '1.0.0-é']) {
+    for (const v of [
+      '1.0',
+      '1.0.0.0',
+      '1.0.0-alpha..1',
+      'a.b.c',
+      '',
+      '1.0.0-é',
+      '01.0.0',
+      '1.0.0+',
+      '1.0.0-',
+      '1.0.0-01',
+    ]) {
       expect(call('semver.is_valid', v), v).toBe(false);
     }
     expect(call('semver.is_valid', 1)).toBe(false);
@@ -34,10 +45,10 @@ describe('semver', () => {
 
   it('reports invalid versions', () => {
     expect(failure('semver.compare', 'x', '1.0.0').message).toBe(
-      'semver.compare: operand 1: string x is not a valid SemVer',
+      'semver.compare: operand 1: string "x" is not a valid SemVer',
     );
     expect(failure('semver.compare', '1.0.0', '1').message).toBe(
-      'semver.compare: operand 2: string 1 is not a valid SemVer',
+      'semver.compare: operand 2: string "1" is not a valid SemVer',
     );
     expect(failure('semver.compare', 1, '1.0.0').message).toBe(
       'semver.compare: operand 1 must be string but got number',

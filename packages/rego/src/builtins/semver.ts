@@ -8,36 +8,46 @@ interface Version {
   pre: string;
 }
 
+const DECIMALS = /^\d+$/;
 const IDENT = /^[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*$/;
 // strconv.ParseInt(s, 10, 64) syntax.
 const INT = /^[+-]?\d+$/;
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 
-function cut(s: string, sep: string): [string, string] {
+/** The parts before and after the first `sep`; the second is undefined when there is no `sep`. */
+function cut(s: string, sep: string): [string, string | undefined] {
   const i = s.indexOf(sep);
-  return i < 0 ? [s, ''] : [s.slice(0, i), s.slice(i + 1)];
+  return i < 0 ? [s, undefined] : [s.slice(0, i), s.slice(i + 1)];
 }
 
+/** A numeric identifier with a leading zero (`01`), which SemVer 2.0.0 forbids. */
+const LEADING_ZERO = /^0\d/;
+
 function int64(s: string): bigint | undefined {
-  if (!INT.test(s)) return undefined;
+  if (!INT.test(s) || LEADING_ZERO.test(s)) return undefined;
   const v = BigInt(s);
   return v < INT64_MIN || v > INT64_MAX ? undefined : v;
 }
 
+/**
+ * OPA's strict SemVer 2.0.0: no leading zeros in the numbers or in numeric pre-release identifiers, and no
+ * empty pre-release or build sections.
+ */
 export function parseSemver(input: string): Version | undefined {
   const [rest, meta] = cut(input.startsWith('v') ? input.slice(1) : input, '+');
-  if (meta !== '' && !IDENT.test(meta)) return undefined;
-  const [core, pre] = cut(rest, '-');
-  if (pre !== '' && !IDENT.test(pre)) return undefined;
+  if (meta !== undefined && !IDENT.test(meta)) return undefined;
+  const [core, pre = ''] = cut(rest, '-');
+  if (pre !== '' || rest.includes('-')) {
+    if (!IDENT.test(pre)) return undefined;
+    if (pre.split('.').some((id) => DECIMALS.test(id) && LEADING_ZERO.test(id))) return undefined;
+  }
   const parts = core.split('.');
   if (parts.length !== 3) return undefined;
   const [major, minor, patch] = parts.map(int64);
   if (major === undefined || minor === undefined || patch === undefined) return undefined;
   return { major, minor, patch, pre };
 }
-
-const DECIMALS = /^\d+$/;
 
 function atoi(s: string): bigint {
   // Go's Atoi fails (and OPA then compares 0) beyond int64.
@@ -85,10 +95,10 @@ export const semverBuiltins: BuiltinTable = {
       const b = argString('semver.compare', args, 1);
       const va = parseSemver(a);
       if (va === undefined)
-        throw builtinError('semver.compare', `operand 1: string ${a} is not a valid SemVer`);
+        throw builtinError('semver.compare', `operand 1: string ${JSON.stringify(a)} is not a valid SemVer`);
       const vb = parseSemver(b);
       if (vb === undefined)
-        throw builtinError('semver.compare', `operand 2: string ${b} is not a valid SemVer`);
+        throw builtinError('semver.compare', `operand 2: string ${JSON.stringify(b)} is not a valid SemVer`);
       return compareSemver(va, vb);
     },
   },
