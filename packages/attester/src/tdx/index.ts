@@ -1,10 +1,12 @@
 // guest-components' `tdx` attester: the quote comes from configfs-tsm (the `tdx_guest` provider)
-// over the report data zero-padded to 64 bytes; the evidence is
+// over the report data zero-padded to 64 bytes, or, on kernels without configfs-tsm, from the
+// `broker-tdx-report` ioctl shim (TDX_CMD_GET_REPORT0, then the QGS as Intel's tdx-attest asks
+// it, upstream's ioctl fallback); the evidence is
 // `{"cc_eventlog": std-base64 | null, "quote": std-base64}`. Init-data is bound by MRCONFIGID,
 // which must equal the digest zero-padded (or cut) to 48 bytes, or the agent stops: "Init data
 // does not match!". MRCONFIGID and the RTMRs are read from the tdx_guest measurements folder
-// (kernels from 6.16), or else from a quote: where upstream uses the TDREPORT ioctl, a quote's
-// TD report body carries the same registers and needs no native code. Runtime measurements
+// (kernels from 6.16), or else from a configfs-tsm quote's TD report body (the same registers),
+// or, without configfs-tsm, from the TD report of TDX_CMD_GET_REPORT0 as upstream reads them. Runtime measurements
 // extend RTMRs through that folder only, as upstream without libtdx.
 import { existsSync } from 'node:fs';
 import { access, readFile, writeFile } from 'node:fs/promises';
@@ -24,6 +26,7 @@ import {
   probeTsmProvider,
   requestTsmReport,
 } from '../configfs-tsm.js';
+import { IOCTL_SHIMS, runShim, shimPath, shimRequest } from '../ioctl-shim.js';
 import { readCcEventLog } from './eventlog.js';
 
 export { EVENTLOG_END, EVENTLOG_HEADER, readCcEventLog, trimCcel } from './eventlog.js';
@@ -33,6 +36,15 @@ export const TDX_REPORT_DATA_SIZE = 64;
 export const TDX_REGISTER_SIZE = 48;
 export const TDX_MEASUREMENTS_PATH = '/sys/devices/virtual/misc/tdx_guest/measurements';
 export const TDX_GUEST_DEVICE = '/dev/tdx_guest';
+/**
+ * Our addition: the quote generation service the ioctl shim asks, `vsock:CID:PORT` or
+ * `tcp:IP:PORT`; by default the shim reads `port` from /etc/tdx-attest.conf (vsock to the host), and
+ * without one uses the legacy GetQuote ioctl.
+ */
+export const BROKER_TDX_QGS = 'BROKER_TDX_QGS';
+
+/** Where quotes come from: the kernel's configfs-tsm, or the ioctl shim on /dev/tdx_guest. */
+export type TdxQuoteSource = 'configfs-tsm' | 'ioctl';
 export const CCEL_PATH = '/sys/firmware/acpi/tables/data/CCEL';
 export const DEFAULT_AAEL_PATH = '/run/attestation-agent/eventlog';
 /** Environment overrides of those paths (the mock TEE serves them in a temporary folder). */
@@ -57,6 +69,8 @@ export interface TdxAttesterOptions extends PlatformOptions {
   readonly measurementsPath?: string;
   /** Bound on waiting for configfs-tsm attributes (see configfs-tsm.ts). */
   readonly attributeWaitMs?: number;
+  /** Folder of the ioctl shim; default `BROKER_ATTESTER_SHIM_DIR`, else beside the executable. */
+  readonly shimDir?: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -147,7 +161,65 @@ export class TdxAttester implements Attester {
     );
   }
 
+  /**
+   * configfs-tsm when its root has the `tdx_guest` provider, else the ioctl
+   * shim (upstream's order). Settled once per attester and logged in one line.
+   */
+  source(): Promise<TdxQuoteSource> {
+    this.#source ??= (async () => {
+      const root = this.tsmReportRoot;
+      const provider = await probeTsmProvider({
+        root,
+        ...(this.#options.attributeWaitMs !== undefined && {
+          attributeWaitMs: this.#options.attributeWaitMs,
+        }),
+      });
+      if (provider === 'tdx_guest') {
+        this.#logger?.info(`TDX Attester: quotes from configfs-tsm at ${root}`);
+        return 'configfs-tsm';
+      }
+      const qgs = envPath(this.#env, BROKER_TDX_QGS);
+      this.#logger?.info(
+        `TDX Attester: quotes from ${TDX_GUEST_DEVICE} (TDX_CMD_GET_REPORT0, then ${qgs !== undefined ? `the QGS at ${qgs}` : 'the QGS of /etc/tdx-attest.conf or GetQuote'}) through ${shimPath(IOCTL_SHIMS.tdx, this.#shimLocation())}; ` +
+          `configfs-tsm at ${root} ${provider === undefined ? 'is absent' : `has provider ${provider}`}`,
+      );
+      return 'ioctl';
+    })();
+    return this.#source;
+  }
+
+  #source: Promise<TdxQuoteSource> | undefined;
+
+  #shimLocation() {
+    return { ...(this.#options.shimDir !== undefined && { shimDir: this.#options.shimDir }), env: this.#env };
+  }
+
+  /** The shim: operation 1 answers the TD report, 2 the quote. */
+  async #shim(op: 1 | 2, reportData: Uint8Array): Promise<Buffer> {
+    const qgs = envPath(this.#env, BROKER_TDX_QGS);
+    const answer = await runShim(
+      IOCTL_SHIMS.tdx,
+      shimRequest(op, 0, fit(reportData, TDX_REPORT_DATA_SIZE)),
+      'BTDX',
+      {
+        ...this.#shimLocation(),
+        ...(op === 2 && qgs !== undefined && { args: ['--qgs', qgs] }),
+      },
+    );
+    return answer.part1;
+  }
+
   async #quote(reportData: Uint8Array): Promise<Uint8Array> {
+    if ((await this.source()) === 'ioctl') {
+      try {
+        return await this.#shim(2, reportData);
+      } catch (err) {
+        throw new EvidenceCollectionFailed(
+          `TDX Attester: quote generation using ioctl() fallback failed: ${(err as Error).message}`,
+          { cause: err },
+        );
+      }
+    }
     try {
       const report = await requestTsmReport({
         root: this.tsmReportRoot,
@@ -166,6 +238,28 @@ export class TdxAttester implements Attester {
         },
       );
     }
+  }
+
+  /**
+   * MRCONFIGID and RTMR0..3 without the measurements folder: a configfs-tsm
+   * quote's TD report body, or the TD report of TDX_CMD_GET_REPORT0.
+   */
+  async #registers(): Promise<{ mrConfigId: Buffer; rtmrs: Buffer[] }> {
+    const zero = new Uint8Array(TDX_REPORT_DATA_SIZE);
+    if ((await this.source()) === 'ioctl') {
+      const report = await this.#shim(1, zero);
+      if (report.length !== 1024)
+        throw new EvidenceCollectionFailed(`TD report is ${report.length} bytes, not 1024`);
+      return {
+        mrConfigId: Buffer.from(report.subarray(576, 624)),
+        rtmrs: [0, 1, 2, 3].map((i) => Buffer.from(report.subarray(720 + 48 * i, 768 + 48 * i))),
+      };
+    }
+    const body = quoteBody(await this.#quote(zero));
+    return {
+      mrConfigId: Buffer.from(body.subarray(184, 232)),
+      rtmrs: [0, 1, 2, 3].map((i) => Buffer.from(body.subarray(328 + 48 * i, 376 + 48 * i))),
+    };
   }
 
   async getEvidence(reportData: Uint8Array): Promise<TdxEvidence> {
@@ -196,12 +290,12 @@ export class TdxAttester implements Attester {
     );
   }
 
-  /** MRCONFIGID: from the measurements folder, or from a quote's TD report body. */
+  /** MRCONFIGID: from the measurements folder, or from a quote's or the ioctl's TD report. */
   async mrConfigId(): Promise<Buffer> {
     if (await this.#measurementsAvailable()) {
       return readFile(join(this.measurementsPath, 'mrconfigid'));
     }
-    return Buffer.from(quoteBody(await this.#quote(new Uint8Array(TDX_REPORT_DATA_SIZE))).subarray(184, 232));
+    return (await this.#registers()).mrConfigId;
   }
 
   /** Fails closed unless MRCONFIGID is the init-data digest (zero-padded or cut to 48 bytes). */
@@ -222,8 +316,7 @@ export class TdxAttester implements Attester {
     if (await this.#measurementsAvailable()) {
       return readFile(join(this.measurementsPath, `rtmr${rtmr}:sha384`));
     }
-    const body = quoteBody(await this.#quote(new Uint8Array(TDX_REPORT_DATA_SIZE)));
-    return Buffer.from(body.subarray(328 + 48 * rtmr, 376 + 48 * rtmr));
+    return (await this.#registers()).rtmrs[rtmr]!;
   }
 
   async #extend(eventDigest: Uint8Array, registerIndex: number): Promise<void> {

@@ -165,9 +165,16 @@ describe('tdx detection', () => {
     try {
       const d = await tdxModule.detect(platformContext({ env: { BROKER_TSM_REPORT_ROOT: snp.tsmRoot } }));
       expect(d).toMatchObject({ detected: false, reason: 'configfs-tsm provider is sev_guest' });
-      await expect(
-        new TdxAttester({ env: { BROKER_TSM_REPORT_ROOT: snp.tsmRoot } }).getEvidence(new Uint8Array(0)),
-      ).rejects.toThrow(/missing provider tdx_guest/);
+      // Not a TDX report root: the ioctl path is next (here without a shim), as upstream falls back.
+      const a = new TdxAttester({
+        env: { BROKER_TSM_REPORT_ROOT: snp.tsmRoot },
+        shimDir: join(stateDir, 'no-shims'),
+      });
+      await expect(a.source()).resolves.toBe('ioctl');
+      await expect(a.getEvidence(new Uint8Array(0))).rejects.toThrow(
+        /ioctl\(\) fallback failed: .*broker-tdx-report is missing/,
+      );
+      expect(snp.requests).toBe(0);
     } finally {
       snp.close();
     }

@@ -67,9 +67,13 @@ export function answerQgsMessage(msg: Uint8Array, quote: (tdReport: Buffer) => B
 
 /**
  * Replaces the service's next answer: the request message in, the raw bytes to send out (length
- * prefix included), or `'hang-up'` to close the connection unanswered.
+ * prefix included), `{ thenHangUp }` to send those bytes and close, or `'hang-up'` to close the
+ * connection unanswered.
  */
-export type QgsHook = (request: Buffer, answer: Buffer) => Buffer | 'hang-up';
+export type QgsHook = (
+  request: Buffer,
+  answer: Buffer,
+) => Buffer | { readonly thenHangUp: Buffer } | 'hang-up';
 
 export interface QgsServerOptions {
   /** The quoting enclave's work: TD report in, quote out (`MockTdxDevice.quoteTdReport`). */
@@ -145,6 +149,10 @@ export class QgsServer {
         const out = hook === undefined ? framed : hook(Buffer.from(msg), framed);
         if (out === 'hang-up') {
           socket.destroy();
+          return;
+        }
+        if (!Buffer.isBuffer(out)) {
+          socket.end(out.thenHangUp);
           return;
         }
         socket.write(out);
