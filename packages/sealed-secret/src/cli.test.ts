@@ -234,7 +234,7 @@ describe('secret seal', () => {
     [['seal'], 2, /requires a subcommand/],
     [['seal', 'vault', '-r', 'kbs:///a/b/c', '-p', 'kbs'], 2, /--signing-kid <SIGNING_KID>/],
     [['seal', '--signing-kid', 'k', '--signing-jwk-path', 'x', 'vault', '-p', 'kbs'], 2, /--resource-uri/],
-    [['seal', '--signing-kid', 'k', '--signing-kid', 'k', 'vault'], 2, /cannot be used multiple times/],
+    [['seal', '--signing-kid', 'k', '--signing-kid', 'k', 'vault'], 2, /given more than once/],
     [
       [
         'seal',
@@ -336,8 +336,12 @@ describe('secret seal', () => {
       1,
       /cannot read the signing JWK/,
     ],
-    [['nope'], 2, /unrecognized subcommand 'nope'/],
-    [['unseal', '--bogus'], 2, /unexpected argument '--bogus' found/],
+    [['nope'], 2, /unknown command 'nope'/],
+    [
+      ['unseal', '--bogus'],
+      2,
+      /^secret unseal: unknown option '--bogus'\nRun 'secret unseal --help' for usage/,
+    ],
   ])('refuses %j with status %i', async (argv, status, message) => {
     const r = await run(argv);
     expect(r.status).toBe(status);
@@ -369,7 +373,7 @@ describe('secret seal', () => {
   it('prints help and version', async () => {
     expect((await run(['--help'])).stdout).toMatch(/^Usage: secret <COMMAND>/);
     expect((await run(['seal', '--help'])).stdout).toMatch(/--signing-jwk-path/);
-    expect((await run(['-V'])).stdout).toBe('secret 0.1.0\n');
+    expect((await run(['-V'])).stdout).toBe('secret 0.1.0 (broker dev)\n');
     expect((await run([])).status).toBe(2);
   });
 });

@@ -20,10 +20,11 @@ import { constants } from 'node:fs';
 import { access, open, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import type { Attester } from '@broker/attester';
+import { reportUsageError, runCommand } from '@broker/cli';
 import { parseResourceUri } from '@broker/protocol';
 import { type OptionSpec, type ParsedArgs, parseArgs, refuseOptions, required, UsageError } from './args.js';
 import { kbsEnvelopePayload } from './envelope.js';
-import { messageOf, SealFailed } from './errors.js';
+import { messageOf } from './errors.js';
 import { isJsonMap, type JsonMap } from './json.js';
 import { DEFAULT_SIGNING_KID, formatJwkFile, generateSigningKey, MAX_JWK_BYTES } from './jwk.js';
 import { k8sSecretManifest } from './k8s.js';
@@ -467,49 +468,41 @@ const COMMANDS: Record<
   unseal: { opts: UNSEAL_OPTS, usage: UNSEAL_USAGE, run: unseal },
 };
 
+const TOP = {
+  name: 'secret',
+  version: SECRET_CLI_VERSION,
+  help: USAGE,
+  subcommands: Object.keys(COMMANDS),
+  exitStatus: [[1, 'the command failed: one `Error: …` line on stderr, as upstream words it']],
+} as const;
+
 /** Runs `secret` with `argv` (without the program name); resolves with the exit status. */
-export async function main(argv: readonly string[], ioOverrides: Partial<SecretCliIo> = {}): Promise<number> {
+export function main(argv: readonly string[], ioOverrides: Partial<SecretCliIo> = {}): Promise<number> {
   const io: SecretCliIo = { ...defaultIo(), ...ioOverrides };
-  const [command, ...rest] = argv;
-  if (command === undefined) {
-    io.stderr(USAGE);
-    return 2;
-  }
-  if (command === '-h' || command === '--help' || command === 'help') {
-    io.stdout(USAGE);
-    return 0;
-  }
-  if (command === '-V' || command === '--version') {
-    io.stdout(`secret ${SECRET_CLI_VERSION}\n`);
-    return 0;
-  }
-  const cmd = COMMANDS[command];
-  if (cmd === undefined) {
-    io.stderr(`error: unrecognized subcommand '${command}'\n\n${USAGE}`);
-    return 2;
-  }
-  try {
-    const args = parseArgs(rest, cmd.opts);
-    if (args.help) {
-      io.stdout(cmd.usage);
-      return 0;
-    }
-    if (args.version) {
-      io.stdout(`secret ${SECRET_CLI_VERSION}\n`);
-      return 0;
-    }
-    await cmd.run(io, args);
-    return 0;
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.stderr(`error: ${e.message}\n\nFor more information, try '--help'.\n`);
-      return 2;
-    }
-    if (e instanceof CliFailure || e instanceof SealFailed || e instanceof Error) {
-      io.stderr(`Error: ${e.message}\n`);
-      return 1;
-    }
-    io.stderr(`Error: ${String(e)}\n`);
-    return 1;
-  }
+  const cio = { out: io.stdout, err: io.stderr, env: io.env };
+  return runCommand(
+    TOP,
+    argv,
+    async ({ command, rest }) => {
+      const cmd = COMMANDS[command] as (typeof COMMANDS)[string];
+      const spec = {
+        name: `secret ${command}`,
+        version: SECRET_CLI_VERSION,
+        help: cmd.usage,
+        exitStatus: TOP.exitStatus,
+      };
+      try {
+        const args = parseArgs(rest, cmd.opts);
+        if (args.help || args.version)
+          return runCommand(spec, [args.help ? '--help' : '--version'], () => 0, cio);
+        await cmd.run(io, args);
+        return 0;
+      } catch (e) {
+        if (e instanceof UsageError) return reportUsageError(spec.name, e.message, cio);
+        io.stderr(`Error: ${e instanceof Error ? e.message : String(e)}\n`);
+        return 1;
+      }
+    },
+    cio,
+  );
 }

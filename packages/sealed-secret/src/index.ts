@@ -28,7 +28,7 @@ export {
   UnsealVaultFailed,
 } from './errors.js';
 export { FolderMovedError, HeldDir } from './held-dir.js';
-export { type InitCliIo, jsonLineLogger, mainInit, SEALED_SECRET_INIT_VERSION } from './init-cli.js';
+export { type InitCliIo, mainInit, SEALED_SECRET_INIT_VERSION } from './init-cli.js';
 export { type JsonMap, type JsonValue, MAX_JSON_DEPTH } from './json.js';
 export {
   DEFAULT_SIGNING_KID,

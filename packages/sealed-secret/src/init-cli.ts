@@ -13,12 +13,22 @@
  * resource URI and never a secret: the volume step then exits 0 so the
  * container still starts (spec: "file keeps the `sealed.` pointer text;
  * container still starts"), and `exec` runs the command with the value
- * unchanged. Only a usage error exits 2. Logs are JSON lines on stderr, so that the output of an `exec` command stays its own.
+ * unchanged. Only a usage error exits 2. Log lines (the shared pino logger) go to stderr, so that
+ * the output of an `exec` command stays its own.
  */
 import { spawn } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
-import { type OptionSpec, parseArgs, UsageError } from './args.js';
-import { DEFAULT_SEALED_ROOT, type StepLogger, unsealEnv, unsealVolumes } from './volumes.js';
+import {
+  choice,
+  createLogger,
+  LOG_FORMAT_OPTION,
+  LOG_FORMATS,
+  type OptionValues,
+  parseLogDirectives,
+  runCommand,
+  UsageError,
+} from '@broker/cli';
+import { DEFAULT_SEALED_ROOT, unsealEnv, unsealVolumes } from './volumes.js';
 
 export const SEALED_SECRET_INIT_VERSION = '0.1.0';
 const DEFAULT_CDH_SOCKET = 'unix:///run/confidential-containers/cdh.sock';
@@ -29,26 +39,48 @@ const USAGE = `Usage: sealed-secret-init [OPTIONS]
 Replaces sealed-secret pointers (text starting with \`sealed.\`) with their secrets through the
 confidential data hub: in the files of the secret volumes under --root, or, with \`exec\`, in the
 environment given to COMMAND. A pointer that cannot be unsealed is kept and logged; the volume step
-still exits 0 so that the container starts.
+still exits 0 so that the container starts. Log lines go to stderr (stdout is the command's), JSON
+(text on a terminal); the level comes from --log-level, else RUST_LOG, else info.
 
 Options:
-      --root <DIR>          Folder the sealed-secret volumes are mounted under [default: ${DEFAULT_SEALED_ROOT}]
-      --cdh-socket <ADDR>   The data hub's ttrpc socket [default: ${DEFAULT_CDH_SOCKET}]
-      --timeout-ms <MS>     Deadline of each UnsealSecret call [default: 50000]
-      --log-level <LEVEL>   trace, debug, info, warn, error or off [default: info]
-  -h, --help                Print help
-  -V, --version             Print version
+      --root <DIR>           Folder the sealed-secret volumes are mounted under [default: ${DEFAULT_SEALED_ROOT}]
+      --cdh-socket <ADDR>    The data hub's ttrpc socket [default: ${DEFAULT_CDH_SOCKET}]
+      --timeout-ms <MS>      Deadline of each UnsealSecret call [default: 50000]
+      --log-level <LEVEL>    off, error, warn, info, debug or trace
+      --log-format <FORMAT>  json (default) or text (default when stderr is a terminal)
+  -h, --help                 Print help
+  -V, --version              Print version
 `;
 
-const OPTS: OptionSpec[] = [
-  { name: 'root', value: true },
-  { name: 'cdh-socket', value: true },
-  { name: 'timeout-ms', value: true },
-  { name: 'log-level', value: true },
-];
+const COMMON = {
+  'cdh-socket': { type: 'string' },
+  'timeout-ms': { type: 'string' },
+  'log-level': { type: 'string' },
+  ...LOG_FORMAT_OPTION,
+} as const;
 
-const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'off'] as const;
-type Level = (typeof LEVELS)[number];
+const EXIT_STATUS = [
+  [0, 'every pointer handled (one that cannot be unsealed is kept and logged)'],
+  [1, 'the volume folder could not be read'],
+  [127, 'exec: COMMAND could not be started; otherwise exec exits with the status of COMMAND'],
+] as const;
+
+const VOLUMES = {
+  name: 'sealed-secret-init',
+  version: SEALED_SECRET_INIT_VERSION,
+  help: USAGE,
+  options: { root: { type: 'string' }, ...COMMON },
+  exitStatus: EXIT_STATUS,
+} as const;
+
+const EXEC = {
+  name: 'sealed-secret-init exec',
+  version: SEALED_SECRET_INIT_VERSION,
+  help: USAGE,
+  options: COMMON,
+  positionals: ['COMMAND', '[ARGS...]'],
+  exitStatus: EXIT_STATUS,
+} as const;
 
 export interface InitCliIo {
   readonly stdout: (text: string) => void;
@@ -56,20 +88,6 @@ export interface InitCliIo {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Runs the command of `exec`; resolves with the exit status to return (tests replace it). */
   readonly run?: (command: string, args: readonly string[], env: Record<string, string>) => Promise<number>;
-}
-
-/** JSON-lines logger at `level`. */
-export function jsonLineLogger(write: (line: string) => void, level: Level = 'info'): StepLogger {
-  const rank = (l: Level) => LEVELS.indexOf(l);
-  const emit = (l: Level, fields: object, msg: string) => {
-    if (level === 'off' || rank(l) < rank(level)) return;
-    write(`${JSON.stringify({ level: l, time: new Date().toISOString(), msg, ...fields })}\n`);
-  };
-  return {
-    debug: (f, m) => emit('debug', f, m),
-    info: (f, m) => emit('info', f, m),
-    warn: (f, m) => emit('warn', f, m),
-  };
 }
 
 /** Spawns the command with inherited stdio, forwards stop signals, resolves with its status. */
@@ -96,65 +114,56 @@ function runChild(command: string, args: readonly string[], env: Record<string, 
 }
 
 /** Runs `sealed-secret-init` with `argv` (without the program name); resolves with the exit status. */
-export async function mainInit(
-  argv: readonly string[],
-  ioOverrides: Partial<InitCliIo> = {},
-): Promise<number> {
+export function mainInit(argv: readonly string[], ioOverrides: Partial<InitCliIo> = {}): Promise<number> {
   const io: InitCliIo = {
     stdout: (t) => process.stdout.write(t),
     stderr: (t) => process.stderr.write(t),
     env: process.env,
     ...ioOverrides,
   };
+  const cio = { out: io.stdout, err: io.stderr, env: io.env };
   const execMode = argv[0] === 'exec';
-  let parsed: ReturnType<typeof parseArgs>;
-  let timeoutMs = 50_000;
-  let level: Level = 'info';
-  try {
-    parsed = parseArgs(
-      execMode ? argv.slice(1) : argv,
-      execMode ? OPTS.filter((o) => o.name !== 'root') : OPTS,
+  if (execMode) {
+    return runCommand(
+      EXEC,
+      argv.slice(1),
+      ({ values, positionals }) => run(io, values, positionals, ioOverrides),
+      cio,
     );
-    if (parsed.help) {
-      io.stdout(USAGE);
-      return 0;
-    }
-    if (parsed.version) {
-      io.stdout(`sealed-secret-init ${SEALED_SECRET_INIT_VERSION}\n`);
-      return 0;
-    }
-    const t = parsed.values.get('timeout-ms');
-    if (t !== undefined) {
-      if (!/^[0-9]{1,9}$/.test(t) || Number(t) === 0) {
-        throw new UsageError(
-          `invalid value '${t}' for '--timeout-ms <MS>': a positive number of milliseconds`,
-        );
-      }
-      timeoutMs = Number(t);
-    }
-    const l = parsed.values.get('log-level');
-    if (l !== undefined) {
-      if (!(LEVELS as readonly string[]).includes(l)) {
-        throw new UsageError(`invalid value '${l}' for '--log-level <LEVEL>': expected ${LEVELS.join(', ')}`);
-      }
-      level = l as Level;
-    }
-    if (execMode && parsed.positionals.length === 0) throw new UsageError('exec needs a command after `--`');
-    if (!execMode && parsed.positionals.length > 0) {
-      throw new UsageError(`unexpected argument '${parsed.positionals[0]}' found`);
-    }
-  } catch (e) {
-    if (!(e instanceof UsageError)) throw e;
-    io.stderr(`error: ${e.message}\n\nFor more information, try '--help'.\n`);
-    return 2;
   }
+  return runCommand(VOLUMES, argv, ({ values }) => run(io, values, undefined, ioOverrides), cio);
+}
 
-  const logger = jsonLineLogger(io.stderr, level);
-  const socket = parsed.values.get('cdh-socket') ?? DEFAULT_CDH_SOCKET;
+async function run(
+  io: InitCliIo,
+  values: OptionValues<typeof VOLUMES.options>,
+  command: readonly string[] | undefined,
+  overrides: Partial<InitCliIo>,
+): Promise<number> {
+  let timeoutMs = 50_000;
+  const t = values['timeout-ms'];
+  if (t !== undefined) {
+    if (!/^[0-9]{1,9}$/.test(t) || Number(t) === 0) {
+      throw new UsageError(`invalid value '${t}' for '--timeout-ms' (a positive number of milliseconds)`);
+    }
+    timeoutMs = Number(t);
+  }
+  const level = values['log-level'];
+  if (level !== undefined) parseLogDirectives('--log-level', level, ['sealed_secret_init']);
+  const format = choice('log-format', values['log-format'], LOG_FORMATS);
+  // One logger for every tool; on stderr, so that the output of an `exec` command stays its own.
+  const logger = createLogger({
+    name: 'sealed-secret-init',
+    env: level !== undefined ? { RUST_LOG: level } : io.env,
+    fd: 2,
+    ...(format !== undefined && { format }),
+    ...(overrides.stderr !== undefined && { destination: { write: overrides.stderr } }),
+  });
+  const socket = values['cdh-socket'] ?? DEFAULT_CDH_SOCKET;
   const { dataHubUnsealer } = await import('./remote.js');
   const hub = dataHubUnsealer(socket, { timeoutMs });
   try {
-    if (execMode) {
+    if (command !== undefined) {
       const entries = Object.entries(io.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
       const unsealed = await unsealEnv(entries, { unseal: hub.unseal, logger });
       hub.close();
@@ -163,15 +172,16 @@ export async function mainInit(
         const eq = e.indexOf('=');
         env[e.slice(0, eq)] = e.slice(eq + 1);
       }
-      const [command, ...args] = parsed.positionals as [string, ...string[]];
-      return await (io.run ?? runChild)(command, args, env);
+      const [program, ...args] = command as [string, ...string[]];
+      return await (io.run ?? runChild)(program, args, env);
     }
-    const root = parsed.values.get('root') ?? DEFAULT_SEALED_ROOT;
+    const root = values.root ?? DEFAULT_SEALED_ROOT;
     const results = await unsealVolumes(root, { unseal: hub.unseal, logger });
     const failed = results.filter((r) => r.outcome === 'failed').length;
     logger.info({ root, unsealed: results.length - failed, kept: failed }, 'sealed-secret volumes processed');
     return 0;
   } finally {
     hub.close();
+    logger.flush();
   }
 }
