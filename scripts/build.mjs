@@ -6,6 +6,7 @@ import { chmodSync, copyFileSync, mkdirSync, rmSync, statSync, symlinkSync, writ
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { buildShims } from '../packages/attester/shims/build.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
@@ -44,6 +45,8 @@ const describe = gitDescribe();
 rmSync(bin, { recursive: true, force: true });
 mkdirSync(bin, { recursive: true });
 mkdirSync(work, { recursive: true });
+// The attester's ioctl shims (static C programs), beside broker-guest: packages/attester/README.md.
+const shims = buildShims({ outDir: bin });
 
 const sizes = [];
 for (const exe of EXECUTABLES) {
@@ -117,3 +120,7 @@ for (const s of sizes) {
     `  ${s.name.padEnd(16)} ${mb(s.bytes).padStart(10)}  (bundle ${mb(s.bundleBytes)}; commands: ${s.commands.join(', ')})`,
   );
 }
+for (const s of shims)
+  console.log(
+    `  ${s.name.padEnd(16)} ${`${(s.bytes / 1024).toFixed(0)} KiB`.padStart(10)}  (static C, ${s.cc})`,
+  );
