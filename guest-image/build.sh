@@ -54,6 +54,9 @@ for p in debootstrap mke2fs chroot; do
 done
 GUEST=$BIN/broker-guest
 [ -x "$GUEST" ] || die "$GUEST is missing: run make build"
+# The attester's ioctl shims (static C, for kernels without configfs-tsm) go beside it.
+SHIMS=(broker-snp-report broker-tdx-report)
+for s in "${SHIMS[@]}"; do [ -x "$BIN/$s" ] || die "$BIN/$s is missing: run make build"; done
 # Every command must be one the executable answers to (the provisioning step included).
 "$GUEST" process-user-data default-initdata >/dev/null 2>&1 ||
   die "$GUEST has no process-user-data command: add it to packages/executables/src/guest.ts and run make build"
@@ -79,6 +82,7 @@ debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$MIRROR"
 
 # The guest executable and its command links (dispatch on argv[0]).
 install -D -m 0755 "$GUEST" "$ROOTFS/usr/local/bin/broker-guest"
+for s in "${SHIMS[@]}"; do install -D -m 0755 "$BIN/$s" "$ROOTFS/usr/local/bin/$s"; done
 for c in "${COMMANDS[@]}"; do ln -sf broker-guest "$ROOTFS/usr/local/bin/$c"; done
 
 # Units, defaults, network and the documentation.
