@@ -174,7 +174,8 @@ export function indexValue(obj: Value | undefined, key: Value): Value | undefine
 function chained(v: Value | undefined, path: readonly string[]): Value | undefined {
   let cur = v;
   for (let i = 0; i < path.length && cur !== undefined; i++) {
-    cur = cur instanceof ObjectValue ? cur.getStr(path[i]!) : undefined;
+    const k = path[i]!;
+    cur = cur instanceof ObjectValue ? cur.getStr(k) : cur instanceof SetValue && cur.has(k) ? k : undefined;
   }
   return cur;
 }

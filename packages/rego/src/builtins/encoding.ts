@@ -1,5 +1,5 @@
 // Encoding builtins: base64, base64url, hex, JSON, YAML and URL query strings.
-import { parse as parseYAML, stringify as stringifyYAML } from 'yaml';
+import { parseAllDocuments, parse as parseYAML, stringify as stringifyYAML, type Tags } from 'yaml';
 import { fromJSON, ObjectValue, SetValue, type Value } from '../value.js';
 import {
   argObject,
@@ -40,16 +40,20 @@ function b64decode(name: string, s: string, alphabet: 'std' | 'url'): string {
 
 /** YAML text to a Rego value the way sigs.k8s.io/yaml does it (YAML 1.1 scalars, keys as strings). */
 export function yamlToValue(text: string): Value {
-  const doc = parseYAML(text, {
+  const options = {
     version: '1.1',
     intAsBigInt: true,
-    maxAliasCount: 100,
     uniqueKeys: false,
     // Timestamps stay strings, as they do in JSON.
-    customTags: (tags) =>
+    customTags: (tags: Tags) =>
       tags.filter((t) => typeof t === 'string' || t.tag !== 'tag:yaml.org,2002:timestamp'),
-  }) as unknown;
-  return yamlNode(doc, 0);
+  } as const;
+  if (!/^(---|\.\.\.)/m.test(text)) return yamlNode(parseYAML(text, { ...options, maxAliasCount: 100 }), 0);
+  // Several documents: all must be well-formed; the value is the first one's, as Go's yaml.Unmarshal gives.
+  const docs = parseAllDocuments(text, options);
+  if (!Array.isArray(docs)) return null;
+  for (const d of docs) if (d.errors.length > 0) throw d.errors[0];
+  return yamlNode(docs[0]?.toJS({ maxAliasCount: 100 }) ?? null, 0);
 }
 
 function yamlNode(x: unknown, depth: number): Value {
