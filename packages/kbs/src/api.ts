@@ -62,6 +62,15 @@ export function routedPath(segments: readonly string[]): string {
   return `/kbs/v0/${segments.join('/')}`;
 }
 
+/**
+ * The admin ACL's view of a built-in endpoint: the endpoint and the part of the path it uses. The router
+ * picks these endpoints by their first segment and ignores what follows (as trustee does), so
+ * `/kbs/v0/resource-policy/x` is judged as the `/kbs/v0/resource-policy` it reaches.
+ */
+function endpointPath(endpoint: string, subPath = ''): string {
+  return subPath === '' ? `/kbs/v0/${endpoint}` : `/kbs/v0/${endpoint}/${subPath}`;
+}
+
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -72,9 +81,12 @@ export class Api {
 
   constructor(private readonly deps: ApiDeps) {}
 
-  private checkAdmin(req: ApiRequest, endpoint: string): void {
+  private checkAdmin(req: ApiRequest, endpoint: string, subPath?: string): void {
     try {
-      const d = this.deps.admin.check({ authorization: req.authorization, path: routedPath(req.segments) });
+      const d = this.deps.admin.check({
+        authorization: req.authorization,
+        path: endpointPath(endpoint, subPath),
+      });
       this.deps.logger.info(
         { endpoint, principal: d.principal, mode: this.deps.admin.mode },
         'admin access granted',
@@ -147,7 +159,7 @@ export class Api {
   }
 
   private async getReferenceValue(req: ApiRequest, id: string): Promise<Reply> {
-    this.checkAdmin(req, 'reference-value');
+    this.checkAdmin(req, 'reference-value', id);
     let value: unknown;
     try {
       value = await this.deps.attestation.getReferenceValue(id);
