@@ -79,15 +79,15 @@ describe('process-user-data', () => {
 
   it('answers usage errors with exit 2', async () => {
     const cases: [string[], RegExp][] = [
-      [[], /a command is required/],
+      [[], /missing command/],
       [['provision'], /unknown command/],
-      [['provision-files', '--bogus'], /Unknown option/],
+      [['provision-files', '--bogus'], /unknown option '--bogus'/],
       [['provision-files', '--user-data', '/x', '--imds-url', 'http://a'], /not both/],
       [['provision-files', '--imds-url', 'ftp://a', '--tpm', 'none'], /http: or https:/],
       [['provision-files', '--imds-url', 'nope', '--tpm', 'none'], /not a URL/],
       [['provision-files', '--user-data-fetch-timeout', '1.5', '--tpm', 'none'], /whole seconds/],
       [['provision-files', 'extra'], /unexpected argument/],
-      [['default-initdata', 'x'], /takes no arguments/],
+      [['default-initdata', 'x'], /unexpected argument 'x'/],
     ];
     for (const [argv, msg] of cases) {
       const r = await run(argv);

@@ -1,23 +1,73 @@
 // `process-user-data`: the pod VM's first service (CAA's command name and subcommand).
 import { existsSync, statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { createLogger, type OptionValues, runCommand, UsageError } from '@broker/cli';
 import { ProvisionError } from './errors.js';
 import { DEFAULT_INITDATA_TOML } from './initdata.js';
 import { provisionFiles } from './provision.js';
 import { defaultSource, type UserDataSource } from './sources.js';
 
-export const PROCESS_USER_DATA_USAGE = `usage:
-  process-user-data provision-files [--user-data FILE|DIR | --imds-url URL] [--root DIR]
-                                    [--tpm /dev/tpmrm0|swtpm:HOST:PORT|none] [--user-data-fetch-timeout SECONDS]
-      Reads the pod's user data (a cidata ISO image or block device, a folder or file holding user-data,
-      or an IMDS-style endpoint), takes its initdata (or the default one), extends PCR8 with the initdata
-      digest and writes aa.toml, cdh.toml, policy.rego, initdata.digest under /run/peerpod and
-      initdata.toml under /run/confidential-containers/initdata. Without --user-data and --imds-url it
-      looks for /media/cidata/user-data, then /dev/disk/by-label/cidata. The TPM defaults to $BROKER_TPM,
-      else /dev/tpmrm0.
-  process-user-data default-initdata
-      Prints the initdata provisioned for pods without one (its PCR8 is a constant reference value).
+const VERSION = '0.1.0';
+
+export const PROCESS_USER_DATA_USAGE = `Usage: process-user-data <COMMAND> [OPTIONS]
+
+The pod VM's first service (CAA's command name and subcommands).
+
+Commands:
+  provision-files   Provision the guest components' files from the pod's user data
+  default-initdata  Print the initdata provisioned for pods without one
+
+Options:
+  -h, --help     Print help (each command has its own: process-user-data provision-files --help)
+  -V, --version  Print version
 `;
+
+const PROVISION_HELP = `Usage: process-user-data provision-files [OPTIONS]
+
+Reads the pod's user data (a cidata ISO image or block device, a folder or file holding user-data,
+or an IMDS-style endpoint), takes its initdata (or the default one), extends PCR8 with the initdata
+digest and writes aa.toml, cdh.toml, policy.rego, initdata.digest under /run/peerpod and
+initdata.toml under /run/confidential-containers/initdata. Without --user-data and --imds-url it
+looks for /media/cidata/user-data, then /dev/disk/by-label/cidata. Log lines are JSON on stdout
+(text on a terminal), level from RUST_LOG.
+
+Options:
+      --user-data <FILE|DIR>               The user data (ISO image, block device, folder or file)
+      --imds-url <URL>                     An IMDS-style endpoint serving the user data
+      --root <DIR>                         Where the files go [default: /]
+      --tpm <ADDRESS>                      /dev/tpmrm0, swtpm:HOST:PORT or none [default: $BROKER_TPM, else /dev/tpmrm0]
+      --user-data-fetch-timeout <SECONDS>  How long to wait for the user data [default: 180]
+  -h, --help                               Print help
+`;
+
+const EXIT_STATUS = [[1, 'provisioning failed; nothing was written']] as const;
+
+const TOP = {
+  name: 'process-user-data',
+  version: VERSION,
+  help: PROCESS_USER_DATA_USAGE,
+  subcommands: ['provision-files', 'default-initdata'],
+  exitStatus: EXIT_STATUS,
+} as const;
+
+const PROVISION = {
+  name: 'process-user-data provision-files',
+  version: VERSION,
+  help: PROVISION_HELP,
+  options: {
+    'user-data': { type: 'string' },
+    'imds-url': { type: 'string' },
+    root: { type: 'string' },
+    tpm: { type: 'string' },
+    'user-data-fetch-timeout': { type: 'string' },
+  },
+  exitStatus: EXIT_STATUS,
+} as const;
+
+const DEFAULT_INITDATA = {
+  name: 'process-user-data default-initdata',
+  version: VERSION,
+  help: 'Usage: process-user-data default-initdata\n\nPrints the initdata provisioned for pods without one (its PCR8 is a constant reference value).\n',
+} as const;
 
 export interface ProcessUserDataIo {
   readonly out: (s: string) => void;
@@ -31,17 +81,8 @@ const nodeIo: ProcessUserDataIo = {
   env: process.env,
 };
 
-const OPTIONS = {
-  'user-data': { type: 'string' },
-  'imds-url': { type: 'string' },
-  root: { type: 'string' },
-  tpm: { type: 'string' },
-  'user-data-fetch-timeout': { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
-
 function usage(why: string): never {
-  throw new ProvisionError('USAGE', why);
+  throw new UsageError(why);
 }
 
 function tpmAddress(flag: string | undefined, env: ProcessUserDataIo['env']): string | null {
@@ -55,24 +96,10 @@ function tpmAddress(flag: string | undefined, env: ProcessUserDataIo['env']): st
   );
 }
 
-async function provisionCommand(argv: readonly string[], io: ProcessUserDataIo): Promise<number> {
-  let values: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; strict: true }>>['values'];
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: [...argv],
-      options: OPTIONS,
-      strict: true,
-      allowPositionals: true,
-    }));
-  } catch (e) {
-    return usage((e as Error).message);
-  }
-  if (values.help) {
-    io.out(PROCESS_USER_DATA_USAGE);
-    return 0;
-  }
-  if (positionals.length > 0) usage(`unexpected argument ${JSON.stringify(positionals[0])}`);
+async function provisionCommand(
+  values: OptionValues<typeof PROVISION.options>,
+  io: ProcessUserDataIo,
+): Promise<number> {
   if (values['user-data'] !== undefined && values['imds-url'] !== undefined) {
     usage('give --user-data or --imds-url, not both');
   }
@@ -109,48 +136,46 @@ async function provisionCommand(argv: readonly string[], io: ProcessUserDataIo):
     source = await defaultSource();
   }
   const tpm = tpmAddress(values.tpm, io.env);
+  const logger = createLogger({
+    name: 'process-user-data',
+    env: io.env,
+    ...(io !== nodeIo && { destination: { write: io.err } }),
+  });
   const result = await provisionFiles({
     ...(source !== undefined && { source }),
     root: values.root ?? '/',
     tpm,
     fetch: { timeoutMs },
-    log: (line) => io.err(`process-user-data: ${line}\n`),
+    log: (line) => logger.info(line),
   });
-  io.err(
-    `process-user-data: provisioned ${result.initData.isDefault ? 'the default initdata' : 'the pod initdata'} (${result.initData.algorithm} ${result.initData.digest.toString('hex')})\n`,
+  logger.info(
+    { algorithm: result.initData.algorithm, digest: result.initData.digest.toString('hex') },
+    `provisioned ${result.initData.isDefault ? 'the default initdata' : 'the pod initdata'}`,
   );
+  logger.flush();
   return 0;
 }
 
 /** The CLI: 0 on success, 2 on a usage error, 1 when provisioning fails (nothing is written then). */
-export async function processUserDataMain(
+export function processUserDataMain(
   argv: readonly string[],
   io: ProcessUserDataIo = nodeIo,
 ): Promise<number> {
-  const [command, ...rest] = argv;
-  try {
-    switch (command) {
-      case 'provision-files':
-        return await provisionCommand(rest, io);
-      case 'default-initdata':
-        if (rest.length > 0) usage('default-initdata takes no arguments');
-        io.out(DEFAULT_INITDATA_TOML);
-        return 0;
-      case '-h':
-      case '--help':
-        io.out(PROCESS_USER_DATA_USAGE);
-        return 0;
-      default:
-        return usage(
-          command === undefined ? 'a command is required' : `unknown command ${JSON.stringify(command)}`,
-        );
-    }
-  } catch (e) {
-    if (e instanceof ProvisionError && e.code === 'USAGE') {
-      io.err(`process-user-data: ${e.message}\n${PROCESS_USER_DATA_USAGE}`);
-      return 2;
-    }
-    io.err(`process-user-data: ${(e as Error).message}\n`);
-    return 1;
-  }
+  return runCommand(
+    TOP,
+    argv,
+    ({ command, rest }) =>
+      command === 'provision-files'
+        ? runCommand(PROVISION, rest, ({ values }) => provisionCommand(values, io), io)
+        : runCommand(
+            DEFAULT_INITDATA,
+            rest,
+            () => {
+              io.out(DEFAULT_INITDATA_TOML);
+              return 0;
+            },
+            io,
+          ),
+    io,
+  );
 }
