@@ -135,7 +135,6 @@ export const UNSUPPORTED: ReadonlySet<string> = new Set([
   'io.jwt.verify_rs512',
   'json.match_schema',
   'json.verify_schema',
-  'net.lookup_ip_addr',
   'opa.runtime',
   'providers.aws.sign_req',
   'regex.globs_match',

@@ -244,6 +244,23 @@ function cidrContainsBuiltin(name: string) {
 }
 
 export const netBuiltins: BuiltinTable = {
+  // Without DNS: an IP address resolves to itself (as Go's resolver does); names are a builtin error.
+  'net.lookup_ip_addr': {
+    arity: 1,
+    fn: (args) => {
+      const name = argString('net.lookup_ip_addr', args, 0);
+      const ip = parseIP(name);
+      if (ip === undefined) {
+        throw builtinError(
+          'net.lookup_ip_addr',
+          `lookup ${name}: name resolution is not supported by this engine`,
+        );
+      }
+      const out = new SetValue();
+      out.add(formatIP(ip));
+      return out;
+    },
+  },
   'net.cidr_contains': cidrContainsBuiltin('net.cidr_contains'),
   // Deprecated (v0 only): same as net.cidr_contains.
   'net.cidr_overlap': cidrContainsBuiltin('net.cidr_overlap'),
