@@ -199,9 +199,9 @@ describe('brokerctl', () => {
       [
         'other kinds',
         'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n',
-        /only BrokerConfig and Secret/,
+        /only BrokerConfig \(or TrusteeConfig\) and Secret/,
       ],
-      ['a list', '- 1\n- 2\n', /only BrokerConfig and Secret/],
+      ['a list', '- 1\n- 2\n', /only BrokerConfig \(or TrusteeConfig\) and Secret/],
       ['empty', '', /expected one BrokerConfig/],
     ];
     for (const [what, text, message] of cases) {

@@ -19,12 +19,16 @@ import { isCrdGroup, routeHost } from './names.js';
 import { ATTESTATION_POLICY } from './policies.js';
 import { renderBrokerConfig } from './render.js';
 import { collectSecrets, type SourceSecret } from './source-secrets.js';
+import { parseTrusteeConfig, TRUSTEE_CONFIG_KIND } from './trustee-config.js';
 import { parseYamlDocuments, stringifyYamlDocuments } from './yaml-io.js';
 
 export const BROKERCTL_USAGE = `usage:
   brokerctl render BROKERCONFIG.yaml --cluster-domain D [--crd-group G] [--secrets FILE]... [--image IMG]
+                  [--namespace NS]
       Every object the BrokerConfig generates, as multi-document YAML. The TLS Secrets it names are read
       from Secret documents in BROKERCONFIG.yaml or in --secrets files (e.g. \`brokerctl certs\` output).
+      A trustee-operator TrusteeConfig is read as the BrokerConfig it amounts to (--namespace when it
+      names none; default trustee-operator-system).
   brokerctl crds [--crd-group G]
       CustomResourceDefinitions of BrokerConfig and KbsConfig.
   brokerctl cert-manager (BROKERCONFIG.yaml --cluster-domain D | --route-host H [--namespace NS])
@@ -45,24 +49,43 @@ function readDocs(io: CliIO, path: string): unknown[] {
   return parseYamlDocuments(io.readFile(path, MAX_INPUT_BYTES), path);
 }
 
-/** The one BrokerConfig of a file, plus any Secret documents beside it. */
+const CONFIG_KINDS = ['BrokerConfig', TRUSTEE_CONFIG_KIND];
+
+/**
+ * The one BrokerConfig of a file (or trustee-operator's TrusteeConfig, read as one), plus any Secret
+ * documents beside it. A TrusteeConfig's warnings (pruned fields, the namespace taken) go to stderr.
+ */
 function readBrokerConfig(
   io: CliIO,
   path: string,
   crdGroup: string | undefined,
+  namespace?: string,
 ): { cfg: BrokerConfig; secrets: Map<string, SourceSecret> } {
   const { secrets, others } = collectSecrets(readDocs(io, path), path);
-  const configs = others.filter((d) => isRecord(d) && d.kind === 'BrokerConfig');
-  const rest = others.filter((d) => !(isRecord(d) && d.kind === 'BrokerConfig'));
+  const isConfig = (d: unknown) => isRecord(d) && CONFIG_KINDS.includes(d.kind as string);
+  const configs = others.filter(isConfig);
+  const rest = others.filter((d) => !isConfig(d));
   if (rest.length > 0) {
     const kinds = rest.map((d) => (isRecord(d) && typeof d.kind === 'string' ? d.kind : typeof d));
     throw new InputError(
-      `${path}: only BrokerConfig and Secret documents are read, found ${kinds.join(', ')}`,
+      `${path}: only BrokerConfig (or TrusteeConfig) and Secret documents are read, found ${kinds.join(', ')}`,
     );
   }
-  if (configs.length !== 1)
-    throw new InputError(`${path}: expected one BrokerConfig document, found ${configs.length}`);
-  return { cfg: parseBrokerConfig(configs[0], crdGroup === undefined ? {} : { crdGroup }), secrets };
+  if (configs.length !== 1) {
+    throw new InputError(
+      `${path}: expected one BrokerConfig or TrusteeConfig document, found ${configs.length}`,
+    );
+  }
+  const doc = configs[0] as Record<string, unknown>;
+  if (doc.kind === TRUSTEE_CONFIG_KIND) {
+    const { config, warnings } = parseTrusteeConfig(doc, {
+      ...(crdGroup !== undefined && { crdGroup }),
+      ...(namespace !== undefined && { namespace }),
+    });
+    for (const w of warnings) io.err(`brokerctl: warning: ${w}\n`);
+    return { cfg: config, secrets };
+  }
+  return { cfg: parseBrokerConfig(doc, crdGroup === undefined ? {} : { crdGroup }), secrets };
 }
 
 function render(args: ParsedArgs, io: CliIO): number {
@@ -74,7 +97,12 @@ function render(args: ParsedArgs, io: CliIO): number {
       'render needs --cluster-domain (the route host is kbs-route-<namespace>.<cluster_domain>)',
     );
   }
-  const { cfg, secrets } = readBrokerConfig(io, file, args.flags.get('crd-group'));
+  const { cfg, secrets } = readBrokerConfig(
+    io,
+    file,
+    args.flags.get('crd-group'),
+    args.flags.get('namespace'),
+  );
   for (const extraFile of args.lists.get('secrets') ?? []) {
     const more = collectSecrets(readDocs(io, extraFile), extraFile);
     if (more.others.length > 0)

@@ -51,6 +51,59 @@ describe('renderCrds', () => {
   });
 });
 
+describe('KbsConfig CRD and trustee-operator', () => {
+  // The JSON names of trustee-operator's KbsConfigSpec (api/v1alpha1/kbsconfig_types.go), with its casing.
+  const UPSTREAM_FIELDS = [
+    'kbsConfigMapName',
+    'kbsAsConfigMapName',
+    'kbsRvpsConfigMapName',
+    'kbsRvpsRefValuesConfigMapName',
+    'kbsAuthSecretName',
+    'kbsServiceType',
+    'kbsDeploymentType',
+    'kbsHttpsKeySecretName',
+    'kbsHttpsCertSecretName',
+    'kbsAttestationKeySecretName',
+    'kbsAttestationCertSecretName',
+    'kbsSecretResources',
+    'kbsAttestationPolicyConfigMapName',
+    'kbsGpuAttestationPolicyConfigMapName',
+    'kbsResourcePolicyConfigMapName',
+    'ibmSEConfigSpec',
+    'KbsEnvVars',
+    'kbsLocalCertCacheSpec',
+    'KbsDeploymentSpec',
+  ];
+  const spec = () =>
+    (renderCrds('example.org')[1] as Any).spec.versions[0].schema.openAPIV3Schema.properties.spec;
+
+  it('declares every trustee-operator field with its casing, and no tdxConfigSpec (removed upstream)', () => {
+    const names = Object.keys(spec().properties);
+    for (const f of UPSTREAM_FIELDS) expect(names, f).toContain(f);
+    expect(names).not.toContain('tdxConfigSpec');
+    expect(names).not.toContain('kbsDeploymentSpec');
+    // Ours only: the Redis of the replicas.
+    expect(names.filter((n) => !UPSTREAM_FIELDS.includes(n))).toEqual(['kbsRedisSpec']);
+  });
+
+  it('refuses by name, with the reason, the fields that mean nothing here', () => {
+    const rules = spec()['x-kubernetes-validations'] as { rule: string; message: string }[];
+    for (const f of [
+      'kbsAsConfigMapName',
+      'kbsRvpsConfigMapName',
+      'kbsGpuAttestationPolicyConfigMapName',
+      'kbsLocalCertCacheSpec',
+      'ibmSEConfigSpec',
+    ]) {
+      const r = rules.find((x) => x.rule === `!has(self.${f})`);
+      expect(r?.message, f).toMatch(new RegExp(`^${f} is not supported here: .+`));
+    }
+    expect(rules.find((x) => x.rule.includes('kbsDeploymentType'))?.message).toMatch(
+      /MicroservicesDeployment is not supported here/,
+    );
+  });
+});
+
 describe('addSecretPlan', () => {
   it('gives the spec patch, the Deployment mount and the restart', () => {
     const plan = addSecretPlan('kbsres2', { config: 'broker', namespace: 'trustee-ns' });

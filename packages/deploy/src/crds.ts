@@ -41,6 +41,42 @@ const SECRET_RESOURCES: IJSONSchemaProps = {
 
 const SERVICE_TYPE: IJSONSchemaProps = { type: 'string', enum: [...SERVICE_TYPES], default: 'ClusterIP' };
 
+/** trustee-operator's `DeploymentType`. */
+export const DEPLOYMENT_TYPES = ['AllInOneDeployment', 'MicroservicesDeployment'] as const;
+
+/**
+ * trustee-operator KbsConfigSpec fields that mean nothing for this KBS: the CRD declares them and a
+ * validation rule refuses each by name, with the reason. (trustee-operator dropped `tdxConfigSpec`; so
+ * does this CRD.)
+ */
+export const REFUSED_KBS_CONFIG_FIELDS: readonly (readonly [string, string, IJSONSchemaProps])[] = [
+  [
+    'kbsAsConfigMapName',
+    'the attestation service is built into the KBS (no microservices deployment)',
+    { type: 'string' },
+  ],
+  [
+    'kbsRvpsConfigMapName',
+    'the RVPS is built into the KBS (no microservices deployment)',
+    { type: 'string' },
+  ],
+  [
+    'kbsGpuAttestationPolicyConfigMapName',
+    'GPU evidence is appraised by the built-in default_gpu policy',
+    { type: 'string' },
+  ],
+  [
+    'kbsLocalCertCacheSpec',
+    'collateral comes from the collateral services (BrokerConfig spec.collateralSpec)',
+    { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+  ],
+  [
+    'ibmSEConfigSpec',
+    'IBM Secure Execution is not supported',
+    { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+  ],
+];
+
 export function brokerConfigSchema(): IJSONSchemaProps {
   return {
     type: 'object',
@@ -126,17 +162,44 @@ export function kbsConfigSchema(): IJSONSchemaProps {
           kbsRvpsRefValuesConfigMapName: name('reference values ConfigMap'),
           kbsAttestationPolicyConfigMapName: name('attestation policy ConfigMap'),
           kbsResourcePolicyConfigMapName: name('resource access policy ConfigMap'),
-          tdxConfigSpec: {
-            type: 'object',
-            properties: { kbsTdxConfigMapName: name('TDX ConfigMap') },
-          },
           kbsServiceType: SERVICE_TYPE,
-          kbsDeploymentSpec: {
+          kbsDeploymentType: {
+            type: 'string',
+            enum: [...DEPLOYMENT_TYPES],
+            default: 'AllInOneDeployment',
+            description:
+              'trustee-operator: AllInOneDeployment (one KBS container with the AS and RVPS built in)',
+          },
+          KbsEnvVars: {
             type: 'object',
+            description: 'Plain environment variables of the KBS container (trustee-operator casing)',
+            additionalProperties: { type: 'string' },
+          },
+          KbsDeploymentSpec: {
+            type: 'object',
+            description: 'trustee-operator casing',
             properties: { replicas: { type: 'integer', minimum: 1, maximum: MAX_REPLICAS } },
           },
+          // trustee-operator fields with no meaning here: declared so that the rules below refuse them by name.
+          ...Object.fromEntries(
+            REFUSED_KBS_CONFIG_FIELDS.map(([field, , schema]) => [
+              field,
+              { ...schema, description: 'not supported here' },
+            ]),
+          ),
           kbsRedisSpec: REDIS_SPEC,
         },
+        'x-kubernetes-validations': [
+          {
+            rule: "!has(self.kbsDeploymentType) || self.kbsDeploymentType == 'AllInOneDeployment'",
+            message:
+              'kbsDeploymentType MicroservicesDeployment is not supported here: the attestation service and RVPS are built into the KBS',
+          },
+          ...REFUSED_KBS_CONFIG_FIELDS.map(([field, why]) => ({
+            rule: `!has(self.${field})`,
+            message: `${field} is not supported here: ${why}`,
+          })),
+        ],
       },
       status: {
         type: 'object',

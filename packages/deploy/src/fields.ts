@@ -118,6 +118,11 @@ export class Fields {
     return f;
   }
 
+  /** The keys not read so far (for readers that report them instead of refusing them). */
+  unread(): string[] {
+    return Object.keys(this.obj).filter((k) => !this.seen.has(k));
+  }
+
   /** Refuses every key that was not read; `hints` adds a suggestion for known misspellings. */
   finish(hints: Record<string, string> = {}): void {
     for (const k of Object.keys(this.obj)) {

@@ -79,7 +79,9 @@ describe('renderBrokerConfig', () => {
       ['Secret', (o) => (o.stringdata = {})],
       ['ConfigMap', (o) => (o.metadata.lables = {})],
       ['KbsConfig', (o) => (o.spec.kbsSecretResource = ['x'])],
-      ['KbsConfig', (o) => (o.spec.tdxConfigSpec.kbsTdxConfigMap = 'x')],
+      ['KbsConfig', (o) => (o.spec.tdxConfigSpec = { kbsTdxConfigMapName: 'x' })],
+      ['KbsConfig', (o) => (o.spec.kbsDeploymentSpec = { replicas: 1 })],
+      ['KbsConfig', (o) => (o.spec.KbsDeploymentSpec.replica = 1)],
       ['Route', (o) => (o.spec.tls.terminaton = 'passthrough')],
       ['Route', (o) => (o.spec.tls.insecureEdgeTerminationPolicy = 'Allow')],
       ['Deployment', (o) => (o.spec.replicas = 'three')],
@@ -180,7 +182,7 @@ describe('renderBrokerConfig', () => {
     );
   });
 
-  it('KbsConfig carries every field of the spec table', async () => {
+  it("KbsConfig follows trustee-operator's KbsConfigSpec: names, casing, deployment type, env", async () => {
     const r = await renderDoc();
     const spec = (find(r.objects, 'KbsConfig') as Any).spec;
     expect(spec).toMatchObject({
@@ -194,8 +196,16 @@ describe('renderBrokerConfig', () => {
       kbsRvpsRefValuesConfigMapName: 'broker-rvps-reference-values',
       kbsAttestationPolicyConfigMapName: 'broker-attestation-policy',
       kbsResourcePolicyConfigMapName: 'broker-resource-policy',
-      tdxConfigSpec: { kbsTdxConfigMapName: 'broker-tdx-config' },
+      kbsServiceType: 'ClusterIP',
+      kbsDeploymentType: 'AllInOneDeployment',
+      KbsEnvVars: { RUST_LOG: 'info' },
+      KbsDeploymentSpec: { replicas: 1 },
     });
+    // trustee-operator removed tdxConfigSpec.
+    expect(spec.tdxConfigSpec).toBeUndefined();
+    // The container gets the same plain environment.
+    const env = (find(r.objects, 'Deployment') as Any).spec.template.spec.containers[0].env;
+    expect(env).toContainEqual({ name: 'RUST_LOG', value: 'info' });
   });
 
   it('Route: passthrough TLS, host kbs-route-<namespace>.<cluster_domain>, to the KBS Service', async () => {
@@ -259,7 +269,7 @@ describe('renderBrokerConfig', () => {
     const cfg = parseKbsConfigText(r.kbsConfigToml);
     expect(cfg.storageBackend.storageType).toBe('Redis');
     expect(cfg.warnings).toEqual([]);
-    expect((find(r.objects, 'KbsConfig') as Any).spec.kbsDeploymentSpec).toEqual({ replicas: 3 });
+    expect((find(r.objects, 'KbsConfig') as Any).spec.KbsDeploymentSpec).toEqual({ replicas: 3 });
   });
 
   it('Permissive without TLS Secrets: plain HTTP, no admin, header JWK; edge Route', async () => {

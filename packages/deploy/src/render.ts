@@ -29,6 +29,11 @@ import { pemPublicKeyOfCertificate } from './pem-export.js';
 import { ATTESTATION_POLICY, referenceValuesJson, resourcePolicy, tdxQcnlConfig } from './policies.js';
 import { httpsMaterial, type SourceSecret, type TlsMaterial, tokenMaterial } from './source-secrets.js';
 
+/** The plain environment of the KBS container (also the KbsConfig's `KbsEnvVars`): trustee's RUST_LOG. */
+export function kbsEnvVars(cfg: BrokerConfig): Record<string, string> {
+  return { RUST_LOG: cfg.profileType === 'Restricted' ? 'info' : 'debug' };
+}
+
 /** Image run when neither the BrokerConfig nor the command line names one. */
 export const DEFAULT_KBS_IMAGE = 'localhost/broker/kbs:0.1.0';
 
@@ -209,9 +214,11 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
       kbsRvpsRefValuesConfigMapName: n.rvpsReferenceValuesConfigMap,
       kbsAttestationPolicyConfigMapName: n.attestationPolicyConfigMap,
       kbsResourcePolicyConfigMapName: n.resourcePolicyConfigMap,
-      tdxConfigSpec: { kbsTdxConfigMapName: n.tdxConfigMap },
       kbsServiceType: cfg.kbsServiceType,
-      kbsDeploymentSpec: { replicas: cfg.replicas },
+      kbsDeploymentType: 'AllInOneDeployment',
+      // trustee-operator's casing.
+      KbsEnvVars: kbsEnvVars(cfg),
+      KbsDeploymentSpec: { replicas: cfg.replicas },
       ...(cfg.redis !== undefined && { kbsRedisSpec: { ...cfg.redis } }),
     },
   };
@@ -320,7 +327,7 @@ function renderDeployment(
     command: ['kbs', '--config-file', KBS_CONFIG_FILE],
     ports: [{ name: KBS_PORT_NAME, containerPort: KBS_PORT, protocol: 'TCP' }],
     env: [
-      { name: 'KBS_LOG_LEVEL', value: cfg.profileType === 'Restricted' ? 'info' : 'debug' },
+      ...Object.entries(kbsEnvVars(cfg)).map(([name, value]) => ({ name, value })),
       ...(cfg.redis !== undefined
         ? [
             {

@@ -39,9 +39,10 @@ function untypedSchemaField(path: readonly (string | number)[], key: string): bo
 
 /**
  * Fields whose content the published schemas do not describe: JSONSchemaProps `items` is
- * JSONSchemaPropsOrArray, typed but not expanded; its content is checked where the CRD is used.
+ * JSONSchemaPropsOrArray and `additionalProperties` JSONSchemaPropsOrBool, typed but not expanded; their
+ * content is checked where the CRD is used.
  */
-const SCHEMALESS_CHILDREN = new Set(['items']);
+const SCHEMALESS_CHILDREN = new Set(['items', 'additionalProperties']);
 
 function modelErrors(cls: ModelClass, obj: unknown): AjvError[] {
   try {
