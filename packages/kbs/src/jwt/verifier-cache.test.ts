@@ -22,19 +22,28 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
+const padCache = new Map<number, string>();
+/** JSON of many small members, about `chars` long; built once per size. */
+function padJson(chars: number): string {
+  let pad = padCache.get(chars);
+  if (pad === undefined) {
+    const o: Record<string, number> = {};
+    for (let i = 0; i * 16 < chars; i++) o[`k${i}`] = i;
+    pad = JSON.stringify(o);
+    padCache.set(chars, pad);
+  }
+  return pad;
+}
+
 /**
  * A token of about `size` characters that parses (header and payload are JSON objects) and whose
- * signature is 64 zero bytes: what an attacker without a trusted key can send. The payload is many small
- * members, whose parsed form takes several times the token's own size.
+ * signature is 64 zero bytes: what an attacker without a trusted key can send. Every call gives a
+ * different token. The payload is many small members, whose parsed form takes several times the token's
+ * own size.
  */
 export function bogusToken(header: Record<string, unknown>, size: number): string {
-  const payload: Record<string, unknown> = {
-    exp: nowSeconds() + 3600,
-    nonce: randomBytes(8).toString('hex'),
-  };
-  let i = 0;
-  while (i * 16 < (size * 3) / 4) payload[`k${i++}`] = i;
-  return `${b64url(header)}.${b64url(payload)}.${Buffer.alloc(64).toString('base64url')}`;
+  const payload = `{"exp":${nowSeconds() + 3600},"nonce":"${randomBytes(8).toString('hex')}","pad":${padJson((size * 3) / 4)}}`;
+  return `${b64url(header)}.${Buffer.from(payload).toString('base64url')}.${Buffer.alloc(64).toString('base64url')}`;
 }
 
 function headerJwk(key: KeyObject, extra: Record<string, unknown> = {}): Record<string, unknown> {
