@@ -242,16 +242,18 @@ static unsigned long configured_port(const char *path)
 	FILE *f = fopen(path, "re");
 	if (f == NULL)
 		return 0;
-	char line[256];
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
 	unsigned long port = 0;
-	while (fgets(line, sizeof(line), f) != NULL) {
+	while ((len = getline(&line, &cap, f)) != -1) {
 		char digits[11];
-		int consumed = 0;
 		char hash[2];
+		int consumed = 0;
 		if (sscanf(line, " %1[#]", hash) == 1)
 			continue;
-		size_t n = strcspn(line, "\n");
-		line[n] = 0;
+		if (len > 0 && line[len - 1] == '\n')
+			line[len - 1] = 0;
 		if (sscanf(line, " port = %10[0-9] %n", digits, &consumed) == 1 && consumed > 0 &&
 		    line[consumed] == 0) {
 			char *end;
@@ -262,6 +264,7 @@ static unsigned long configured_port(const char *path)
 			break;
 		}
 	}
+	free(line);
 	fclose(f);
 	return port;
 }

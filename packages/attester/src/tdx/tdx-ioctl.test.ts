@@ -299,7 +299,8 @@ describe('the tdx shim on its own', () => {
     // vsock needs a hypervisor: the attempt itself shows the port was taken.
     expect(r.status).toBe(SHIM_EXIT.transport);
     expect(r.stdout).toHaveLength(0);
-    await writeFile(conf, '#port = 4050\nport = 40x50\n');
+    // A comment stays a comment however long (a fixed-size line reader would see " port = 4050").
+    await writeFile(conf, `#port = 4050\nport = 40x50\n#${'x'.repeat(254)} port = 4050\n`);
     const none = await runShimRaw(shim(), shimRequest(2, 0, Buffer.alloc(64)), kernel.env, [
       '--config',
       conf,
