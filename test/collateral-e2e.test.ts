@@ -24,10 +24,12 @@ import {
 } from '@broker/verifier/testing';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { binary, runToEnd } from './helpers/process.js';
 import { type KbsHandle, prepareKbs } from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-collateral-e2e-'));
 const tls = createTestTlsIdentity();
+const caFile = join(dir, 'collateral-ca.pem');
 let tdx: MockTdxDevice;
 let snp: MockSnpDevice;
 let pccs: MockHttpsService;
@@ -77,7 +79,6 @@ vcek_sources = [{ type = "KDS", base_url = "${kds.url}" }]
 trusted_ark_paths = ["${snp.rootsBundlePath}"]
 `,
   );
-  const caFile = join(dir, 'collateral-ca.pem');
   writeFileSync(caFile, tls.caPem);
   // The child inherits the environment as it is when it starts.
   const before = process.env.NODE_EXTRA_CA_CERTS;
@@ -143,5 +144,88 @@ describe('the KBS with collateral from services only', () => {
     kds.resetRequests();
     await attest('snp', snp.env);
     expect(kds.requests).toEqual([]);
+  }, 60_000);
+
+  it('kbs-verify --collateral-service and --vcek-source kds do the same from the command line', async () => {
+    const env = { ...process.env, NODE_EXTRA_CA_CERTS: caFile };
+    const tdxEvidence = join(dir, 'tdx-evidence.json');
+    const reportData = Buffer.alloc(64, 7);
+    writeFileSync(
+      tdxEvidence,
+      JSON.stringify({ cc_eventlog: null, quote: tdx.quote(reportData).toString('base64') }),
+    );
+    const sgxRoot = join(dir, 'sgx-root.pem');
+    pccs.resetRequests();
+    const t = await runToEnd(
+      binary('kbs-verify'),
+      [
+        '--tee',
+        'tdx',
+        '--evidence',
+        tdxEvidence,
+        '--report-data',
+        reportData.toString('hex'),
+        '--trusted-root',
+        sgxRoot,
+        '--collateral-service',
+        pccs.url,
+        '--tcb-update-type',
+        'standard',
+      ],
+      { env },
+    );
+    expect(t.code, t.stderr).toBe(0);
+    expect(JSON.parse(t.stdout)[0].claims.tcb_status).toBe('UpToDate');
+    expect(pccs.requests[0]).toBe(`${MOCK_PCCS_PATHS.tcb}?fmspc=00A06F000000&update=standard`);
+    pccs.override = () => ({ status: 503, body: '' });
+    try {
+      const down = await runToEnd(
+        binary('kbs-verify'),
+        [
+          '--tee',
+          'tdx',
+          '--evidence',
+          tdxEvidence,
+          '--report-data',
+          reportData.toString('hex'),
+          '--trusted-root',
+          sgxRoot,
+          '--collateral-service',
+          pccs.url,
+        ],
+        { env },
+      );
+      expect(down.code).toBe(1);
+      expect(down.stderr).toContain(
+        `COLLATERAL_UNAVAILABLE: TCB info: GET ${pccs.url}${MOCK_PCCS_PATHS.tcb}?fmspc=00A06F000000&update=early answered HTTP 503`,
+      );
+    } finally {
+      pccs.override = undefined;
+    }
+    const snpReportData = Buffer.alloc(64, 9);
+    const snpEvidence = join(dir, 'snp-evidence.json');
+    writeFileSync(
+      snpEvidence,
+      JSON.stringify(await getAttester('snp', { env: snp.env }).getEvidence(snpReportData)),
+    );
+    kds.resetRequests();
+    const v = await runToEnd(
+      binary('kbs-verify'),
+      [
+        '--tee',
+        'snp',
+        '--evidence',
+        snpEvidence,
+        '--report-data',
+        snpReportData.toString('hex'),
+        '--trusted-ark',
+        snp.rootsBundlePath,
+        '--vcek-source',
+        `kds=${kds.url}`,
+      ],
+      { env },
+    );
+    expect(v.code, v.stderr).toBe(0);
+    expect(kds.requests).toHaveLength(3);
   }, 60_000);
 });
