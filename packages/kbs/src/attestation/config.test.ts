@@ -188,10 +188,14 @@ type = "LocalFs"
     ).toContain('GrpcRemote');
   });
 
-  it('refuses the removed Simple token', () => {
-    expect(configError({ type: 'coco_as_builtin', attestation_token_broker: { type: 'Simple' } })).toContain(
-      'Simple',
-    );
+  it('accepts the removed Simple token type as trustee does (ignored), and reports it', () => {
+    const cfg = parseAttestationServiceConfig({
+      type: 'coco_as_builtin',
+      attestation_token_broker: { type: 'Simple' },
+    });
+    expect(cfg.ignoredKeys).toEqual([
+      'attestation_service.attestation_token_broker.type = "Simple" (only EAR tokens are issued; the Simple token was removed upstream)',
+    ]);
   });
 
   it.each([

@@ -179,15 +179,15 @@ function parseTokenBroker(s: Section | undefined, ignored: string[]): TokenBroke
   };
   if (s === undefined) return cfg;
   const signer = s.optSection('signer');
-  // Older trustee had a `type` (token flavour) and a `policy_dir` here.
+  // Older trustee had a `type` (token flavour) and a `policy_dir` here; today's ignores both, so a
+  // `type = "Simple"` gets EAR tokens there too: accepted, and reported.
   if (s.has('type')) {
     const t = s.raw('type');
-    if (t !== 'Ear' && t !== 'ear') {
-      throw new ConfigError(
-        `${s.where} type: only EAR tokens are issued; found ${JSON.stringify(t)} (the "Simple" token was removed upstream)`,
-      );
-    }
-    ignored.push('attestation_service.attestation_token_broker.type');
+    ignored.push(
+      t === 'Ear' || t === 'ear'
+        ? 'attestation_service.attestation_token_broker.type'
+        : `attestation_service.attestation_token_broker.type = ${JSON.stringify(t)} (only EAR tokens are issued; the Simple token was removed upstream)`,
+    );
   }
   if (s.has('policy_dir')) {
     s.raw('policy_dir');
