@@ -46,7 +46,7 @@ describe('mock-tee command line', () => {
 
   it.each([
     [[], 2],
-    [['help'], 0],
+    [['help'], 2],
     [['--help'], 0],
     [['frobnicate'], 2],
     [['roots'], 2],
@@ -60,7 +60,17 @@ describe('mock-tee command line', () => {
   ])('%j exits %i', async (argv, code) => {
     const c = capture();
     expect(await mockTeeMain(argv, c.options)).toBe(code);
-    if (code === 2) expect(c.err.join('')).toContain('usage:');
+    if (code === 2)
+      expect(c.err.join('')).toMatch(/^mock-tee[^\n]*: [^\n]+\nRun 'mock-tee[^']*--help' for usage\.\n$/);
+  });
+
+  it('roots: a state folder that cannot be created fails at once, naming it', async () => {
+    const c = capture();
+    // Node's recursive mkdir spun here forever at full CPU.
+    expect(await mockTeeMain(['roots', '--state', '/proc/broker-mock-tee-test'], c.options)).toBe(1);
+    expect(c.err.join('')).toMatch(
+      /^mock-tee: cannot create directory \/proc\/broker-mock-tee-test\/roots: /,
+    );
   });
 
   it('roots: creates the hardware roots and prints the bundle the KBS trusts', async () => {
@@ -144,7 +154,7 @@ describe('mock-tee command line', () => {
     await requirePrograms('swtpm');
     const c = capture();
     let device: MockTee | undefined;
-    const running = mockTeeMain(['start', '--state', join(dir, 'state-d'), '--log-level', 'silent'], {
+    const running = mockTeeMain(['start', '--state', join(dir, 'state-d'), '--log-level', 'off'], {
       ...c.options,
       onReady: (d) => {
         device = d;

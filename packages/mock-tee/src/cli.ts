@@ -2,25 +2,108 @@
 // tool needs from it.
 
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { type DestinationStream, type LevelWithSilent, pino } from 'pino';
+import {
+  choice,
+  createLogger,
+  LOG_FORMAT_OPTION,
+  LOG_FORMATS,
+  type OptionValues,
+  parseLogDirectives,
+  runCommand,
+  UsageError,
+} from '@broker/cli';
 import { type MockTee, STATE_FILES, startMockTee } from './device.js';
-import { MockTeeError } from './errors.js';
 import { expectedPcrValues, loadMeasurementManifest, type MeasurementManifest } from './manifest.js';
 import { loadOrCreateHardwareRoots, ROOT_FILES } from './roots.js';
 import { sampleManifest } from './sample-manifest.js';
 
-export const USAGE = `usage:
-  mock-tee start --state DIR [--manifest FILE] [--tpm-port P] [--imds-port Q] [--host ADDR] [--log-level LEVEL]
-      Runs the device in the foreground until SIGTERM/SIGINT: swtpm behind the paravisor interposer
-      (guest TPM at P, its control channel at P+1), IMDS at Q. Prints the guest's settings as
-      KEY=VALUE lines once it serves. Without --manifest, boots the built-in sample pod-VM image.
-  mock-tee roots --state DIR
-      Prints the path of the PEM bundle (test ARK and ASK) the KBS must be configured to trust;
-      creates the device's hardware roots first if the state folder has none.
-  mock-tee expected-pcrs [--manifest FILE]
-      Prints the SHA-256 PCR values a boot from the manifest gives, as JSON.
+const VERSION = '0.1.0';
+
+export const USAGE = `Usage: mock-tee <COMMAND> [OPTIONS]
+
+Mock TEE devices for tests: an Azure-style SEV-SNP vTPM on swtpm with its IMDS.
+
+Commands:
+  start          Run the device in the foreground until SIGTERM/SIGINT
+  roots          Print the path of the PEM bundle (test ARK and ASK) the KBS must trust
+  expected-pcrs  Print the SHA-256 PCR values a boot from the manifest gives, as JSON
+
+Options:
+  -h, --help     Print help (each command has its own: mock-tee start --help)
+  -V, --version  Print version
 `;
+
+const START = {
+  name: 'mock-tee start',
+  version: VERSION,
+  help: `Usage: mock-tee start --state <DIR> [OPTIONS]
+
+Runs the device in the foreground until SIGTERM/SIGINT: swtpm behind the paravisor interposer
+(guest TPM at P, its control channel at P+1), IMDS at Q. Prints the guest's settings as
+KEY=VALUE lines once it serves. Without --manifest, boots the built-in sample pod-VM image.
+Log lines go to stderr: JSON, or text on a terminal.
+
+Options:
+      --state <DIR>          State folder (hardware roots, TPM state)
+      --manifest <FILE>      Measurement manifest of the image to boot
+      --tpm-port <P>         Guest TPM port (its control channel is P+1)
+      --imds-port <Q>        IMDS port
+      --host <ADDR>          Address to listen on
+      --log-level <LEVEL>    off, error, warn, info, debug or trace [default: RUST_LOG, else info]
+      --log-format <FORMAT>  json (default) or text (default when stderr is a terminal)
+  -h, --help                 Print help
+`,
+  options: {
+    state: { type: 'string' },
+    manifest: { type: 'string' },
+    'tpm-port': { type: 'string' },
+    'imds-port': { type: 'string' },
+    host: { type: 'string' },
+    'log-level': { type: 'string' },
+    ...LOG_FORMAT_OPTION,
+  },
+  exitStatus: [
+    [0, 'stopped by SIGTERM, SIGINT or SIGHUP'],
+    [1, 'the device did not start (state folder, swtpm, ports), or swtpm exited'],
+  ],
+} as const;
+
+const ROOTS = {
+  name: 'mock-tee roots',
+  version: VERSION,
+  help: `Usage: mock-tee roots --state <DIR>
+
+Prints the path of the PEM bundle (test ARK and ASK) the KBS must be configured to trust;
+creates the device's hardware roots first if the state folder has none.
+
+Options:
+      --state <DIR>  State folder
+  -h, --help         Print help
+`,
+  options: { state: { type: 'string' } },
+  exitStatus: [[1, 'the state folder cannot be created or read']],
+} as const;
+
+const EXPECTED_PCRS = {
+  name: 'mock-tee expected-pcrs',
+  version: VERSION,
+  help: `Usage: mock-tee expected-pcrs [--manifest <FILE>]
+
+Prints the SHA-256 PCR values a boot from the manifest (default: the built-in sample) gives, as JSON.
+
+Options:
+      --manifest <FILE>  Measurement manifest
+  -h, --help             Print help
+`,
+  options: { manifest: { type: 'string' } },
+} as const;
+
+const TOP = {
+  name: 'mock-tee',
+  version: VERSION,
+  help: USAGE,
+  subcommands: ['start', 'roots', 'expected-pcrs'],
+} as const;
 
 export interface MockTeeMainOptions {
   readonly stdout?: (text: string) => void;
@@ -30,7 +113,7 @@ export interface MockTeeMainOptions {
   /** Called once `start` serves. */
   readonly onReady?: (device: MockTee) => void;
   /** Where `start` writes its JSON log lines; stderr by default. */
-  readonly logDestination?: DestinationStream;
+  readonly logDestination?: { write(line: string): void };
   /** ARK/ASK modulus for new roots (tests); AMD's 4096 by default. */
   readonly rootKeyBits?: number;
 }
@@ -39,12 +122,10 @@ export interface MockTeeMainOptions {
 export const GUEST_ENV = Object.freeze({ tpm: 'BROKER_TPM', imdsUrl: 'BROKER_AZURE_IMDS_URL' } as const);
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-const LOG_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 
 function port(text: string | undefined, flag: string): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^\d{1,5}$/.test(text) || Number(text) > 65534)
-    throw new MockTeeError('USAGE', `${flag} must be a port number`);
+  if (!/^\d{1,5}$/.test(text) || Number(text) > 65534) throw new UsageError(`${flag} must be a port number`);
   return Number(text);
 }
 
@@ -79,89 +160,76 @@ function watchForStop(signal: AbortSignal | undefined): { stopped: Promise<strin
 }
 
 /** Runs the command line; resolves with the exit status (0, 1 failure, 2 usage). */
-export async function mockTeeMain(argv: string[], options: MockTeeMainOptions = {}): Promise<number> {
-  const out = options.stdout ?? ((t: string) => process.stdout.write(t));
-  const err = options.stderr ?? ((t: string) => process.stderr.write(t));
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    (command === undefined ? err : out)(USAGE);
-    return command === undefined ? 2 : 0;
-  }
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: rest,
-      options: {
-        state: { type: 'string' },
-        manifest: { type: 'string' },
-        'tpm-port': { type: 'string' },
-        'imds-port': { type: 'string' },
-        host: { type: 'string' },
-        'log-level': { type: 'string' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    err(`mock-tee: ${(e as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  const str = (k: string) => values[k] as string | undefined;
-  try {
-    switch (command) {
-      case 'start':
-        return await start(str, options, out, err);
-      case 'roots': {
-        const state = str('state');
-        if (state === undefined) throw new MockTeeError('USAGE', 'roots needs --state DIR');
-        const dir = join(state, STATE_FILES.roots);
-        await loadOrCreateHardwareRoots(
-          dir,
-          options.rootKeyBits !== undefined ? { rsaBits: options.rootKeyBits } : {},
+export function mockTeeMain(argv: string[], options: MockTeeMainOptions = {}): Promise<number> {
+  const out = options.stdout ?? ((t: string) => void process.stdout.write(t));
+  const err = options.stderr ?? ((t: string) => void process.stderr.write(t));
+  const io = { out, err };
+  return runCommand(
+    TOP,
+    argv,
+    async ({ command, rest }) => {
+      if (command === 'start')
+        return runCommand(START, rest, ({ values }) => start(values, options, out), io);
+      if (command === 'roots') {
+        return runCommand(
+          ROOTS,
+          rest,
+          async ({ values }) => {
+            if (values.state === undefined) throw new UsageError("missing option '--state'");
+            const dir = join(values.state, STATE_FILES.roots);
+            await loadOrCreateHardwareRoots(
+              dir,
+              options.rootKeyBits !== undefined ? { rsaBits: options.rootKeyBits } : {},
+            );
+            out(`${join(dir, ROOT_FILES.bundle)}\n`);
+            return 0;
+          },
+          io,
         );
-        out(`${join(dir, ROOT_FILES.bundle)}\n`);
-        return 0;
       }
-      case 'expected-pcrs': {
-        const manifest = await manifestFrom(str('manifest'));
-        const sha256: Record<string, string> = {};
-        for (const [pcr, value] of expectedPcrValues(manifest))
-          sha256[`pcr${String(pcr).padStart(2, '0')}`] = value;
-        out(`${JSON.stringify({ image_tag: manifest.imageTag, measurements: { sha256 } }, null, 2)}\n`);
-        return 0;
-      }
-      default:
-        err(`mock-tee: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
-        return 2;
-    }
-  } catch (e) {
-    if (e instanceof MockTeeError && e.code === 'USAGE') {
-      err(`mock-tee: ${e.message}\n\n${USAGE}`);
-      return 2;
-    }
-    err(`mock-tee: ${(e as Error).message}\n`);
-    return 1;
-  }
+      return runCommand(
+        EXPECTED_PCRS,
+        rest,
+        async ({ values }) => {
+          const manifest = await manifestFrom(values.manifest);
+          const sha256: Record<string, string> = {};
+          for (const [pcr, value] of expectedPcrValues(manifest))
+            sha256[`pcr${String(pcr).padStart(2, '0')}`] = value;
+          out(`${JSON.stringify({ image_tag: manifest.imageTag, measurements: { sha256 } }, null, 2)}\n`);
+          return 0;
+        },
+        io,
+      );
+    },
+    io,
+  );
 }
 
 async function start(
-  str: (k: string) => string | undefined,
+  values: OptionValues<typeof START.options>,
   options: MockTeeMainOptions,
   out: (t: string) => void,
-  err: (t: string) => void,
 ): Promise<number> {
-  const state = str('state');
-  if (state === undefined) throw new MockTeeError('USAGE', 'start needs --state DIR');
-  const level = str('log-level') ?? 'info';
-  if (!LOG_LEVELS.has(level))
-    throw new MockTeeError('USAGE', `--log-level must be one of ${[...LOG_LEVELS].join(', ')}`);
-  const tpmPort = port(str('tpm-port'), '--tpm-port');
-  const imdsPort = port(str('imds-port'), '--imds-port');
-  const manifest = await manifestFrom(str('manifest'));
-  const logger = pino(
-    { name: 'mock-tee', level: level as LevelWithSilent },
-    options.logDestination ?? pino.destination({ fd: 2, sync: true }),
-  );
+  const state = values.state;
+  if (state === undefined) throw new UsageError("missing option '--state'");
+  const level = values['log-level'];
+  try {
+    if (level !== undefined) parseLogDirectives('--log-level', level, ['mock_tee']);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const format = choice('log-format', values['log-format'], LOG_FORMATS);
+  const tpmPort = port(values['tpm-port'], '--tpm-port');
+  const imdsPort = port(values['imds-port'], '--imds-port');
+  const manifest = await manifestFrom(values.manifest);
+  // stdout carries the settings; the log goes to stderr.
+  const logger = createLogger({
+    name: 'mock-tee',
+    fd: 2,
+    ...(level !== undefined && { env: { RUST_LOG: level } }),
+    ...(format !== undefined && { format }),
+    ...(options.logDestination !== undefined && { destination: options.logDestination }),
+  });
   // Handlers first: a signal during start-up must not kill the process and orphan swtpm.
   const stop = watchForStop(options.signal);
   let device: MockTee;
@@ -170,15 +238,14 @@ async function start(
       stateDir: state,
       manifest,
       logger,
-      ...(str('host') !== undefined && { host: str('host') }),
+      ...(values.host !== undefined && { host: values.host }),
       ...(tpmPort !== undefined && { tpmPort }),
       ...(imdsPort !== undefined && { imdsPort }),
       ...(options.rootKeyBits !== undefined && { rootKeyBits: options.rootKeyBits }),
     });
   } catch (e) {
     stop.cancel();
-    err(`mock-tee: the device did not start: ${(e as Error).message}\n`);
-    return 1;
+    throw new Error(`the device did not start: ${(e as Error).message}`, { cause: e });
   }
   const settings: [string, string][] = [
     [GUEST_ENV.tpm, device.tpm],
@@ -196,9 +263,6 @@ async function start(
   await device.close();
   logger.info('mock TEE stopped');
   logger.flush();
-  if (why.startsWith('swtpm exited')) {
-    err(`mock-tee: ${why}\n`);
-    return 1;
-  }
+  if (why.startsWith('swtpm exited')) throw new Error(why);
   return 0;
 }

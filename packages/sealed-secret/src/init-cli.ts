@@ -149,7 +149,11 @@ async function run(
     timeoutMs = Number(t);
   }
   const level = values['log-level'];
-  if (level !== undefined) parseLogDirectives('--log-level', level, ['sealed_secret_init']);
+  try {
+    if (level !== undefined) parseLogDirectives('--log-level', level, ['sealed_secret_init']);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
   const format = choice('log-format', values['log-format'], LOG_FORMATS);
   // One logger for every tool; on stderr, so that the output of an `exec` command stays its own.
   const logger = createLogger({
