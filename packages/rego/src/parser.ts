@@ -182,6 +182,8 @@ export class Parser {
     let v: number | bigint;
     if (/^-?\d+$/.test(text)) {
       v = normalizeInt(BigInt(text));
+    } else if ((v = exactInteger(text)) !== undefined) {
+      // An integer in exponent or decimal form beyond 2^53 stays exact, as OPA keeps it (1e30 + 1).
     } else {
       v = Number(text);
       if (!Number.isFinite(v)) throw this.err('number out of range', t);
@@ -1061,4 +1063,20 @@ function relationCallForm(e: Expr): Expr {
     return { k: 'call', fcn: e.lhs.fcn, params: [e.lhs.params[0]!, e.rhs], loc: e.loc };
   }
   return e;
+}
+
+/** The exact value of a literal like `1e30` or `12.5e3` when it is an integer beyond 2^53 (exponents ≤ 400). */
+function exactInteger(text: string): bigint | undefined {
+  const m = /^(-?)(\d+)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (!m) return undefined;
+  const frac = m[3] ?? '';
+  let digits = (m[2]! + frac).replace(/^0+(?=\d)/, '');
+  let exp = Number(m[4] ?? '0') - frac.length;
+  while (exp < 0 && digits.endsWith('0') && digits.length > 1) {
+    digits = digits.slice(0, -1);
+    exp++;
+  }
+  if (exp < 0 || exp > 400) return undefined;
+  const v = BigInt(digits) * 10n ** BigInt(exp) * (m[1] === '-' ? -1n : 1n);
+  return v > 9007199254740991n || v < -9007199254740991n ? v : undefined;
 }

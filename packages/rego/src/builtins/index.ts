@@ -11,6 +11,7 @@ import { comparisonBuiltins } from './comparison.js';
 import { cryptoBuiltins } from './crypto.js';
 import { encodingBuiltins } from './encoding.js';
 import { globBuiltins } from './glob.js';
+import { globsMatchBuiltins } from './globsmatch.js';
 import { graphBuiltins } from './graph.js';
 import { jsonOpBuiltins } from './jsonops.js';
 import { netBuiltins } from './net.js';
@@ -37,6 +38,7 @@ const FAMILIES: readonly BuiltinTable[] = [
   cryptoBuiltins,
   encodingBuiltins,
   globBuiltins,
+  globsMatchBuiltins,
   graphBuiltins,
   jsonOpBuiltins,
   netBuiltins,
@@ -137,7 +139,6 @@ export const UNSUPPORTED: ReadonlySet<string> = new Set([
   'json.verify_schema',
   'opa.runtime',
   'providers.aws.sign_req',
-  'regex.globs_match',
   'rego.metadata.chain',
   'rego.metadata.rule',
   'rego.parse_module',
