@@ -3,8 +3,18 @@
  * the gate does, so an operator can try a policy before putting it into initdata.
  */
 import { readFile } from 'node:fs/promises';
+import {
+  choice,
+  createLogger,
+  LOG_FORMAT_OPTION,
+  LOG_FORMATS,
+  type LogFormat,
+  type OptionValues,
+  parseLogDirectives,
+  runCommand,
+  UsageError,
+} from '@broker/cli';
 import { formatTtrpcAddress, type ListenOptions, parseTtrpcAddress, type TtrpcAddress } from '@broker/ttrpc';
-import pino, { type DestinationStream, type Level } from 'pino';
 import {
   AGENT_METHODS,
   AGENT_PROTO_PROFILES,
@@ -36,46 +46,106 @@ export const DEFAULT_AGENT_ADDRESS = 'unix:///run/kata-containers/agent.sock';
 /** Largest request JSON `check` reads. */
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 
-const USAGE = `Usage:
-  agent-policy-gate serve [OPTIONS]
-  agent-policy-gate check --policy FILE --request NAME --input FILE [--raw] [--json] [--rego-version V]
-                          [--agent-proto P]
+const VERSION = '0.1.0';
 
-serve: enforce policy.rego on every kata agent ttrpc request, forwarding allowed ones to the agent.
-  --listen ADDR            where the host side connects, tcp://HOST:PORT or unix:///PATH; repeatable
-                           [default: ${DEFAULT_LISTEN}]
-  --agent ADDR             the agent's ttrpc socket [default: ${DEFAULT_AGENT_ADDRESS}]
-  --initdata FILE          initdata TOML whose data."policy.rego" is the first choice of policy
-                           [default: ${DEFAULT_INITDATA_TOML_PATH}]
-  --no-initdata            do not read initdata
-  --policy-file FILE       policy used when initdata has none [default: ${DEFAULT_POLICY_FILE}];
-                           when neither exists, the built-in default policy applies
-  --unknown-methods MODE   deny or pass requests the gate does not know [default: deny]
-  --rego-version V         auto, v1 or v0 [default: auto: Rego v1 as kata-agent parses today, falling back
-                           to v0 for older genpolicy output]
-  --agent-proto P          the agent's agent.proto version: current, or 3.3 for kata 3.3.0 to 3.14.x
-                           (no Storage.shared, Route.flags, Route.mtu; Interface.pciPath; CopyFile
-                           unreduced) [default: current]
-  --log-level LEVEL        trace, debug, info, warn, error or silent [default: info]
+const USAGE = `Usage: agent-policy-gate <COMMAND> [OPTIONS]
 
-check: evaluate one request against a policy and print the decision, the policy's prints and state ops.
-  --policy FILE            the policy (package agent_policy)
-  --request NAME           the request message type (ExecProcessRequest) or RPC name (ExecProcess)
-  --input FILE             the request as JSON, in the policy-input form (proto field names)
-  --raw                    use the JSON as the policy input as is, instead of normalising it through the
-                           protobuf message (defaults filled in, CopyFile reduced) as the gate does
-  --json                   print the result as one JSON object
-  --rego-version V         auto, v1 or v0 [default: auto]
-  --agent-proto P          current or 3.3, as for serve [default: current]
+Commands:
+  serve  Enforce policy.rego on every kata agent ttrpc request, forwarding allowed ones to the agent
+  check  Evaluate one request against a policy and print the decision, the policy's prints and state ops
 
-Exit status: 0 allowed, 1 denied, 2 usage error, 3 the policy could not decide or load, 4 bad input.
+Options:
+  -h, --help     Print help (each command has its own: agent-policy-gate serve --help)
+  -V, --version  Print version
 `;
+
+const SERVE = {
+  name: 'agent-policy-gate serve',
+  version: VERSION,
+  help: `Usage: agent-policy-gate serve [OPTIONS]
+
+Enforces policy.rego on every kata agent ttrpc request, forwarding allowed ones to the agent. Serves
+until SIGINT, SIGTERM or SIGHUP. Log lines are JSON on stdout (text on a terminal).
+
+Options:
+      --listen <ADDR>          where the host side connects, tcp://HOST:PORT or unix:///PATH; repeatable
+                               [default: ${DEFAULT_LISTEN}]
+      --agent <ADDR>           the agent's ttrpc socket [default: ${DEFAULT_AGENT_ADDRESS}]
+      --initdata <FILE>        initdata TOML whose data."policy.rego" is the first choice of policy
+                               [default: ${DEFAULT_INITDATA_TOML_PATH}]
+      --no-initdata            do not read initdata
+      --policy-file <FILE>     policy used when initdata has none [default: ${DEFAULT_POLICY_FILE}];
+                               when neither exists, the built-in default policy applies
+      --unknown-methods <MODE> deny or pass requests the gate does not know [default: deny]
+      --rego-version <V>       auto, v1 or v0 [default: auto: Rego v1 as kata-agent parses today, falling
+                               back to v0 for older genpolicy output]
+      --agent-proto <P>        the agent's agent.proto version: current, or 3.3 for kata 3.3.0 to 3.14.x
+                               (no Storage.shared, Route.flags, Route.mtu; Interface.pciPath; CopyFile
+                               unreduced) [default: current]
+      --log-level <LEVEL>      off, error, warn, info, debug or trace [default: RUST_LOG, else info]
+      --log-format <FORMAT>    json (default) or text (default when stdout is a terminal)
+  -h, --help                   Print help
+`,
+  options: {
+    listen: { type: 'string', multiple: true },
+    agent: { type: 'string' },
+    initdata: { type: 'string' },
+    'no-initdata': { type: 'boolean' },
+    'policy-file': { type: 'string' },
+    'unknown-methods': { type: 'string' },
+    'rego-version': { type: 'string' },
+    'agent-proto': { type: 'string' },
+    'log-level': { type: 'string' },
+    ...LOG_FORMAT_OPTION,
+  },
+  exitStatus: [
+    [0, 'stopped by SIGINT, SIGTERM or SIGHUP'],
+    [1, 'the initial policy could not be loaded, or an address could not be listened on'],
+  ],
+} as const;
+
+const CHECK = {
+  name: 'agent-policy-gate check',
+  version: VERSION,
+  help: `Usage: agent-policy-gate check --policy <FILE> --request <NAME> --input <FILE> [OPTIONS]
+
+Evaluates one request against a policy the way the gate does, and prints the decision, the policy's
+prints and state ops.
+
+Options:
+      --policy <FILE>      the policy (package agent_policy)
+      --request <NAME>     the request message type (ExecProcessRequest) or RPC name (ExecProcess)
+      --input <FILE>       the request as JSON, in the policy-input form (proto field names)
+      --raw                use the JSON as the policy input as is, instead of normalising it through the
+                           protobuf message (defaults filled in, CopyFile reduced) as the gate does
+      --json               print the result as one JSON object
+      --rego-version <V>   auto, v1 or v0 [default: auto]
+      --agent-proto <P>    current or 3.3, as for serve [default: current]
+  -h, --help               Print help
+`,
+  options: {
+    policy: { type: 'string' },
+    request: { type: 'string' },
+    input: { type: 'string' },
+    raw: { type: 'boolean' },
+    json: { type: 'boolean' },
+    'rego-version': { type: 'string' },
+    'agent-proto': { type: 'string' },
+  },
+  exitStatus: [
+    [0, 'allowed'],
+    [1, 'denied'],
+    [2, 'usage error (unknown option, missing or invalid argument, unknown request)'],
+    [3, 'the policy could not decide or load'],
+    [4, 'bad input (unreadable file, invalid JSON, not the request message)'],
+  ],
+} as const;
 
 export interface MainOptions {
   readonly stdout?: (text: string) => void;
   readonly stderr?: (text: string) => void;
-  /** Where `serve` writes JSON log lines; default stderr. */
-  readonly logDestination?: DestinationStream;
+  /** Where `serve` writes JSON log lines; default stdout. */
+  readonly logDestination?: { write(line: string): void };
   /** Aborting it stops `serve` as SIGTERM would. */
   readonly signal?: AbortSignal;
   /** Called once `serve` listens on all its addresses. */
@@ -90,7 +160,8 @@ interface ServeArgs {
   readonly unknownMethods: UnknownMethodMode;
   readonly regoVersion: RegoDialect | 'auto';
   readonly agentProto: AgentProtoProfile;
-  readonly logLevel: Level | 'silent';
+  readonly logLevel: string | undefined;
+  readonly logFormat: LogFormat | undefined;
 }
 
 interface CheckArgs {
@@ -101,41 +172,6 @@ interface CheckArgs {
   readonly json: boolean;
   readonly regoVersion: RegoDialect | 'auto';
   readonly agentProto: AgentProtoProfile;
-}
-
-class UsageError extends Error {}
-
-const LOG_LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
-
-/** Splits `--flag value` and `--flag=value`; booleans take no value. */
-function parseFlags(
-  argv: readonly string[],
-  valued: ReadonlySet<string>,
-  booleans: ReadonlySet<string>,
-): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const eq = a.indexOf('=');
-    const name = a.startsWith('--') && eq > 0 ? a.slice(0, eq) : a;
-    let value: string | undefined;
-    if (booleans.has(name) && eq < 0) value = '';
-    else if (valued.has(name)) {
-      value = eq > 0 && a.startsWith('--') ? a.slice(eq + 1) : argv[++i];
-      if (value === undefined) throw new UsageError(`${name} needs a value`);
-    } else {
-      throw new UsageError(`unexpected argument ${JSON.stringify(a.slice(0, 200))}`);
-    }
-    out.set(name, [...(out.get(name) ?? []), value]);
-  }
-  return out;
-}
-
-function single(flags: Map<string, string[]>, name: string): string | undefined {
-  const v = flags.get(name);
-  if (v === undefined) return undefined;
-  if (v.length > 1) throw new UsageError(`${name} given more than once`);
-  return v[0];
 }
 
 function parseAddress(s: string): TtrpcAddress {
@@ -153,75 +189,58 @@ function parseListen(s: string): ListenOptions {
   return parseAddress(s);
 }
 
-function regoVersionFlag(flags: Map<string, string[]>): RegoDialect | 'auto' {
-  const v = single(flags, '--rego-version') ?? 'auto';
-  if (v !== 'auto' && v !== 'v0' && v !== 'v1') throw new UsageError('--rego-version must be auto, v0 or v1');
-  return v;
+function regoVersionFlag(value: string | undefined): RegoDialect | 'auto' {
+  return choice('rego-version', value, ['auto', 'v0', 'v1'] as const) ?? 'auto';
 }
 
-function agentProtoFlag(flags: Map<string, string[]>): AgentProtoProfile {
-  const v = single(flags, '--agent-proto') ?? 'current';
+function agentProtoFlag(value: string | undefined): AgentProtoProfile {
+  const v = value ?? 'current';
   if (!isAgentProtoProfile(v)) {
-    throw new UsageError(`--agent-proto must be one of ${AGENT_PROTO_PROFILES.join(', ')}`);
+    throw new UsageError(
+      `invalid value '${v}' for '--agent-proto' (allowed: ${AGENT_PROTO_PROFILES.join(', ')})`,
+    );
   }
   return v;
 }
 
-function parseServeArgs(argv: readonly string[]): ServeArgs {
-  const flags = parseFlags(
-    argv,
-    new Set([
-      '--listen',
-      '--agent',
-      '--initdata',
-      '--policy-file',
-      '--unknown-methods',
-      '--log-level',
-      '--rego-version',
-      '--agent-proto',
-    ]),
-    new Set(['--no-initdata']),
-  );
-  const unknown = single(flags, '--unknown-methods') ?? 'deny';
-  if (unknown !== 'deny' && unknown !== 'pass')
-    throw new UsageError('--unknown-methods must be deny or pass');
-  const logLevel = single(flags, '--log-level') ?? 'info';
-  if (!LOG_LEVELS.has(logLevel))
-    throw new UsageError(`unknown log level ${JSON.stringify(logLevel.slice(0, 40))}`);
-  if (flags.has('--no-initdata') && flags.has('--initdata')) {
-    throw new UsageError('--initdata and --no-initdata exclude each other');
+function serveArgs(values: OptionValues<typeof SERVE.options>): ServeArgs {
+  const unknown = choice('unknown-methods', values['unknown-methods'], ['deny', 'pass'] as const) ?? 'deny';
+  const logLevel = values['log-level'];
+  try {
+    if (logLevel !== undefined) parseLogDirectives('--log-level', logLevel, ['agent_policy_gate']);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  if (values['no-initdata'] && values.initdata !== undefined) {
+    throw new UsageError("options '--initdata' and '--no-initdata' exclude each other");
   }
   return {
-    listen: (flags.get('--listen') ?? [DEFAULT_LISTEN]).map(parseListen),
-    agent: parseAddress(single(flags, '--agent') ?? DEFAULT_AGENT_ADDRESS),
-    initdata: flags.has('--no-initdata') ? null : (single(flags, '--initdata') ?? DEFAULT_INITDATA_TOML_PATH),
-    policyFile: single(flags, '--policy-file') ?? DEFAULT_POLICY_FILE,
+    listen: (values.listen ?? [DEFAULT_LISTEN]).map(parseListen),
+    agent: parseAddress(values.agent ?? DEFAULT_AGENT_ADDRESS),
+    initdata: values['no-initdata'] ? null : (values.initdata ?? DEFAULT_INITDATA_TOML_PATH),
+    policyFile: values['policy-file'] ?? DEFAULT_POLICY_FILE,
     unknownMethods: unknown,
-    regoVersion: regoVersionFlag(flags),
-    agentProto: agentProtoFlag(flags),
-    logLevel: logLevel as Level | 'silent',
+    regoVersion: regoVersionFlag(values['rego-version']),
+    agentProto: agentProtoFlag(values['agent-proto']),
+    logLevel,
+    logFormat: choice('log-format', values['log-format'], LOG_FORMATS),
   };
 }
 
-function parseCheckArgs(argv: readonly string[]): CheckArgs {
-  const flags = parseFlags(
-    argv,
-    new Set(['--policy', '--request', '--input', '--rego-version', '--agent-proto']),
-    new Set(['--raw', '--json']),
-  );
-  const need = (name: string): string => {
-    const v = single(flags, name);
-    if (v === undefined) throw new UsageError(`${name} is required`);
+function checkArgs(values: OptionValues<typeof CHECK.options>): CheckArgs {
+  const need = (name: 'policy' | 'request' | 'input'): string => {
+    const v = values[name];
+    if (v === undefined) throw new UsageError(`missing option '--${name}'`);
     return v;
   };
   return {
-    policy: need('--policy'),
-    request: need('--request'),
-    input: need('--input'),
-    raw: flags.has('--raw'),
-    json: flags.has('--json'),
-    regoVersion: regoVersionFlag(flags),
-    agentProto: agentProtoFlag(flags),
+    policy: need('policy'),
+    request: need('request'),
+    input: need('input'),
+    raw: values.raw === true,
+    json: values.json === true,
+    regoVersion: regoVersionFlag(values['rego-version']),
+    agentProto: agentProtoFlag(values['agent-proto']),
   };
 }
 
@@ -345,10 +364,7 @@ async function runCheck(
   err: (t: string) => void,
 ): Promise<number> {
   const requestType = requestTypeOf(args.request);
-  if (requestType === undefined) {
-    err(`agent-policy-gate: unknown request ${JSON.stringify(args.request.slice(0, 80))}\n`);
-    return 2;
-  }
+  if (requestType === undefined) throw new UsageError(`unknown request '${args.request.slice(0, 80)}'`);
   let policyText: string;
   let inputText: string;
   try {
@@ -403,11 +419,13 @@ async function readLimited(path: string, max: number): Promise<string> {
   return bytes.toString('utf8');
 }
 
-async function runServe(args: ServeArgs, options: MainOptions, err: (t: string) => void): Promise<number> {
-  const logger = pino(
-    { name: 'agent-policy-gate', level: args.logLevel },
-    options.logDestination ?? pino.destination({ fd: 2, sync: true }),
-  );
+async function runServe(args: ServeArgs, options: MainOptions): Promise<number> {
+  const logger = createLogger({
+    name: 'agent-policy-gate',
+    ...(args.logLevel !== undefined && { env: { RUST_LOG: args.logLevel } }),
+    ...(args.logFormat !== undefined && { format: args.logFormat }),
+    ...(options.logDestination !== undefined && { destination: options.logDestination }),
+  });
   const policy = new AgentPolicy({ regoVersion: args.regoVersion });
   try {
     const initial = await resolveInitialPolicy({ initdataPath: args.initdata, policyFile: args.policyFile });
@@ -426,9 +444,8 @@ async function runServe(args: ServeArgs, options: MainOptions, err: (t: string) 
     }
   } catch (e) {
     if (!(e instanceof InitialPolicyError || e instanceof PolicyLoadError)) throw e;
-    logger.fatal({ err: e.message }, 'cannot load the initial policy');
-    err(`agent-policy-gate: ${e.message}\n`);
-    return 1;
+    // Reported once, by the dialect, on stderr.
+    throw new Error(`cannot load the initial policy: ${e.message}`, { cause: e });
   }
 
   const gate = new AgentPolicyGate({
@@ -445,9 +462,7 @@ async function runServe(args: ServeArgs, options: MainOptions, err: (t: string) 
   } catch (e) {
     stopped.cancel();
     await gate.close({ graceMs: 0 });
-    logger.fatal({ err: (e as Error).message }, 'cannot listen');
-    err(`agent-policy-gate: cannot listen: ${(e as Error).message}\n`);
-    return 1;
+    throw new Error(`cannot listen: ${(e as Error).message}`, { cause: e });
   }
   logger.info(
     {
@@ -488,22 +503,25 @@ function waitForStop(signal: AbortSignal | undefined): { promise: Promise<string
   return { promise, cancel: () => done('cancelled') };
 }
 
+const TOP = {
+  name: 'agent-policy-gate',
+  version: VERSION,
+  help: USAGE,
+  subcommands: ['serve', 'check'],
+} as const;
+
 /** The `agent-policy-gate` command. Resolves with the exit status. */
-export async function main(argv: string[], options: MainOptions = {}): Promise<number> {
-  const out = options.stdout ?? ((t: string) => process.stdout.write(t));
-  const err = options.stderr ?? ((t: string) => process.stderr.write(t));
-  const [command, ...rest] = argv;
-  if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
-    (command === undefined ? err : out)(USAGE);
-    return command === undefined ? 2 : 0;
-  }
-  try {
-    if (command === 'serve') return await runServe(parseServeArgs(rest), options, err);
-    if (command === 'check') return await runCheck(parseCheckArgs(rest), out, err);
-    throw new UsageError(`unknown command ${JSON.stringify(command.slice(0, 80))}`);
-  } catch (e) {
-    if (!(e instanceof UsageError)) throw e;
-    err(`agent-policy-gate: ${e.message}\n\n${USAGE}`);
-    return 2;
-  }
+export function main(argv: string[], options: MainOptions = {}): Promise<number> {
+  const out = options.stdout ?? ((t: string) => void process.stdout.write(t));
+  const err = options.stderr ?? ((t: string) => void process.stderr.write(t));
+  const io = { out, err };
+  return runCommand(
+    TOP,
+    argv,
+    ({ command, rest }) =>
+      command === 'serve'
+        ? runCommand(SERVE, rest, ({ values }) => runServe(serveArgs(values), options), io)
+        : runCommand(CHECK, rest, ({ values }) => runCheck(checkArgs(values), out, err), io),
+    io,
+  );
 }
