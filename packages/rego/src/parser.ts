@@ -179,17 +179,13 @@ export class Parser {
   }
 
   private numberExpr(t: Token, text: string, loc: Loc): Expr {
-    let v: number | bigint;
-    if (/^-?\d+$/.test(text)) {
-      v = normalizeInt(BigInt(text));
-    } else if ((v = exactInteger(text)) !== undefined) {
-      // An integer in exponent or decimal form beyond 2^53 stays exact, as OPA keeps it (1e30 + 1).
-    } else {
-      v = Number(text);
-      if (!Number.isFinite(v)) throw this.err('number out of range', t);
-      if (Object.is(v, -0)) v = 0;
-    }
-    return { k: 'num', v, loc };
+    if (/^-?\d+$/.test(text)) return { k: 'num', v: normalizeInt(BigInt(text)), loc };
+    // An integer in exponent or decimal form beyond 2^53 stays exact, as OPA keeps it (1e30 + 1).
+    const exact = exactInteger(text);
+    if (exact !== undefined) return { k: 'num', v: exact, loc };
+    const v = Number(text);
+    if (!Number.isFinite(v)) throw this.err('number out of range', t);
+    return { k: 'num', v: Object.is(v, -0) ? 0 : v, loc };
   }
 
   private parseScalarOrVar(): Expr {
