@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseKbsConfigText } from '@broker/kbs';
+import { parseKbsConfigText, referenceValueMessages } from '@broker/kbs';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { brokerctlMain } from './brokerctl.js';
@@ -13,22 +13,13 @@ import { parseYamlDocuments } from './yaml-io.js';
 // biome-ignore lint/suspicious/noExplicitAny: rendered objects are read loosely in assertions
 type Any = any;
 
-/** trustee-operator's own sample, unmodified (test/vectors/trustee-operator). */
-const SAMPLE = readFileSync(
-  join(
-    import.meta.dirname,
-    '..',
-    '..',
-    '..',
-    'test',
-    'vectors',
-    'trustee-operator',
-    'config',
-    'samples',
-    'trusteeconfig_sample.yaml',
-  ),
-  'utf8',
-);
+/** trustee-operator's own files, unmodified (test/vectors/trustee-operator). */
+const operatorFile = (...path: string[]) =>
+  readFileSync(
+    join(import.meta.dirname, '..', '..', '..', 'test', 'vectors', 'trustee-operator', ...path),
+    'utf8',
+  );
+const SAMPLE = operatorFile('config', 'samples', 'trusteeconfig_sample.yaml');
 
 const doc = (spec: Record<string, unknown>, metadata: Record<string, unknown> = { name: 't' }) => ({
   apiVersion: 'confidentialcontainers.org/v1alpha1',
@@ -128,5 +119,33 @@ describe('brokerctl render on a TrusteeConfig', () => {
     const two = memoryIO({ 't.yaml': `${SAMPLE}\n---\n${stringify(doc({}))}` });
     expect(await brokerctlMain(['render', 't.yaml', '--cluster-domain', 'a.example'], two)).toBe(1);
     expect(two.stderr).toContain('expected one BrokerConfig or TrusteeConfig document, found 2');
+  });
+});
+
+describe("trustee-operator's reference-values ConfigMaps", () => {
+  it('the sample ConfigMap and the empty template read as reference values (RVPS sample messages)', () => {
+    const cm = parseYamlDocuments(
+      operatorFile('config', 'samples', 'all-in-one', 'rvps-reference-values.yaml'),
+      'cm',
+    )[0] as Any;
+    const messages = referenceValueMessages(JSON.parse(cm.data.reference_value)) as Any[];
+    expect(messages).toHaveLength(1);
+    expect(JSON.parse(Buffer.from(messages[0].payload, 'base64').toString())).toEqual({ svn: 1 });
+    expect(
+      referenceValueMessages(JSON.parse(operatorFile('config', 'templates', 'rvps-reference-values.json'))),
+    ).toEqual([]);
+  });
+});
+
+describe("trustee-operator's KbsConfig sample", () => {
+  it('is valid against our KbsConfig CRD (same field names), in our group', () => {
+    const sample = parseYamlDocuments(
+      operatorFile('config', 'samples', 'all-in-one', 'kbsconfig_sample.yaml'),
+      'kbsconfig',
+    )[0] as Any;
+    expect(sample.spec.kbsDeploymentType).toBe('AllInOneDeployment');
+    expect(schemaProblems({ ...sample, apiVersion: 'broker.confidentialcontainers.org/v1alpha1' })).toEqual(
+      [],
+    );
   });
 });

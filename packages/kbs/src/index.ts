@@ -47,6 +47,8 @@ export {
 } from './policy/resource-policy.js';
 export { MountedFileError } from './reload/mounted.js';
 export type { DirectoryWatcherOptions } from './reload/watcher.js';
+// Reference values as trustee-operator's ConfigMaps hold them, as RVPS messages.
+export { referenceValueMessages } from './rvps/index.js';
 export {
   DEFAULT_MAX_SESSION_BYTES,
   DEFAULT_MAX_SESSIONS,
