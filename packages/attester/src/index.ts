@@ -49,6 +49,15 @@ export {
   type TsmReportOptions,
   type TsmReportRequest,
 } from './configfs-tsm.js';
+export {
+  BROKER_ATTESTER_SHIM_DIR,
+  DEFAULT_SHIM_TIMEOUT_MS,
+  IOCTL_SHIMS,
+  IoctlShimError,
+  MAX_SHIM_OUTPUT,
+  SHIM_EXIT,
+  type ShimFailure,
+} from './ioctl-shim.js';
 export { platformContext } from './platform.js';
 export {
   BUILTIN_ATTESTERS,
@@ -76,6 +85,7 @@ export {
 export {
   BROKER_SEV_GUEST_SYSFS,
   padOrTruncate,
+  SEV_GUEST_DEVICE,
   SEV_GUEST_SYSFS,
   SNP_HOST_DATA_SIZE,
   SNP_REPORT_DATA_SIZE,
@@ -84,6 +94,7 @@ export {
   SnpAttester,
   type SnpAttesterOptions,
   type SnpEvidence,
+  type SnpReportSource,
   snpModule,
 } from './snp/index.js';
 export {
@@ -99,6 +110,7 @@ export {
   BROKER_TDX_CCEL,
   BROKER_TDX_GUEST_DEVICE,
   BROKER_TDX_MEASUREMENTS,
+  BROKER_TDX_QGS,
   CCEL_PATH,
   DEFAULT_AAEL_PATH,
   EVENTLOG_END,
@@ -114,6 +126,7 @@ export {
   TdxAttester,
   type TdxAttesterOptions,
   type TdxEvidence,
+  type TdxQuoteSource,
   tdxModule,
   trimCcel,
 } from './tdx/index.js';
