@@ -26,6 +26,26 @@ export {
   type HttpGetOptions,
 } from './http/get.js';
 export { type CacheStats, RefreshingCache, type RefreshingCacheOptions } from './http/refreshing-cache.js';
+export { certificateFwid, OID_TCG_DICE_TCB_INFO, parsePemChain, verifyNvidiaChain } from './nvidia/chain.js';
+export { NVIDIA_DEVICE_ROOT_PEM, NVIDIA_DEVICE_ROOT_SHA1 } from './nvidia/device-root.js';
+export {
+  MAX_NVIDIA_DEVICES,
+  type NvidiaGpuClaims,
+  NvidiaVerifier,
+  type NvidiaVerifierOptions,
+  verifyNvidiaDevice,
+} from './nvidia/index.js';
+export { decodeOpaqueData, OPAQUE_DATA_TYPES } from './nvidia/opaque.js';
+export {
+  encodeUnsignedReport,
+  HOPPER_SIGNATURE_SIZE,
+  type MeasurementBlock,
+  type NvidiaReport,
+  parseNvidiaReport,
+  type ReportSpec,
+  SPDM_NONCE_SIZE,
+} from './nvidia/spdm.js';
+export { createTestDevice, type TestDevice, type TestDeviceOptions } from './nvidia/test-device.js';
 export { getVerifier, supportedTees } from './registry.js';
 export {
   SAMPLE_MAX_REPORT_DATA_LENGTH,

@@ -2,6 +2,7 @@ import type { Tee } from '@broker/protocol';
 import { AzSnpVtpmVerifier } from './az-snp-vtpm/index.js';
 import { AzTdxVtpmVerifier } from './az-tdx-vtpm/index.js';
 import { VerifierNotSupported } from './errors.js';
+import { NvidiaVerifier } from './nvidia/index.js';
 import { SampleVerifier } from './sample/index.js';
 import { SnpVerifier } from './snp/index.js';
 import { TdxVerifier } from './tdx/index.js';
@@ -16,6 +17,7 @@ const VERIFIERS: ReadonlyMap<string, Verifier> = new Map<string, Verifier>([
   ['tpm', new TpmVerifier()],
   ['tdx', new TdxVerifier()],
   ['az-tdx-vtpm', new AzTdxVtpmVerifier()],
+  ['nvidia', new NvidiaVerifier()],
 ]);
 
 /** The verifier for `tee`; throws VerifierNotSupported for a TEE this build cannot verify. */

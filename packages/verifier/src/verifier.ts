@@ -1,4 +1,5 @@
 import type { Tee } from '@broker/protocol';
+import type { NvidiaVerifierOptions } from './nvidia/index.js';
 import type { AmdRootSet } from './snp/certs.js';
 import type { SnpVerifierOptions } from './snp/vcek-source.js';
 import type { TdxVerifierOptions } from './tdx/verify.js';
@@ -23,6 +24,8 @@ export interface ExpectedData {
   readonly snp?: SnpVerifierOptions;
   /** `tdx` and `az-tdx-vtpm` settings: the offline Intel collateral, and test SGX roots to trust. */
   readonly tdx?: TdxVerifierOptions;
+  /** `nvidia` settings: device roots trusted besides NVIDIA's (the mock TEE's simulated GPU). */
+  readonly nvidia?: NvidiaVerifierOptions;
 }
 
 /** Claims of one attested environment. A verifier may report several (e.g. a CPU and its devices). */
