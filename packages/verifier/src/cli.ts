@@ -1,6 +1,7 @@
 // `kbs-verify`: runs one evidence file through the same verifiers the KBS uses, for operators
 // debugging an attestation. Prints the claims as JSON, or the verification error.
 import { readFileSync } from 'node:fs';
+import { choice, type OptionValues, required, runCommand, UsageError } from '@broker/cli';
 import {
   decodeBase64StdStrict,
   decodeBase64UrlStrict,
@@ -14,11 +15,7 @@ import { VerificationError } from './errors.js';
 import type { HttpGet } from './http/get.js';
 import { getVerifier, supportedTees } from './registry.js';
 import type { VcekSource } from './snp/vcek-source.js';
-import {
-  type IntelCollateralSource,
-  intelCollateralSource,
-  type TcbUpdateType,
-} from './tdx/collateral-service.js';
+import { type IntelCollateralSource, intelCollateralSource } from './tdx/collateral-service.js';
 import { parseTdxEvidence } from './tdx/index.js';
 import { parseTdxQuote } from './tdx/quote.js';
 import { parseQuoteMessage } from './tpm/quote.js';
@@ -38,7 +35,7 @@ const defaultIo: CliIo = {
   readFile: (p) => readFileSync(p === '-' ? 0 : p),
 };
 
-const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [--init-data-digest HEX]
+const USAGE = `Usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [--init-data-digest HEX]
                   [--time RFC3339] [--trusted-ark PEM]... [--vcek-store DIR]...
                   [--tcb-info FILE]... [--qe-identity FILE] [--collateral-signer PEM]...
                   [--trusted-root PEM]... [--pck-crl FILE] [--root-ca-crl FILE]
@@ -70,10 +67,39 @@ const USAGE = `usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
                           chain and CRL; repeatable; with --vcek-store, tried in the order given.
                           Without either, the tool asks nobody
 
-Prints [{"class", "claims"}] as JSON and exits 0, or prints the error and exits 1 (2 for usage errors).
+  -h, --help              Print help
+  -V, --version           Print version
+
+Prints [{"class", "claims"}] as JSON.
 `;
 
-class UsageError extends Error {}
+const SPEC = {
+  name: 'kbs-verify',
+  version: '0.1.0',
+  help: USAGE,
+  options: {
+    tee: { type: 'string' },
+    evidence: { type: 'string' },
+    'report-data': { type: 'string' },
+    'init-data-digest': { type: 'string' },
+    time: { type: 'string' },
+    'trusted-ark': { type: 'string', multiple: true },
+    'tcb-info': { type: 'string', multiple: true },
+    'qe-identity': { type: 'string' },
+    'collateral-signer': { type: 'string', multiple: true },
+    'trusted-root': { type: 'string', multiple: true },
+    'pck-crl': { type: 'string' },
+    'root-ca-crl': { type: 'string' },
+    'vcek-store': { type: 'string', multiple: true },
+    'vcek-source': { type: 'string', multiple: true },
+    'collateral-service': { type: 'string' },
+    'tcb-update-type': { type: 'string' },
+  },
+  exitStatus: [
+    [0, 'the evidence verified; the claims are printed'],
+    [1, 'verification failed (the reason is printed), or a file is unreadable'],
+  ],
+} as const;
 
 /** A CRL file: PEM text stays text, anything else is DER. */
 function crlArg(bytes: Buffer): Buffer {
@@ -147,104 +173,70 @@ function boundReportData(tee: Tee, evidence: unknown): Buffer {
 }
 
 /** Runs the command; returns the exit code (0 verified, 1 verification failed, 2 usage error). */
-export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
-  let tee: Tee;
-  let evidence: unknown;
-  let reportData: Buffer | undefined;
-  let initDataHash: Buffer | undefined;
+export function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
+  const help = { ...SPEC, help: `${USAGE}\nsupported TEEs: ${supportedTees().join(', ')}\n` };
+  return runCommand(help, argv, ({ values }) => verify(values, io), io);
+}
+
+async function verify(values: OptionValues<typeof SPEC.options>, io: CliIo): Promise<number> {
+  const reportDataArg = values['report-data'];
+  let reportData = reportDataArg === undefined ? undefined : hexArg('--report-data', reportDataArg);
+  const initDataArg = values['init-data-digest'];
+  const initDataHash = initDataArg === undefined ? undefined : hexArg('--init-data-digest', initDataArg);
   let now: Date | undefined;
-  const trustedArks: string[] = [];
-  const tcbInfos: Buffer[] = [];
-  let qeIdentity: Buffer | undefined;
-  const collateralSigners: string[] = [];
-  const trustedSgxRoots: string[] = [];
-  let pckCrl: Buffer | undefined;
-  let rootCaCrl: Buffer | undefined;
-  const vcekSources: VcekSource[] = [];
-  let collateralServiceUrl: string | undefined;
-  let tcbUpdateType: TcbUpdateType | undefined;
-  let collateralService: IntelCollateralSource | undefined;
-  try {
-    let teeArg: string | undefined;
-    let evidenceFile: string | undefined;
-    for (let i = 0; i < argv.length; i++) {
-      const a = argv[i]!;
-      if (a === '-h' || a === '--help') {
-        io.out(`${USAGE}\nsupported TEEs: ${supportedTees().join(', ')}\n`);
-        return 0;
-      }
-      const value = () => {
-        const v = argv[++i];
-        if (v === undefined) throw new UsageError(`${a} needs a value`);
-        return v;
-      };
-      if (a === '--tee') teeArg = value();
-      else if (a === '--evidence') evidenceFile = value();
-      else if (a === '--report-data') reportData = hexArg(a, value());
-      else if (a === '--init-data-digest') initDataHash = hexArg(a, value());
-      else if (a === '--time') {
-        const v = value();
-        const d = new Date(v);
-        if (!RFC3339.test(v) || Number.isNaN(d.getTime()))
-          throw new UsageError('--time must be an RFC 3339 date-time');
-        now = d;
-      } else if (a === '--trusted-ark') trustedArks.push(io.readFile(value()).toString('utf8'));
-      else if (a === '--tcb-info') tcbInfos.push(io.readFile(value()));
-      else if (a === '--qe-identity') qeIdentity = io.readFile(value());
-      else if (a === '--collateral-signer') collateralSigners.push(io.readFile(value()).toString('utf8'));
-      else if (a === '--trusted-root') trustedSgxRoots.push(io.readFile(value()).toString('utf8'));
-      else if (a === '--pck-crl') pckCrl = crlArg(io.readFile(value()));
-      else if (a === '--root-ca-crl') rootCaCrl = crlArg(io.readFile(value()));
-      else if (a === '--vcek-store') vcekSources.push({ type: 'OfflineStore', path: value() });
-      else if (a === '--vcek-source') {
-        const v = value();
-        const m = /^kds(?:=(.+))?$/i.exec(v);
-        if (m === null) throw new UsageError('--vcek-source takes kds or kds=URL');
-        vcekSources.push({ type: 'KDS', ...(m[1] !== undefined ? { baseUrl: m[1] } : {}) });
-      } else if (a === '--collateral-service') collateralServiceUrl = value();
-      else if (a === '--tcb-update-type') {
-        const v = value();
-        if (v !== 'early' && v !== 'standard') throw new UsageError('--tcb-update-type is early or standard');
-        tcbUpdateType = v;
-      } else throw new UsageError(`unexpected argument ${JSON.stringify(a)}`);
-    }
-    if (teeArg === undefined) throw new UsageError('--tee is required');
-    if (evidenceFile === undefined) throw new UsageError('--evidence is required');
-    if (!isTee(teeArg)) throw new UsageError(`unknown TEE ${JSON.stringify(teeArg)}`);
-    if (tcbInfos.length > 0 !== (qeIdentity !== undefined)) {
-      throw new UsageError('--tcb-info and --qe-identity go together');
-    }
-    if (collateralServiceUrl !== undefined && qeIdentity !== undefined) {
-      throw new UsageError('--collateral-service and --tcb-info/--qe-identity exclude each other');
-    }
-    if (tcbUpdateType !== undefined && collateralServiceUrl === undefined) {
-      throw new UsageError('--tcb-update-type needs --collateral-service');
-    }
-    if (collateralServiceUrl !== undefined) {
-      try {
-        collateralService = intelCollateralSource({
-          url: collateralServiceUrl,
-          ...(tcbUpdateType !== undefined ? { tcbUpdateType } : {}),
-          ...(io.httpGet !== undefined ? { httpGet: io.httpGet } : {}),
-        });
-      } catch (e) {
-        throw new UsageError((e as Error).message);
-      }
-    }
-    tee = teeArg;
-    evidence = parseEvidence(io.readFile(evidenceFile));
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.err(`kbs-verify: ${e.message}\n${USAGE}`);
-      return 2;
-    }
-    const code = (e as NodeJS.ErrnoException).code;
-    if (typeof code === 'string') {
-      io.err(`kbs-verify: ${(e as Error).message}\n`);
-      return 2;
-    }
-    throw e;
+  if (values.time !== undefined) {
+    const d = new Date(values.time);
+    if (!RFC3339.test(values.time) || Number.isNaN(d.getTime()))
+      throw new UsageError('--time must be an RFC 3339 date-time');
+    now = d;
   }
+  const vcekSources: VcekSource[] = [];
+  for (const dir of values['vcek-store'] ?? []) vcekSources.push({ type: 'OfflineStore', path: dir });
+  for (const v of values['vcek-source'] ?? []) {
+    const m = /^kds(?:=(.+))?$/i.exec(v);
+    if (m === null) throw new UsageError('--vcek-source takes kds or kds=URL');
+    vcekSources.push({ type: 'KDS', ...(m[1] !== undefined ? { baseUrl: m[1] } : {}) });
+  }
+  const tcbUpdateType = choice('tcb-update-type', values['tcb-update-type'], ['early', 'standard'] as const);
+  const teeArg = required('tee', values.tee);
+  const evidenceFile = required('evidence', values.evidence);
+  if (!isTee(teeArg))
+    throw new UsageError(`unknown TEE '${teeArg.slice(0, 64)}' (allowed: ${supportedTees().join(', ')})`);
+  const tcbInfoFiles = values['tcb-info'] ?? [];
+  const qeIdentityFile = values['qe-identity'];
+  if (tcbInfoFiles.length > 0 !== (qeIdentityFile !== undefined)) {
+    throw new UsageError('--tcb-info and --qe-identity go together');
+  }
+  const collateralServiceUrl = values['collateral-service'];
+  if (collateralServiceUrl !== undefined && qeIdentityFile !== undefined) {
+    throw new UsageError('--collateral-service and --tcb-info/--qe-identity exclude each other');
+  }
+  if (tcbUpdateType !== undefined && collateralServiceUrl === undefined) {
+    throw new UsageError('--tcb-update-type needs --collateral-service');
+  }
+  let collateralService: IntelCollateralSource | undefined;
+  if (collateralServiceUrl !== undefined) {
+    try {
+      collateralService = intelCollateralSource({
+        url: collateralServiceUrl,
+        ...(tcbUpdateType !== undefined ? { tcbUpdateType } : {}),
+        ...(io.httpGet !== undefined ? { httpGet: io.httpGet } : {}),
+      });
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  }
+  const tee: Tee = teeArg;
+  // Files are read once the command line is known good; an unreadable one is a runtime failure (1).
+  const trustedArks = (values['trusted-ark'] ?? []).map((f) => io.readFile(f).toString('utf8'));
+  const tcbInfos = tcbInfoFiles.map((f) => io.readFile(f));
+  const qeIdentity = qeIdentityFile === undefined ? undefined : io.readFile(qeIdentityFile);
+  const collateralSigners = (values['collateral-signer'] ?? []).map((f) => io.readFile(f).toString('utf8'));
+  const trustedSgxRoots = (values['trusted-root'] ?? []).map((f) => io.readFile(f).toString('utf8'));
+  const pckCrl = values['pck-crl'] === undefined ? undefined : crlArg(io.readFile(values['pck-crl']));
+  const rootCaCrl =
+    values['root-ca-crl'] === undefined ? undefined : crlArg(io.readFile(values['root-ca-crl']));
+  const evidence = parseEvidence(io.readFile(evidenceFile));
 
   try {
     const verifier = getVerifier(tee);
@@ -288,12 +280,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     return 0;
   } catch (e) {
     if (e instanceof VerificationError) {
-      io.err(`kbs-verify: verification failed: ${e.code}: ${e.message}\n`);
-      return 1;
-    }
-    if (e instanceof UsageError) {
-      io.err(`kbs-verify: ${e.message}\n${USAGE}`);
-      return 2;
+      throw new Error(`verification failed: ${e.code}: ${e.message}`, { cause: e });
     }
     throw e;
   }
