@@ -188,6 +188,49 @@ describe('dist/bin/kbs on upstream configuration files, then a sample-TEE handsh
   });
 });
 
+describe("trustee-operator's restricted template, rendered", () => {
+  // The operator executes it with Go's text/template and, when a TrusteeConfig sets no TLS, the data
+  // {TlsProfile: "intermediate"} (internal/controller/tlsconfig.go): the vendored rendering is exactly that.
+  it('test/vectors/trustee-operator/rendered is the template executed by Go text/template', async () => {
+    const dir = join(root, 'go-template');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, 'main.go'),
+      `package main
+
+import (
+	"os"
+	"text/template"
+)
+
+type KbsConfigTemplateData struct {
+	TlsProfile, TlsMinVersion, TlsMaxVersion, TlsCiphers, TlsGroups string
+}
+
+func main() {
+	b, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	t := template.Must(template.New("kbs-config").Parse(string(b)))
+	if err := t.Execute(os.Stdout, &KbsConfigTemplateData{TlsProfile: "intermediate"}); err != nil {
+		panic(err)
+	}
+}
+`,
+    );
+    const r = await runToEnd(
+      'go',
+      ['run', join(dir, 'main.go'), vector('trustee-operator/config/templates/kbs-config-restricted.toml')],
+      { env: { ...process.env, GO111MODULE: 'off', GOCACHE: join(dir, 'gocache'), GOFLAGS: '' } },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(
+      readFileSync(vector('trustee-operator/rendered/kbs-config-restricted.toml'), 'utf8'),
+    );
+  });
+});
+
 describe('dist/bin/kbs on the other trustee test_data configurations', () => {
   // Both parse; neither names token trust material (insecure_header_jwk = false), so trustee's KBS
   // stops at its token verifier, before the admin API, and so does this one, with trustee's message.
