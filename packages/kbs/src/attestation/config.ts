@@ -1,7 +1,8 @@
 // `[attestation_service]` of kbs-config.toml, with trustee's key names
 // (kbs/src/attestation/config.rs, coco/builtin.rs, attestation-service ear_token
-// and rvps config). Unknown keys are refused; keys that old trustee releases
-// wrote and today's ignores are accepted and reported in `ignoredKeys`.
+// and rvps config). Unknown keys go to the caller's warnings list (refused when it
+// gives none); keys that old trustee releases wrote and today's ignores are accepted
+// and reported in `ignoredKeys`.
 import { isAbsolute } from 'node:path';
 import { ConfigError, Section } from '../config-reader.js';
 
