@@ -3,8 +3,10 @@
 // serves from the same mock SNP device whose configfs-tsm root serves the other path. Evidence
 // must be the same bytes either way and verify; every failure class gives a clear error and no
 // evidence.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -254,6 +256,37 @@ describe('snp ioctl failures: a clear error and no evidence', () => {
     expect([vmpl.status, vmpl.stderr]).toEqual([SHIM_EXIT.usage, expect.stringMatching(/VMPL 4/)]);
     const long = await run(Buffer.concat([shimRequest(0, 0, Buffer.alloc(64)), Buffer.alloc(1)]));
     expect(long.status).toBe(SHIM_EXIT.usage);
+  });
+});
+
+describe('the restated ABI', () => {
+  // The shims restate the uapi structures (a musl build has no kernel headers); where Debian's
+  // linux-libc-dev has the header, the kernel's own definitions must give the same numbers.
+  it.skipIf(!existsSync('/usr/include/linux/sev-guest.h'))('matches <linux/sev-guest.h>', async () => {
+    const src = join(dir, 'uapi.c');
+    await writeFile(
+      src,
+      `#include <stdio.h>
+#include <sys/ioctl.h>
+#include <linux/sev-guest.h>
+int main(void) {
+  printf("%lu %lu %lu %lu %lu %lu\\n", (unsigned long)SNP_GET_REPORT, (unsigned long)SNP_GET_EXT_REPORT,
+    sizeof(struct snp_guest_request_ioctl), sizeof(struct snp_report_req), sizeof(struct snp_ext_report_req),
+    sizeof(struct snp_report_resp));
+  return 0;
+}
+`,
+    );
+    execFileSync('gcc', ['-o', join(dir, 'uapi'), src]);
+    const numbers = execFileSync(join(dir, 'uapi'), { encoding: 'utf8' }).trim().split(' ').map(Number);
+    expect(numbers).toEqual([
+      GUEST_IOCTLS.SNP_GET_REPORT,
+      GUEST_IOCTLS.SNP_GET_EXT_REPORT,
+      32,
+      96,
+      112,
+      4000,
+    ]);
   });
 });
 
