@@ -133,6 +133,18 @@ describe('LocalJson storage settings', () => {
     });
   });
 
+  it('warns when the sessions would land in LocalJson (every /auth rewrites the file)', () => {
+    const table = '[storage_backend.backends.local_json]\nfile_dir_path = "/a"';
+    expect(lj(table).warnings).toEqual([
+      'the RCAR sessions are kept in LocalJson, one file rewritten whole on every /auth and /attest: set session_storage_type = "Memory" (or LocalFs, Redis) unless the load is small',
+    ]);
+    expect(
+      parseKbsConfigText(
+        `session_storage_type = "Memory"\n${MIN}[storage_backend]\nstorage_type = "LocalJson"\n${table}`,
+      ).warnings,
+    ).toEqual([]);
+  });
+
   it('refuses LocalJson without its table, and two different directories', () => {
     expect(fails(`${MIN}[storage_backend]\nstorage_type = "LocalJson"`)).toMatch(
       /storage_type = "LocalJson" needs \[storage_backend.backends.local_json\] with file_dir_path \(Local JSON configuration is required\)/,
@@ -159,13 +171,14 @@ describe('worker_count', () => {
     ]);
   });
 
-  it('with a LocalJson store runs one process, with one warning', () => {
+  it('with a LocalJson store runs one process, with one warning about it', () => {
     const c = parseKbsConfigText(
       `${WORKERS(2)}[storage_backend]\nstorage_type = "LocalJson"\n[storage_backend.backends.local_json]\nfile_dir_path = "/j"`,
     );
     expect(c.httpServer.workerCount).toBeUndefined();
-    expect(c.warnings).toHaveLength(1);
-    expect(c.warnings[0]).toMatch(
+    // The other warning is the sessions' (LocalJson).
+    expect(c.warnings).toHaveLength(2);
+    expect(c.warnings[1]).toMatch(
       /worker_count = 2 .* the sessions, \[storage_backend\] storage_type, the attestation policies, the reference values use LocalJson/,
     );
   });

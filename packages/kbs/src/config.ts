@@ -607,6 +607,12 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
   }
   const main = storageBackend.storageType;
   const asType = (as.storageType ?? main) as StorageType;
+  if ((sessionStorageType ?? main) === 'LocalJson') {
+    // Every /auth (unauthenticated) would rewrite the whole file of sessions.
+    warnings.push(
+      'the RCAR sessions are kept in LocalJson, one file rewritten whole on every /auth and /attest: set session_storage_type = "Memory" (or LocalFs, Redis) unless the load is small',
+    );
+  }
   const workerCount = checkWorkers(
     httpServer.workerCount,
     [
