@@ -15,6 +15,7 @@
  */
 import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
+import { type OptionSpec, type OptionSpecs, type ParsedCommand, runCommand, UsageError } from '@broker/cli';
 import { digestOf } from './digest.js';
 import { type DirImage, openDirImage } from './dir-image.js';
 import { evaluatePolicy, type KeyReader, type PolicyDecision, readKeyFile } from './evaluate.js';
@@ -51,53 +52,28 @@ function defaultIo(): ImageCliIo {
   };
 }
 
-class UsageError extends Error {}
-
 interface Parsed {
   readonly positional: string[];
   readonly values: Map<string, string[]>;
   readonly flags: Set<string>;
 }
 
-/** `--name value`, `--name=value`, repeatable values, boolean flags. */
-function parseArgs(argv: readonly string[], valued: readonly string[], booleans: readonly string[]): Parsed {
-  const positional: string[] = [];
-  const values = new Map<string, string[]>();
-  const flags = new Set<string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--') {
-      positional.push(...argv.slice(i + 1));
-      break;
-    }
-    if (!a.startsWith('--') || a === '--') {
-      if (a.startsWith('-') && a !== '-' && a !== '-h') throw new UsageError(`unknown option ${a}`);
-      if (a === '-h') flags.add('help');
-      else positional.push(a);
-      continue;
-    }
-    const eq = a.indexOf('=');
-    const name = a.slice(2, eq < 0 ? undefined : eq);
-    if (booleans.includes(name)) {
-      if (eq >= 0) {
-        const v = a.slice(eq + 1);
-        if (v !== 'true' && v !== 'false') throw new UsageError(`--${name} takes true or false`);
-        if (v === 'true') flags.add(name);
-        else flags.delete(name);
-      } else flags.add(name);
-      continue;
-    }
-    if (!valued.includes(name)) throw new UsageError(`unknown option --${name}`);
-    let v: string | undefined;
-    if (eq >= 0) v = a.slice(eq + 1);
-    else {
-      v = argv[i + 1];
-      i++;
-    }
-    if (v === undefined) throw new UsageError(`--${name} needs a value`);
-    values.set(name, [...(values.get(name) ?? []), v]);
+/** The option table of the shared layer for these value and flag names; values may repeat. */
+function optionsOf(valued: readonly string[], booleans: readonly string[]): OptionSpecs {
+  const options: Record<string, OptionSpec> = {};
+  for (const name of valued) options[name] = { type: 'string', multiple: true };
+  for (const name of booleans) options[name] = { type: 'boolean' };
+  return options;
+}
+
+/** `--name value`, `--name=value`, repeatable values, boolean flags (the shared parseArgs layer). */
+function parsed({ values, positionals }: ParsedCommand<OptionSpecs>): Parsed {
+  const out: Parsed = { positional: positionals, values: new Map(), flags: new Set() };
+  for (const [name, v] of Object.entries(values)) {
+    if ((v as unknown) === true) out.flags.add(name);
+    else if (Array.isArray(v)) out.values.set(name, v as string[]);
   }
-  return { positional, values, flags };
+  return out;
 }
 
 function one(p: Parsed, name: string): string | undefined {
@@ -293,51 +269,58 @@ Options:
   -h, --help, --version
 `;
 
-/** `image-policy` main; resolves to the exit status. */
-export async function imagePolicyMain(
-  argv: readonly string[],
-  io: ImageCliIo = defaultIo(),
-): Promise<number> {
-  const [command, ...rest] = argv;
-  try {
-    if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
-      io.stdout(POLICY_HELP);
-      return command === undefined ? 2 : 0;
-    }
-    if (command === '--version' || command === '-V') {
-      io.stdout(`image-policy ${IMAGE_TOOLS_VERSION}\n`);
-      return 0;
-    }
-    switch (command) {
-      case 'check':
-        return await checkCommand(rest, io);
-      case 'sign':
-        return await signCommand(rest, io);
-      case 'generate-key':
-        return await generateKeyCommand(rest, io);
-      default:
-        throw new UsageError(`unknown command ${JSON.stringify(command)}`);
-    }
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.stderr(`image-policy: ${e.message}\nRun image-policy --help for usage.\n`);
-      return 2;
-    }
-    io.stderr(`image-policy: ${(e as Error).message}\n`);
-    return 2;
-  }
+const POLICY_EXIT_STATUS = [
+  [0, 'check: the policy accepts the image; sign, generate-key: done'],
+  [1, 'check: the policy rejects the image; or a runtime failure (file, registry, KBS)'],
+] as const;
+
+const POLICY_TOP = {
+  name: 'image-policy',
+  version: IMAGE_TOOLS_VERSION,
+  help: POLICY_HELP,
+  subcommands: ['check', 'sign', 'generate-key'],
+  exitStatus: POLICY_EXIT_STATUS,
+} as const;
+
+function policyCommand(command: string, valued: readonly string[], booleans: readonly string[]) {
+  return {
+    name: `image-policy ${command}`,
+    version: IMAGE_TOOLS_VERSION,
+    help: POLICY_HELP,
+    options: optionsOf(valued, booleans),
+    positionals: ['[ARGS...]'],
+    exitStatus: POLICY_EXIT_STATUS,
+  };
 }
 
-async function checkCommand(argv: readonly string[], io: ImageCliIo): Promise<number> {
-  const p = parseArgs(
+const CHECK = policyCommand(
+  'check',
+  ['policy', 'reference', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
+  ['index-signatures', 'plain-http'],
+);
+const SIGN = policyCommand(
+  'sign',
+  ['key', 'identity', ...REGISTRY_OPTIONS],
+  ['plain-http', 'repository-identity'],
+);
+const GENERATE_KEY = policyCommand('generate-key', ['algorithm'], []);
+
+/** `image-policy` main; resolves to the exit status. */
+export function imagePolicyMain(argv: readonly string[], io: ImageCliIo = defaultIo()): Promise<number> {
+  const cio = { out: io.stdout, err: io.stderr, env: io.env };
+  return runCommand(
+    POLICY_TOP,
     argv,
-    ['policy', 'reference', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
-    ['index-signatures', 'plain-http', 'help'],
+    ({ command, rest }) => {
+      if (command === 'check') return runCommand(CHECK, rest, (a) => checkCommand(parsed(a), io), cio);
+      if (command === 'sign') return runCommand(SIGN, rest, (a) => signCommand(parsed(a), io), cio);
+      return runCommand(GENERATE_KEY, rest, (a) => generateKeyCommand(parsed(a), io), cio);
+    },
+    cio,
   );
-  if (p.flags.has('help')) {
-    io.stdout(POLICY_HELP);
-    return 0;
-  }
+}
+
+async function checkCommand(p: Parsed, io: ImageCliIo): Promise<number> {
   const policyFile = one(p, 'policy');
   if (policyFile === undefined) throw new UsageError('check needs --policy FILE');
   if (p.positional.length !== 1) throw new UsageError('check takes exactly one IMAGE');
@@ -392,16 +375,7 @@ async function loadPrivateKey(file: string): Promise<KeyObject> {
   }
 }
 
-async function signCommand(argv: readonly string[], io: ImageCliIo): Promise<number> {
-  const p = parseArgs(
-    argv,
-    ['key', 'identity', ...REGISTRY_OPTIONS],
-    ['plain-http', 'repository-identity', 'help'],
-  );
-  if (p.flags.has('help')) {
-    io.stdout(POLICY_HELP);
-    return 0;
-  }
+async function signCommand(p: Parsed, io: ImageCliIo): Promise<number> {
   const keyFile = one(p, 'key');
   if (keyFile === undefined) throw new UsageError('sign needs --key FILE');
   if (p.positional.length !== 1) throw new UsageError('sign takes exactly one IMAGE');
@@ -442,12 +416,7 @@ async function signCommand(argv: readonly string[], io: ImageCliIo): Promise<num
   }
 }
 
-async function generateKeyCommand(argv: readonly string[], io: ImageCliIo): Promise<number> {
-  const p = parseArgs(argv, ['algorithm'], ['help']);
-  if (p.flags.has('help')) {
-    io.stdout(POLICY_HELP);
-    return 0;
-  }
+async function generateKeyCommand(p: Parsed, io: ImageCliIo): Promise<number> {
   if (p.positional.length !== 1) throw new UsageError('generate-key takes exactly one PREFIX');
   const prefix = p.positional[0] as string;
   const algorithm = one(p, 'algorithm') ?? 'p256';
@@ -492,22 +461,26 @@ function limitsOf(p: Parsed): Partial<ExpansionLimits> {
   return limits;
 }
 
+const PULL = {
+  name: 'image-pull',
+  version: IMAGE_TOOLS_VERSION,
+  help: PULL_HELP,
+  options: optionsOf(
+    ['policy', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS, ...Object.values(LIMIT_NAMES)],
+    ['index-signatures', 'plain-http', 'no-progress'],
+  ),
+  positionals: ['IMAGE', 'DEST'],
+  exitStatus: [[1, 'the pull failed: refused by the policy, registry or KBS unreachable, bad layer']],
+} as const;
+
 /** `image-pull` main; resolves to the exit status. */
-export async function imagePullMain(argv: readonly string[], io: ImageCliIo = defaultIo()): Promise<number> {
+export function imagePullMain(argv: readonly string[], io: ImageCliIo = defaultIo()): Promise<number> {
+  const cio = { out: io.stdout, err: io.stderr, env: io.env };
+  return runCommand(PULL, argv, (a) => pull(parsed(a), io), cio);
+}
+
+async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
   try {
-    const p = parseArgs(
-      argv,
-      ['policy', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS, ...Object.values(LIMIT_NAMES)],
-      ['index-signatures', 'plain-http', 'no-progress', 'help', 'version'],
-    );
-    if (p.flags.has('help')) {
-      io.stdout(PULL_HELP);
-      return 0;
-    }
-    if (p.flags.has('version')) {
-      io.stdout(`image-pull ${IMAGE_TOOLS_VERSION}\n`);
-      return 0;
-    }
     if (p.positional.length !== 2) throw new UsageError('image-pull takes IMAGE and DEST');
     const [imageText, dest] = p.positional as [string, string];
     const policyFile = one(p, 'policy');
@@ -545,16 +518,11 @@ export async function imagePullMain(argv: readonly string[], io: ImageCliIo = de
       keys.close();
     }
   } catch (e) {
-    if (e instanceof UsageError) {
-      io.stderr(`image-pull: ${e.message}\nRun image-pull --help for usage.\n`);
-      return 2;
-    }
     if (e instanceof ImagePullError) {
       io.stderr(`image-pull: ${e.message}\n`);
       if (e.detail !== '' && !e.message.endsWith(e.detail)) io.stderr(`  reason: ${e.detail}\n`);
       return 1;
     }
-    io.stderr(`image-pull: ${(e as Error).message}\n`);
-    return 1;
+    throw e;
   }
 }
