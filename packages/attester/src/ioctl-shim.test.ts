@@ -1,12 +1,14 @@
 // The attester's side of the shim contract, against stand-in programs: hostile answers (wrong
 // magic, lengths that do not add up, too much output), exit codes to failure classes, a shim that
 // hangs, and where the shim is looked for.
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BROKER_ATTESTER_SHIM_DIR,
+  IOCTL_SHIMS,
   IoctlShimError,
   MAX_SHIM_OUTPUT,
   parseShimAnswer,
@@ -144,5 +146,19 @@ describe('running a shim', () => {
       join(dirname(process.execPath), 'x'),
     );
     expect(shimPath('x', { shimDir: '/a', env: { [BROKER_ATTESTER_SHIM_DIR]: '/b' } })).toBe('/a/x');
+  });
+});
+
+describe('shipping', () => {
+  const repo = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+  it('builds and installs in the pod-VM image exactly the shims the attesters run', async () => {
+    const { SHIMS } = (await import(join(repo, 'packages/attester/shims/build.mjs'))) as {
+      SHIMS: { name: string }[];
+    };
+    const wanted = Object.values(IOCTL_SHIMS).sort();
+    expect(SHIMS.map((s) => s.name).sort()).toEqual(wanted);
+    const image = /^SHIMS=\(([^)]*)\)/m.exec(await readFile(join(repo, 'guest-image/build.sh'), 'utf8'));
+    expect(image?.[1]?.trim().split(/\s+/).sort()).toEqual(wanted);
   });
 });
