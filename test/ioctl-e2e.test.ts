@@ -6,7 +6,7 @@
 // the devices' test roots and issues tokens; the evidence equals what configfs-tsm gives, byte for
 // byte.
 import { createHash } from 'node:crypto';
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getAttester } from '@broker/attester';
@@ -24,6 +24,7 @@ import {
 } from '@broker/mock-tee';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { binary, runToEnd } from './helpers/process.js';
 import { type GuestHandle, guestConfig, type KbsHandle, prepareKbs, startGuest } from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-ioctl-e2e-'));
@@ -183,5 +184,36 @@ describe('TDX through /dev/tdx_guest and the QGS', () => {
       env: { ...tdx.env, AAEL_PATH: join(dir, 'no-aa-eventlog') },
     }).getEvidence(Buffer.from('hello'));
     expect(await res.text()).toBe(JSON.stringify(fromTsm));
+  });
+});
+
+describe('the shipped agent', () => {
+  it('runs the static shims beside it, which the test kernel cannot reach', async () => {
+    // No BROKER_ATTESTER_SHIM_DIR: dist/bin/broker-snp-report, static, ignores LD_PRELOAD and finds
+    // no /dev/sev-guest on this machine, so binding initdata fails closed with the shim's message.
+    const gdir = join(dir, 'shipped');
+    mkdirSync(gdir, { recursive: true });
+    writeFileSync(join(gdir, 'initdata.toml'), guestConfig(kbs, snpDir).initdata);
+    const before = snpKernel.calls.length;
+    const r = await runToEnd(
+      binary('attestation-agent'),
+      [
+        '--attestation_sock',
+        `unix://${join(gdir, 'aa.sock')}`,
+        '--initdata-toml',
+        join(gdir, 'initdata.toml'),
+      ],
+      {
+        env: {
+          ...process.env,
+          BROKER_SEV_GUEST_SYSFS: snp.sevGuestPath,
+          BROKER_TSM_REPORT_ROOT: noTsm,
+          ...snpKernel.env,
+        },
+      },
+    );
+    expect(r.code).not.toBe(0);
+    expect(r.stdout + r.stderr).toContain('broker-snp-report: cannot open /dev/sev-guest');
+    expect(snpKernel.calls.length).toBe(before);
   });
 });
