@@ -14,6 +14,43 @@ export {
   makeAzTdxTestEvidence,
   quoteFromTdReport,
 } from './az-tdx-vtpm/test-evidence.js';
+export { type CoseSign1, decodeCoseSign1, encodeCbor, signCoseSign1, verifyCoseSign1 } from './cca/cose.js';
+export {
+  CCA_CHALLENGE_SIZE,
+  type CcaClaims,
+  CcaVerifier,
+  type CcaVerifierOptions,
+  ccaClaims,
+  realmKey,
+  verifyCcaToken,
+} from './cca/index.js';
+export {
+  CCA_CONFIG_ENV,
+  type CcaStores,
+  type CcaVerifierConfig,
+  DEFAULT_CCA_CONFIG_PATH,
+  loadCcaConfig,
+  loadCcaStores,
+  type PlatformRefValue,
+  parseCcaConfig,
+  parseRvStore,
+  parseTaStore,
+  type TrustAnchor,
+} from './cca/stores.js';
+export {
+  type ClaimsMap,
+  createTestCcaPlatform,
+  encodeCcaToken,
+  rawPublicPoint,
+  type TestCcaPlatform,
+} from './cca/test-token.js';
+export {
+  type CcaToken,
+  MAX_CCA_TOKEN_BYTES,
+  type PlatformClaims,
+  parseCcaToken,
+  type RealmClaims,
+} from './cca/token.js';
 export { main as kbsVerifyMain } from './cli.js';
 export { VerificationError, type VerificationErrorCode, VerifierNotSupported } from './errors.js';
 export {

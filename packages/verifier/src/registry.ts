@@ -1,6 +1,7 @@
 import type { Tee } from '@broker/protocol';
 import { AzSnpVtpmVerifier } from './az-snp-vtpm/index.js';
 import { AzTdxVtpmVerifier } from './az-tdx-vtpm/index.js';
+import { CcaVerifier } from './cca/index.js';
 import { VerifierNotSupported } from './errors.js';
 import { NvidiaVerifier } from './nvidia/index.js';
 import { SampleVerifier } from './sample/index.js';
@@ -18,6 +19,7 @@ const VERIFIERS: ReadonlyMap<string, Verifier> = new Map<string, Verifier>([
   ['tdx', new TdxVerifier()],
   ['az-tdx-vtpm', new AzTdxVtpmVerifier()],
   ['nvidia', new NvidiaVerifier()],
+  ['cca', new CcaVerifier()],
 ]);
 
 /** The verifier for `tee`; throws VerifierNotSupported for a TEE this build cannot verify. */

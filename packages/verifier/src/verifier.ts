@@ -1,4 +1,5 @@
 import type { Tee } from '@broker/protocol';
+import type { CcaVerifierOptions } from './cca/index.js';
 import type { NvidiaVerifierOptions } from './nvidia/index.js';
 import type { AmdRootSet } from './snp/certs.js';
 import type { SnpVerifierOptions } from './snp/vcek-source.js';
@@ -26,6 +27,8 @@ export interface ExpectedData {
   readonly tdx?: TdxVerifierOptions;
   /** `nvidia` settings: device roots trusted besides NVIDIA's (the mock TEE's simulated GPU). */
   readonly nvidia?: NvidiaVerifierOptions;
+  /** `cca` settings: the TA and RV stores, or the CCA config file naming them. */
+  readonly cca?: CcaVerifierOptions;
 }
 
 /** Claims of one attested environment. A verifier may report several (e.g. a CPU and its devices). */
