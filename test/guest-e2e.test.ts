@@ -22,7 +22,7 @@ let guest: GuestHandle;
 const get = (path: string, timeoutMs?: number) => guest.get(path, timeoutMs);
 
 function attestCount(): number {
-  return (kbs.process.output().match(/POST \/kbs\/v0\/attest/g) ?? []).length;
+  return (kbs.process.output().match(/"method":"POST","path":"\/kbs\/v0\/attest/g) ?? []).length;
 }
 
 beforeAll(async () => {

@@ -97,27 +97,31 @@ async function publish(reference: string, signer?: string): Promise<void> {
 
 /** KBS resource paths fetched so far, from the KBS's access log. */
 function resourceGets(): string[] {
-  return [...kbs.process.output().matchAll(/"request":"GET \/kbs\/v0\/resource\/([^ "?]+)/g)].map(
+  return [...kbs.process.output().matchAll(/"method":"GET","path":"\/kbs\/v0\/resource\/([^ "?]+)/g)].map(
     (m) => m[1]!,
   );
 }
 
-let syncCount = 0;
+/** Access-log lines of the KBS's health endpoint so far (the record leaves the query out). */
+function healthzLines(): number {
+  return (kbs.process.output().match(/"method":"GET","path":"\/healthz"/g) ?? []).length;
+}
+
 /**
- * Waits until the KBS has logged everything requested so far: a marker request is answered and logged
- * after any request that completed before it was sent.
+ * Waits until the KBS has logged everything requested so far: a marker request to /healthz is answered
+ * and logged after any request that completed before it was sent.
  */
 async function kbsLogSettled(): Promise<void> {
-  const marker = `GET /healthz?sync=${++syncCount} `;
+  const before = healthzLines();
   await new Promise<void>((resolve, reject) => {
-    const req = request(`${kbs.url}/healthz?sync=${syncCount}`, { ca: kbs.tls.certPem }, (res) => {
+    const req = request(`${kbs.url}/healthz`, { ca: kbs.tls.certPem }, (res) => {
       res.resume();
       res.on('end', resolve);
     });
     req.on('error', reject);
     req.end();
   });
-  while (!kbs.process.output().includes(marker)) await new Promise((r) => setTimeout(r, 20));
+  while (healthzLines() <= before) await new Promise((r) => setTimeout(r, 20));
 }
 
 /** Resource paths the KBS served while `run` ran. */

@@ -161,7 +161,7 @@ describe('kbs and kbs-client, real processes over HTTPS', () => {
     const log = kbs.process.output();
     expect(log).toMatch(/"msg":"access"/);
     expect(log).toContain('attestation-agent-kbs-client/0.1.0');
-    expect(log).toContain('POST /kbs/v0/attest');
+    expect(log).toMatch(/"method":"POST","path":"\/kbs\/v0\/attest"/);
     expect(log).not.toContain(secret.toString('base64'));
   });
 });

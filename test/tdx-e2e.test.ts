@@ -275,7 +275,7 @@ allow if {
     const res = await guest.get('/aa/token?token_type=kbs');
     expect(res.status).not.toBe(200);
     const log = kbs.process.output();
-    expect(log).toMatch(/"request":"POST \/kbs\/v0\/attest[^"]*","status":401/);
+    expect(log).toMatch(/"method":"POST","path":"\/kbs\/v0\/attest[^"]*","status":401/);
     expect(log).toMatch(/"tee":"tdx"[^\n]*PCK certificate does not chain to a trusted SGX root/);
     expect(log).not.toMatch(/attestation succeeded/);
   });
