@@ -11,9 +11,17 @@ import {
   generateCertificates,
   tlsSecrets,
 } from './certs.js';
-import { type CliIO, MAX_INPUT_BYTES, nodeIO, type ParsedArgs, parseArgs } from './cli-io.js';
+import {
+  answeredHelp,
+  type CliIO,
+  MAX_INPUT_BYTES,
+  nodeIO,
+  type ParsedArgs,
+  parseArgs,
+  runDeployTool,
+} from './cli-io.js';
 import { renderCrds } from './crds.js';
-import { DeployError, InputError, UsageError } from './errors.js';
+import { InputError, UsageError } from './errors.js';
 import { isRecord } from './fields.js';
 import { isCrdGroup, routeHost } from './names.js';
 import { ATTESTATION_POLICY } from './policies.js';
@@ -22,7 +30,7 @@ import { collectSecrets, type SourceSecret } from './source-secrets.js';
 import { parseTrusteeConfig, TRUSTEE_CONFIG_KIND } from './trustee-config.js';
 import { parseYamlDocuments, stringifyYamlDocuments } from './yaml-io.js';
 
-export const BROKERCTL_USAGE = `usage:
+export const BROKERCTL_USAGE = `Usage:
   brokerctl render BROKERCONFIG.yaml --cluster-domain D [--crd-group G] [--secrets FILE]... [--image IMG]
                   [--namespace NS]
       Every object the BrokerConfig generates, as multi-document YAML. The TLS Secrets it names are read
@@ -221,15 +229,13 @@ const VALUED = [
   'deployment',
 ];
 
+const BROKERCTL_COMMANDS = ['render', 'crds', 'cert-manager', 'certs', 'add-secret', 'attestation-policy'];
+
 /** Runs brokerctl; returns the exit code (0 ok, 1 failure, 2 usage). Never exits the process. */
-export async function brokerctlMain(argv: readonly string[], io: CliIO = nodeIO): Promise<number> {
-  const [cmd, ...rest] = argv;
-  try {
-    if (cmd === undefined || cmd === 'help' || cmd === '--help' || cmd === '-h') {
-      (cmd === undefined ? io.err : io.out)(BROKERCTL_USAGE);
-      return cmd === undefined ? 2 : 0;
-    }
+export function brokerctlMain(argv: readonly string[], io: CliIO = nodeIO): Promise<number> {
+  return runDeployTool('brokerctl', BROKERCTL_USAGE, BROKERCTL_COMMANDS, argv, io, async (cmd, rest) => {
     const args = parseArgs(rest, VALUED, ['json']);
+    if (answeredHelp(`brokerctl ${cmd}`, BROKERCTL_USAGE, args, io)) return 0;
     switch (cmd) {
       case 'render':
         return render(args, io);
@@ -248,22 +254,10 @@ export async function brokerctlMain(argv: readonly string[], io: CliIO = nodeIO)
         return await certs(args, io);
       case 'add-secret':
         return addSecret(args, io);
-      case 'attestation-policy':
+      default:
         if (args.positional.length > 0) throw new UsageError('attestation-policy takes no arguments');
         io.out(ATTESTATION_POLICY);
         return 0;
-      default:
-        throw new UsageError(`unknown command ${JSON.stringify(cmd)}`);
     }
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.err(`brokerctl: ${e.message}\n${BROKERCTL_USAGE}`);
-      return 2;
-    }
-    if (e instanceof DeployError) {
-      io.err(`brokerctl: ${e.message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+  });
 }

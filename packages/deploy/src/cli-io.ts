@@ -1,5 +1,13 @@
 // What the CLIs touch outside themselves, injectable so tests run them in memory.
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  UsageError as CliUsageError,
+  helpText,
+  type OptionSpec,
+  parseCommand,
+  runCommand,
+  versionLine,
+} from '@broker/cli';
 import { InputError, UsageError } from './errors.js';
 
 export interface CliIO {
@@ -58,48 +66,80 @@ export interface ParsedArgs {
   /** Every value of repeatable flags. */
   readonly lists: Map<string, string[]>;
   readonly switches: Set<string>;
+  /** `-h/--help` or `-V/--version` was given (the rest is then empty). */
+  readonly help?: boolean;
+  readonly version?: boolean;
 }
 
 /**
- * `--name value` / `--name=value` options; `valued` lists the flags that take a value, `switches` the
- * boolean ones. Anything else starting with `--` is a usage error, so a typo never passes unnoticed.
+ * `--name value` / `--name=value` options on the shared parseArgs layer; `valued` lists the flags that
+ * take a value (repeatable), `switches` the boolean ones. Anything else starting with `-` is a usage
+ * error, so a typo never passes unnoticed.
  */
 export function parseArgs(
   argv: readonly string[],
   valued: readonly string[],
   switches: readonly string[] = [],
 ): ParsedArgs {
-  const positional: string[] = [];
-  const flags = new Map<string, string>();
-  const lists = new Map<string, string[]>();
-  const on = new Set<string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--') {
-      positional.push(...argv.slice(i + 1));
-      break;
-    }
-    if (!a.startsWith('--') || a === '-') {
-      positional.push(a);
-      continue;
-    }
-    const eq = a.indexOf('=');
-    const name = eq < 0 ? a.slice(2) : a.slice(2, eq);
-    if (switches.includes(name)) {
-      if (eq >= 0) throw new UsageError(`--${name} takes no value`);
-      on.add(name);
-      continue;
-    }
-    if (!valued.includes(name)) throw new UsageError(`unknown option --${name}`);
-    let value: string | undefined;
-    if (eq >= 0) value = a.slice(eq + 1);
-    else {
-      value = argv[i + 1];
-      i++;
-    }
-    if (value === undefined) throw new UsageError(`--${name} needs a value`);
-    flags.set(name, value);
-    lists.set(name, [...(lists.get(name) ?? []), value]);
+  const options: Record<string, OptionSpec> = {};
+  for (const name of valued) options[name] = { type: 'string', multiple: true };
+  for (const name of switches) options[name] = { type: 'boolean' };
+  let outcome: ReturnType<typeof parseCommand>;
+  try {
+    outcome = parseCommand({ name: '', version: '', help: '', options, positionals: ['[ARGS...]'] }, argv);
+  } catch (e) {
+    if (e instanceof CliUsageError) throw new UsageError(e.message);
+    throw e;
   }
-  return { positional, flags, lists, switches: on };
+  const parsed = { positional: [], flags: new Map(), lists: new Map(), switches: new Set<string>() };
+  if (outcome.kind !== 'run')
+    return { ...parsed, help: outcome.kind === 'help', version: outcome.kind === 'version' };
+  const { values, positionals } = outcome.parsed;
+  for (const [name, v] of Object.entries(values)) {
+    if (Array.isArray(v)) {
+      parsed.lists.set(name, v as string[]);
+      parsed.flags.set(name, (v as string[]).at(-1) as string);
+    } else if ((v as unknown) === true) parsed.switches.add(name);
+  }
+  return { ...parsed, positional: positionals };
+}
+
+/** The version of brokerctl and initdata. */
+export const DEPLOY_TOOLS_VERSION = '0.1.0';
+
+/**
+ * Runs a deploy tool in the dialect: `<name> <command> [options]`, help with the exit statuses,
+ * the version line, one-line usage errors (2), `<name>: <reason>` for failures (1).
+ */
+export function runDeployTool(
+  name: string,
+  usage: string,
+  commands: readonly string[],
+  argv: readonly string[],
+  io: CliIO,
+  body: (command: string, rest: string[]) => Promise<number> | number,
+): Promise<number> {
+  const spec = { name, version: DEPLOY_TOOLS_VERSION, help: usage, subcommands: commands };
+  const cio = { out: io.out, err: io.err };
+  return runCommand(
+    spec,
+    argv,
+    async ({ command, rest }) => {
+      try {
+        return await body(command, rest);
+      } catch (e) {
+        // The deploy packages' own UsageError: the dialect's exit 2 and pointer to --help.
+        if (e instanceof UsageError) throw new CliUsageError(e.message);
+        throw e;
+      }
+    },
+    cio,
+  );
+}
+
+/** Handles `-h/--help` and `-V/--version` after a subcommand; true when it answered. */
+export function answeredHelp(name: string, usage: string, args: ParsedArgs, io: CliIO): boolean {
+  if (args.help) io.out(helpText({ name, version: DEPLOY_TOOLS_VERSION, help: usage }));
+  else if (args.version) io.out(`${versionLine(name.split(' ')[0] as string, DEPLOY_TOOLS_VERSION)}\n`);
+  return args.help === true || args.version === true;
 }

@@ -8,8 +8,16 @@ import {
   parseInitData,
   pcr8FromInitDataDigest,
 } from '@broker/protocol';
-import { type CliIO, MAX_INPUT_BYTES, nodeIO, type ParsedArgs, parseArgs } from '../cli-io.js';
-import { DeployError, InitDataInputError, UsageError } from '../errors.js';
+import {
+  answeredHelp,
+  type CliIO,
+  MAX_INPUT_BYTES,
+  nodeIO,
+  type ParsedArgs,
+  parseArgs,
+  runDeployTool,
+} from '../cli-io.js';
+import { InitDataInputError, UsageError } from '../errors.js';
 import { stringifyYamlDocuments } from '../yaml-io.js';
 import { buildInitData } from './build.js';
 import {
@@ -21,7 +29,7 @@ import {
 } from './deliver.js';
 import { validateAaToml, validateAgentPolicy, validateCdhToml } from './validate.js';
 
-export const INITDATA_USAGE = `usage:
+export const INITDATA_USAGE = `Usage:
   initdata build --aa aa.toml --cdh cdh.toml [--policy policy.rego] [--algorithm sha256|sha384|sha512] [--out FILE]
       The initdata TOML (version 0.1.0); the service URLs and certificates are checked first.
   initdata check FILE        parse FILE and check the aa.toml, cdh.toml and policy.rego inside it
@@ -196,14 +204,11 @@ async function run(cmd: string, args: ParsedArgs, io: CliIO): Promise<number> {
   }
 }
 
+const INITDATA_COMMANDS = ['build', 'check', 'digest', 'pcr8', 'encode', 'annotate', 'configmap'];
+
 /** Runs initdata; returns the exit code (0 ok, 1 failure, 2 usage). Never exits the process. */
-export async function initdataMain(argv: readonly string[], io: CliIO = nodeIO): Promise<number> {
-  const [cmd, ...rest] = argv;
-  try {
-    if (cmd === undefined || cmd === 'help' || cmd === '--help' || cmd === '-h') {
-      (cmd === undefined ? io.err : io.out)(INITDATA_USAGE);
-      return cmd === undefined ? 2 : 0;
-    }
+export function initdataMain(argv: readonly string[], io: CliIO = nodeIO): Promise<number> {
+  return runDeployTool('initdata', INITDATA_USAGE, INITDATA_COMMANDS, argv, io, async (cmd, rest) => {
     const args = parseArgs(
       rest,
       [
@@ -220,16 +225,7 @@ export async function initdataMain(argv: readonly string[], io: CliIO = nodeIO):
       ],
       ['truncate'],
     );
+    if (answeredHelp(`initdata ${cmd}`, INITDATA_USAGE, args, io)) return 0;
     return await run(cmd, args, io);
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.err(`initdata: ${e.message}\n${INITDATA_USAGE}`);
-      return 2;
-    }
-    if (e instanceof DeployError) {
-      io.err(`initdata: ${e.message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+  });
 }
