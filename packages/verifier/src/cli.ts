@@ -11,8 +11,11 @@ import {
 } from '@broker/protocol';
 import { parseAzSnpVtpmEvidence } from './az-snp-vtpm/evidence.js';
 import { parseAzTdxVtpmEvidence } from './az-tdx-vtpm/evidence.js';
+import { parseRvStore, parseTaStore } from './cca/stores.js';
+import { parseCcaToken } from './cca/token.js';
 import { VerificationError } from './errors.js';
 import type { HttpGet } from './http/get.js';
+import { parseNvidiaReport } from './nvidia/spdm.js';
 import { getVerifier, supportedTees } from './registry.js';
 import type { VcekSource } from './snp/vcek-source.js';
 import { type IntelCollateralSource, intelCollateralSource } from './tdx/collateral-service.js';
@@ -40,7 +43,7 @@ const USAGE = `Usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
                   [--tcb-info FILE]... [--qe-identity FILE] [--collateral-signer PEM]...
                   [--trusted-root PEM]... [--pck-crl FILE] [--root-ca-crl FILE]
                   [--collateral-service URL [--tcb-update-type early|standard]]
-                  [--vcek-source kds[=URL]]...
+                  [--vcek-source kds[=URL]]... [--ta-store FILE --rv-store FILE]
 
   --tee TEE               the TEE the evidence is for (listed by --help)
   --evidence FILE         evidence JSON as the guest sent it, or base64url of it; - reads stdin
@@ -53,7 +56,8 @@ const USAGE = `Usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
   --qe-identity FILE      tdx, az-tdx-vtpm: Intel TD QE identity JSON (PCS tdx/certification/v4/qe/identity)
   --collateral-signer PEM tdx, az-tdx-vtpm: a certificate that signs collateral (the PCS issuer chain
                           header), besides Intel's built-in TCB Signing certificate; repeatable
-  --trusted-root PEM      tdx, az-tdx-vtpm: also trust this test SGX root; repeatable
+  --trusted-root PEM      tdx, az-tdx-vtpm: also trust this test SGX root; nvidia: this test device
+                          root besides NVIDIA's; repeatable
   --pck-crl FILE          tdx, az-tdx-vtpm: the PCK CA's CRL (DER or PEM): checks the PCK is not revoked
   --root-ca-crl FILE      tdx, az-tdx-vtpm: the root CA's CRL (DER or PEM)
   --collateral-service URL
@@ -66,6 +70,8 @@ const USAGE = `Usage: kbs-verify --tee TEE --evidence FILE [--report-data HEX] [
   --vcek-source kds[=URL] snp: ask AMD's KDS (https://kdsintf.amd.com, or URL) for the VCEK, its
                           chain and CRL; repeatable; with --vcek-store, tried in the order given.
                           Without either, the tool asks nobody
+  --ta-store FILE         cca: the TA store (tastore.json: CPAK per instance ID)
+  --rv-store FILE         cca: the RV store (rvstore.json: platform reference values)
 
   -h, --help              Print help
   -V, --version           Print version
@@ -94,6 +100,8 @@ const SPEC = {
     'vcek-source': { type: 'string', multiple: true },
     'collateral-service': { type: 'string' },
     'tcb-update-type': { type: 'string' },
+    'ta-store': { type: 'string' },
+    'rv-store': { type: 'string' },
   },
   exitStatus: [
     [0, 'the evidence verified; the claims are printed'],
@@ -167,6 +175,24 @@ function boundReportData(tee: Tee, evidence: unknown): Buffer {
       if (rd === null) throw new VerificationError('EVIDENCE_MALFORMED', 'sample report_data is not base64');
       return rd;
     }
+    case 'nvidia': {
+      // The SPDM request nonce of the first device: every device carries the same one.
+      const first = Array.isArray(obj.device_evidence_list) ? obj.device_evidence_list[0] : undefined;
+      const hex = (first as Record<string, unknown> | undefined)?.evidence;
+      if (typeof hex !== 'string' || !/^(?:[0-9a-fA-F]{2})+$/.test(hex)) {
+        throw new VerificationError(
+          'EVIDENCE_MALFORMED',
+          'nvidia evidence has no hex report to take a nonce from',
+        );
+      }
+      return parseNvidiaReport(Buffer.from(hex, 'hex')).request.nonce;
+    }
+    case 'cca': {
+      const token = obj.token;
+      if (!Array.isArray(token))
+        throw new VerificationError('EVIDENCE_MALFORMED', 'cca evidence has no token');
+      return parseCcaToken(Buffer.from(token as number[])).realmClaims.challenge;
+    }
     default:
       throw new UsageError(`--report-data is required for ${tee}`);
   }
@@ -226,6 +252,9 @@ async function verify(values: OptionValues<typeof SPEC.options>, io: CliIo): Pro
       throw new UsageError((e as Error).message);
     }
   }
+  if ((values['ta-store'] === undefined) !== (values['rv-store'] === undefined)) {
+    throw new UsageError('--ta-store and --rv-store go together');
+  }
   const tee: Tee = teeArg;
   // Files are read once the command line is known good; an unreadable one is a runtime failure (1).
   const trustedArks = (values['trusted-ark'] ?? []).map((f) => io.readFile(f).toString('utf8'));
@@ -236,6 +265,10 @@ async function verify(values: OptionValues<typeof SPEC.options>, io: CliIo): Pro
   const pckCrl = values['pck-crl'] === undefined ? undefined : crlArg(io.readFile(values['pck-crl']));
   const rootCaCrl =
     values['root-ca-crl'] === undefined ? undefined : crlArg(io.readFile(values['root-ca-crl']));
+  const taStore =
+    values['ta-store'] === undefined ? undefined : io.readFile(values['ta-store']).toString('utf8');
+  const rvStore =
+    values['rv-store'] === undefined ? undefined : io.readFile(values['rv-store']).toString('utf8');
   const evidence = parseEvidence(io.readFile(evidenceFile));
 
   try {
@@ -248,6 +281,14 @@ async function verify(values: OptionValues<typeof SPEC.options>, io: CliIo): Pro
     }
     const results = await verifier.evaluate(evidence, {
       reportData,
+      ...(trustedSgxRoots.length > 0 ? { nvidia: { trustedRoots: trustedSgxRoots } } : {}),
+      ...(taStore !== undefined && rvStore !== undefined
+        ? {
+            cca: {
+              stores: { trustAnchors: parseTaStore(taStore), platformRefValues: parseRvStore(rvStore) },
+            },
+          }
+        : {}),
       ...(initDataHash !== undefined ? { initDataHash } : {}),
       ...(now !== undefined ? { now } : {}),
       ...(trustedArks.length > 0 ? { trustedArks } : {}),
