@@ -273,7 +273,7 @@ describe('reference-values with a manifest file', () => {
       ],
       [[...base, '--measurements', mockSample, '--image-tag', TAG, '--format', 'yaml'], /--format must be/],
       [['--platform', 'azure', '--tee', 'snp', '--initdata', initdata], /launch measurement/],
-      [[...base, '--bogus'], /Unknown option/],
+      [[...base, '--bogus'], /unknown option '--bogus'/],
       [[...base, 'extra'], /unexpected argument/],
     ];
     for (const [argv, msg] of cases) {

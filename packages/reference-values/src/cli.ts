@@ -2,7 +2,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { UsageError as CliUsageError, type OptionValues, runCommand } from '@broker/cli';
 import { loadAuthFile, RegistryClient } from '@broker/image';
 import { pullMeasurementArtifact } from './artifact.js';
 import { ANNOTATION_PREFIX, configMapName, configMapYaml, referenceValuesConfigMap } from './configmap.js';
@@ -12,7 +12,7 @@ import { parseRekorPublicKey } from './rekor.js';
 import { rvpsSampleMessage } from './rvps.js';
 import { checkPlatformTee, computeReferenceValues, initDataPcr8, PLATFORM_TEES } from './values.js';
 
-export const REFERENCE_VALUES_USAGE = `usage:
+export const REFERENCE_VALUES_USAGE = `Usage:
   reference-values --platform ${Object.keys(PLATFORM_TEES).join('|')} --tee az-snp-vtpm|az-tdx-vtpm|tpm
                    --initdata FILE (--measurements FILE | --image REGISTRY/REPO[:TAG]) [--image-tag TAG]
                    [--name CONFIG --namespace NS] [--format configmap|rvps-message|both] [--output-dir DIR]
@@ -25,6 +25,10 @@ export const REFERENCE_VALUES_USAGE = `usage:
   against its cosign signature), computes PCR8 = sha256(32 zero bytes || sha256(initdata)), and writes
   the RVPS sample message and/or the ConfigMap <CONFIG>-rvps-reference-values. The manifest must
   describe --image-tag and give PCR 03, 09, 11 and 12.
+
+Options:
+  -h, --help     Print help
+  -V, --version  Print version
 `;
 
 const MAX_KEY_BYTES = 64 * 1024;
@@ -47,11 +51,13 @@ function readLimited(path: string, maxBytes: number): Buffer {
   try {
     size = statSync(path).size;
   } catch (e) {
-    throw new UsageError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new ReferenceValuesError(
+      `cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    );
   }
-  if (size > maxBytes) throw new UsageError(`${path} is larger than ${maxBytes} bytes`);
+  if (size > maxBytes) throw new ReferenceValuesError(`${path} is larger than ${maxBytes} bytes`);
   const bytes = readFileSync(path);
-  if (bytes.length > maxBytes) throw new UsageError(`${path} is larger than ${maxBytes} bytes`);
+  if (bytes.length > maxBytes) throw new ReferenceValuesError(`${path} is larger than ${maxBytes} bytes`);
   return bytes;
 }
 
@@ -98,10 +104,19 @@ const OPTIONS = {
   format: { type: 'string' },
   'output-dir': { type: 'string' },
   truncate: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
 } as const;
 
-type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; strict: true }>>['values'];
+type Values = OptionValues<typeof OPTIONS>;
+
+const SPEC = {
+  name: 'reference-values',
+  version: '0.1.0',
+  help: REFERENCE_VALUES_USAGE,
+  options: OPTIONS,
+  exitStatus: [
+    [1, 'the inputs are refused (unreadable file, manifest, signature, initdata) or a write failed'],
+  ],
+} as const;
 
 function required(values: Values, name: 'platform' | 'tee' | 'initdata'): string {
   const v = values[name];
@@ -147,24 +162,7 @@ function signatureKeys(values: Values, io: ReferenceValuesIo): KeyObject[] {
   });
 }
 
-async function run(argv: readonly string[], io: ReferenceValuesIo): Promise<number> {
-  let values: Values;
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: [...argv],
-      options: OPTIONS,
-      strict: true,
-      allowPositionals: true,
-    }));
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  if (values.help) {
-    io.out(REFERENCE_VALUES_USAGE);
-    return 0;
-  }
-  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
   const tee = checkPlatformTee(required(values, 'platform'), required(values, 'tee'));
   const initDataPath = required(values, 'initdata');
   const format = (values.format ?? 'configmap') as Format;
@@ -301,21 +299,22 @@ async function run(argv: readonly string[], io: ReferenceValuesIo): Promise<numb
 }
 
 /** The CLI: 0 on success, 2 on a usage error, 1 when the inputs are refused. */
-export async function referenceValuesMain(
+export function referenceValuesMain(
   argv: readonly string[],
   io: ReferenceValuesIo = nodeReferenceValuesIo,
 ): Promise<number> {
-  try {
-    return await run(argv, io);
-  } catch (e) {
-    if (e instanceof UsageError) {
-      io.err(`reference-values: ${e.message}\n${REFERENCE_VALUES_USAGE}`);
-      return 2;
-    }
-    if (e instanceof ReferenceValuesError || e instanceof Error) {
-      io.err(`reference-values: ${e.message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+  return runCommand(
+    SPEC,
+    argv,
+    async ({ values }) => {
+      try {
+        return await run(values, io);
+      } catch (e) {
+        // This package's UsageError: the dialect's exit 2 and pointer to --help.
+        if (e instanceof UsageError) throw new CliUsageError(e.message);
+        throw e;
+      }
+    },
+    io,
+  );
 }
