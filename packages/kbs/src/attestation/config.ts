@@ -98,9 +98,11 @@ export interface VerifierConfig {
     readonly tcbUpdateType?: 'early' | 'standard';
   };
   readonly tpmVerifier?: TpmVerifierConfig;
-  readonly nvidiaVerifier?:
+  /** `trusted_root_paths` (test device roots besides NVIDIA's) is this project's addition. */
+  readonly nvidiaVerifier?: (
     | { readonly type: 'Local' }
-    | { readonly type: 'Remote'; readonly verifierUrl?: string };
+    | { readonly type: 'Remote'; readonly verifierUrl?: string }
+  ) & { readonly trustedRootPaths?: readonly string[] };
   /** Kept as written: its layout belongs to the NVIDIA DPU verifier. */
   readonly nvidiaDpuVerifier?: Readonly<Record<string, unknown>>;
 }
@@ -352,11 +354,16 @@ function parseVerifierConfig(s: Section, ignored: string[]): VerifierConfig {
   const nv = s.optSection('nvidia_verifier');
   if (nv !== undefined) {
     const t = nv.string('type', 'Local');
+    const roots = nv.has('trusted_root_paths') ? { trustedRootPaths: paths(nv, 'trusted_root_paths') } : {};
     if (t === 'Local' || t === 'local') {
-      out.nvidiaVerifier = { type: 'Local' };
+      out.nvidiaVerifier = { type: 'Local', ...roots };
     } else if (t === 'Remote' || t === 'remote') {
       const verifierUrl = nv.optString('verifier_url');
-      out.nvidiaVerifier = { type: 'Remote', ...(verifierUrl !== undefined ? { verifierUrl } : {}) };
+      out.nvidiaVerifier = {
+        type: 'Remote',
+        ...(verifierUrl !== undefined ? { verifierUrl } : {}),
+        ...roots,
+      };
     } else {
       throw new ConfigError(`${nv.where} type: expected "Local" or "Remote", found ${JSON.stringify(t)}`);
     }

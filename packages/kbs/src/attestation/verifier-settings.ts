@@ -29,11 +29,12 @@ import type { VerifierConfig } from './config.js';
 export const MAX_TRUST_FILE_BYTES = 256 * 1024;
 
 /** What every `Verifier.evaluate` call gets besides the per-request data. */
-export type VerifierSettings = Pick<ExpectedData, 'trustedArks' | 'snp' | 'tdx'>;
+export type VerifierSettings = Pick<ExpectedData, 'trustedArks' | 'snp' | 'tdx' | 'nvidia'>;
 
 const SNP = '[attestation_service.verifier_config.snp_verifier]';
 const TDX = '[attestation_service.verifier_config.tdx_verifier]';
 const DCAP = '[attestation_service.verifier_config.dcap_verifier]';
+const NVIDIA = '[attestation_service.verifier_config.nvidia_verifier]';
 
 /** What a caller (not the configuration file) may add: the HTTP client, a log of background failures. */
 export interface VerifierSettingsOptions {
@@ -182,6 +183,20 @@ export async function loadVerifierSettings(
     ...(collateral !== undefined ? { collateral } : { collateralService: collateralService(cfg, options) }),
     ...(trustedSgxRoots.length > 0 ? { trustedSgxRoots } : {}),
   };
+  const nv = cfg?.nvidiaVerifier;
+  if (nv !== undefined) {
+    const trustedRoots: string[] = [];
+    for (const file of nv.trustedRootPaths ?? []) {
+      const where = `${NVIDIA} trusted_root_paths`;
+      trustedRoots.push(certificatesPem(where, file, await readBounded(where, file, MAX_TRUST_FILE_BYTES)));
+    }
+    out.nvidia = {
+      ...(trustedRoots.length > 0 ? { trustedRoots } : {}),
+      ...(nv.type === 'Remote'
+        ? { remote: nv.verifierUrl !== undefined ? { verifierUrl: nv.verifierUrl } : {} }
+        : {}),
+    };
+  }
   return out;
 }
 
@@ -202,5 +217,11 @@ export function describeVerifierSettings(cfg: VerifierConfig | undefined): Recor
         }
       : {}),
     trustedSgxRootPaths: cfg?.tdxVerifier?.trustedSgxRootPaths ?? [],
+    ...(cfg?.nvidiaVerifier !== undefined
+      ? {
+          nvidiaVerifier: cfg.nvidiaVerifier.type,
+          nvidiaTrustedRootPaths: cfg.nvidiaVerifier.trustedRootPaths ?? [],
+        }
+      : {}),
   };
 }

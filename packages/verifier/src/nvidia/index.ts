@@ -26,6 +26,8 @@ const MAX_UUID_CHARS = 128;
 export interface NvidiaVerifierOptions {
   /** Device roots trusted besides NVIDIA's (PEM), e.g. the mock TEE's simulated GPU. Unset in production. */
   readonly trustedRoots?: readonly string[];
+  /** trustee's `type = "Remote"` (NRAS). This build verifies locally only and refuses remote mode. */
+  readonly remote?: { readonly verifierUrl?: string };
 }
 
 /** Claims of one GPU, named as trustee's `NvDeviceReportAndCertClaim`. */
@@ -126,6 +128,13 @@ export class NvidiaVerifier implements Verifier {
   readonly tee = 'nvidia' as const;
 
   async evaluate(evidence: unknown, expected: ExpectedData): Promise<VerifierResult[]> {
+    if (expected.nvidia?.remote !== undefined) {
+      // Verifying locally instead would silently drop what the operator asked NRAS to check.
+      throw new VerificationError(
+        'VERIFIER_NOT_SUPPORTED',
+        'nvidia_verifier type "Remote" (NRAS) is not available in this build; use type "Local"',
+      );
+    }
     const obj = evidenceObject(evidence, 'nvidia');
     const devices = arrayMember(obj, 'device_evidence_list', MAX_NVIDIA_DEVICES);
     // trustee's regularize_data: the SPDM nonce is the report data cut (or zero-padded) to 32 bytes.

@@ -1,0 +1,164 @@
+// Composite attestation as trustee does it: CPU evidence first, a GPU's in `additional_evidence`
+// (an `nvidia` device list), each appraised with its class policy (`default_cpu`, `default_gpu`)
+// into its own EAR submodule (`cpu0`, `gpu0`); and `cca` realms as a CPU TEE.
+import { createHash, generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { canonicalJson } from '@broker/protocol';
+import { createTestCcaPlatform, createTestDevice } from '@broker/verifier';
+import { decodeJwt } from 'jose';
+import { pino } from 'pino';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { KvStorage, Namespace, SetOptions } from '../storage/types.js';
+import { parseAttestationServiceConfig } from './config.js';
+import { AttestationFailed } from './errors.js';
+import { type AdditionalEvidence, createAttestationService, type VerifyRequest } from './service.js';
+
+class MemoryKv implements KvStorage {
+  readonly data = new Map<string, Uint8Array>();
+  async get(ns: Namespace, key: string) {
+    return this.data.get(`${ns}/${key}`);
+  }
+  async set(ns: Namespace, key: string, value: Uint8Array, options?: SetOptions) {
+    if (options?.overwrite === false && this.data.has(`${ns}/${key}`)) return false;
+    this.data.set(`${ns}/${key}`, value);
+    return true;
+  }
+  async delete(ns: Namespace, key: string) {
+    return this.data.delete(`${ns}/${key}`);
+  }
+  async list(ns: Namespace) {
+    return [...this.data.keys()].filter((k) => k.startsWith(`${ns}/`)).map((k) => k.slice(ns.length + 1));
+  }
+  async close() {}
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the tests walk decoded token JSON
+type Ear = { submods: Record<string, any> };
+
+const logger = pino({ level: 'silent' });
+const dir = mkdtempSync(join(tmpdir(), 'composite-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const key = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
+const teePubkey = { kty: 'EC', crv: 'P-256', alg: 'ECDH-ES+A256KW', x: key.x, y: key.y };
+const NONCE = 'Y29tcG9zaXRlIG5vbmNl';
+const sha384 = (o: unknown) => createHash('sha384').update(canonicalJson(o)).digest();
+
+const device = createTestDevice();
+writeFileSync(join(dir, 'device-root.pem'), device.rootPem);
+
+/** The guest's side: the GPU report binds H({nonce, tee-pubkey}), the CPU's binds the GPU evidence too. */
+function compositeRequest(
+  gpuNonce = sha384({ nonce: NONCE, 'tee-pubkey': teePubkey }).subarray(0, 32),
+): VerifyRequest {
+  const additionalText = JSON.stringify({ nvidia: device.evidence(gpuNonce) });
+  const runtimeData = { 'additional-evidence': additionalText, nonce: NONCE, 'tee-pubkey': teePubkey };
+  const additional: AdditionalEvidence[] = [
+    {
+      tee: 'nvidia',
+      evidence: JSON.parse(additionalText).nvidia,
+      runtimeData: { nonce: NONCE, 'tee-pubkey': teePubkey },
+    },
+  ];
+  return {
+    tee: 'sample',
+    evidence: { svn: '1', report_data: sha384(runtimeData).toString('base64') },
+    runtimeData,
+    runtimeDataHashAlgorithm: 'sha384',
+    initData: null,
+    additional,
+    policyIds: ['default'],
+  };
+}
+
+async function service(
+  nvidia: Record<string, unknown> = { trusted_root_paths: [join(dir, 'device-root.pem')] },
+) {
+  const cfg = parseAttestationServiceConfig({ verifier_config: { nvidia_verifier: nvidia } });
+  return createAttestationService(cfg, new MemoryKv(), logger);
+}
+
+describe('composite CPU + GPU attestation', () => {
+  it('gives cpu0 and gpu0 submodules; default_gpu leaves local GPU claims contraindicated, as trustee', async () => {
+    const as = await service();
+    const ear = decodeJwt(await as.verify(compositeRequest())) as Ear;
+    expect(Object.keys(ear.submods).sort()).toEqual(['cpu0', 'gpu0']);
+    const gpu = ear.submods.gpu0;
+    expect(gpu['ear.status']).toBe('contraindicated');
+    expect(JSON.stringify(gpu)).toContain(device.fwid);
+  });
+
+  it('a gpu policy (default_gpu) that accepts the driver makes gpu0 affirming', async () => {
+    const as = await service();
+    await as.setPolicy(
+      'default_gpu',
+      `package policy
+import rego.v1
+default hardware := 97
+hardware := 2 if input.nvidia.config.driver_version == "550.90.07"
+trust_claims := {"hardware": hardware}
+`,
+    );
+    const ear = decodeJwt(await as.verify(compositeRequest())) as Ear;
+    expect(ear.submods.gpu0['ear.trustworthiness-vector'].hardware).toBe(2);
+  });
+
+  it('a GPU report bound to another nonce fails the whole attestation, naming the device check', async () => {
+    const as = await service();
+    const e = await as.verify(compositeRequest(Buffer.alloc(32, 9))).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(AttestationFailed);
+    expect((e as Error).message).toMatch(/nvidia evidence rejected: NVIDIA report nonce/);
+  });
+
+  it('without the simulated root in trusted_root_paths the GPU is refused', async () => {
+    const as = await service({});
+    const e = await as.verify(compositeRequest()).catch((x: unknown) => x);
+    expect((e as Error).message).toMatch(/NVIDIA certificate chain/);
+  });
+
+  it('nvidia_verifier type "Remote" fails closed instead of verifying locally', async () => {
+    const as = await service({ type: 'Remote', verifier_url: 'https://nras.invalid/v4/attest' });
+    const e = await as.verify(compositeRequest()).catch((x: unknown) => x);
+    expect((e as Error).message).toMatch(/Remote.*not available/);
+  });
+});
+
+describe('cca as a CPU TEE', () => {
+  const saved = process.env.CCA_CONFIG_FILE;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.CCA_CONFIG_FILE;
+    else process.env.CCA_CONFIG_FILE = saved;
+  });
+
+  it("verifies a realm token with the stores trustee's CCA_CONFIG_FILE names, giving cpu0", async () => {
+    const platform = createTestCcaPlatform();
+    writeFileSync(join(dir, 'ta.json'), platform.taStoreJson);
+    writeFileSync(join(dir, 'rv.json'), platform.rvStoreJson);
+    writeFileSync(
+      join(dir, 'cca.json'),
+      JSON.stringify({
+        'cca-verifier': { type: 'local', 'ta-store': join(dir, 'ta.json'), 'rv-store': join(dir, 'rv.json') },
+      }),
+    );
+    process.env.CCA_CONFIG_FILE = join(dir, 'cca.json');
+    const runtimeData = { 'additional-evidence': '', nonce: NONCE, 'tee-pubkey': teePubkey };
+    const as = await service({});
+    const req: VerifyRequest = {
+      tee: 'cca',
+      evidence: { token: [...platform.token(sha384(runtimeData))] },
+      runtimeData,
+      runtimeDataHashAlgorithm: 'sha384',
+      initData: null,
+      additional: [],
+      policyIds: ['default'],
+    };
+    const ear = decodeJwt(await as.verify(req)) as Ear;
+    expect(Object.keys(ear.submods)).toEqual(['cpu0']);
+    const other = { ...req, evidence: { token: [...platform.token(Buffer.alloc(48, 1))] } };
+    expect(((await as.verify(other).catch((x: unknown) => x)) as Error).message).toMatch(
+      /CCA realm challenge/,
+    );
+  });
+});
