@@ -68,6 +68,7 @@ export {
   selectPlatformManifest,
   wantedPlatforms,
 } from './manifest.js';
+export * from './ocicrypt/index.js';
 export {
   cleanPath,
   type IdentityMatcher,

@@ -19,7 +19,7 @@ import { TarEndGuard } from './tar-end.js';
 import { type RootfsUnpacker, type TarEntryHeader, UnpackError } from './unpack.js';
 
 /** Where a layer failed; `pull` turns it into upstream's wording. */
-export type LayerFailureStage = 'fetch' | 'decode' | 'unpack' | 'diffid' | 'limit';
+export type LayerFailureStage = 'fetch' | 'decrypt' | 'decode' | 'unpack' | 'diffid' | 'limit';
 
 export class LayerError extends Error {
   override readonly name = 'LayerError';

@@ -29,13 +29,15 @@ import {
   type ImageConfig,
   type ImageManifest,
   InvalidManifestError,
-  type LayerCompression,
-  layerCompression,
   type Platform,
   parseImageConfig,
   parseManifest,
   selectPlatformManifest,
 } from './manifest.js';
+import { layerDecipher, verifyCiphertextHmac } from './ocicrypt/block-cipher.js';
+import { EncryptedLayerError, type LayerEncryption, layerEncryption } from './ocicrypt/layer-info.js';
+import type { PrivateOptions } from './ocicrypt/options.js';
+import { type KeyUnwrapper, unwrapLayerKey } from './ocicrypt/unwrap.js';
 import type { Policy, RequirementType } from './policy.js';
 import {
   type DockerReference,
@@ -129,6 +131,8 @@ export interface PullImageOptions {
   readonly preserveOwnership?: boolean;
   /** Caps on expanded bytes and entries, per layer and per image (default `DEFAULT_EXPANSION_LIMITS`). */
   readonly limits?: Partial<ExpansionLimits>;
+  /** Key protocols for ocicrypt-encrypted layers (`jweUnwrapper`, the data hub's key provider). */
+  readonly decryption?: readonly KeyUnwrapper[];
 }
 
 export interface PullResult {
@@ -361,15 +365,29 @@ async function pullFrom(
       `${manifest.layers.length} layers but ${config.diffIds.length} diff_ids in the image config`,
     );
   }
-  const compressions: LayerCompression[] = [];
+  const encryptions: LayerEncryption[] = [];
   for (const layer of manifest.layers) {
     try {
-      compressions.push(layerCompression(layer.mediaType));
+      encryptions.push(layerEncryption(layer));
+    } catch (e) {
+      const what = e instanceof EncryptedLayerError ? 'Failed to decrypt layer' : 'Failed to decode layer';
+      fail('layers', 'Errors happened when pulling image', `${what}: ${(e as Error).message}`, e);
+    }
+  }
+  // Every layer key is released before anything is downloaded or written.
+  const layerKeys: (PrivateOptions | undefined)[] = [];
+  for (const encryption of encryptions) {
+    if (!encryption.encrypted) {
+      layerKeys.push(undefined);
+      continue;
+    }
+    try {
+      layerKeys.push(await unwrapLayerKey(encryption.wrappedKeys, options.decryption ?? []));
     } catch (e) {
       fail(
         'layers',
         'Errors happened when pulling image',
-        `Failed to decode layer: ${(e as Error).message}`,
+        `Failed to decrypt layer: ${(e as Error).message}`,
         e,
       );
     }
@@ -410,10 +428,11 @@ async function pullFrom(
       const blobFile = join(spool, `${i}.blob`);
       try {
         await spoolBlob(source, layer, blobFile, (n) => emit(n, false));
+        const encryption = encryptions[i] as LayerEncryption;
         await applyLayerStream(
           unpacker,
-          createReadStream(blobFile),
-          compressions[i] ?? 'none',
+          await layerPlaintext(blobFile, encryption, layerKeys[i]),
+          encryption.compression,
           config.diffIds[i] ?? '',
           { budget: budget.layer() },
         );
@@ -467,6 +486,30 @@ async function spoolBlob(
   }
 }
 
+/**
+ * The spooled blob as the plain (compressed) layer: for an encrypted layer,
+ * the HMAC over the whole ciphertext is checked first, then it is decrypted
+ * as it streams. Throws `LayerError('decrypt')`.
+ */
+async function layerPlaintext(
+  blobFile: string,
+  encryption: LayerEncryption,
+  key: PrivateOptions | undefined,
+): Promise<Readable> {
+  if (!encryption.encrypted) return createReadStream(blobFile);
+  if (key === undefined) throw new LayerError('decrypt', 'no key was released for the layer');
+  try {
+    await verifyCiphertextHmac(blobFile, key, encryption.publicOptions);
+  } catch (e) {
+    throw new LayerError('decrypt', (e as Error).message, { cause: e });
+  }
+  const file = createReadStream(blobFile);
+  const plain = layerDecipher(key);
+  file.on('error', (e) => plain.destroy(e));
+  plain.on('close', () => file.destroy());
+  return file.pipe(plain);
+}
+
 function layerFailure(e: unknown, unpacked: UnpackStats): ImagePullError {
   const prefix = 'Errors happened when pulling image';
   const stats = { ...unpacked };
@@ -490,6 +533,9 @@ function layerFailure(e: unknown, unpacked: UnpackStats): ImagePullError {
       break;
     case 'diffid':
       detail = e.message;
+      break;
+    case 'decrypt':
+      detail = `Failed to decrypt layer: ${e.message}`;
       break;
   }
   return new ImagePullError('layers', `${prefix}: ${detail}`, detail, { cause: e, unpacked: stats });

@@ -1,0 +1,34 @@
+export { encryptLayerBytes, LayerHmacError, layerDecipher, verifyCiphertextHmac } from './block-cipher.js';
+export {
+  buildAnnotatedImage,
+  type EncryptedLayer,
+  encryptLayer,
+  jweWrapper,
+  type KeyWrapper,
+} from './encrypt.js';
+export { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
+export {
+  ANNOTATION_PREFIX,
+  ENCRYPTED_SUFFIX,
+  EncryptedLayerError,
+  KEYS_ANNOTATION_PREFIX,
+  type LayerEncryption,
+  layerEncryption,
+  PUBOPTS_ANNOTATION,
+  type WrappedKey,
+} from './layer-info.js';
+export {
+  LAYER_CIPHER,
+  LayerOptionsError,
+  type PrivateOptions,
+  type PublicOptions,
+  parsePrivateOptions,
+  parsePublicOptions,
+} from './options.js';
+export {
+  type KeyUnwrapper,
+  LayerKeyError,
+  UNWRAP_FAILED,
+  type UnwrapResult,
+  unwrapLayerKey,
+} from './unwrap.js';
