@@ -21,6 +21,7 @@ import { type DirImage, openDirImage } from './dir-image.js';
 import { evaluatePolicy, type KeyReader, type PolicyDecision, readKeyFile } from './evaluate.js';
 import { type ExpansionLimits, LIMIT_NAMES } from './limits.js';
 import { formatPlatform, type Platform, parseManifest, parsePlatform } from './manifest.js';
+import { DecryptionKeyArgumentError, unwrappersFromArguments } from './ocicrypt/decryption-keys.js';
 import { loadPolicyFile, type PolicyRequirement } from './policy.js';
 import { progressPrinter } from './progress.js';
 import { ImagePullError, openRegistryImage, pullImage } from './pull.js';
@@ -265,6 +266,7 @@ Options:
   --max-layer-entries N      tar entries of one layer, at most (default 1000000)
   --max-image-bytes N        expanded bytes of all layers, at most (default 8 GiB)
   --max-image-entries N      tar entries of all layers, at most (default 1000000)
+  --decryption-key jwe:FILE  private key (PEM, DER or JWK) for ocicrypt-encrypted layers (repeatable)
   --no-progress              no progress output
   -h, --help, --version
 `;
@@ -466,7 +468,14 @@ const PULL = {
   version: IMAGE_TOOLS_VERSION,
   help: PULL_HELP,
   options: optionsOf(
-    ['policy', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS, ...Object.values(LIMIT_NAMES)],
+    [
+      'policy',
+      'platform',
+      'decryption-key',
+      ...KBS_OPTIONS,
+      ...REGISTRY_OPTIONS,
+      ...Object.values(LIMIT_NAMES),
+    ],
     ['index-signatures', 'plain-http', 'no-progress'],
   ),
   positionals: ['IMAGE', 'DEST'],
@@ -487,6 +496,14 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
     const policy = policyFile !== undefined ? await loadPolicyFile(policyFile) : null;
     const platform = platformOf(p);
     const limits = limitsOf(p);
+    let decryption: Awaited<ReturnType<typeof unwrappersFromArguments>>;
+    try {
+      decryption = await unwrappersFromArguments(p.values.get('decryption-key') ?? []);
+    } catch (e) {
+      if (!(e instanceof DecryptionKeyArgumentError)) throw e;
+      io.stderr(`image-pull: ${e.message}\n`);
+      return 1;
+    }
     const keys = await keyReader(p, io);
     const progress = p.flags.has('no-progress')
       ? undefined
@@ -499,6 +516,7 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
         indexSignatures: p.flags.has('index-signatures'),
         ...(progress !== undefined ? { onProgress: progress } : {}),
         limits,
+        decryption,
       };
       let result: Awaited<ReturnType<typeof pullImage>>;
       if (imageText.startsWith('dir:')) {

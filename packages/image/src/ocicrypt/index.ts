@@ -1,4 +1,5 @@
 export { encryptLayerBytes, LayerHmacError, layerDecipher, verifyCiphertextHmac } from './block-cipher.js';
+export { DecryptionKeyArgumentError, unwrappersFromArguments } from './decryption-keys.js';
 export {
   buildAnnotatedImage,
   type EncryptedLayer,
