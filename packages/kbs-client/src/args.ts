@@ -1,13 +1,12 @@
 /**
- * A small command-line parser with clap's habits: options belong to the
- * command level they are declared on (`kbs-client --url U config
- * --admin-token-file F set-resource ...`), `--name value` and `--name=value`
+ * The levels of kbs-client's command line (clap's habits: options belong to the command level they
+ * are declared on, `kbs-client --url U config --admin-token-file F set-resource ...`), read by the
+ * one command-line layer (`@broker/cli`, on node:util parseArgs): `--name value` and `--name=value`
  * both work, a repeated or unknown option is an error, and `--` ends options.
  */
+import { type OptionSpec as CliOptionSpec, parseCommand, UsageError } from '@broker/cli';
 
-export class UsageError extends Error {
-  override readonly name: string = 'UsageError';
-}
+export { UsageError };
 
 export interface OptionSpec {
   readonly name: string;
@@ -27,69 +26,55 @@ export interface ParsedLevel {
   readonly help: boolean;
 }
 
+/** One level; `-h/--help` sets `help`, `-V/--version` the flag `version`. Throws UsageError. */
 export function parseLevel(
   args: readonly string[],
   specs: readonly OptionSpec[],
   subcommands: readonly string[] = [],
 ): ParsedLevel {
-  const byName = new Map(specs.map((s) => [s.name, s]));
-  const byShort = new Map(specs.filter((s) => s.short !== undefined).map((s) => [s.short as string, s]));
+  const options: Record<string, CliOptionSpec> = {};
+  for (const s of specs) {
+    if (s.name === 'version') continue;
+    options[s.name] = {
+      type: s.value ? 'string' : 'boolean',
+      ...(s.short !== undefined && { short: s.short }),
+    };
+  }
+  const outcome = parseCommand(
+    {
+      name: '',
+      version: '',
+      help: '',
+      options,
+      ...(subcommands.length > 0 ? { subcommands } : { positionals: ['[ARGS...]'] }),
+    },
+    args,
+  );
   const values = new Map<string, string>();
   const flags = new Set<string>();
-  const positionals: string[] = [];
-  let help = false;
-  let optionsEnded = false;
-
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] as string;
-    if (!optionsEnded && arg === '--') {
-      optionsEnded = true;
-      continue;
-    }
-    if (!optionsEnded && (arg === '--help' || arg === '-h')) {
-      help = true;
-      continue;
-    }
-    if (!optionsEnded && arg.startsWith('-') && arg !== '-') {
-      let spec: OptionSpec | undefined;
-      let inline: string | undefined;
-      if (arg.startsWith('--')) {
-        const eq = arg.indexOf('=');
-        const name = eq < 0 ? arg.slice(2) : arg.slice(2, eq);
-        if (eq >= 0) inline = arg.slice(eq + 1);
-        spec = byName.get(name);
-      } else if (arg.length === 2) {
-        spec = byShort.get(arg.slice(1));
-      }
-      if (spec === undefined) throw new UsageError(`unexpected argument '${arg}' found`);
-      if (values.has(spec.name) || flags.has(spec.name)) {
-        throw new UsageError(`the argument '--${spec.name}' cannot be used multiple times`);
-      }
-      if (spec.value) {
-        const v = inline ?? args[++i];
-        if (v === undefined)
-          throw new UsageError(`a value is required for '--${spec.name}' but none was supplied`);
-        values.set(spec.name, v);
-      } else {
-        if (inline !== undefined) throw new UsageError(`unexpected value '${inline}' for '--${spec.name}'`);
-        flags.add(spec.name);
-      }
-      continue;
-    }
-    if (subcommands.length > 0) {
-      if (!subcommands.includes(arg)) throw new UsageError(`unrecognized subcommand '${arg}'`);
-      return { values, flags, positionals, command: arg, rest: args.slice(i + 1), help };
-    }
-    positionals.push(arg);
+  const empty = { values, flags, positionals: [], command: undefined, rest: [] };
+  if (outcome.kind === 'help') return { ...empty, help: true };
+  if (outcome.kind === 'version') return { ...empty, flags: new Set(['version']), help: false };
+  const { parsed } = outcome;
+  for (const [name, v] of Object.entries(parsed.values)) {
+    if (typeof v === 'string') values.set(name, v);
+    else if (v === true) flags.add(name);
   }
-  return { values, flags, positionals, command: undefined, rest: [], help };
+  return {
+    values,
+    flags,
+    positionals: parsed.positionals,
+    command: parsed.command === '' ? undefined : parsed.command,
+    rest: parsed.rest,
+    help: false,
+  };
 }
 
 /** Exactly one (or at most one) of a group of flags, as clap's `group`. */
 export function oneOf(level: ParsedLevel, names: readonly string[]): string | undefined {
   const given = names.filter((n) => level.flags.has(n) || level.values.has(n));
   if (given.length > 1) {
-    throw new UsageError(`the argument '--${given[0]}' cannot be used with '--${given[1]}'`);
+    throw new UsageError(`option '--${given[0]}' cannot be used with '--${given[1]}'`);
   }
   return given[0];
 }
@@ -97,8 +82,6 @@ export function oneOf(level: ParsedLevel, names: readonly string[]): string | un
 export function requireValue(level: ParsedLevel, name: string): string {
   const v = level.values.get(name);
   if (v === undefined)
-    throw new UsageError(
-      `the following required arguments were not provided: --${name} <${name.toUpperCase().replaceAll('-', '_')}>`,
-    );
+    throw new UsageError(`missing option '--${name} <${name.toUpperCase().replaceAll('-', '_')}>'`);
   return v;
 }

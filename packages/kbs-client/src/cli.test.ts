@@ -74,22 +74,23 @@ describe('kbs-client usage', () => {
     expect((await run(['config', 'set-resource-policy', '--help'])).out).toContain('--affirming');
     expect((await run(['get-resource', '--help'])).out).toContain('--attestation-token');
     expect((await run(['attest', '-h'])).out).toContain('[INIT_DATA]');
-    expect(await run(['-V'])).toMatchObject({ code: 0, out: 'kbs-client 0.1.0\n' });
+    expect(await run(['-V'])).toMatchObject({ code: 0, out: 'kbs-client 0.1.0 (broker dev)\n' });
+    expect((await run(['config', '--help'])).out).toContain('Exit status:');
   });
 
   it('exits 2 on usage errors', async () => {
     expect((await run([])).code).toBe(2);
     expect(await run(['frobnicate'])).toMatchObject({
       code: 2,
-      err: expect.stringContaining("unrecognized subcommand 'frobnicate'"),
+      err: "kbs-client: unknown command 'frobnicate' (one of: attest, get-resource, config)\nRun 'kbs-client --help' for usage.\n",
     });
     expect(await run(['attest', '--url', kbs.url])).toMatchObject({
       code: 2,
-      err: expect.stringContaining("unexpected argument '--url'"),
+      err: expect.stringContaining("unknown option '--url'"),
     });
-    expect((await run(['--url'])).err).toContain("a value is required for '--url'");
+    expect((await run(['--url'])).err).toContain("option '--url' needs a value");
     expect((await run(['--url', 'a', '--url', 'b', 'attest'])).err).toContain(
-      'cannot be used multiple times',
+      "option '--url' given more than once",
     );
     expect((await run(['get-resource'])).code).toBe(2);
     expect((await run(['--url', kbs.url, 'get-resource', '--tee-key-file', 'x'])).err).toContain(

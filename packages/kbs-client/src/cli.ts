@@ -12,6 +12,7 @@ import {
   detectTee,
   getAttester,
 } from '@broker/attester';
+import { helpText, reportUsageError, versionLine } from '@broker/cli';
 import { KbsAdminClient } from './admin.js';
 import { signAdminToken } from './admin-token.js';
 import { type OptionSpec, oneOf, type ParsedLevel, parseLevel, requireValue, UsageError } from './args.js';
@@ -441,19 +442,13 @@ async function adminToken(
 
 async function cmdConfig(ctx: Context, args: readonly string[]): Promise<number> {
   const level = parseLevel(args, CONFIG_OPTS, Object.keys(CONFIG_COMMANDS));
-  if (level.help) {
-    ctx.io.stdout(HELP_CONFIG);
-    return 0;
-  }
-  if (level.command === undefined) {
-    ctx.io.stderr(HELP_CONFIG);
-    return 2;
-  }
+  if (level.help) return printHelp(ctx.io, 'kbs-client config', HELP_CONFIG);
+  if (level.command === undefined) return printVersion(ctx.io);
   const sub = parseLevel(level.rest, CONFIG_COMMANDS[level.command] ?? []);
   if (sub.help) {
-    ctx.io.stdout(HELP_CONFIG_COMMANDS[level.command] ?? '');
-    return 0;
+    return printHelp(ctx.io, `kbs-client config ${level.command}`, HELP_CONFIG_COMMANDS[level.command] ?? '');
   }
+  if (sub.flags.has('version')) return printVersion(ctx.io);
   if (level.command !== 'set-sample-reference-value' && sub.positionals.length > 0) {
     throw new UsageError(`unexpected argument '${sub.positionals[0]}' found`);
   }
@@ -557,16 +552,23 @@ function prepareConfigCommand(
   }
 }
 
+const EXIT_STATUS = [[1, 'the command failed: `Error: …` and its causes on stderr, as upstream']] as const;
+
+function printHelp(io: CliIo, name: string, text: string): number {
+  io.stdout(helpText({ name, version: KBS_CLIENT_VERSION, help: text, exitStatus: EXIT_STATUS }));
+  return 0;
+}
+
+/** Reached for `-V/--version` at any level (a level's command is only absent then). */
+function printVersion(io: CliIo): number {
+  io.stdout(`${versionLine('kbs-client', KBS_CLIENT_VERSION)}\n`);
+  return 0;
+}
+
 async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const top = parseLevel(argv, GLOBAL_OPTS, ['attest', 'get-resource', 'config']);
-  if (top.flags.has('version')) {
-    io.stdout(`kbs-client ${KBS_CLIENT_VERSION}\n`);
-    return 0;
-  }
-  if (top.help || top.command === undefined) {
-    (top.help ? io.stdout : io.stderr)(HELP_MAIN);
-    return top.help ? 0 : 2;
-  }
+  if (top.help) return printHelp(io, 'kbs-client', HELP_MAIN);
+  if (top.command === undefined) return printVersion(io);
   const url = top.values.get('url') ?? DEFAULT_KBS_URL;
   const certFile = top.values.get('cert-file');
   const logger = cliLogger(io);
@@ -576,23 +578,15 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
   switch (top.command) {
     case 'attest': {
       const level = parseLevel(top.rest, ATTEST_OPTS);
-      if (level.help) {
-        io.stdout(HELP_ATTEST);
-        return 0;
-      }
+      if (level.help) return printHelp(io, 'kbs-client attest', HELP_ATTEST);
+      if (level.flags.has('version')) return printVersion(io);
       await cmdAttest(ctx, level);
       return 0;
     }
     case 'get-resource': {
       const level = parseLevel(top.rest, GET_RESOURCE_OPTS);
-      if (level.help) {
-        io.stdout(HELP_GET_RESOURCE);
-        return 0;
-      }
-      if (top.rest.length === 0) {
-        io.stderr(HELP_GET_RESOURCE);
-        return 2;
-      }
+      if (level.help) return printHelp(io, 'kbs-client get-resource', HELP_GET_RESOURCE);
+      if (level.flags.has('version')) return printVersion(io);
       await cmdGetResource(ctx, level);
       return 0;
     }
@@ -625,10 +619,9 @@ export async function main(argv: string[], io: Partial<CliIo> = {}): Promise<num
   try {
     return await run(argv, full);
   } catch (err) {
-    if (err instanceof UsageError) {
-      full.stderr(`error: ${err.message}\n\nFor more information, try '--help'.\n`);
-      return 2;
-    }
+    if (err instanceof UsageError)
+      return reportUsageError('kbs-client', err.message, { out: full.stdout, err: full.stderr });
+    // Failures read as upstream's anyhow report: `Error: …` and the causes.
     full.stderr(`Error: ${describe(err)}\n`);
     return 1;
   }
