@@ -122,6 +122,8 @@ export interface LoggerOptions {
   readonly destination?: { write(line: string): void };
   /** Fields on every line (a cluster worker's id). */
   readonly base?: Record<string, unknown>;
+  /** The level when nothing sets one; default info (a tool that speaks only to warn passes warn). */
+  readonly fallback?: LogLevel;
 }
 
 const LEVEL_LABELS: Readonly<Record<number, string>> = {
@@ -160,6 +162,7 @@ export function createLogger(options: LoggerOptions): Logger {
     targets,
     ...(options.aliases !== undefined && { aliases: options.aliases }),
     ...(options.configured !== undefined && { configured: options.configured }),
+    ...(options.fallback !== undefined && { fallback: options.fallback }),
   });
   const fd = options.fd ?? 1;
   const format = options.format ?? (options.destination === undefined && isatty(fd) ? 'text' : 'json');
@@ -184,6 +187,7 @@ export function applyConfiguredLevel(logger: Logger, options: LoggerOptions): vo
     targets,
     ...(options.aliases !== undefined && { aliases: options.aliases }),
     ...(options.configured !== undefined && { configured: options.configured }),
+    ...(options.fallback !== undefined && { fallback: options.fallback }),
   });
 }
 

@@ -12,7 +12,7 @@ import {
   detectTee,
   getAttester,
 } from '@broker/attester';
-import { helpText, reportUsageError, versionLine } from '@broker/cli';
+import { createLogger, helpText, reportUsageError, versionLine } from '@broker/cli';
 import { KbsAdminClient } from './admin.js';
 import { signAdminToken } from './admin-token.js';
 import { type OptionSpec, oneOf, type ParsedLevel, parseLevel, requireValue, UsageError } from './args.js';
@@ -46,10 +46,12 @@ export interface CliIo {
   readonly additionalAttesters?: readonly Attester[];
 }
 
+const processStderr = (t: string) => void process.stderr.write(t);
+
 function defaultIo(): CliIo {
   return {
     stdout: (t) => process.stdout.write(t),
-    stderr: (t) => process.stderr.write(t),
+    stderr: processStderr,
     env: process.env,
     cwd: process.cwd(),
     readFile: (p) => readFile(p),
@@ -291,16 +293,19 @@ async function readText(io: CliIo, path: string): Promise<string> {
   return (await readInput(io, path)).toString('utf8');
 }
 
+/** The shared logger on stderr (stdout carries tokens and resources): warnings, more with RUST_LOG. */
 function cliLogger(io: CliIo): AttesterLogger {
-  const debug = /\bdebug\b|\btrace\b/i.test(io.env.RUST_LOG ?? '') || /debug/i.test(io.env.LOG_LEVEL ?? '');
+  const logger = createLogger({
+    name: 'kbs-client',
+    env: io.env,
+    fd: 2,
+    fallback: 'warn',
+    ...(io.stderr !== processStderr && { destination: { write: io.stderr } }),
+  });
   return {
-    debug: (m) => {
-      if (debug) io.stderr(`DEBUG kbs-client: ${m}\n`);
-    },
-    info: (m) => {
-      if (debug) io.stderr(`INFO kbs-client: ${m}\n`);
-    },
-    warn: (m) => io.stderr(`WARN kbs-client: ${m}\n`),
+    debug: (m) => logger.debug(m),
+    info: (m) => logger.info(m),
+    warn: (m) => logger.warn(m),
   };
 }
 
