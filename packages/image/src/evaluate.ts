@@ -12,6 +12,7 @@
 import type { KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { digestAlgorithm, digestOf, parseDigest } from './digest.js';
+import { type GpgKeyring, loadGpgKeyring, verifySimpleSigning } from './gpg.js';
 import { matchesDockerReference } from './identity.js';
 import { goQuote } from './json.js';
 import { type KeySource, type Policy, type PolicyRequirement, requirementsForImage } from './policy.js';
@@ -68,7 +69,7 @@ export interface RequirementVerdict {
   /** `skipped`: not evaluated because an earlier requirement denied the image. */
   readonly outcome: RequirementOutcome;
   readonly reason?: string;
-  /** The payload of the signature that satisfied a `sigstoreSigned` requirement. */
+  /** The payload of the signature that satisfied a `sigstoreSigned` or `signedBy` requirement. */
   readonly signature?: SigstorePayload;
 }
 
@@ -199,11 +200,7 @@ async function evaluateRequirement(
     case 'signedBaseLayer':
       return { allowed: false, reason: 'signedBaseLayer not implemented yet!' };
     case 'signedBy':
-      return {
-        allowed: false,
-        reason:
-          'signedBy requirements (GPG simple signing) are not supported by this implementation; use sigstoreSigned',
-      };
+      return signedByAllows(req, image, options);
     case 'sigstoreSigned':
       return sigstoreAllows(req, image, options);
   }
@@ -242,13 +239,7 @@ async function sigstoreAllows(
       const b64 = sig.annotations[SIGSTORE_SIGNATURE_ANNOTATION];
       if (b64 === undefined) throw new Error(`missing ${SIGSTORE_SIGNATURE_ANNOTATION} annotation`);
       const payload = await verifySigstorePayload(trusted, sig.payload, b64, {
-        validateManifestDigest: async (digest) => {
-          const manifest = await image.manifest();
-          const algorithm = digestAlgorithm(parseDigest(digest));
-          const ok =
-            digestOf(manifest, algorithm) === digest || (image.extraManifestDigests ?? []).includes(digest);
-          if (!ok) throw new Error(`Signature for digest ${digest} does not match`);
-        },
+        validateManifestDigest: manifestDigestRule(image),
         validateDockerReference: (ref) => {
           if (!matchesDockerReference(req.signedIdentity, image.dockerReference, ref)) {
             throw new Error(`Signature for identity ${goQuote(ref)} is not accepted`);
@@ -269,6 +260,64 @@ async function sigstoreAllows(
       reason: `A signature was required, but no signature exists (${nonSigstore} non-sigstore signatures, ${nonSignatureAttachments} sigstore non-signature attachments)`,
     };
   }
+  if (rejections.length === 1) return { allowed: false, reason: rejections[0] ?? '' };
+  return {
+    allowed: false,
+    reason: `None of the signatures were accepted, reasons: ${rejections.join('; ')}`,
+  };
+}
+
+/** The manifest-digest rule shared by both signature kinds. */
+function manifestDigestRule(image: PolicyImage): (digest: string) => Promise<void> {
+  return async (digest) => {
+    const manifest = await image.manifest();
+    const algorithm = digestAlgorithm(parseDigest(digest));
+    const ok =
+      digestOf(manifest, algorithm) === digest || (image.extraManifestDigests ?? []).includes(digest);
+    if (!ok) throw new Error(`Signature for digest ${digest} does not match`);
+  };
+}
+
+/**
+ * `prSignedBy.isRunningImageAllowed` with `keyType: GPGKeys`: any one GPG
+ * simple signature made by a trusted key (valid now), whose payload names
+ * this manifest and an accepted identity, allows the image.
+ */
+async function signedByAllows(
+  req: Extract<PolicyRequirement, { type: 'signedBy' }>,
+  image: PolicyImage,
+  options: EvaluationOptions,
+): Promise<Outcome> {
+  let sigs: readonly UntrustedSignature[];
+  try {
+    sigs = (await image.signatures()).filter((s) => s.format === 'simple-signing');
+  } catch (e) {
+    return { allowed: false, reason: (e as Error).message };
+  }
+  const readKey = options.readKey ?? readKeyFile;
+  let keyring: Promise<GpgKeyring> | undefined;
+  const rejections: string[] = [];
+  for (const sig of sigs) {
+    if (sig.format !== 'simple-signing') continue;
+    try {
+      if (req.keyType !== 'GPGKeys') throw new Error(`Unimplemented "keyType" value ${goQuote(req.keyType)}`);
+      keyring ??= keyBytes(req.keySource, readKey).then(loadGpgKeyring);
+      const payload = await verifySimpleSigning(await keyring, sig.blob, {
+        validateManifestDigest: manifestDigestRule(image),
+        validateDockerReference: (ref) => {
+          if (!matchesDockerReference(req.signedIdentity, image.dockerReference, ref)) {
+            throw new Error(`Signature for identity ${goQuote(ref)} is not accepted`);
+          }
+        },
+      });
+      const { signerFingerprint: _signer, ...signature } = payload;
+      return { allowed: true, signature };
+    } catch (e) {
+      rejections.push((e as Error).message);
+    }
+  }
+  if (rejections.length === 0)
+    return { allowed: false, reason: 'A signature was required, but no signature exists' };
   if (rejections.length === 1) return { allowed: false, reason: rejections[0] ?? '' };
   return {
     allowed: false,

@@ -242,18 +242,36 @@ export function verifyPayloadSignature(
 
 /** containers/image's strict reading of a simple-signing payload. Throws `InvalidSignatureError`. */
 export function parseSigstorePayload(bytes: Uint8Array): SigstorePayload {
+  return parsePayloadOf(bytes, SIGSTORE_PAYLOAD_TYPE, false);
+}
+
+/** The type GPG simple signatures carry in `critical.type`. */
+export const SIMPLE_SIGNING_PAYLOAD_TYPE = 'atomic container signature';
+
+/**
+ * containers/image's strict reading of a GPG simple-signing payload
+ * (`untrustedSignature.strictUnmarshalJSON`): as the sigstore one, but the
+ * type is `atomic container signature` and `optional` must be an object.
+ */
+export function parseSimpleSigningPayload(bytes: Uint8Array): SigstorePayload {
+  return parsePayloadOf(bytes, SIMPLE_SIGNING_PAYLOAD_TYPE, true);
+}
+
+function parsePayloadOf(bytes: Uint8Array, expectedType: string, optionalObject: boolean): SigstorePayload {
   try {
-    return readPayload(parseJson(bytes));
+    return readPayload(parseJson(bytes), expectedType, optionalObject);
   } catch (e) {
     if (e instanceof InvalidSignatureError) throw e;
     throw new InvalidSignatureError((e as Error).message);
   }
 }
 
-function readPayload(v: JsonValue): SigstorePayload {
+function readPayload(v: JsonValue, expectedType: string, optionalObject: boolean): SigstorePayload {
   let critical: JsonValue = { kind: 'null' };
   let optional: JsonValue = { kind: 'null' };
   paranoidExactFields(v, { critical: (x) => (critical = x), optional: (x) => (optional = x) });
+  if (optionalObject && (optional as JsonValue).kind !== 'object')
+    throw new InvalidSignatureError('JSON object expected');
   let creator: string | undefined;
   let timestamp: number | undefined;
   if (optional.kind !== 'null') {
@@ -274,7 +292,7 @@ function readPayload(v: JsonValue): SigstorePayload {
     image: (x) => (image = x),
     identity: (x) => (identity = x),
   });
-  if (type !== SIGSTORE_PAYLOAD_TYPE) throw new InvalidSignatureError(`Unrecognized signature type ${type}`);
+  if (type !== expectedType) throw new InvalidSignatureError(`Unrecognized signature type ${type}`);
   let digestString = '';
   paranoidExactFields(image, { 'docker-manifest-digest': (x) => (digestString = goString(x)) });
   try {
