@@ -48,7 +48,16 @@ export {
 export { MountedFileError } from './reload/mounted.js';
 export type { DirectoryWatcherOptions } from './reload/watcher.js';
 // Reference values as trustee-operator's ConfigMaps hold them, as RVPS messages.
-export { referenceValueMessages } from './rvps/index.js';
+// The RVPS itself, for the stand-alone `rvps` service (packages/rvps).
+export {
+  createRvps,
+  MAX_RVPS_MESSAGE_LENGTH,
+  type Rvps,
+  RvpsError,
+  type RvpsErrorCode,
+  type RvpsOptions,
+  referenceValueMessages,
+} from './rvps/index.js';
 export {
   DEFAULT_MAX_SESSION_BYTES,
   DEFAULT_MAX_SESSIONS,
@@ -58,6 +67,7 @@ export {
 export { StorageUnavailable } from './storage/errors.js';
 export { InvalidStorageKey } from './storage/keys.js';
 export { DEFAULT_LOCAL_FS_DIR, type LocalFsOptions, LocalFsStorage } from './storage/local-fs.js';
+export { DEFAULT_LOCAL_JSON_DIR, LocalJsonStorage } from './storage/local-json.js';
 export { MemoryStorage } from './storage/memory.js';
 export {
   DEFAULT_REDIS_URL,

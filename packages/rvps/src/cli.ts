@@ -1,0 +1,166 @@
+// `rvps` (trustee's rvps binary) and `rvps-tool` (its client) on the shared command-line layer.
+import { readFileSync, statSync } from 'node:fs';
+import {
+  type CommandIo,
+  choice,
+  createLogger,
+  LOG_FORMAT_HELP,
+  LOG_FORMAT_OPTION,
+  LOG_FORMATS,
+  type LogFormat,
+  processIo,
+  required,
+  runCommand,
+} from '@broker/cli';
+import { createRvps, MAX_RVPS_MESSAGE_LENGTH } from '@broker/kbs';
+import { DEFAULT_RVPS_CLIENT_ADDRESS, RvpsClient } from './client.js';
+import { DEFAULT_RVPS_ADDRESS, DEFAULT_RVPS_CONFIG_PATH, loadRvpsConfig } from './config.js';
+import { startRvpsServer } from './server.js';
+import { openRvpsStorage } from './storage.js';
+
+export const RVPS_VERSION = '0.1.0';
+
+const RVPS_HELP = `Usage: rvps [-c FILE] [-a HOST:PORT]
+
+trustee's reference value provider service over gRPC (reference.ReferenceValueProviderService):
+RegisterReferenceValue stores a message's reference values, QueryReferenceValue reads one back.
+Storage as the KBS's: Memory, LocalFs or LocalJson, from the configuration file. Stops on SIGTERM or SIGINT.
+
+Options:
+  -c, --config <FILE>      trustee's rvps.json (or .toml) [default: ${DEFAULT_RVPS_CONFIG_PATH}; missing = Memory]
+  -a, --address <ADDRESS>  Listen address, plaintext HTTP/2 [default: ${DEFAULT_RVPS_ADDRESS}]
+${LOG_FORMAT_HELP}
+  -h, --help               Print help
+  -V, --version            Print version
+`;
+
+/** Resolves when the process is asked to stop. */
+function untilSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const stop = (sig: string) => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      resolve(sig);
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+}
+
+export function rvpsMain(
+  argv: string[],
+  io: CommandIo = processIo,
+  stop: () => Promise<unknown> = untilSignal,
+): Promise<number> {
+  return runCommand(
+    {
+      name: 'rvps',
+      version: RVPS_VERSION,
+      help: RVPS_HELP,
+      options: {
+        config: { type: 'string', short: 'c' },
+        address: { type: 'string', short: 'a' },
+        ...LOG_FORMAT_OPTION,
+      },
+    },
+    argv,
+    async ({ values }) => {
+      const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
+      const logger = createLogger({ name: 'rvps', ...(format !== undefined && { format }) });
+      const configPath = values.config ?? DEFAULT_RVPS_CONFIG_PATH;
+      const config = loadRvpsConfig(configPath);
+      for (const w of config.warnings) logger.warn(w);
+      const storage = await openRvpsStorage(config);
+      try {
+        const address = values.address ?? DEFAULT_RVPS_ADDRESS;
+        const server = await startRvpsServer({ rvps: createRvps(storage), address, logger });
+        logger.info({ address, port: server.port, storage: config.storageType }, 'rvps listening');
+        const signal = await stop();
+        logger.info({ signal }, 'rvps stopping');
+        await server.close();
+      } finally {
+        await storage.close();
+      }
+      return 0;
+    },
+    io,
+  );
+}
+
+const TOOL_HELP = `Usage: rvps-tool <COMMAND> [OPTIONS]
+
+A client of trustee's RVPS gRPC service, as trustee's rvps-tool.
+
+Commands:
+  register  Register reference values: --path <FILE> (the message JSON) [-a <ADDR>]
+  query     Query reference values: --reference-value-id <ID> [-a <ADDR>]
+
+Options:
+  -h, --help     Print help
+  -V, --version  Print version
+`;
+
+const ADDR_HELP = `  -a, --addr <ADDR>  The address of the RVPS, http://HOST:PORT or https://HOST:PORT [default: ${DEFAULT_RVPS_CLIENT_ADDRESS}]`;
+
+function readMessage(path: string): string {
+  if (statSync(path).size > MAX_RVPS_MESSAGE_LENGTH) {
+    throw new Error(`${path} is larger than ${MAX_RVPS_MESSAGE_LENGTH} bytes`);
+  }
+  return readFileSync(path, 'utf8');
+}
+
+export function rvpsToolMain(argv: string[], io: CommandIo = processIo): Promise<number> {
+  return runCommand(
+    { name: 'rvps-tool', version: RVPS_VERSION, help: TOOL_HELP, subcommands: ['register', 'query'] },
+    argv,
+    ({ command, rest }) =>
+      command === 'register'
+        ? runCommand(
+            {
+              name: 'rvps-tool register',
+              version: RVPS_VERSION,
+              help: `Usage: rvps-tool register --path <FILE> [-a <ADDR>]\n\nSends the file's text as the registration message.\n\nOptions:\n${ADDR_HELP}\n  -p, --path <PATH>  The path to the provenance json file\n  -h, --help         Print help\n`,
+              options: { addr: { type: 'string', short: 'a' }, path: { type: 'string', short: 'p' } },
+            },
+            rest,
+            async ({ values }) => {
+              const message = readMessage(required('path', values.path));
+              const client = new RvpsClient(values.addr ?? DEFAULT_RVPS_CLIENT_ADDRESS);
+              try {
+                await client.register(message);
+              } finally {
+                client.close();
+              }
+              io.err('Register provenance succeeded.\n');
+              return 0;
+            },
+            io,
+          )
+        : runCommand(
+            {
+              name: 'rvps-tool query',
+              version: RVPS_VERSION,
+              help: `Usage: rvps-tool query --reference-value-id <ID> [-a <ADDR>]\n\nPrints the stored value's JSON on stdout; nothing when the id is unknown.\n\nOptions:\n${ADDR_HELP}\n  -r, --reference-value-id <ID>  The id of the reference value\n  -h, --help                     Print help\n`,
+              options: {
+                addr: { type: 'string', short: 'a' },
+                'reference-value-id': { type: 'string', short: 'r' },
+              },
+            },
+            rest,
+            async ({ values }) => {
+              const id = required('reference-value-id', values['reference-value-id']);
+              const client = new RvpsClient(values.addr ?? DEFAULT_RVPS_CLIENT_ADDRESS);
+              try {
+                const value = await client.query(id);
+                if (value === undefined) io.err('No reference values found for the given id\n');
+                else io.out(`${value}\n`);
+              } finally {
+                client.close();
+              }
+              return 0;
+            },
+            io,
+          ),
+    io,
+  );
+}

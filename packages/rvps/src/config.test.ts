@@ -1,0 +1,67 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadRvpsConfig, parseRvpsConfig, parseRvpsConfigText } from './config.js';
+import { RvpsConfigError } from './errors.js';
+
+describe('rvps.json', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rvps-config-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reads trustee-style LocalFs and LocalJson storage', () => {
+    expect(
+      parseRvpsConfig({
+        storage: { storage_type: 'LocalFs', backends: { local_fs: { dir_path: '/var/rv' } } },
+        extractors: { swid_extractor: {} },
+      }),
+    ).toEqual({ storageType: 'LocalFs', localFsDir: '/var/rv', warnings: [] });
+    expect(
+      parseRvpsConfig({
+        storage: { storage_type: 'LocalJson', backends: { local_json: { file_dir_path: '/j' } } },
+      }),
+    ).toEqual({ storageType: 'LocalJson', localJsonDir: '/j', warnings: [] });
+  });
+
+  it("runs trustee's docker-compose rvps.json on Memory, as trustee does, and says why", () => {
+    const c = parseRvpsConfig({
+      storage: {
+        type: 'LocalFs',
+        file_path: '/opt/confidential-containers/attestation-service/reference_values',
+      },
+    });
+    expect(c.storageType).toBe('Memory');
+    expect(c.warnings).toEqual([
+      'storage.type is not an rvps setting; ignored',
+      'storage.file_path is not an rvps setting; ignored',
+    ]);
+  });
+
+  it.each([
+    [{ storage: { storage_type: 'LocalFs' } }, /Local FS configuration is required/],
+    [{ storage: { storage_type: 'LocalJson', backends: {} } }, /Local JSON configuration is required/],
+    [{ storage: { storage_type: 'Postgres' } }, /"Postgres" is not supported/],
+    [{ storage: 'LocalFs' }, /storage must be an object/],
+    [[], /must be an object/],
+    [{ storage: { storage_type: 'LocalFs', backends: { local_fs: { dir_path: 3 } } } }, /dir_path must be/],
+  ])('refuses %j', (doc, message) => {
+    expect(() => parseRvpsConfig(doc)).toThrow(message);
+  });
+
+  it('reads TOML by extension and names the file in errors', () => {
+    expect(
+      parseRvpsConfigText(
+        '[storage]\nstorage_type = "LocalFs"\n[storage.backends.local_fs]\ndir_path = "/d"\n',
+        'r.toml',
+      ).localFsDir,
+    ).toBe('/d');
+    expect(() => parseRvpsConfigText('{', '/etc/rvps.json')).toThrow(/^\/etc\/rvps\.json: /);
+  });
+
+  it('falls back to Memory only when the file is missing; an invalid file is an error', () => {
+    expect(loadRvpsConfig(join(dir, 'missing.json')).storageType).toBe('Memory');
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, '{"storage": {"storage_type": "Redis"}}');
+    expect(() => loadRvpsConfig(bad)).toThrow(RvpsConfigError);
+  });
+});

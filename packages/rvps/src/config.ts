@@ -1,0 +1,132 @@
+// trustee's rvps.json (rvps/src/config.rs): `storage` (key_value_storage's StorageBackendConfig) and
+// `extractors`. Unknown keys are ignored, as serde does there, but reported as warnings so that a
+// misspelt key (trustee's own docker-compose rvps.json says `type`/`file_path`) is visible.
+import { readFileSync, statSync } from 'node:fs';
+import { extname } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+import { RvpsConfigError } from './errors.js';
+
+export const DEFAULT_RVPS_CONFIG_PATH = '/etc/rvps.json';
+export const DEFAULT_RVPS_ADDRESS = '127.0.0.1:50003';
+const MAX_CONFIG_BYTES = 1024 * 1024;
+
+export type RvpsStorageType = 'Memory' | 'LocalFs' | 'LocalJson';
+
+export interface RvpsConfig {
+  readonly storageType: RvpsStorageType;
+  /** `storage.backends.local_fs.dir_path` */
+  readonly localFsDir?: string;
+  /** `storage.backends.local_json.file_dir_path` */
+  readonly localJsonDir?: string;
+  readonly warnings: readonly string[];
+}
+
+export const DEFAULT_RVPS_CONFIG: RvpsConfig = { storageType: 'Memory', warnings: [] };
+
+type Obj = Record<string, unknown>;
+
+function isObject(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function section(parent: Obj, key: string, where: string): Obj | undefined {
+  const v = parent[key];
+  if (v === undefined || v === null) return undefined;
+  if (!isObject(v)) throw new RvpsConfigError(`${where}${key} must be an object`);
+  return v;
+}
+
+function text(parent: Obj, key: string, where: string): string | undefined {
+  const v = parent[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string' || v === '')
+    throw new RvpsConfigError(`${where}${key} must be a non-empty string`);
+  return v;
+}
+
+function unknownKeys(o: Obj, known: readonly string[], where: string, warnings: string[]): void {
+  for (const k of Object.keys(o)) {
+    if (!known.includes(k)) warnings.push(`${where}${k} is not an rvps setting; ignored`);
+  }
+}
+
+/** The parsed document (JSON or TOML already decoded) as a configuration. */
+export function parseRvpsConfig(doc: unknown): RvpsConfig {
+  if (!isObject(doc)) throw new RvpsConfigError('the configuration must be an object');
+  const warnings: string[] = [];
+  unknownKeys(doc, ['storage', 'extractors'], '', warnings);
+  const storage = section(doc, 'storage', '');
+  const extractors = section(doc, 'extractors', '');
+  if (extractors !== undefined) {
+    // Only the sample extractor exists here; swid and corim messages are refused when registered.
+    unknownKeys(extractors, ['swid_extractor'], 'extractors.', warnings);
+  }
+  if (storage === undefined) return { storageType: 'Memory', warnings };
+  unknownKeys(storage, ['storage_type', 'backends'], 'storage.', warnings);
+  const type = text(storage, 'storage_type', 'storage.') ?? 'Memory';
+  if (type !== 'Memory' && type !== 'LocalFs' && type !== 'LocalJson') {
+    throw new RvpsConfigError(
+      `storage.storage_type ${JSON.stringify(type.slice(0, 64))} is not supported (supported: Memory, LocalFs, LocalJson)`,
+    );
+  }
+  const backends = section(storage, 'backends', 'storage.') ?? {};
+  const localFs = section(backends, 'local_fs', 'storage.backends.');
+  const localJson = section(backends, 'local_json', 'storage.backends.');
+  const localFsDir = localFs && text(localFs, 'dir_path', 'storage.backends.local_fs.');
+  const localJsonDir = localJson && text(localJson, 'file_dir_path', 'storage.backends.local_json.');
+  if (type === 'LocalFs' && localFsDir === undefined) {
+    throw new RvpsConfigError(
+      'storage.storage_type "LocalFs" needs storage.backends.local_fs.dir_path (Local FS configuration is required)',
+    );
+  }
+  if (type === 'LocalJson' && localJsonDir === undefined) {
+    throw new RvpsConfigError(
+      'storage.storage_type "LocalJson" needs storage.backends.local_json.file_dir_path (Local JSON configuration is required)',
+    );
+  }
+  return {
+    storageType: type,
+    ...(localFsDir !== undefined && { localFsDir }),
+    ...(localJsonDir !== undefined && { localJsonDir }),
+    warnings,
+  };
+}
+
+/** Decodes by extension as trustee's `config` crate does: `.toml` is TOML, anything else JSON. */
+export function parseRvpsConfigText(source: string, path: string): RvpsConfig {
+  let doc: unknown;
+  try {
+    doc = extname(path) === '.toml' ? parseToml(source) : JSON.parse(source);
+  } catch (e) {
+    throw new RvpsConfigError(`${path}: ${(e as Error).message}`);
+  }
+  try {
+    return parseRvpsConfig(doc);
+  } catch (e) {
+    throw new RvpsConfigError(`${path}: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * Reads the file. A missing file gives the defaults (Memory) with a warning, as trustee's rvps starts
+ * without one; a file that exists but is unreadable or invalid is an error here (trustee falls back to
+ * the defaults then too, which would silently drop a configured persistent store).
+ */
+export function loadRvpsConfig(path: string): RvpsConfig {
+  let source: string;
+  try {
+    if (statSync(path).size > MAX_CONFIG_BYTES)
+      throw new RvpsConfigError(`${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
+    source = readFileSync(path, 'utf8');
+  } catch (e) {
+    if (e instanceof RvpsConfigError) throw e;
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
+      return {
+        storageType: 'Memory',
+        warnings: [`${path} does not exist; using the defaults (Memory storage)`],
+      };
+    }
+    throw new RvpsConfigError(`${path}: ${(e as Error).message}`);
+  }
+  return parseRvpsConfigText(source, path);
+}

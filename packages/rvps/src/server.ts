@@ -1,0 +1,95 @@
+// trustee's RVPS gRPC service (rvps/src/server/mod.rs) over @grpc/grpc-js, with the KBS's RVPS behind it.
+
+import type { Logger } from '@broker/cli';
+import type { Rvps } from '@broker/kbs';
+import { MAX_RVPS_MESSAGE_LENGTH } from '@broker/kbs';
+import { reference } from '@broker/trustee-protos';
+import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+
+/**
+ * The largest request accepted: a registration message at the KBS RVPS's own limit plus the protobuf
+ * framing. grpc-js refuses anything larger with RESOURCE_EXHAUSTED before a handler sees it.
+ */
+export const MAX_RVPS_REQUEST_BYTES = MAX_RVPS_MESSAGE_LENGTH + 1024;
+/** Replies are one reference value's JSON; the same bound keeps a hostile store from growing them. */
+export const MAX_RVPS_RESPONSE_BYTES = MAX_RVPS_MESSAGE_LENGTH + 1024;
+
+export interface RvpsServerOptions {
+  readonly rvps: Rvps;
+  /** `host:port` as trustee's `-a` takes it; port 0 picks a free one. */
+  readonly address: string;
+  readonly logger?: Logger;
+}
+
+export interface RunningRvpsServer {
+  /** The port bound (the one asked for, or the one picked for port 0). */
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Handlers as trustee writes them: every failure is ABORTED with a fixed prefix. */
+export function rvpsHandlers(rvps: Rvps, logger?: Logger): reference.ReferenceValueProviderServiceServer {
+  return {
+    queryReferenceValue(
+      call: ServerUnaryCall<reference.ReferenceValueQueryRequest, reference.ReferenceValueQueryResponse>,
+      callback: sendUnaryData<reference.ReferenceValueQueryResponse>,
+    ) {
+      const id = call.request.referenceValueId;
+      rvps.query(id).then(
+        (value) => {
+          // Absent means unknown: trustee's AS health-checks its RVPS with an id that never exists.
+          callback(null, value === undefined ? {} : { referenceValueResults: JSON.stringify(value) });
+        },
+        (e: unknown) => {
+          logger?.warn({ err: errorText(e) }, 'query reference value failed');
+          callback({ code: status.ABORTED, details: `Query reference value: ${errorText(e)}` });
+        },
+      );
+    },
+    registerReferenceValue(
+      call: ServerUnaryCall<
+        reference.ReferenceValueRegisterRequest,
+        reference.ReferenceValueRegisterResponse
+      >,
+      callback: sendUnaryData<reference.ReferenceValueRegisterResponse>,
+    ) {
+      rvps.register(call.request.message).then(
+        (names) => {
+          logger?.info({ names }, 'reference values registered');
+          callback(null, {});
+        },
+        (e: unknown) => {
+          logger?.warn({ err: errorText(e) }, 'register reference value failed');
+          callback({ code: status.ABORTED, details: `Register reference value: ${errorText(e)}` });
+        },
+      );
+    },
+  };
+}
+
+export async function startRvpsServer(options: RvpsServerOptions): Promise<RunningRvpsServer> {
+  const server = new Server({
+    'grpc.max_receive_message_length': MAX_RVPS_REQUEST_BYTES,
+    'grpc.max_send_message_length': MAX_RVPS_RESPONSE_BYTES,
+  });
+  server.addService(
+    reference.ReferenceValueProviderServiceService,
+    rvpsHandlers(options.rvps, options.logger),
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(options.address, ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
+    );
+  });
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+      }),
+  };
+}
