@@ -9,6 +9,15 @@ export {
 } from './encrypt.js';
 export { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
 export {
+  type AnnotationPacket,
+  AnnotationPacketError,
+  ATTESTATION_AGENT_PROTOCOL,
+  attestationAgentUnwrapper,
+  attestationAgentWrapper,
+  parseAnnotationPacket,
+  unwrapAnnotationPacket,
+} from './keyprovider-packet.js';
+export {
   ANNOTATION_PREFIX,
   ENCRYPTED_SUFFIX,
   EncryptedLayerError,
