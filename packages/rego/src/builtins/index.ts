@@ -143,4 +143,6 @@ export const UNSUPPORTED: ReadonlySet<string> = new Set([
   'rego.metadata.rule',
   'rego.parse_module',
   'strings.render_template',
+  'uri.is_valid',
+  'uri.parse',
 ]);
