@@ -1,8 +1,9 @@
 // The `rego` command: `rego eval` evaluates a query, `rego test` runs OPA-format YAML test cases.
 import { readFileSync } from 'node:fs';
+import { type OptionValues, runCommand, UsageError } from '@broker/cli';
 import { runCaseFile } from './cases.js';
 import { Engine } from './engine.js';
-import { RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
+import type { ErrorStyle } from './errors.js';
 import { plainNumber } from './format.js';
 import { ObjectValue, SetValue, type Value } from './value.js';
 
@@ -18,78 +19,96 @@ const defaultIO: CliIO = {
   readFile: (p) => readFileSync(p, 'utf8'),
 };
 
-const USAGE = `usage:
-  rego eval [--v0] [--non-strict] [-d file.rego|file.json]... [-i input.json] QUERY
-  rego test [--v0] CASES.yaml...
+const VERSION = '0.1.0';
+
+const HELP = `Usage: rego <COMMAND> [OPTIONS]
+
+A Rego interpreter (v1, with a v0 mode), for trustee's and kata's policies.
+
+Commands:
+  eval  Evaluate a query; prints OPA's JSON result ({} when undefined)
+  test  Run OPA-format YAML case files; prints one line per failure and "N passed, N failed"
+
+Options:
+  -h, --help     Print help (each command has its own: rego eval --help)
+  -V, --version  Print version
 `;
 
+const TOP = { name: 'rego', version: VERSION, help: HELP, subcommands: ['eval', 'test'] } as const;
+
+const EVAL = {
+  name: 'rego eval',
+  version: VERSION,
+  help: `Usage: rego eval [OPTIONS] <QUERY>
+
+Options:
+  -d, --data <FILE>   A policy (.rego) or data document (.json); repeatable
+  -i, --input <FILE>  The input document (JSON)
+      --v0            Parse policies as Rego v0
+      --non-strict    Built-in errors make the expression undefined instead of failing
+      --errors <STYLE>  Error texts as regorus words them (regorus, default) or as OPA prints them (opa)
+  -h, --help          Print help
+`,
+  options: {
+    data: { type: 'string', short: 'd', multiple: true },
+    input: { type: 'string', short: 'i' },
+    v0: { type: 'boolean' },
+    'non-strict': { type: 'boolean' },
+    errors: { type: 'string' },
+  },
+  positionals: ['QUERY'],
+  exitStatus: [[1, 'a file unreadable, a parse or evaluation error']],
+} as const;
+
+const TEST = {
+  name: 'rego test',
+  version: VERSION,
+  help: `Usage: rego test [OPTIONS] <CASES.yaml>...
+
+Options:
+      --v0        Parse policies as Rego v0 (cases may also say so)
+  -h, --help      Print help
+`,
+  options: { v0: { type: 'boolean' } },
+  positionals: ['CASES...'],
+  exitStatus: [[1, 'a case failed, or a file is unreadable or malformed']],
+} as const;
+
 /** Runs the command; returns the process exit code (0 success, 1 failure, 2 usage error). */
-export async function main(argv: string[], io: CliIO = defaultIO): Promise<number> {
-  const [cmd, ...rest] = argv;
-  try {
-    if (cmd === 'eval') return evalCommand(rest, io);
-    if (cmd === 'test') return testCommand(rest, io);
-    if (cmd === '-h' || cmd === '--help' || cmd === 'help') {
-      io.out(USAGE);
-      return 0;
-    }
-    io.err(USAGE);
-    return 2;
-  } catch (e) {
-    if (e instanceof RegoParseError || e instanceof RegoEvalError || e instanceof RegoLimitError) {
-      io.err(`rego: ${e.message}\n`);
-      return 1;
-    }
-    if (e instanceof UsageError) {
-      io.err(`rego: ${e.message}\n${USAGE}`);
-      return 2;
-    }
-    const code = (e as NodeJS.ErrnoException).code;
-    if (typeof code === 'string') {
-      io.err(`rego: ${(e as Error).message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+export function main(argv: string[], io: CliIO = defaultIO): Promise<number> {
+  return runCommand(
+    TOP,
+    argv,
+    ({ command, rest }) =>
+      command === 'eval'
+        ? runCommand(
+            EVAL,
+            rest,
+            ({ values, positionals }) => evalCommand(values, positionals[0] as string, io),
+            io,
+          )
+        : runCommand(TEST, rest, ({ values, positionals }) => testCommand(values, positionals, io), io),
+    io,
+  );
 }
 
-class UsageError extends Error {}
-
-function evalCommand(args: string[], io: CliIO): number {
-  let v0 = false;
-  let strict = true;
-  const dataFiles: string[] = [];
-  let inputFile: string | undefined;
-  let query: string | undefined;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (a === '--v0') v0 = true;
-    else if (a === '--non-strict') strict = false;
-    else if (a === '-d' || a === '--data') {
-      const f = args[++i];
-      if (f === undefined) throw new UsageError(`${a} needs a file`);
-      dataFiles.push(f);
-    } else if (a === '-i' || a === '--input') {
-      const f = args[++i];
-      if (f === undefined) throw new UsageError(`${a} needs a file`);
-      inputFile = f;
-    } else if (a.startsWith('-') && a.length > 1) {
-      throw new UsageError(`unknown option ${a}`);
-    } else if (query === undefined) query = a;
-    else throw new UsageError('more than one query given');
+function evalCommand(values: OptionValues<typeof EVAL.options>, query: string, io: CliIO): number {
+  const errorStyle: ErrorStyle = values.errors === 'opa' ? 'opa' : 'regorus';
+  if (values.errors !== undefined && values.errors !== errorStyle) {
+    throw new UsageError(`option '--errors' must be regorus or opa`);
   }
-  if (query === undefined) throw new UsageError('missing query');
   const engine = new Engine({
-    regoVersion: v0 ? 'v0' : 'v1',
-    strictBuiltinErrors: strict,
+    regoVersion: values.v0 ? 'v0' : 'v1',
+    strictBuiltinErrors: !values['non-strict'],
     gatherPrints: true,
+    errorStyle,
   });
-  for (const f of dataFiles) {
+  for (const f of values.data ?? []) {
     const text = io.readFile(f);
     if (f.endsWith('.json')) engine.addDataJson(text);
     else engine.addPolicy(f, text);
   }
-  if (inputFile !== undefined) engine.setInputJson(io.readFile(inputFile));
+  if (values.input !== undefined) engine.setInputJson(io.readFile(values.input));
   const r = engine.evalQuery(query);
   for (const p of engine.takePrints()) io.err(`${p}\n`);
   if (r.result.length === 0) {
@@ -106,19 +125,11 @@ function evalCommand(args: string[], io: CliIO): number {
   return 0;
 }
 
-function testCommand(args: string[], io: CliIO): number {
-  let v0: boolean | undefined;
-  const files: string[] = [];
-  for (const a of args) {
-    if (a === '--v0') v0 = true;
-    else if (a.startsWith('-') && a.length > 1) throw new UsageError(`unknown option ${a}`);
-    else files.push(a);
-  }
-  if (files.length === 0) throw new UsageError('no case files given');
+function testCommand(values: OptionValues<typeof TEST.options>, files: readonly string[], io: CliIO): number {
   let passed = 0;
   let failed = 0;
   for (const f of files) {
-    const outcomes = runCaseFile(f, io.readFile(f), v0 === undefined ? {} : { v0 });
+    const outcomes = runCaseFile(f, io.readFile(f), values.v0 === undefined ? {} : { v0: values.v0 });
     for (const o of outcomes) {
       if (o.status === 'pass') passed++;
       else if (o.status === 'fail') {
