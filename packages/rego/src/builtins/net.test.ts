@@ -89,3 +89,14 @@ describe('other net.cidr builtins', () => {
     );
   });
 });
+
+describe('net.lookup_ip_addr', () => {
+  it('resolves IP addresses and localhost without DNS', () => {
+    expect(show(call('net.lookup_ip_addr', '10.0.0.1'))).toBe('{"10.0.0.1"}');
+    expect(show(call('net.lookup_ip_addr', '::ffff:10.0.0.1'))).toBe('{"10.0.0.1"}');
+    expect(show(call('net.lookup_ip_addr', 'LocalHost'))).toBe('{"127.0.0.1", "::1"}');
+    expect(failure('net.lookup_ip_addr', 'example.com').message).toBe(
+      'net.lookup_ip_addr: lookup example.com: name resolution is not supported by this engine',
+    );
+  });
+});

@@ -244,11 +244,18 @@ function cidrContainsBuiltin(name: string) {
 }
 
 export const netBuiltins: BuiltinTable = {
-  // Without DNS: an IP address resolves to itself (as Go's resolver does); names are a builtin error.
+  // Without DNS: an IP address resolves to itself (as Go's resolver does), `localhost` to the loopback
+  // addresses (RFC 6761); other names are a builtin error.
   'net.lookup_ip_addr': {
     arity: 1,
     fn: (args) => {
       const name = argString('net.lookup_ip_addr', args, 0);
+      if (/^(.+\.)?localhost\.?$/i.test(name)) {
+        const loopback = new SetValue();
+        loopback.add('127.0.0.1');
+        loopback.add('::1');
+        return loopback;
+      }
       const ip = parseIP(name);
       if (ip === undefined) {
         throw builtinError(
