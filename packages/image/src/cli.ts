@@ -20,6 +20,7 @@ import { digestOf } from './digest.js';
 import { type DirImage, openDirImage } from './dir-image.js';
 import { evaluatePolicy, type KeyReader, type PolicyDecision, readKeyFile } from './evaluate.js';
 import { type ExpansionLimits, LIMIT_NAMES } from './limits.js';
+import { loadRegistriesD, type RegistriesD } from './lookaside.js';
 import { formatPlatform, type Platform, parseManifest, parsePlatform } from './manifest.js';
 import { DecryptionKeyArgumentError, unwrappersFromArguments } from './ocicrypt/decryption-keys.js';
 import { loadPolicyFile, type PolicyRequirement } from './policy.js';
@@ -166,6 +167,12 @@ function platformOf(p: Parsed): Platform | undefined {
   }
 }
 
+/** `--registries.d DIR`: the lookaside signature stores (none configured without it). */
+async function registriesDOf(p: Parsed): Promise<{ registriesD?: RegistriesD }> {
+  const dir = one(p, 'registries.d');
+  return dir !== undefined ? { registriesD: await loadRegistriesD(dir) } : {};
+}
+
 function describeRequirement(r: PolicyRequirement): string {
   switch (r.type) {
     case 'insecureAcceptAnything':
@@ -229,6 +236,7 @@ Options:
   --reference REF            docker reference of a dir: image (check)
   --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
   --index-signatures         also accept signatures made on the index (image-rs)
+  --registries.d DIR         lookaside stores of GPG signatures (containers-registries.d(5))
   --kbs-url URL              resolve kbs:/// key paths through this KBS
   --kbs-cert FILE            PEM certificate to trust for an https KBS
   --authfile FILE            registry credentials (containers-auth.json); default $REGISTRY_AUTH_FILE
@@ -257,6 +265,7 @@ Options:
   --policy FILE              containers-policy.json to enforce
   --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
   --index-signatures         also accept signatures made on the index (image-rs)
+  --registries.d DIR         lookaside stores of GPG signatures (containers-registries.d(5))
   --kbs-url URL / --kbs-cert FILE   resolve kbs:/// key paths through a KBS
   --authfile FILE            registry credentials (containers-auth.json); default $REGISTRY_AUTH_FILE
   --insecure-registry HOST   reach HOST[:PORT] over plain http (repeatable)
@@ -297,7 +306,7 @@ function policyCommand(command: string, valued: readonly string[], booleans: rea
 
 const CHECK = policyCommand(
   'check',
-  ['policy', 'reference', 'platform', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
+  ['policy', 'reference', 'platform', 'registries.d', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
   ['index-signatures', 'plain-http'],
 );
 const SIGN = policyCommand(
@@ -351,6 +360,7 @@ async function checkCommand(p: Parsed, io: ImageCliIo): Promise<number> {
       const source = await openRegistryImage(client, image.ref, {
         ...(platform !== undefined ? { platform } : {}),
         indexSignatures: p.flags.has('index-signatures'),
+        ...(await registriesDOf(p)),
       });
       decision = await evaluatePolicy(policy, source.policyImage, { readKey: keys.read });
       name = source.policyImage.imageName;
@@ -472,6 +482,7 @@ const PULL = {
       'policy',
       'platform',
       'decryption-key',
+      'registries.d',
       ...KBS_OPTIONS,
       ...REGISTRY_OPTIONS,
       ...Object.values(LIMIT_NAMES),
@@ -524,6 +535,7 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
       } else {
         result = await pullImage(imageText.replace(/^docker:\/\//, ''), dest, {
           ...common,
+          ...(await registriesDOf(p)),
           registry: await registryOptions(p, io),
         });
       }

@@ -23,6 +23,7 @@ import type { DirImage } from './dir-image.js';
 import { evaluatePolicy, type KeyReader, type PolicyDecision, type PolicyImage } from './evaluate.js';
 import { applyLayerStream, LayerError } from './layer.js';
 import { ExpansionBudget, type ExpansionLimits } from './limits.js';
+import { fetchSimpleSignatures, type RegistriesD } from './lookaside.js';
 import {
   currentPlatform,
   type Descriptor,
@@ -125,6 +126,8 @@ export interface PullImageOptions {
    * containers/image, and this default, verify the platform manifest only.
    */
   readonly indexSignatures?: boolean;
+  /** Lookaside signature stores (registries.d) for `signedBy` requirements. */
+  readonly registriesD?: RegistriesD;
   readonly onProgress?: (event: PullProgressEvent) => void;
   readonly signal?: AbortSignal;
   /** Keep file ownership from the layers (default: when running as root). */
@@ -170,6 +173,8 @@ export interface OpenRegistryImageOptions {
   readonly platform?: Platform;
   /** Also offer the index's signatures and digest to the policy (image-rs behaviour). */
   readonly indexSignatures?: boolean;
+  /** Lookaside signature stores (registries.d) for `signedBy` requirements. */
+  readonly registriesD?: RegistriesD;
   readonly signal?: AbortSignal;
   readonly onProgress?: PullImageOptions['onProgress'];
 }
@@ -207,6 +212,7 @@ export async function openRegistryImage(
   }
   onProgress?.({ kind: 'manifest', reference: referenceString(ref), digest: manifestDigest });
   let sigs: Promise<UntrustedSignature[]> | undefined;
+  let simpleSigs: Promise<UntrustedSignature[]> | undefined;
   const policyImage: PolicyImage = {
     transport: 'docker',
     policyIdentity: policyIdentity(ref),
@@ -222,6 +228,15 @@ export async function openRegistryImage(
         return [...own, ...(await fetchSigstoreSignatures(client, repo, indexDigest))];
       })();
       return sigs;
+    },
+    simpleSignatures: () => {
+      simpleSigs ??= (async () => {
+        const source = options.registriesD !== undefined ? { registriesD: options.registriesD } : {};
+        const own = await fetchSimpleSignatures(client, ref, manifestDigest, source);
+        if (!indexSignatures || indexDigest === undefined) return own;
+        return [...own, ...(await fetchSimpleSignatures(client, ref, indexDigest, source))];
+      })();
+      return simpleSigs;
     },
   };
   return {
@@ -304,6 +319,7 @@ export async function pullImage(
           ? await openRegistryImage(client, ref, {
               ...(options.platform !== undefined ? { platform: options.platform } : {}),
               ...(options.indexSignatures !== undefined ? { indexSignatures: options.indexSignatures } : {}),
+              ...(options.registriesD !== undefined ? { registriesD: options.registriesD } : {}),
               ...(options.signal !== undefined ? { signal: options.signal } : {}),
               ...(options.onProgress !== undefined ? { onProgress: options.onProgress } : {}),
             })

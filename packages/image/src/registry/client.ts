@@ -183,6 +183,28 @@ export class RegistryClient {
     return { bytes, contentType: String(res.headers['content-type'] ?? ''), digest };
   }
 
+  /**
+   * Whether the registry offers containers/image's signature API extension:
+   * its `/v2/` answer (200 or 401) carries `X-Registry-Supports-Signatures: 1`.
+   */
+  async supportsSignatureExtension(repo: Repository): Promise<boolean> {
+    const res = await this.#http.request({ method: 'GET', url: new URL(`${this.baseUrl(repo)}/v2/`) });
+    await discardBody(res.body);
+    return res.headers['x-registry-supports-signatures'] === '1';
+  }
+
+  /**
+   * The body of `GET /extensions/v2/<repo>/signatures/<digest>` (the
+   * signature API extension), at most `limit` bytes. Any status but 200 fails.
+   */
+  async getSignatureExtension(repo: Repository, digest: string, limit: number): Promise<Buffer> {
+    const url = new URL(`${this.baseUrl(repo)}/extensions/v2/${repo.path}/signatures/${parseDigest(digest)}`);
+    const res = await this.#send(repo, 'pull', { method: 'GET', url });
+    if (res.status !== 200)
+      throw await this.#failure(res, `downloading signatures for ${digest} in ${repoName(repo)}`);
+    return readBody(res.body, limit, `signature list of ${digest}`);
+  }
+
   /** A blob as a stream that errors unless its size and digest match `descriptor`. */
   async getBlob(repo: Repository, descriptor: Descriptor, signal?: AbortSignal): Promise<Readable> {
     const url = new URL(`${this.baseUrl(repo)}/v2/${repo.path}/blobs/${descriptor.digest}`);
