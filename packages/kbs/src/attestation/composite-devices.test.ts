@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canonicalJson } from '@broker/protocol';
 import { createTestCcaPlatform, createTestDevice } from '@broker/verifier';
+import { startMockNras } from '@broker/verifier/testing';
 import { decodeJwt } from 'jose';
 import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -118,10 +119,20 @@ trust_claims := {"hardware": hardware}
     expect((e as Error).message).toMatch(/NVIDIA certificate chain/);
   });
 
-  it('nvidia_verifier type "Remote" fails closed instead of verifying locally', async () => {
-    const as = await service({ type: 'Remote', verifier_url: 'https://nras.invalid/v4/attest' });
-    const e = await as.verify(compositeRequest()).catch((x: unknown) => x);
-    expect((e as Error).message).toMatch(/Remote.*not available/);
+  it('nvidia_verifier type "Remote" sends the GPU to NRAS (a local mock) and takes its token claims', async () => {
+    const nras = await startMockNras();
+    try {
+      const as = await service({ type: 'Remote', verifier_url: nras.url, jwks_url: nras.jwksUrl });
+      const ear = decodeJwt(await as.verify(compositeRequest())) as Ear;
+      expect(ear.submods.gpu0['ear.veraison.annotated-evidence'].nvidia).toMatchObject({
+        'x-nvidia-gpu-attestation-report-nonce-match': true,
+      });
+      expect(nras.requests).toHaveLength(1);
+      const e = await as.verify(compositeRequest(Buffer.alloc(32, 9))).catch((x: unknown) => x);
+      expect((e as Error).message).toMatch(/NRAS: the device report nonce is not ours/);
+    } finally {
+      await nras.close();
+    }
   });
 });
 

@@ -101,7 +101,7 @@ export interface VerifierConfig {
   /** `trusted_root_paths` (test device roots besides NVIDIA's) is this project's addition. */
   readonly nvidiaVerifier?: (
     | { readonly type: 'Local' }
-    | { readonly type: 'Remote'; readonly verifierUrl?: string }
+    | { readonly type: 'Remote'; readonly verifierUrl?: string; readonly jwksUrl?: string }
   ) & { readonly trustedRootPaths?: readonly string[] };
   /** Kept as written: its layout belongs to the NVIDIA DPU verifier. */
   readonly nvidiaDpuVerifier?: Readonly<Record<string, unknown>>;
@@ -359,9 +359,12 @@ function parseVerifierConfig(s: Section, ignored: string[]): VerifierConfig {
       out.nvidiaVerifier = { type: 'Local', ...roots };
     } else if (t === 'Remote' || t === 'remote') {
       const verifierUrl = nv.optString('verifier_url');
+      // jwks_url is this project's addition (trustee always asks NVIDIA's), for a private or mock NRAS.
+      const jwksUrl = nv.optString('jwks_url');
       out.nvidiaVerifier = {
         type: 'Remote',
         ...(verifierUrl !== undefined ? { verifierUrl } : {}),
+        ...(jwksUrl !== undefined ? { jwksUrl } : {}),
         ...roots,
       };
     } else {

@@ -193,7 +193,12 @@ export async function loadVerifierSettings(
     out.nvidia = {
       ...(trustedRoots.length > 0 ? { trustedRoots } : {}),
       ...(nv.type === 'Remote'
-        ? { remote: nv.verifierUrl !== undefined ? { verifierUrl: nv.verifierUrl } : {} }
+        ? {
+            remote: {
+              ...(nv.verifierUrl !== undefined ? { verifierUrl: nv.verifierUrl } : {}),
+              ...(nv.jwksUrl !== undefined ? { jwksUrl: nv.jwksUrl } : {}),
+            },
+          }
         : {}),
     };
   }

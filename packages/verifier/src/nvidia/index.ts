@@ -8,6 +8,7 @@ import { arrayMember, evidenceObject, stringMember } from '../evidence.js';
 import { regularize } from '../tdx/index.js';
 import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
 import { parsePemChain, verifyNvidiaChain } from './chain.js';
+import { attestWithNras, fetchNrasKeys, NRAS_JWKS_URL, type NrasOptions } from './nras.js';
 import { OPAQUE_FWID } from './opaque.js';
 import {
   HOPPER_SIGNATURE_SIZE,
@@ -26,8 +27,8 @@ const MAX_UUID_CHARS = 128;
 export interface NvidiaVerifierOptions {
   /** Device roots trusted besides NVIDIA's (PEM), e.g. the mock TEE's simulated GPU. Unset in production. */
   readonly trustedRoots?: readonly string[];
-  /** trustee's `type = "Remote"` (NRAS). This build verifies locally only and refuses remote mode. */
-  readonly remote?: { readonly verifierUrl?: string };
+  /** trustee's `type = "Remote"`: each device is sent to NRAS (or `verifierUrl`) instead of verified here. */
+  readonly remote?: NrasOptions;
 }
 
 /** Claims of one GPU, named as trustee's `NvDeviceReportAndCertClaim`. */
@@ -128,22 +129,55 @@ export class NvidiaVerifier implements Verifier {
   readonly tee = 'nvidia' as const;
 
   async evaluate(evidence: unknown, expected: ExpectedData): Promise<VerifierResult[]> {
-    if (expected.nvidia?.remote !== undefined) {
-      // Verifying locally instead would silently drop what the operator asked NRAS to check.
-      throw new VerificationError(
-        'VERIFIER_NOT_SUPPORTED',
-        'nvidia_verifier type "Remote" (NRAS) is not available in this build; use type "Local"',
-      );
-    }
     const obj = evidenceObject(evidence, 'nvidia');
     const devices = arrayMember(obj, 'device_evidence_list', MAX_NVIDIA_DEVICES);
     // trustee's regularize_data: the SPDM nonce is the report data cut (or zero-padded) to 32 bytes.
     const nonce = regularize(expected.reportData, SPDM_NONCE_SIZE);
     const now = expected.now ?? new Date();
     const trustedRoots = expected.nvidia?.trustedRoots;
+    const remote = expected.nvidia?.remote;
+    if (remote !== undefined) return this.#remote(devices, nonce, remote, now);
     return devices.map((device) => ({
       claims: { ...verifyNvidiaDevice(device, nonce, { now, ...(trustedRoots ? { trustedRoots } : {}) }) },
       class: 'gpu' as const,
     }));
+  }
+
+  async #remote(
+    devices: readonly unknown[],
+    nonce: Buffer,
+    remote: NrasOptions,
+    now: Date,
+  ): Promise<VerifierResult[]> {
+    // Parsed before any request: a malformed list is refused without asking NRAS.
+    const parsed = devices.map((device) => {
+      const obj = evidenceObject(device, 'nvidia device');
+      const archName = stringMember(obj, 'arch', 16);
+      const arch = ARCHITECTURES.get(archName);
+      if (arch === undefined) {
+        throw new VerificationError(
+          'EVIDENCE_MALFORMED',
+          `NVIDIA device arch ${quote(archName)} is not known`,
+        );
+      }
+      const evidence = stringMember(obj, 'evidence', 2 * MAX_NVIDIA_REPORT_BYTES);
+      return {
+        endpoint: arch === 'LS10' ? ('switch' as const) : ('gpu' as const),
+        arch,
+        evidence: /^(?:[0-9a-fA-F]{2})*$/.test(evidence)
+          ? Buffer.from(evidence, 'hex').toString('base64')
+          : evidence,
+        certificate: stringMember(obj, 'certificate', MAX_CHAIN_CHARS),
+      };
+    });
+    const keys = await fetchNrasKeys(remote.jwksUrl ?? NRAS_JWKS_URL, remote.timeoutMs);
+    const out: VerifierResult[] = [];
+    for (const device of parsed) {
+      out.push({
+        claims: await attestWithNras(device, nonce, keys, { ...remote, now }),
+        class: device.endpoint,
+      });
+    }
+    return out;
   }
 }
