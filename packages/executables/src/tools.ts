@@ -13,6 +13,7 @@ run('broker-tools', {
   'image-policy': async () => (await import('@broker/image')).imagePolicyMain,
   'image-pull': async () => (await import('@broker/image')).imagePullMain,
   'reference-values': async () => (await import('@broker/reference-values')).referenceValuesMain,
+  'attestation-service': async () => (await import('@broker/attestation-service')).attestationServiceMain,
   rvps: async () => (await import('@broker/rvps')).rvpsMain,
   'rvps-tool': async () => (await import('@broker/rvps')).rvpsToolMain,
 });

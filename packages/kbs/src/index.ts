@@ -6,10 +6,17 @@ export {
   createAdminAuthorizer,
 } from './admin.js';
 export {
+  AttestationFailed,
+  type AttestationService,
+  type AttestationServiceConfig,
   BROKER_DEFAULT_POLICY_CPU,
+  createAttestationService,
   DEFAULT_POLICIES,
   explainAppraisals,
+  InvalidPolicyId,
+  ParsePolicyError,
   POLICY_PCRS,
+  parseAttestationServiceConfig,
   REFERENCE_VALUES_EXTENSION,
   TRUSTEE_DEFAULT_POLICY_CPU,
   VTPM_REFERENCE_PREFIXES,

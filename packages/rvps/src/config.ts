@@ -55,40 +55,57 @@ export function parseRvpsConfig(doc: unknown): RvpsConfig {
   if (!isObject(doc)) throw new RvpsConfigError('the configuration must be an object');
   const warnings: string[] = [];
   unknownKeys(doc, ['storage', 'extractors'], '', warnings);
-  const storage = section(doc, 'storage', '');
   const extractors = section(doc, 'extractors', '');
   if (extractors !== undefined) {
     // Only the sample extractor exists here; swid and corim messages are refused when registered.
     unknownKeys(extractors, ['swid_extractor'], 'extractors.', warnings);
   }
-  if (storage === undefined) return { storageType: 'Memory', warnings };
-  unknownKeys(storage, ['storage_type', 'backends'], 'storage.', warnings);
-  const type = text(storage, 'storage_type', 'storage.') ?? 'Memory';
+  return { ...parseStorageBackend(doc.storage, 'storage.', warnings), warnings };
+}
+
+export interface StorageBackendSettings {
+  readonly storageType: RvpsStorageType;
+  readonly localFsDir?: string;
+  readonly localJsonDir?: string;
+}
+
+/**
+ * key_value_storage's StorageBackendConfig (`{storage_type, backends}`), shared by trustee's rvps.json
+ * (`storage`) and its attestation service's config (`storage_backend`). `where` prefixes messages.
+ */
+export function parseStorageBackend(
+  storage: unknown,
+  where: string,
+  warnings: string[],
+): StorageBackendSettings {
+  if (storage === undefined || storage === null) return { storageType: 'Memory' };
+  if (!isObject(storage)) throw new RvpsConfigError(`${where.replace(/\.$/, '')} must be an object`);
+  unknownKeys(storage, ['storage_type', 'backends'], where, warnings);
+  const type = text(storage, 'storage_type', where) ?? 'Memory';
   if (type !== 'Memory' && type !== 'LocalFs' && type !== 'LocalJson') {
     throw new RvpsConfigError(
-      `storage.storage_type ${JSON.stringify(type.slice(0, 64))} is not supported (supported: Memory, LocalFs, LocalJson)`,
+      `${where}storage_type ${JSON.stringify(type.slice(0, 64))} is not supported (supported: Memory, LocalFs, LocalJson)`,
     );
   }
-  const backends = section(storage, 'backends', 'storage.') ?? {};
-  const localFs = section(backends, 'local_fs', 'storage.backends.');
-  const localJson = section(backends, 'local_json', 'storage.backends.');
-  const localFsDir = localFs && text(localFs, 'dir_path', 'storage.backends.local_fs.');
-  const localJsonDir = localJson && text(localJson, 'file_dir_path', 'storage.backends.local_json.');
+  const backends = section(storage, 'backends', where) ?? {};
+  const localFs = section(backends, 'local_fs', `${where}backends.`);
+  const localJson = section(backends, 'local_json', `${where}backends.`);
+  const localFsDir = localFs && text(localFs, 'dir_path', `${where}backends.local_fs.`);
+  const localJsonDir = localJson && text(localJson, 'file_dir_path', `${where}backends.local_json.`);
   if (type === 'LocalFs' && localFsDir === undefined) {
     throw new RvpsConfigError(
-      'storage.storage_type "LocalFs" needs storage.backends.local_fs.dir_path (Local FS configuration is required)',
+      `${where}storage_type "LocalFs" needs ${where}backends.local_fs.dir_path (Local FS configuration is required)`,
     );
   }
   if (type === 'LocalJson' && localJsonDir === undefined) {
     throw new RvpsConfigError(
-      'storage.storage_type "LocalJson" needs storage.backends.local_json.file_dir_path (Local JSON configuration is required)',
+      `${where}storage_type "LocalJson" needs ${where}backends.local_json.file_dir_path (Local JSON configuration is required)`,
     );
   }
   return {
     storageType: type,
     ...(localFsDir !== undefined && { localFsDir }),
     ...(localJsonDir !== undefined && { localJsonDir }),
-    warnings,
   };
 }
 

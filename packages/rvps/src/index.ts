@@ -7,8 +7,10 @@ export {
   loadRvpsConfig,
   parseRvpsConfig,
   parseRvpsConfigText,
+  parseStorageBackend,
   type RvpsConfig,
   type RvpsStorageType,
+  type StorageBackendSettings,
 } from './config.js';
 export { RvpsConfigError } from './errors.js';
 export {

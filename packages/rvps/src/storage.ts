@@ -1,8 +1,8 @@
 // The store behind the RVPS: the KBS's own key-value backends, in the `reference_value` namespace.
 import { type KvStorage, LocalFsStorage, LocalJsonStorage, MemoryStorage } from '@broker/kbs';
-import type { RvpsConfig } from './config.js';
+import type { StorageBackendSettings } from './config.js';
 
-export async function openRvpsStorage(config: RvpsConfig): Promise<KvStorage> {
+export async function openRvpsStorage(config: StorageBackendSettings): Promise<KvStorage> {
   switch (config.storageType) {
     case 'Memory':
       return new MemoryStorage();

@@ -49,6 +49,11 @@ export interface VerifyRequest {
    */
   readonly runtimeData: Record<string, unknown>;
   readonly runtimeDataHashAlgorithm: ReportDataHashAlgorithm;
+  /**
+   * The expected report data of the primary evidence as given, instead of the hash of `runtimeData`
+   * (trustee's gRPC `raw_runtime_data`, compared as-is).
+   */
+  readonly rawReportData?: Uint8Array;
   readonly initData: { readonly format: string; readonly body: string } | null;
   readonly additional: readonly AdditionalEvidence[];
   /** The first id is used (`default` → policy `default_cpu` for CPU claims). */
@@ -80,6 +85,8 @@ export interface AttestationServiceOptions {
   readonly cacheTtlMs?: number;
   /** HTTP client of the collateral services (Intel PCS/PCCS, AMD KDS); tests pass one that trusts a mock. */
   readonly httpGet?: HttpGet;
+  /** Where policies look reference values up (a remote RVPS); default the built-in RVPS. */
+  readonly queryReferenceValue?: (name: string) => Promise<unknown>;
 }
 
 /** More devices than this in one attestation is not a real platform. */
@@ -90,6 +97,7 @@ interface Item {
   readonly evidence: unknown;
   readonly runtimeData: Record<string, unknown>;
   readonly alg: ReportDataHashAlgorithm;
+  readonly rawReportData?: Uint8Array | undefined;
   readonly initData: VerifyRequest['initData'];
 }
 
@@ -104,6 +112,7 @@ function message(e: unknown): string {
 }
 
 function reportDataOf(item: Item): Buffer {
+  if (item.rawReportData !== undefined) return Buffer.from(item.rawReportData);
   try {
     return createHash(item.alg).update(canonicalJson(item.runtimeData), 'utf8').digest();
   } catch (e) {
@@ -158,6 +167,7 @@ export async function createAttestationService(
     logger.warn("tdx_verifier trusted_sgx_root_paths: SGX roots besides Intel's are trusted (test hardware)");
   }
   const rvps = createRvps(options.rvpsStorage ?? storage, { cacheTtlMs: ttl, now: () => new Date(now()) });
+  const queryReferenceValue = options.queryReferenceValue ?? ((name: string) => rvps.query(name));
   const policies = new PolicyStore(storage, logger, { revalidateMs: ttl, now });
   await policies.seedDefaults();
   if (broker.signer === undefined) {
@@ -223,6 +233,7 @@ export async function createAttestationService(
           evidence: req.evidence,
           runtimeData: req.runtimeData,
           alg: req.runtimeDataHashAlgorithm,
+          rawReportData: req.rawReportData,
           initData: req.initData,
         },
         ...req.additional.map((a) => ({
@@ -240,7 +251,7 @@ export async function createAttestationService(
       const perClass = new Map<string, number>();
       for (const a of appraised) {
         const classPolicy = `${policyId}_${a.class}`;
-        const result = await policies.evaluate(classPolicy, a.claims, (name) => rvps.query(name));
+        const result = await policies.evaluate(classPolicy, a.claims, queryReferenceValue);
         const vector = trustVectorFromPolicy(result.trustClaims, classPolicy);
         const appraisal: Appraisal = {
           status: statusOf(vector),

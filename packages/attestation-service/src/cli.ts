@@ -1,0 +1,97 @@
+// `attestation-service`: trustee's grpc-as command line (`-c` config, `-s` socket).
+import {
+  type CommandIo,
+  choice,
+  createLogger,
+  LOG_FORMAT_HELP,
+  LOG_FORMAT_OPTION,
+  LOG_FORMATS,
+  type LogFormat,
+  processIo,
+  runCommand,
+  UsageError,
+} from '@broker/cli';
+import { DEFAULT_AS_SOCKET, loadAsConfig, parseAsConfig } from './config.js';
+import { startAsGrpcServer } from './grpc.js';
+import { openAttestationService } from './service.js';
+
+export const AS_VERSION = '0.1.0';
+
+const HELP = `Usage: attestation-service [-c FILE] [-s HOST:PORT]
+
+trustee's attestation service (grpc-as) on the KBS's built-in one: attestation.AttestationService
+(AttestationEvaluate, SetAttestationPolicy, GetAttestationChallenge) and, on the same port, the RVPS
+service (reference.ReferenceValueProviderService). Stops on SIGTERM or SIGINT.
+
+Options:
+  -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]
+  -s, --socket <ADDRESS>    Listen address, plaintext HTTP/2 [default: ${DEFAULT_AS_SOCKET}]
+${LOG_FORMAT_HELP}
+  -h, --help                Print help
+  -V, --version             Print version
+`;
+
+function untilSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const stop = (sig: string) => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      resolve(sig);
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+}
+
+export function attestationServiceMain(
+  argv: string[],
+  io: CommandIo = processIo,
+  stop: () => Promise<unknown> = untilSignal,
+): Promise<number> {
+  return runCommand(
+    {
+      name: 'attestation-service',
+      version: AS_VERSION,
+      help: HELP,
+      options: {
+        'config-file': { type: 'string', short: 'c' },
+        socket: { type: 'string', short: 's' },
+        'https-pubkey-cert': { type: 'string', short: 't' },
+        'https-prikey': { type: 'string', short: 'k' },
+        ...LOG_FORMAT_OPTION,
+      },
+    },
+    argv,
+    async ({ values }) => {
+      if (values['https-pubkey-cert'] !== undefined || values['https-prikey'] !== undefined) {
+        throw new UsageError('TLS (-t/-k) is not supported yet; put a TLS proxy in front');
+      }
+      const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
+      const logger = createLogger({ name: 'attestation-service', ...(format !== undefined && { format }) });
+      const path = values['config-file'];
+      const settings = path === undefined ? parseAsConfig({}) : loadAsConfig(path);
+      for (const w of settings.warnings) logger.warn(w);
+      const opened = await openAttestationService(settings, logger);
+      try {
+        const address = values.socket ?? DEFAULT_AS_SOCKET;
+        const server = await startAsGrpcServer({
+          service: opened.service,
+          rvps: opened.rvps,
+          address,
+          logger,
+        });
+        logger.info(
+          { address, port: server.port, rvps: settings.rvps.type },
+          'attestation service listening',
+        );
+        const signal = await stop();
+        logger.info({ signal }, 'attestation service stopping');
+        await server.close();
+      } finally {
+        await opened.close();
+      }
+      return 0;
+    },
+    io,
+  );
+}

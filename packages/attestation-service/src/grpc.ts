@@ -1,0 +1,250 @@
+// trustee's grpc-as front end (attestation-service/src/bin/grpc/mod.rs): attestation.AttestationService,
+// plus the RVPS service on the same port, over @grpc/grpc-js.
+import type { Logger } from '@broker/cli';
+import { AttestationFailed, type AttestationService, type Rvps } from '@broker/kbs';
+import { isTee, type ReportDataHashAlgorithm, type Tee } from '@broker/protocol';
+import { rvpsHandlers } from '@broker/rvps';
+import { attestation, reference } from '@broker/trustee-protos';
+import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+
+/**
+ * Largest request accepted: evidence of a TPM or a GPU with its certificate chains fits in well under
+ * this. grpc-js refuses a larger one with RESOURCE_EXHAUSTED before a handler runs.
+ */
+export const MAX_AS_REQUEST_BYTES = 8 * 1024 * 1024;
+/** More evidence items than this in one request is not a real platform. */
+export const MAX_VERIFICATION_REQUESTS = 65;
+
+/** The TEE names trustee's grpc-as accepts (its `to_kbs_tee`). */
+export const GRPC_AS_TEES: readonly string[] = [
+  'sgx',
+  'snp',
+  'tdx',
+  'csv',
+  'sample',
+  'az-snp-vtpm',
+  'cca',
+  'az-tdx-vtpm',
+  'se',
+  'hygondcu',
+  'nvidia',
+  'tpm',
+];
+
+class Aborted extends Error {}
+
+function b64urlDecode(text: string, what: string): Buffer {
+  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) {
+    throw new Aborted(`${what}: not URL-safe base64 without padding`);
+  }
+  return Buffer.from(text, 'base64url');
+}
+
+function teeOf(name: string): Tee {
+  if (!GRPC_AS_TEES.includes(name) || !isTee(name)) {
+    throw new Aborted(`parse TEE type: Unsupported TEE type: ${JSON.stringify(name.slice(0, 64))}`);
+  }
+  return name;
+}
+
+function hashAlgorithm(name: string): ReportDataHashAlgorithm {
+  if (name === '') return 'sha384';
+  if (name === 'sha256' || name === 'sha384' || name === 'sha512') return name;
+  throw new Aborted(`parse runtime data HashAlgorithm failed: ${JSON.stringify(name.slice(0, 32))}`);
+}
+
+function evidenceOf(text: string): unknown {
+  const bytes = b64urlDecode(text, 'Illegal input Evidence');
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch (e) {
+    throw new Aborted(`failed to parse tee evidence: ${(e as Error).message}`);
+  }
+}
+
+function structured(text: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new Aborted(`parse structured runtime data: ${(e as Error).message}`);
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    throw new Aborted('parse structured runtime data: not a JSON object');
+  }
+  return v as Record<string, unknown>;
+}
+
+/** An anyhow-style cause chain: `0: outer\n1: cause…`. */
+function causeChain(e: unknown): string {
+  const lines: string[] = [];
+  let cur: unknown = e;
+  for (let i = 0; cur !== undefined && i < 8; i++) {
+    lines.push(`${i}: ${cur instanceof Error ? cur.message : String(cur)}`);
+    cur = cur instanceof Error ? cur.cause : undefined;
+  }
+  return lines.join('\n');
+}
+
+/** Builds the service's request from trustee's: the first entry is the primary evidence, the rest additional. */
+export function verifyRequestOf(req: attestation.AttestationRequest) {
+  const items = req.verificationRequests;
+  const first = items[0];
+  if (first === undefined) throw new Aborted('Attestation evaluation failed: \n0: no verification requests');
+  if (items.length > MAX_VERIFICATION_REQUESTS) {
+    throw new Aborted(
+      `Attestation evaluation failed: \n0: more than ${MAX_VERIFICATION_REQUESTS} verification requests`,
+    );
+  }
+  const decoded = items.map((item, i) => {
+    const tee = teeOf(item.tee);
+    const evidence = evidenceOf(item.evidence);
+    const alg = hashAlgorithm(item.runtimeDataHashAlgorithm);
+    if (item.rawRuntimeData === undefined && item.structuredRuntimeData === undefined) {
+      // trustee then skips the report-data check; this service's verifiers always make it.
+      throw new Aborted(
+        `verification request ${i}: runtime data (raw or structured) is required by this service`,
+      );
+    }
+    if (i > 0 && item.rawRuntimeData !== undefined) {
+      throw new Aborted(`verification request ${i}: raw runtime data is only supported on the first request`);
+    }
+    if (i > 0 && (item.initDataToml !== undefined || item.initDataDigest !== undefined)) {
+      throw new Aborted(`verification request ${i}: init data is only supported on the first request`);
+    }
+    if (item.initDataDigest !== undefined) {
+      throw new Aborted(`verification request ${i}: init_data_digest is not supported; send init_data_toml`);
+    }
+    return {
+      tee,
+      evidence,
+      alg,
+      runtimeData: item.structuredRuntimeData !== undefined ? structured(item.structuredRuntimeData) : {},
+      raw:
+        item.rawRuntimeData !== undefined
+          ? b64urlDecode(item.rawRuntimeData, 'base64 decode runtime data')
+          : undefined,
+      initToml: item.initDataToml,
+    };
+  });
+  const primary = decoded[0] as (typeof decoded)[number];
+  return {
+    tee: primary.tee,
+    evidence: primary.evidence,
+    runtimeData: primary.runtimeData,
+    runtimeDataHashAlgorithm: primary.alg,
+    ...(primary.raw !== undefined && { rawReportData: primary.raw }),
+    initData: primary.initToml === undefined ? null : { format: 'toml', body: primary.initToml },
+    additional: decoded.slice(1).map((d) => ({
+      tee: d.tee,
+      evidence: d.evidence,
+      runtimeData: d.runtimeData,
+      runtimeDataHashAlgorithm: d.alg,
+    })),
+    policyIds: req.policyIds.length === 0 ? ['default'] : req.policyIds,
+  };
+}
+
+function fail<T>(callback: sendUnaryData<T>, details: string): void {
+  callback({ code: status.ABORTED, details });
+}
+
+export function attestationHandlers(
+  service: AttestationService,
+  logger?: Logger,
+): attestation.AttestationServiceServer {
+  return {
+    attestationEvaluate(
+      call: ServerUnaryCall<attestation.AttestationRequest, attestation.AttestationResponse>,
+      callback: sendUnaryData<attestation.AttestationResponse>,
+    ) {
+      let request: ReturnType<typeof verifyRequestOf>;
+      try {
+        request = verifyRequestOf(call.request);
+      } catch (e) {
+        return fail(callback, (e as Error).message);
+      }
+      service.verify(request).then(
+        (token) => callback(null, { attestationToken: token }),
+        (e: unknown) => {
+          if (!(e instanceof AttestationFailed))
+            logger?.error({ err: causeChain(e) }, 'attestation evaluation error');
+          fail(callback, `Attestation evaluation failed: \n${causeChain(e)}`);
+        },
+      );
+    },
+
+    setAttestationPolicy(
+      call: ServerUnaryCall<attestation.SetPolicyRequest, attestation.SetPolicyResponse>,
+      callback: sendUnaryData<attestation.SetPolicyResponse>,
+    ) {
+      const { policyId, policy } = call.request;
+      let rego: string;
+      try {
+        rego = b64urlDecode(policy, 'Base64 decode policy').toString('utf8');
+      } catch (e) {
+        return fail(callback, `Set Attestation Policy Failed: ${(e as Error).message}`);
+      }
+      service.setPolicy(policyId, rego).then(
+        () => callback(null, {}),
+        (e: unknown) => fail(callback, `Set Attestation Policy Failed: ${(e as Error).message}`),
+      );
+    },
+
+    getAttestationChallenge(
+      call: ServerUnaryCall<attestation.ChallengeRequest, attestation.ChallengeResponse>,
+      callback: sendUnaryData<attestation.ChallengeResponse>,
+    ) {
+      const inner = call.request.inner;
+      const tee = inner.tee;
+      if (tee === undefined) return fail(callback, 'Error parse inner_tee tee');
+      if (inner.tee_params === undefined) return fail(callback, 'Error parse inner_tee tee_params');
+      if (!GRPC_AS_TEES.includes(tee)) {
+        return fail(
+          callback,
+          `Error parse TEE type: Unsupported TEE type: ${JSON.stringify(tee.slice(0, 64))}`,
+        );
+      }
+      // Only IBM SE has a supplemental challenge upstream; every other TEE answers an empty one.
+      if (tee === 'se') return fail(callback, 'Challenge: the se verifier is not available in this service');
+      callback(null, { attestationChallenge: '' });
+    },
+  };
+}
+
+export interface AsGrpcServerOptions {
+  readonly service: AttestationService;
+  readonly rvps: Rvps;
+  /** `host:port`; port 0 picks a free one. */
+  readonly address: string;
+  readonly logger?: Logger;
+}
+
+export interface RunningAsGrpcServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+export async function startAsGrpcServer(options: AsGrpcServerOptions): Promise<RunningAsGrpcServer> {
+  const server = new Server({
+    'grpc.max_receive_message_length': MAX_AS_REQUEST_BYTES,
+    'grpc.max_send_message_length': MAX_AS_REQUEST_BYTES,
+  });
+  server.addService(
+    attestation.AttestationServiceService,
+    attestationHandlers(options.service, options.logger),
+  );
+  server.addService(
+    reference.ReferenceValueProviderServiceService,
+    rvpsHandlers(options.rvps, options.logger),
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(options.address, ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
+    );
+  });
+  return {
+    port,
+    close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
+  };
+}

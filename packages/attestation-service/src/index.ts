@@ -1,0 +1,20 @@
+export { AS_VERSION, attestationServiceMain } from './cli.js';
+export {
+  AsConfigError,
+  type AsRvpsSettings,
+  type AsSettings,
+  DEFAULT_AS_SOCKET,
+  DEFAULT_GRPC_RVPS_ADDRESS,
+  loadAsConfig,
+  parseAsConfig,
+} from './config.js';
+export {
+  type AsGrpcServerOptions,
+  attestationHandlers,
+  GRPC_AS_TEES,
+  MAX_AS_REQUEST_BYTES,
+  MAX_VERIFICATION_REQUESTS,
+  type RunningAsGrpcServer,
+  startAsGrpcServer,
+} from './grpc.js';
+export { type OpenedAttestationService, openAttestationService } from './service.js';

@@ -1,0 +1,74 @@
+// The attestation service process: the KBS's built-in attestation service on trustee's storage layout,
+// with its RVPS either built in (the same storage, namespace `reference_value`) or remote over gRPC.
+import type { Logger } from '@broker/cli';
+import { type AttestationService, createAttestationService, createRvps, type Rvps } from '@broker/kbs';
+import { openRvpsStorage, RvpsClient } from '@broker/rvps';
+import type { AsSettings } from './config.js';
+
+export interface OpenedAttestationService {
+  readonly service: AttestationService;
+  /** The RVPS the policies consult, also served on the AS's own port as trustee's grpc-as does. */
+  readonly rvps: Rvps;
+  close(): Promise<void>;
+}
+
+/** A remote RVPS seen through the KBS's Rvps interface. */
+function remoteRvps(client: RvpsClient): Rvps {
+  return {
+    async register(message) {
+      const text =
+        typeof message === 'string' ? message : Buffer.from(message as Uint8Array).toString('utf8');
+      await client.register(text);
+      return [];
+    },
+    async query(name) {
+      const text = await client.query(name);
+      return text === undefined ? undefined : JSON.parse(text);
+    },
+    async get() {
+      return undefined;
+    },
+  };
+}
+
+export interface OpenOptions {
+  /** Clock in epoch ms; tests replace it. */
+  readonly now?: () => number;
+}
+
+export async function openAttestationService(
+  settings: AsSettings,
+  logger: Logger,
+  options: OpenOptions = {},
+): Promise<OpenedAttestationService> {
+  const storage = await openRvpsStorage(settings.storage);
+  let client: RvpsClient | undefined;
+  try {
+    let rvps: Rvps;
+    if (settings.rvps.type === 'GrpcRemote') {
+      client = new RvpsClient(settings.rvps.address, 10_000);
+      // As trustee: the service does not start while its RVPS is unreachable.
+      await client.query('__healthcheck__');
+      rvps = remoteRvps(client);
+    } else {
+      rvps = createRvps(storage, options.now ? { now: () => new Date((options.now as () => number)()) } : {});
+    }
+    const service = await createAttestationService(settings.service, storage, logger, {
+      queryReferenceValue: (name) => rvps.query(name),
+      ...(options.now !== undefined && { now: options.now }),
+    });
+    return {
+      service,
+      rvps,
+      async close() {
+        await service.close();
+        client?.close();
+        await storage.close();
+      },
+    };
+  } catch (e) {
+    client?.close();
+    await storage.close();
+    throw e;
+  }
+}
