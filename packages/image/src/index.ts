@@ -36,6 +36,15 @@ export {
   type RequirementVerdict,
   readKeyFile,
 } from './evaluate.js';
+export {
+  type GpgKeyring,
+  loadGpgKeyring,
+  MAX_GPG_PAYLOAD_BYTES,
+  MAX_GPG_SIGNATURE_BYTES,
+  type VerifiedGpgSignature,
+  verifyGpgSignature,
+  verifySimpleSigning,
+} from './gpg.js';
 export { matchesDockerReference } from './identity.js';
 export { JsonFormatError } from './json.js';
 export { type ApplyLayerOptions, applyLayerStream, LayerError, type LayerFailureStage } from './layer.js';
@@ -48,6 +57,20 @@ export {
   LayerBudget,
   LIMIT_NAMES,
 } from './limits.js';
+export {
+  defaultLookasideFetcher,
+  fetchSimpleSignatures,
+  type LookasideFetcher,
+  type LookasideNamespace,
+  loadRegistriesD,
+  lookasideSignatureUrl,
+  lookasideTopLevel,
+  parseRegistriesDFile,
+  parseSignatureList,
+  type RegistriesD,
+  RegistriesDError,
+  readLookasideSignatures,
+} from './lookaside.js';
 export {
   currentPlatform,
   type Descriptor,

@@ -31,7 +31,9 @@ import {
   parseAuthFile,
   parseImageReference,
   parsePolicy,
+  parseRegistriesDFile,
   pullImage,
+  type RegistriesD,
   RegistryClient,
   type RegistryClientOptions,
 } from '@broker/image';
@@ -62,6 +64,8 @@ interface ImageClient {
   readonly policy: Policy | null;
   readonly registryConfig: RegistryConfig | null;
   readonly client: RegistryClient;
+  /** Lookaside stores of GPG signatures (`sigstore_config[_uri]`), for `signedBy`. */
+  readonly registriesD?: RegistriesD;
 }
 
 function messageOf(e: unknown): string {
@@ -147,6 +151,21 @@ export class ImagePullService {
       );
     }
 
+    // image-rs: one registries.d-style YAML file naming the GPG signature stores (`signedBy`).
+    let registriesD: RegistriesD | undefined;
+    let sigstoreText: Uint8Array | string | null = image.sigstoreConfig;
+    if (image.sigstoreConfigUri !== null) sigstoreText = await resource(image.sigstoreConfigUri);
+    if (sigstoreText !== null) {
+      try {
+        registriesD = parseRegistriesDFile(Buffer.from(sigstoreText).toString('utf8'), 'sigstore_config');
+      } catch (e) {
+        throw new ImageClientFailed(
+          `Initialize signature validator failed: Invalid simple signing sigstore config: ${messageOf(e)}`,
+          { cause: e },
+        );
+      }
+    }
+
     let registryConfig = image.registryConfig;
     if (registryConfig === null && image.registryConfigurationUri !== null) {
       const bytes = await resource(image.registryConfigurationUri);
@@ -180,13 +199,13 @@ export class ImagePullService {
       ...extra,
       insecure: (host) => insecureHosts.has(host) || (extra.insecure?.(host) ?? false),
     });
-    return { policy, registryConfig, client };
+    return { policy, registryConfig, client, ...(registriesD !== undefined ? { registriesD } : {}) };
   }
 
   /** Pulls `imageUrl` into `<bundlePath>/rootfs`; resolves with the manifest digest. */
   async pullImage(imageUrl: string, bundlePath: string): Promise<string> {
     this.#log?.info({ image: imageUrl.slice(0, 512), bundle: bundlePath.slice(0, 512) }, 'pull image called');
-    const { policy, registryConfig, client } = await this.#imageClient();
+    const { policy, registryConfig, client, registriesD } = await this.#imageClient();
     let ref: DockerReference;
     try {
       ref = parseImageReference(imageUrl);
@@ -214,6 +233,7 @@ export class ImagePullService {
           readKey: (uri) => this.#resources.get(uri),
           ...(this.#options.platform !== undefined ? { platform: this.#options.platform } : {}),
           limits: this.#config.image.expansionLimits,
+          ...(registriesD !== undefined ? { registriesD } : {}),
         });
         this.#log?.info(
           {
