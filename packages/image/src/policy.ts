@@ -4,8 +4,9 @@
  * trailing data and empty requirement lists are errors; `default` is
  * required and `transports` optional.
  *
- * All requirement types of containers/image parse. `signedBy` (GPG) and
- * `signedBaseLayer` evaluate to a rejection; `sigstoreSigned` takes public
+ * All requirement types of containers/image parse. `signedBy` is
+ * evaluated for `keyType: GPGKeys` (other key types and `signedBaseLayer`
+ * evaluate to a rejection, as in containers/image); `sigstoreSigned` takes public
  * keys only (Fulcio, PKI and Rekor options are refused when parsed).
  */
 import { readFile } from 'node:fs/promises';
