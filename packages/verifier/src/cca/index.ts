@@ -9,6 +9,7 @@ import { byteArrayMember, evidenceObject } from '../evidence.js';
 import { regularize } from '../tdx/index.js';
 import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
 import { decodeCbor, verifyCoseSign1 } from './cose.js';
+import { claimsFromEar, type VeraisonOptions, verifyWithVeraison } from './remote.js';
 import {
   CCA_CONFIG_ENV,
   type CcaStores,
@@ -31,6 +32,8 @@ export const CCA_CHALLENGE_SIZE = 64;
 export interface CcaVerifierOptions {
   /** TA and RV stores already loaded (tests, embedders). */
   readonly stores?: CcaStores;
+  /** Veraison to ask instead of verifying here (trustee's remote type). */
+  readonly remote?: VeraisonOptions;
   /** The CCA config file; default `$CCA_CONFIG_FILE`, then trustee's default path. */
   readonly configPath?: string;
 }
@@ -55,17 +58,19 @@ export interface CcaClaims {
 const HASHES: Record<string, string> = { 'sha-256': 'sha256', 'sha-512': 'sha512' };
 const COSE_CURVES: Record<number, string> = { 1: 'P-256', 2: 'P-384', 3: 'P-521' };
 
-function storesFor(opts: CcaVerifierOptions | undefined): CcaStores {
-  if (opts?.stores) return opts.stores;
+type Source = { readonly stores: CcaStores } | { readonly remote: VeraisonOptions };
+
+function sourceFor(opts: CcaVerifierOptions | undefined): Source {
+  if (opts?.stores) return { stores: opts.stores };
+  if (opts?.remote) return { remote: opts.remote };
   const path = opts?.configPath ?? process.env[CCA_CONFIG_ENV] ?? DEFAULT_CCA_CONFIG_PATH;
   const config = loadCcaConfig(path);
-  if (config.type !== 'local') {
-    throw new VerificationError(
-      'VERIFIER_NOT_SUPPORTED',
-      'CCA remote (Veraison) verification is not available in this build; configure "type": "local"',
-    );
+  if (config.type === 'remote') {
+    return {
+      remote: { address: config.address, ...(config.caCert !== undefined ? { caCert: config.caCert } : {}) },
+    };
   }
-  return loadCcaStores(config);
+  return { stores: loadCcaStores(config) };
 }
 
 function rakError(message: string, cause?: unknown): VerificationError {
@@ -174,24 +179,41 @@ export class CcaVerifier implements Verifier {
 
   async evaluate(evidence: unknown, expected: ExpectedData): Promise<VerifierResult[]> {
     const obj = evidenceObject(evidence, 'cca');
-    const token = parseCcaToken(byteArrayMember(obj, 'token', { maxLength: MAX_CCA_TOKEN_BYTES }));
-    verifyCcaToken(token, storesFor(expected.cca));
-    if (!regularize(expected.reportData, CCA_CHALLENGE_SIZE).equals(token.realmClaims.challenge)) {
-      throw new VerificationError(
-        'REPORT_DATA_MISMATCH',
-        'CCA realm challenge is not the expected report data (zero-padded to 64 bytes)',
-      );
+    const bytes = byteArrayMember(obj, 'token', { maxLength: MAX_CCA_TOKEN_BYTES });
+    const nonce = regularize(expected.reportData, CCA_CHALLENGE_SIZE);
+    const source = sourceFor(expected.cca);
+    let claims: CcaClaims;
+    if ('remote' in source) {
+      // Veraison checks the token; its EAR vouches for the claims and carries our nonce.
+      const { realm, platform } = claimsFromEar(await verifyWithVeraison(bytes, nonce, source.remote));
+      const hex = (b64: unknown) => Buffer.from(String(b64), 'base64').toString('hex');
+      claims = {
+        realm: realm as CcaClaims['realm'],
+        platform: platform as CcaClaims['platform'],
+        report_data: hex(realm['cca-realm-challenge']),
+        init_data: hex(realm['cca-realm-personalization-value']),
+      };
+    } else {
+      const token = parseCcaToken(bytes);
+      verifyCcaToken(token, source.stores);
+      if (!nonce.equals(token.realmClaims.challenge)) {
+        throw new VerificationError(
+          'REPORT_DATA_MISMATCH',
+          'CCA realm challenge is not the expected report data (zero-padded to 64 bytes)',
+        );
+      }
+      claims = ccaClaims(token);
     }
     // trustee compares the initdata digest with the 64-byte personalization value as is, unpadded.
     if (
       expected.initDataHash !== undefined &&
-      !Buffer.from(expected.initDataHash).equals(token.realmClaims.personalizationValue)
+      !Buffer.from(expected.initDataHash).equals(Buffer.from(claims.init_data, 'hex'))
     ) {
       throw new VerificationError(
         'INIT_DATA_MISMATCH',
         'CCA realm personalization value is not the initdata digest (compared unpadded, as trustee does)',
       );
     }
-    return [{ claims: { ...ccaClaims(token) }, class: 'cpu' }];
+    return [{ claims: { ...claims }, class: 'cpu' }];
   }
 }

@@ -1,6 +1,7 @@
 // Test helpers: mock collateral services (Intel PCCS, AMD KDS) over HTTPS with a throwaway TLS
 // identity. Import as `@broker/verifier/testing`; never used by production code.
 
+export { type MockVeraison, startMockVeraison } from '../cca/mock-veraison.js';
 export { type MockNras, signEs384Jwt, startMockNras } from '../nvidia/mock-nras.js';
 export { type MockKdsContent, signTestAmdCrl, startMockKds, type TestAmdCrlOptions } from './mock-kds.js';
 export {
