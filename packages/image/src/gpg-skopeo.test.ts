@@ -255,6 +255,47 @@ describe('skopeo --sign-by signatures in a file lookaside', () => {
   }, 60_000);
 });
 
+describe('bad input through the command line and the pull', () => {
+  it('a lookaside signature with a trailing packet is refused with the reason, and nothing is unpacked', async () => {
+    const tampered = await mkdtemp(join(work, 'sigs-tampered-'));
+    const from = join(sigs, 'ns', `app@sha256=${digest.slice(7)}`);
+    const to = join(tampered, 'ns', `app@sha256=${digest.slice(7)}`);
+    await mkdir(to, { recursive: true });
+    // A literal data packet (new format, tag 11) after skopeo's signed message.
+    const extra = Buffer.from([0xcb, 0x07, 0x62, 0x00, 0, 0, 0, 0, 0x78]);
+    await writeFile(join(to, 'signature-1'), Buffer.concat([readFileSync(join(from, 'signature-1')), extra]));
+    const tamperedRegd = await mkdtemp(join(work, 'regd-tampered-'));
+    await writeFile(join(tamperedRegd, 'default.yaml'), `default-docker:\n  lookaside: file://${tampered}\n`);
+    const policy = await policyFile('tampered.json', signer);
+    const r = await check(policy, `${registry.host}/ns/app:v1`, tamperedRegd);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('rejected: Invalid GPG signature');
+
+    const bundle = await mkdtemp(join(work, 'bundle-'));
+    const e = await pullImage(`${registry.host}/ns/app:v1`, bundle, {
+      policy: parsePolicy(
+        JSON.stringify({
+          default: [{ type: 'signedBy', keyType: 'GPGKeys', keyPath: join(work, `${signer}.gpg`) }],
+        }),
+      ),
+      registriesD: await loadRegistriesD(tamperedRegd),
+      registry: { insecure: () => true },
+    }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ImagePullError);
+    expect((e as ImagePullError).stage).toBe('policy');
+    expect((e as ImagePullError).detail).toMatch(/^Invalid GPG signature/);
+    expect(await readdir(bundle)).toEqual([]);
+  });
+
+  it('a registries.d file that does not parse is a runtime failure (exit 1) naming the file', async () => {
+    const bad = await mkdtemp(join(work, 'regd-bad-'));
+    await writeFile(join(bad, 'broken.yaml'), 'docker: [\n');
+    const r = await check(await policyFile('bad-regd.json', signer), `${registry.host}/ns/app:v1`, bad);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/Error loading registries configuration ".*broken.yaml"/);
+  });
+});
+
 /** Serves `root` over http (the lookaside store), 404 for what is missing. */
 async function serveFiles(root: string): Promise<{ url: string; server: Server }> {
   const server = createServer((req, res) => {
