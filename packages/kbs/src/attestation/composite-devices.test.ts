@@ -136,6 +136,21 @@ trust_claims := {"hardware": hardware}
   });
 });
 
+describe('nvidia_verifier settings', () => {
+  it('trusted_root_paths must be absolute paths of certificate files; a broken one stops the start', async () => {
+    await expect(service({ trusted_root_paths: ['device-root.pem'] })).rejects.toThrow(
+      /not an absolute path/,
+    );
+    await expect(service({ trusted_root_paths: [join(dir, 'missing.pem')] })).rejects.toThrow(
+      /trusted_root_paths: cannot open/,
+    );
+    writeFileSync(join(dir, 'not-a-cert.pem'), 'hello');
+    await expect(service({ trusted_root_paths: [join(dir, 'not-a-cert.pem')] })).rejects.toThrow(
+      /holds no PEM certificate/,
+    );
+  });
+});
+
 describe('cca as a CPU TEE', () => {
   const saved = process.env.CCA_CONFIG_FILE;
   afterEach(() => {
