@@ -89,4 +89,9 @@ describe("containers/image's GPG fixtures (mechanism_test.go verdicts)", () => {
     });
     expect(seen).toHaveLength(1);
   });
+
+  it('an empty keyring imports no keys; a keyring that is not OpenPGP is an error', async () => {
+    await expect(loadGpgKeyring([new Uint8Array()])).rejects.toThrow('No public keys imported');
+    await expect(loadGpgKeyring([await read('image.manifest.json')])).rejects.toThrow(/^parsing GPG key 1: /);
+  });
 });

@@ -49,6 +49,8 @@ const ARMOR_START = Buffer.from('-----BEGIN PGP');
 export async function loadGpgKeyring(blobs: readonly Uint8Array[]): Promise<GpgKeyring> {
   const keys: openpgp.PublicKey[] = [];
   for (const [i, blob] of blobs.entries()) {
+    // An empty keyring imports nothing (gpgme does not complain either).
+    if (blob.byteLength === 0) continue;
     const bytes = Buffer.from(blob.buffer, blob.byteOffset, blob.byteLength);
     let read: openpgp.Key[];
     try {
