@@ -62,6 +62,17 @@ describe('simple signatures made by gpg', () => {
     await expect(verifyGpgSignature(kr, tamper(sig))).rejects.toThrow(/Invalid GPG signature/);
   });
 
+  it('an uncompressed signed message verifies; a second signature in front of it is refused', async () => {
+    const kr = await loadGpgKeyring([await g.exportKey(signer)]);
+    const plain = await g.sign(signer, payload(good), { uncompressed: true });
+    expect((await verifyGpgSignature(kr, plain)).signerFingerprint).toBe(signer);
+    // [signature, one-pass signature, literal, signature]: a valid OpenPGP message with two good signatures.
+    const detached = await g.sign(signer, payload(good), { detached: true });
+    await expect(verifyGpgSignature(kr, Buffer.concat([detached, plain]))).rejects.toThrow(
+      'Invalid GPG signature: expected one signed literal data packet, got packets [signature, onePassSignature, literalData, signature]',
+    );
+  });
+
   it('a key that has expired since it signed is refused', async () => {
     const h = await createGpgHome();
     try {

@@ -15,7 +15,11 @@ export interface GpgHome {
   /** `gpg --export FPR` (binary keyring). */
   exportKey(fingerprint: string): Promise<Buffer>;
   /** `gpg --sign` of `payload` (compressed one-pass signed literal, as skopeo writes). */
-  sign(fingerprint: string, payload: Uint8Array, options?: { fakedTime?: string }): Promise<Buffer>;
+  sign(
+    fingerprint: string,
+    payload: Uint8Array,
+    options?: { fakedTime?: string; uncompressed?: boolean; detached?: boolean },
+  ): Promise<Buffer>;
   /** Imports the revocation certificate gpg made with the key, revoking it. */
   revoke(fingerprint: string): Promise<void>;
   close(): Promise<void>;
@@ -65,11 +69,12 @@ export async function createGpgHome(): Promise<GpgHome> {
       await writeFile(input, payload);
       await gpg(env, [
         ...faked(options.fakedTime),
+        ...(options.uncompressed === true ? ['--compress-algo', 'none'] : []),
         '--local-user',
         fingerprint,
         '--output',
         output,
-        '--sign',
+        options.detached === true ? '--detach-sign' : '--sign',
         input,
       ]);
       return readFile(output);
