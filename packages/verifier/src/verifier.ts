@@ -6,7 +6,7 @@ import type { SnpVerifierOptions } from './snp/vcek-source.js';
 import type { TdxVerifierOptions } from './tdx/verify.js';
 
 /** trustee's TEE classes: one policy per class (`<policy id>_<class>`) and one token submodule each. */
-export type TeeClass = 'cpu' | 'gpu' | 'switch';
+export type TeeClass = 'cpu' | 'gpu' | 'switch' | 'ppcie';
 
 /** What the evidence must be bound to. */
 export interface ExpectedData {

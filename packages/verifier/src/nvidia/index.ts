@@ -10,6 +10,7 @@ import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
 import { parsePemChain, verifyNvidiaChain } from './chain.js';
 import { attestWithNras, fetchNrasKeys, NRAS_JWKS_URL, type NrasOptions } from './nras.js';
 import { OPAQUE_FWID } from './opaque.js';
+import { ppcieResult } from './ppcie.js';
 import {
   HOPPER_SIGNATURE_SIZE,
   MAX_NVIDIA_REPORT_BYTES,
@@ -136,11 +137,17 @@ export class NvidiaVerifier implements Verifier {
     const now = expected.now ?? new Date();
     const trustedRoots = expected.nvidia?.trustedRoots;
     const remote = expected.nvidia?.remote;
-    if (remote !== undefined) return this.#remote(devices, nonce, remote, now);
-    return devices.map((device) => ({
-      claims: { ...verifyNvidiaDevice(device, nonce, { now, ...(trustedRoots ? { trustedRoots } : {}) }) },
-      class: 'gpu' as const,
-    }));
+    const results: VerifierResult[] =
+      remote !== undefined
+        ? await this.#remote(devices, nonce, remote, now)
+        : devices.map((device) => ({
+            claims: {
+              ...verifyNvidiaDevice(device, nonce, { now, ...(trustedRoots ? { trustedRoots } : {}) }),
+            },
+            class: 'gpu' as const,
+          }));
+    const ppcie = ppcieResult(results);
+    return ppcie === undefined ? results : [...results, ppcie];
   }
 
   async #remote(
