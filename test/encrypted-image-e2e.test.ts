@@ -1,10 +1,17 @@
-// Encrypted images made by an independent producer: umoci builds a two-layer image, Debian's skopeo
-// (ocicrypt 1.0.3) encrypts it with `--encryption-key jwe:pub.pem` (an openssl RSA key) into Debian's
-// docker-registry, and our `image-pull --decryption-key jwe:priv.pem` pulls, decrypts and unpacks it.
-// A ciphertext byte flipped (and re-pushed with a matching digest), a wrong key and a missing key each
-// fail with a clear error and leave no rootfs behind; skopeo itself decrypting the same image shows
-// the producer is sound.
+// Encrypted images made by independent producers, pulled by our code.
+//
+// 1. umoci builds a two-layer image, Debian's skopeo (ocicrypt 1.0.3) encrypts it with
+//    `--encryption-key jwe:pub.pem` (an openssl RSA key) into Debian's docker-registry, and our
+//    `image-pull --decryption-key jwe:priv.pem` pulls, decrypts and unpacks it. A ciphertext byte flipped
+//    (re-pushed with a matching digest), a wrong key and a missing key each fail with a clear error and
+//    leave no rootfs; skopeo decrypting the same image shows the producer is sound.
+// 2. The `attestation-agent` key provider: a Python script (Debian's python3-cryptography, none of our
+//    code) encrypts a layer and wraps its key in coco-keyprovider's packet under a KEK stored in our KBS;
+//    skopeo pushes it; the CDH (real guest processes) pulls it after attestation, fetching the KEK by kid.
+//    A KEK the resource policy denies, a KEK the KBS lacks, a wrong KEK and an altered ciphertext each
+//    fail with image-rs' text and leave no rootfs.
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
@@ -16,6 +23,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DataHubClient } from '@broker/guest-api';
 import {
   digestOf,
   imagePullMain,
@@ -26,12 +34,22 @@ import {
   requireTool,
   startDockerRegistry,
 } from '@broker/image';
+import { TtrpcError } from '@broker/ttrpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type GuestHandle,
+  type KbsHandle,
+  mustSucceed,
+  prepareKbs,
+  SAMPLE_REFERENCE_VALUES,
+  startGuest,
+} from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-encrypted-image-'));
 let registry: RunningRegistry;
+// Debian's python3 (with python3-cryptography) by its path: a python3 earlier on PATH may lack the module.
 const run = (cmd: string, args: string[]) =>
-  execFileSync(requireTool(cmd), args, { cwd: dir, stdio: 'pipe' });
+  execFileSync(cmd.startsWith('/') ? cmd : requireTool(cmd), args, { cwd: dir, stdio: 'pipe' });
 
 async function pull(args: string[]): Promise<{ status: number; out: string; err: string }> {
   let out = '';
@@ -191,5 +209,174 @@ describe('an image skopeo encrypted with jwe:pub.pem', () => {
       'image-pull: Errors happened when pulling image: Failed to decrypt layer: the HMAC of the encrypted layer does not match its pubopts (ciphertext altered or wrong key)',
     );
     expectNoRootfs(dest);
+  });
+});
+
+/** Re-tags `tag` of `repo` as `newTag` with one byte of its last layer flipped (digest matching the change). */
+async function pushFlipped(repoPath: string, tag: string, newTag: string): Promise<void> {
+  const client = new RegistryClient({ insecure: () => true });
+  const repo = { domain: registry.host, path: repoPath };
+  try {
+    const m = await client.getManifest(repo, tag);
+    const doc = JSON.parse(Buffer.from(m.bytes).toString('utf8')) as {
+      layers: { digest: string; size: number; mediaType: string }[];
+    };
+    const last = doc.layers[doc.layers.length - 1];
+    if (last === undefined) throw new Error('expected a layer');
+    const blob = Buffer.from(await client.getBlobBytes(repo, { ...last }, 16 * 1024 * 1024));
+    blob[blob.byteLength >> 1] = (blob[blob.byteLength >> 1] ?? 0) ^ 0x80;
+    last.digest = (await client.pushBlob(repo, blob)).digest;
+    await client.putManifest(repo, newTag, Buffer.from(JSON.stringify(doc)), MEDIA_TYPE.ociManifest);
+  } finally {
+    client.close();
+  }
+}
+
+describe('an image encrypted for the attestation-agent key provider, pulled by the CDH', () => {
+  const KEK_PATH = 'default/image-kek/app';
+  const DENIED_PATH = 'default/denied-kek/app';
+  const WRONG_PATH = 'default/image-kek/wrong';
+  let kbs: KbsHandle;
+  let guest: GuestHandle;
+  let hub: DataHubClient;
+  const UNWRAP =
+    'Errors happened when pulling image: Failed to decrypt layer: Failed to decrypt the image layer, please ensure that the decryption key is placed and correct';
+
+  /** Our KBS's resource policy: trustee's affirming one, except for the `denied-kek` type. */
+  const RESOURCE_POLICY = `package policy
+import rego.v1
+
+default allow = false
+
+allow if {
+    not any_not_affirming
+    count(input.submods) > 0
+    data["resource-path"][1] != "denied-kek"
+}
+
+any_not_affirming if {
+    some _, submod in input.submods
+    submod["ear.status"] != "affirming"
+}
+`;
+
+  async function setResource(path: string, content: Buffer): Promise<void> {
+    const file = join(dir, `resource-${path.replaceAll('/', '_')}`);
+    writeFileSync(file, content);
+    await mustSucceed(kbs.admin('set-resource', '--path', path, '--resource-file', file));
+  }
+
+  /** Builds with the Python producer and pushes with skopeo to `coco/<name>:v1`. */
+  function producePython(name: string, kekFile: string, kid: string): void {
+    const out = join(dir, `py-${name}`);
+    run('/usr/bin/python3', [
+      join(import.meta.dirname, 'helpers/coco_encrypt_image.py'),
+      out,
+      'v1',
+      kekFile,
+      kid,
+      'app/secret.txt=released only to an attested guest\n',
+      'etc/motd=coco\n',
+    ]);
+    run('skopeo', [
+      'copy',
+      '--dest-tls-verify=false',
+      `oci:${out}:v1`,
+      `docker://${registry.host}/coco/${name}:v1`,
+    ]);
+  }
+
+  async function refusal(url: string, bundle: string): Promise<string> {
+    const e = await hub.pullImage(url, bundle).then(
+      (digest) => new Error(`pulled (${String(digest)}) where a refusal was expected`),
+      (x: unknown) => x,
+    );
+    expect(e).toBeInstanceOf(TtrpcError);
+    expectNoRootfs(bundle);
+    return (e as TtrpcError).message;
+  }
+
+  const cdhError = (url: string, why: string) =>
+    `[CDH] [ERROR]: Image Pull error: Failed to pull image ${url} from all mirror/mapping locations or original location: image: ${url}, error: ${why}`;
+
+  beforeAll(async () => {
+    const kbsDir = join(dir, 'kbs');
+    mkdirSync(kbsDir);
+    kbs = await prepareKbs(kbsDir);
+    await kbs.start();
+    const kek = join(dir, 'kek.bin');
+    writeFileSync(kek, randomBytes(32));
+    await setResource(KEK_PATH, readFileSync(kek));
+    await setResource(DENIED_PATH, readFileSync(kek));
+    await setResource(WRONG_PATH, randomBytes(32));
+    for (const rv of SAMPLE_REFERENCE_VALUES)
+      await mustSucceed(kbs.admin('set-sample-reference-value', ...rv));
+    const policyFile = join(dir, 'resource-policy.rego');
+    writeFileSync(policyFile, RESOURCE_POLICY);
+    await mustSucceed(kbs.admin('set-resource-policy', '--policy-file', policyFile));
+
+    producePython('app', kek, `kbs:///${KEK_PATH}`);
+    producePython('denied', kek, `kbs:///${DENIED_PATH}`);
+    producePython('absent', kek, 'kbs:///default/image-kek/absent');
+    producePython('wrong', kek, `kbs:///${WRONG_PATH}`);
+    await pushFlipped('coco/app', 'v1', 'flipped');
+
+    const guestDir = join(dir, 'guest');
+    guest = await startGuest(kbs, guestDir, {
+      cdhTomlExtra: `[image]\nwork_dir = "${join(guestDir, 'image-work')}"\n\n[[image.registry_config.registry]]\nlocation = "${registry.host}"\ninsecure = true\n`,
+    });
+    hub = await DataHubClient.connect(`unix://${guest.cdhSock}`, { timeoutMs: 60_000 });
+  }, 180_000);
+
+  afterAll(async () => {
+    hub?.close();
+    await guest?.stop();
+    await kbs?.stop();
+  });
+
+  it('decrypts the layer with the KEK the KBS releases to the attested guest', async () => {
+    const bundle = join(dir, 'cdh-app');
+    const digest = await hub.pullImage(`${registry.host}/coco/app:v1`, bundle);
+    expect(digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(readFileSync(join(bundle, 'rootfs/app/secret.txt'), 'utf8')).toBe(
+      'released only to an attested guest\n',
+    );
+    expect(readFileSync(join(bundle, 'rootfs/etc/motd'), 'utf8')).toBe('coco\n');
+    expect(kbs.process.output()).toContain(`"path":"/kbs/v0/resource/${KEK_PATH}"`);
+  });
+
+  it('fails with image-rs text when the resource policy denies the KEK or the KBS lacks it', async () => {
+    const denied = `${registry.host}/coco/denied:v1`;
+    expect(await refusal(denied, join(dir, 'cdh-denied'))).toBe(
+      cdhError(
+        denied,
+        `${UNWRAP} (provider.attestation-agent: Get resource failed: request unauthorized (PolicyDeny: Access denied by policy))`,
+      ),
+    );
+    const absent = `${registry.host}/coco/absent:v1`;
+    // trustee's KBS answers a missing resource as a plugin failure, as ours does.
+    expect(await refusal(absent, join(dir, 'cdh-absent'))).toBe(
+      cdhError(
+        absent,
+        `${UNWRAP} (provider.attestation-agent: Get resource failed: request unauthorized (PluginInternalError: Plugin internal error))`,
+      ),
+    );
+  });
+
+  it('fails on a KEK that does not open the packet, and on an altered ciphertext', async () => {
+    const wrong = `${registry.host}/coco/wrong:v1`;
+    expect(await refusal(wrong, join(dir, 'cdh-wrong'))).toBe(
+      cdhError(
+        wrong,
+        `${UNWRAP} (provider.attestation-agent: the KEK kbs:///${WRONG_PATH} does not open the AnnotationPacket (GCM tag mismatch))`,
+      ),
+    );
+    const flipped = `${registry.host}/coco/app:flipped`;
+    expect(await refusal(flipped, join(dir, 'cdh-flipped'))).toBe(
+      cdhError(
+        flipped,
+        'Errors happened when pulling image: Failed to decrypt layer: the HMAC of the encrypted layer does not match its pubopts (ciphertext altered or wrong key)',
+      ),
+    );
   });
 });

@@ -24,6 +24,7 @@
  */
 import { existsSync } from 'node:fs';
 import {
+  attestationAgentUnwrapper,
   type DockerReference,
   ImagePullError,
   type Platform,
@@ -39,7 +40,7 @@ import {
 } from '@broker/image';
 import type { Logger } from 'pino';
 import { type CdhConfig, parseRegistryConfiguration, type RegistryConfig } from '../config.js';
-import { DataHubError } from '../errors.js';
+import { DataHubError, GetResourceFailed } from '../errors.js';
 import { ImageClientFailed, ImagePullFailed } from './errors.js';
 import { pullAttempts, tidyRegistryConfig } from './registries.js';
 import { ResourceProvider } from './resources.js';
@@ -78,6 +79,8 @@ const MEASUREMENT_TIMEOUT_MS = 10_000;
 export class ImagePullService {
   readonly #config: CdhConfig;
   readonly #resources: ResourceProvider;
+  /** Fetches a KBS resource without caching it on disk (layer KEKs are never written). */
+  readonly #getResource: (uri: string) => Promise<Uint8Array>;
   readonly #log: Logger | undefined;
   readonly #options: ImagePullServiceOptions;
   #client: Promise<ImageClient> | undefined;
@@ -90,6 +93,7 @@ export class ImagePullService {
     this.#config = config;
     this.#log = deps.logger;
     this.#options = options;
+    this.#getResource = deps.getResource;
     this.#resources = new ResourceProvider({ workDir: config.image.workDir, getResource: deps.getResource });
   }
 
@@ -234,6 +238,8 @@ export class ImagePullService {
           ...(this.#options.platform !== undefined ? { platform: this.#options.platform } : {}),
           limits: this.#config.image.expansionLimits,
           ...(registriesD !== undefined ? { registriesD } : {}),
+          // Encrypted layers: the attestation-agent key provider, each KEK from the KBS by its kid.
+          decryption: [attestationAgentUnwrapper((kid) => this.#kek(kid))],
         });
         this.#log?.info(
           {
@@ -265,6 +271,16 @@ export class ImagePullService {
     throw new ImagePullFailed(
       `Failed to pull image ${imageUrl} from all mirror/mapping locations or original location: ${failures.join('\n')}`,
     );
+  }
+
+  async #kek(kid: string): Promise<Uint8Array> {
+    try {
+      return await this.#getResource(kid);
+    } catch (e) {
+      throw new Error(`Get resource failed: ${e instanceof GetResourceFailed ? e.reason : messageOf(e)}`, {
+        cause: e,
+      });
+    }
   }
 
   async #measure(imageUrl: string, digest: string): Promise<void> {
