@@ -13,19 +13,23 @@ import {
 } from '@broker/cli';
 import { DEFAULT_AS_SOCKET, loadAsConfig, parseAsConfig } from './config.js';
 import { startAsGrpcServer } from './grpc.js';
+import { startAsRestServer } from './rest.js';
 import { openAttestationService } from './service.js';
 
 export const AS_VERSION = '0.1.0';
 
-const HELP = `Usage: attestation-service [-c FILE] [-s HOST:PORT]
+const HELP = `Usage: attestation-service [-c FILE] [-s HOST:PORT] [--rest HOST:PORT]
 
 trustee's attestation service (grpc-as) on the KBS's built-in one: attestation.AttestationService
 (AttestationEvaluate, SetAttestationPolicy, GetAttestationChallenge) and, on the same port, the RVPS
-service (reference.ReferenceValueProviderService). Stops on SIGTERM or SIGINT.
+service (reference.ReferenceValueProviderService); with --rest also trustee's restful-as routes
+(POST /attestation, POST /challenge, POST and GET /policy, GET /.well-known/jwks.json, GET /healthz).
+Stops on SIGTERM or SIGINT.
 
 Options:
   -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]
-  -s, --socket <ADDRESS>    Listen address, plaintext HTTP/2 [default: ${DEFAULT_AS_SOCKET}]
+  -s, --socket <ADDRESS>    gRPC listen address, plaintext HTTP/2 [default: ${DEFAULT_AS_SOCKET}]
+      --rest <ADDRESS>      REST listen address, plaintext HTTP/1.1 (off unless given)
 ${LOG_FORMAT_HELP}
   -h, --help                Print help
   -V, --version             Print version
@@ -56,6 +60,7 @@ export function attestationServiceMain(
       options: {
         'config-file': { type: 'string', short: 'c' },
         socket: { type: 'string', short: 's' },
+        rest: { type: 'string' },
         'https-pubkey-cert': { type: 'string', short: 't' },
         'https-prikey': { type: 'string', short: 'k' },
         ...LOG_FORMAT_OPTION,
@@ -84,8 +89,13 @@ export function attestationServiceMain(
           { address, port: server.port, rvps: settings.rvps.type },
           'attestation service listening',
         );
+        const rest =
+          values.rest === undefined ? undefined : await startAsRestServer(opened, values.rest, logger);
+        if (rest !== undefined)
+          logger.info({ address: values.rest, port: rest.port }, 'REST attestation service listening');
         const signal = await stop();
         logger.info({ signal }, 'attestation service stopping');
+        await rest?.close();
         await server.close();
       } finally {
         await opened.close();

@@ -40,8 +40,8 @@ function b64urlDecode(text: string, what: string): Buffer {
   return Buffer.from(text, 'base64url');
 }
 
-function teeOf(name: string): Tee {
-  if (!GRPC_AS_TEES.includes(name) || !isTee(name)) {
+function teeOf(name: string, tees: readonly string[]): Tee {
+  if (!tees.includes(name) || !isTee(name)) {
     throw new Aborted(`parse TEE type: Unsupported TEE type: ${JSON.stringify(name.slice(0, 64))}`);
   }
   return name;
@@ -76,7 +76,7 @@ function structured(text: string): Record<string, unknown> {
 }
 
 /** An anyhow-style cause chain: `0: outer\n1: cause…`. */
-function causeChain(e: unknown): string {
+export function causeChain(e: unknown): string {
   const lines: string[] = [];
   let cur: unknown = e;
   for (let i = 0; cur !== undefined && i < 8; i++) {
@@ -87,7 +87,7 @@ function causeChain(e: unknown): string {
 }
 
 /** Builds the service's request from trustee's: the first entry is the primary evidence, the rest additional. */
-export function verifyRequestOf(req: attestation.AttestationRequest) {
+export function verifyRequestOf(req: attestation.AttestationRequest, tees: readonly string[] = GRPC_AS_TEES) {
   const items = req.verificationRequests;
   const first = items[0];
   if (first === undefined) throw new Aborted('Attestation evaluation failed: \n0: no verification requests');
@@ -97,7 +97,7 @@ export function verifyRequestOf(req: attestation.AttestationRequest) {
     );
   }
   const decoded = items.map((item, i) => {
-    const tee = teeOf(item.tee);
+    const tee = teeOf(item.tee, tees);
     const evidence = evidenceOf(item.evidence);
     const alg = hashAlgorithm(item.runtimeDataHashAlgorithm);
     if (item.rawRuntimeData === undefined && item.structuredRuntimeData === undefined) {

@@ -17,4 +17,12 @@ export {
   type RunningAsGrpcServer,
   startAsGrpcServer,
 } from './grpc.js';
+export {
+  grpcRequestOfRest,
+  MAX_REST_BODY_BYTES,
+  REST_AS_TEES,
+  type RunningRestServer,
+  restHandler,
+  startAsRestServer,
+} from './rest.js';
 export { type OpenedAttestationService, openAttestationService } from './service.js';

@@ -9,6 +9,8 @@ export interface OpenedAttestationService {
   readonly service: AttestationService;
   /** The RVPS the policies consult, also served on the AS's own port as trustee's grpc-as does. */
   readonly rvps: Rvps;
+  /** Ids of the stored attestation policies (`default_cpu`, …), sorted. */
+  listPolicies(): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -60,6 +62,13 @@ export async function openAttestationService(
     return {
       service,
       rvps,
+      async listPolicies() {
+        const keys = await storage.list('attestation_service_policy');
+        return keys
+          .filter((k) => k.endsWith('.rego'))
+          .map((k) => k.slice(0, -'.rego'.length))
+          .sort();
+      },
       async close() {
         await service.close();
         client?.close();
