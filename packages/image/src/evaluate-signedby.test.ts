@@ -69,6 +69,18 @@ describe("containers/image's signedBy fixtures give its verdicts", () => {
     expect(d.reason).toBe(`Signature for digest ${DIGEST} does not match`);
   });
 
+  it('a missing manifest (dir-img-no-manifest) is a reason', async () => {
+    const d = await decide('dir-img-no-manifest', { keyPath: KEY, signedIdentity: matchExact });
+    expect(d.allowed).toBe(false);
+    expect(d.reason).toMatch(/^open .*dir-img-no-manifest\/manifest.json: no such file or directory$/);
+  });
+
+  it('a schema 1 manifest with broken signatures (dir-img-manifest-digest-error) is rejected', async () => {
+    const d = await decide('dir-img-manifest-digest-error', { keyPath: KEY, signedIdentity: matchExact });
+    expect(d.allowed).toBe(false);
+    expect(d.reason).toBe(`Signature for digest ${DIGEST} does not match`);
+  });
+
   it('an unsigned image is rejected', async () => {
     const d = await decide('dir-img-unsigned', { keyPath: KEY, signedIdentity: matchExact });
     expect(d.reason).toBe('A signature was required, but no signature exists');
