@@ -1,6 +1,6 @@
 // Hostile CCA tokens: malformed CBOR, wrong structure, missing or oversized claims, unknown
 // profiles and algorithms are refused with a named error before any claim is reported.
-import { generateKeyPairSync } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import { Tag } from 'cbor2';
 import { describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
@@ -155,6 +155,35 @@ describe('CCA token parsing', () => {
     expect(refusal(() => parseCcaToken(withRealm((m) => m.set(265, 'tag:arm.com,2099:realm'))))).toMatch(
       /^UNSUPPORTED_VERSION: CCA realm profile/,
     );
+  });
+
+  it('under the realm profile the RAK claim is a COSE_Key, bound and verified like a raw point', async () => {
+    const jwk = platform.rak.export({ format: 'jwk' });
+    const coseKey = Buffer.from(
+      encodeCbor(
+        new Map<number, unknown>([
+          [1, 2],
+          [-1, 2],
+          [-2, Buffer.from(jwk.x!, 'base64url')],
+          [-3, Buffer.from(jwk.y!, 'base64url')],
+        ]),
+      ),
+    );
+    const p = platform.platformClaims();
+    p.set(10, createHash('sha256').update(coseKey).digest());
+    const r = platform.realmClaims(CHALLENGE);
+    r.set(265, 'tag:arm.com,2023:realm#1.0.0');
+    r.set(44237, coseKey);
+    const token = encodeCcaToken(p, r, platform.cpak, platform.rak);
+    await expect(
+      verifier.evaluate({ token: [...token] }, { reportData: CHALLENGE, cca: { stores: platform.stores } }),
+    ).resolves.toHaveLength(1);
+    r.set(44237, Buffer.from(encodeCbor(new Map<number, unknown>([[1, 1]]))));
+    const bad = encodeCcaToken(p, r, platform.cpak, platform.rak);
+    const e = await verifier
+      .evaluate({ token: [...bad] }, { reportData: CHALLENGE, cca: { stores: platform.stores } })
+      .catch((x: unknown) => x);
+    expect((e as VerificationError).code).toBe('AK_INVALID');
   });
 
   it('an oversized token is refused before decoding', () => {
