@@ -276,6 +276,8 @@ Options:
   --max-image-bytes N        expanded bytes of all layers, at most (default 8 GiB)
   --max-image-entries N      tar entries of all layers, at most (default 1000000)
   --decryption-key jwe:FILE  private key (PEM, DER or JWK) for ocicrypt-encrypted layers (repeatable)
+  --decryption-key provider:attestation-agent
+                             layer keys wrapped by the CoCo key provider: KEKs from --kbs-url by kid
   --no-progress              no progress output
   -h, --help, --version
 `;
@@ -507,15 +509,17 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
     const policy = policyFile !== undefined ? await loadPolicyFile(policyFile) : null;
     const platform = platformOf(p);
     const limits = limitsOf(p);
+    const keys = await keyReader(p, io);
     let decryption: Awaited<ReturnType<typeof unwrappersFromArguments>>;
     try {
-      decryption = await unwrappersFromArguments(p.values.get('decryption-key') ?? []);
+      // provider:attestation-agent fetches each layer's KEK by its kbs:/// kid through --kbs-url.
+      decryption = await unwrappersFromArguments(p.values.get('decryption-key') ?? [], keys.read);
     } catch (e) {
+      keys.close();
       if (!(e instanceof DecryptionKeyArgumentError)) throw e;
       io.stderr(`image-pull: ${e.message}\n`);
       return 1;
     }
-    const keys = await keyReader(p, io);
     const progress = p.flags.has('no-progress')
       ? undefined
       : progressPrinter(io.progress ?? { write: io.stderr });
