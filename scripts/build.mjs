@@ -2,8 +2,17 @@
 // application (SEA): blob from `node --experimental-sea-config`, injected into a copy of this Node
 // binary with postject. Every command name in dist/bin is a symlink that dispatches on argv0.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { buildShims } from '../packages/attester/shims/build.mjs';
@@ -42,6 +51,8 @@ function gitDescribe() {
 }
 const describe = gitDescribe();
 
+const stackTraces = readFileSync(join(root, 'scripts/sea-stack-traces.cjs'), 'utf8');
+
 rmSync(bin, { recursive: true, force: true });
 mkdirSync(bin, { recursive: true });
 mkdirSync(work, { recursive: true });
@@ -60,9 +71,9 @@ for (const exe of EXECUTABLES) {
     target: 'node24',
     format: 'cjs',
     minify: true,
-    // Stack traces name the TypeScript files and lines: the map rides inside the bundle (without the
-    // sources, which a file:line does not need) and the SEA starts with --enable-source-maps.
-    sourcemap: 'inline',
+    // Stack traces name the TypeScript files and lines: the map (without the sources, which a
+    // file:line does not need) becomes an asset of the executable, read by sea-stack-traces.cjs.
+    sourcemap: 'external',
     sourcesContent: false,
     legalComments: 'none',
     logLevel: 'warning',
@@ -70,8 +81,19 @@ for (const exe of EXECUTABLES) {
       'import.meta.url': '__broker_import_meta_url',
       __BROKER_GIT_DESCRIBE__: JSON.stringify(describe),
     },
-    banner: { js: 'const __broker_import_meta_url = require("url").pathToFileURL(__filename).href;' },
+    banner: {
+      js: [
+        'const __broker_import_meta_url = require("url").pathToFileURL(__filename).href;',
+        `const __broker_bundle_path = ${JSON.stringify(bundle)};`,
+        stackTraces,
+      ].join('\n'),
+    },
   });
+  // Sources relative to the repository, so traces read the same whoever built the executable.
+  const mapFile = `${bundle}.map`;
+  const map = JSON.parse(readFileSync(mapFile, 'utf8'));
+  map.sources = map.sources.map((s) => relative(root, resolve(dirname(bundle), s)));
+  writeFileSync(mapFile, JSON.stringify(map));
   const blob = join(work, `${exe.name}.blob`);
   const seaConfig = join(work, `${exe.name}.sea.json`);
   writeFileSync(
@@ -81,7 +103,7 @@ for (const exe of EXECUTABLES) {
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      execArgv: ['--enable-source-maps'],
+      assets: { 'bundle.map': mapFile },
     }),
   );
   execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], {
