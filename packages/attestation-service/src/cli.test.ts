@@ -1,9 +1,13 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRvps, MemoryStorage } from '@broker/kbs';
 import { RvpsClient, startRvpsServer } from '@broker/rvps';
+import { attestation } from '@broker/trustee-protos';
+import { credentials, Metadata } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attestationServiceMain } from './cli.js';
 
@@ -67,8 +71,88 @@ describe('attestation-service command', () => {
     expect(seen).toEqual([200, undefined]);
   });
 
-  it('refuses TLS options it does not implement (2) and an invalid config (1)', async () => {
-    expect(await attestationServiceMain(['-t', 'cert.pem'], capture().io)).toBe(2);
+  it('serves both listeners over TLS with -t and -k', async () => {
+    const cert = join(dir, 'as.crt');
+    const key = join(dir, 'as.key');
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+      ],
+      { stdio: 'ignore' },
+    );
+    const [grpcPort, restPort] = [await freePort(), await freePort()];
+    const seen: unknown[] = [];
+    const io = capture();
+    const code = await attestationServiceMain(
+      ['-s', `127.0.0.1:${grpcPort}`, '--rest', `127.0.0.1:${restPort}`, '-t', cert, '-k', key],
+      io.io,
+      async () => {
+        const ca = readFileSync(cert);
+        seen.push(
+          await new Promise((resolve, reject) =>
+            https
+              .get(`https://127.0.0.1:${restPort}/healthz`, { ca }, (res) => resolve(res.statusCode))
+              .on('error', reject),
+          ),
+        );
+        const client = new attestation.AttestationServiceClient(
+          `127.0.0.1:${grpcPort}`,
+          credentials.createSsl(ca),
+        );
+        seen.push(
+          await new Promise((resolve, reject) =>
+            client.getAttestationChallenge({ inner: { tee: 'tdx', tee_params: '{}' } }, (e, r) =>
+              e ? reject(e) : resolve(r),
+            ),
+          ),
+        );
+        client.close();
+        // A plaintext client gets nothing from the TLS listener.
+        const plain = new attestation.AttestationServiceClient(
+          `127.0.0.1:${grpcPort}`,
+          credentials.createInsecure(),
+        );
+        seen.push(
+          await new Promise((resolve) =>
+            plain.getAttestationChallenge(
+              { inner: { tee: 'tdx', tee_params: '{}' } },
+              new Metadata(),
+              { deadline: Date.now() + 5000 },
+              (e) => resolve(e?.code),
+            ),
+          ),
+        );
+        plain.close();
+      },
+    );
+    expect(io.err.join('').slice(0, 600)).toBe('');
+    expect(code).toBe(0);
+    expect(seen[0]).toBe(200);
+    expect(seen[1]).toEqual({ attestationChallenge: '' });
+    expect(seen[2]).not.toBe(undefined);
+  });
+
+  it('refuses a certificate without its key (2), as trustee, and an invalid config (1)', async () => {
+    const c0 = capture();
+    expect(await attestationServiceMain(['-t', 'cert.pem'], c0.io)).toBe(2);
+    expect(c0.err.join('')).toMatch(/HTTPS public key cert and private key must be provided/);
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, '{"storage_backend": {"storage_type": "LocalFs"}}');
     const c = capture();

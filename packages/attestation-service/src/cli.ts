@@ -1,4 +1,5 @@
 // `attestation-service`: trustee's grpc-as command line (`-c` config, `-s` socket).
+import { readFileSync, statSync } from 'node:fs';
 import {
   type CommandIo,
   choice,
@@ -28,12 +29,21 @@ Stops on SIGTERM or SIGINT.
 
 Options:
   -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]
-  -s, --socket <ADDRESS>    gRPC listen address, plaintext HTTP/2 [default: ${DEFAULT_AS_SOCKET}]
-      --rest <ADDRESS>      REST listen address, plaintext HTTP/1.1 (off unless given)
+  -s, --socket <ADDRESS>    gRPC listen address, HTTP/2 [default: ${DEFAULT_AS_SOCKET}]
+      --rest <ADDRESS>      REST listen address, HTTP/1.1 (off unless given)
+  -t, --https-pubkey-cert <FILE>  PEM certificate chain: both listeners serve TLS (needs -k)
+  -k, --https-prikey <FILE>       PEM private key of that certificate (needs -t)
 ${LOG_FORMAT_HELP}
   -h, --help                Print help
   -V, --version             Print version
 `;
+
+const MAX_PEM_BYTES = 1024 * 1024;
+
+function readPem(path: string): Buffer {
+  if (statSync(path).size > MAX_PEM_BYTES) throw new Error(`${path} is larger than ${MAX_PEM_BYTES} bytes`);
+  return readFileSync(path);
+}
 
 function untilSignal(): Promise<string> {
   return new Promise((resolve) => {
@@ -68,9 +78,16 @@ export function attestationServiceMain(
     },
     argv,
     async ({ values }) => {
-      if (values['https-pubkey-cert'] !== undefined || values['https-prikey'] !== undefined) {
-        throw new UsageError('TLS (-t/-k) is not supported yet; put a TLS proxy in front');
+      const certPath = values['https-pubkey-cert'];
+      const keyPath = values['https-prikey'];
+      if ((certPath === undefined) !== (keyPath === undefined)) {
+        // trustee's grpc-as refuses one without the other (its restful-as silently serves plain HTTP).
+        throw new UsageError('HTTPS public key cert and private key must be provided to enable HTTPS.');
       }
+      const tls =
+        certPath === undefined || keyPath === undefined
+          ? undefined
+          : { certChain: readPem(certPath), privateKey: readPem(keyPath) };
       const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
       const logger = createLogger({ name: 'attestation-service', ...(format !== undefined && { format }) });
       const path = values['config-file'];
@@ -84,13 +101,14 @@ export function attestationServiceMain(
           rvps: opened.rvps,
           address,
           logger,
+          ...(tls !== undefined && { tls }),
         });
         logger.info(
           { address, port: server.port, rvps: settings.rvps.type },
           'attestation service listening',
         );
         const rest =
-          values.rest === undefined ? undefined : await startAsRestServer(opened, values.rest, logger);
+          values.rest === undefined ? undefined : await startAsRestServer(opened, values.rest, logger, tls);
         if (rest !== undefined)
           logger.info({ address: values.rest, port: rest.port }, 'REST attestation service listening');
         const signal = await stop();

@@ -218,6 +218,8 @@ export interface AsGrpcServerOptions {
   /** `host:port`; port 0 picks a free one. */
   readonly address: string;
   readonly logger?: Logger;
+  /** PEM certificate chain and private key: serve TLS (HTTP/2 over TLS) instead of plaintext. */
+  readonly tls?: { readonly certChain: Buffer; readonly privateKey: Buffer };
 }
 
 export interface RunningAsGrpcServer {
@@ -239,7 +241,13 @@ export async function startAsGrpcServer(options: AsGrpcServerOptions): Promise<R
     rvpsHandlers(options.rvps, options.logger),
   );
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(options.address, ServerCredentials.createInsecure(), (err, bound) =>
+    const creds =
+      options.tls === undefined
+        ? ServerCredentials.createInsecure()
+        : ServerCredentials.createSsl(null, [
+            { cert_chain: options.tls.certChain, private_key: options.tls.privateKey },
+          ]);
+    server.bindAsync(options.address, creds, (err, bound) =>
       err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
     );
   });

@@ -1,6 +1,7 @@
 // trustee's restful-as front end (attestation-service/src/bin/restful*): the same service as the gRPC
 // one, with upstream's routes, JSON bodies and errors, over node:http.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '@broker/cli';
 import type { attestation } from '@broker/trustee-protos';
@@ -161,11 +162,16 @@ export async function startAsRestServer(
   opened: OpenedAttestationService,
   address: string,
   logger?: Logger,
+  tls?: { readonly certChain: Buffer; readonly privateKey: Buffer },
 ): Promise<RunningRestServer> {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
   if (m === null) throw new Error(`--rest ${JSON.stringify(address.slice(0, 100))}: expected HOST:PORT`);
   const handler = restHandler(opened, logger);
-  const server: Server = createServer((req, res) => void handler(req, res));
+  const listener = (req: IncomingMessage, res: ServerResponse) => void handler(req, res);
+  const server: Server =
+    tls === undefined
+      ? createServer(listener)
+      : createHttpsServer({ cert: tls.certChain, key: tls.privateKey }, listener);
   server.requestTimeout = 60_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
