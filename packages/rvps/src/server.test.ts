@@ -84,3 +84,40 @@ describe('rvps storage', () => {
     await storage.close();
   });
 });
+
+describe('rvps malformed gRPC messages', () => {
+  it('answers bytes that are not a protobuf message with a status, and keeps serving', async () => {
+    const { makeGenericClientConstructor, credentials } = await import('@grpc/grpc-js');
+    const server = await startRvpsServer({ rvps: createRvps(new MemoryStorage()), address: '127.0.0.1:0' });
+    const Raw = makeGenericClientConstructor(
+      {
+        register: {
+          path: '/reference.ReferenceValueProviderService/RegisterReferenceValue',
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: (b: Buffer) => b,
+          requestDeserialize: (b: Buffer) => b,
+          responseSerialize: (b: Buffer) => b,
+          responseDeserialize: (b: Buffer) => b,
+        },
+      },
+      'Raw',
+    );
+    const raw = new Raw(`127.0.0.1:${server.port}`, credentials.createInsecure()) as unknown as {
+      register(req: Buffer, cb: (e: { code: number } | null) => void): void;
+      close(): void;
+    };
+    // Field 1 declared as a 100-byte string with 2 bytes present; then an invalid wire type.
+    for (const bytes of [Buffer.from([0x0a, 0x64, 0x41, 0x42]), Buffer.from([0x0f, 0xff, 0xff])]) {
+      const code = await new Promise<number | undefined>((resolve) =>
+        raw.register(bytes, (e) => resolve(e?.code)),
+      );
+      expect(code).toBe(status.INTERNAL);
+    }
+    raw.close();
+    const client = new RvpsClient(`http://127.0.0.1:${server.port}`);
+    expect(await client.query('x')).toBeUndefined();
+    client.close();
+    await server.close();
+  });
+});
