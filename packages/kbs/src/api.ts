@@ -18,6 +18,7 @@ import { emptyReply, jsonReply, type Reply } from './reply.js';
 import type { ResourceRepository } from './repository.js';
 import type { SessionStore } from './session.js';
 import type { AttestationTokenVerifier } from './token.js';
+import type { VerdictRecorder } from './verdicts/recorder.js';
 
 export interface ApiRequest {
   readonly method: string;
@@ -32,6 +33,8 @@ export interface ApiRequest {
   readonly authorization: string | undefined;
   readonly sessionId: string | undefined;
   readonly body: Uint8Array;
+  /** The client's address, for the verdict log. */
+  readonly peer?: string | undefined;
 }
 
 export interface ApiDeps {
@@ -45,6 +48,8 @@ export interface ApiDeps {
   readonly repository: ResourceRepository | undefined;
   readonly metrics: KbsMetrics;
   readonly logger: Logger;
+  /** Records each resource request's policy result for the operator console. */
+  readonly verdicts?: VerdictRecorder;
 }
 
 const TEXT_XML = { 'content-type': 'text/xml' };
@@ -108,7 +113,7 @@ export class Api {
         if (method === 'POST') return this.deps.rcar.auth(req.body);
         break;
       case 'attest':
-        if (method === 'POST') return this.deps.rcar.attest(req.body, req.sessionId);
+        if (method === 'POST') return this.deps.rcar.attest(req.body, req.sessionId, req.peer);
         break;
       case 'attestation-policy':
         if (method === 'POST') return this.setAttestationPolicy(req);
@@ -280,6 +285,17 @@ export class Api {
     } catch (e) {
       throw new KbsError('TokenVerifierError', undefined, { cause: e });
     }
+    const record = (status: 'allowed' | 'denied' | 'error', reason?: string) =>
+      this.deps.verdicts?.resource({
+        method: req.method,
+        resource: rest.join('/'),
+        sessionId: req.sessionId,
+        source: req.peer,
+        token,
+        claims,
+        status,
+        reason,
+      });
     const data: PolicyData = { plugin: 'resource', 'resource-path': rest, query: req.query };
     metrics.policyEvaluations.inc();
     let allow: boolean;
@@ -292,6 +308,7 @@ export class Api {
       allow = decision.allow;
     } catch (e) {
       metrics.policyErrors.inc();
+      record('error', (e as Error).message);
       if (e instanceof PolicyEngineError) {
         throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`, { cause: e });
       }
@@ -301,11 +318,13 @@ export class Api {
       metrics.policyViolations.inc();
       // The client only learns "denied"; the log says which appraisal claims kept it from release.
       const why = explainAppraisals(claims);
+      record('denied', why ?? 'every appraisal in the token is affirming; the resource policy refused it');
       throw new KbsError('PolicyDeny', undefined, {
         cause: new Error(why ?? 'every appraisal in the token is affirming; the resource policy refused it'),
       });
     }
     metrics.policyApprovals.inc();
+    record('allowed');
     if (req.method !== 'GET') {
       throw new KbsError('PluginInternalError', undefined, {
         cause: new Error('Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`'),

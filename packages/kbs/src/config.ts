@@ -83,6 +83,14 @@ export type AdminConfig =
       readonly acls: readonly AclRuleConfig[];
     };
 
+/** This KBS's own `[admin]` keys (trustee refuses them): the verdict log and the operator console. */
+export interface ConsoleConfig {
+  /** `verdict_log_size`: how many verdicts the log keeps (default 1000). */
+  readonly verdictLogSize: number;
+  /** `console`: serve the operator console under `/console/` (default false). */
+  readonly enabled: boolean;
+}
+
 export type StorageType = 'Memory' | 'LocalFs' | 'LocalJson' | 'Redis';
 
 export interface StorageBackendConfig {
@@ -121,6 +129,7 @@ export interface KbsConfig {
   readonly attestationToken: AttestationTokenConfig;
   readonly attestationService: AttestationServiceConfig;
   readonly admin: AdminConfig;
+  readonly console: ConsoleConfig;
   readonly storageBackend: StorageBackendConfig;
   /** Where sessions live when not in `storageBackend.storageType`. */
   readonly sessionStorageType?: StorageType;
@@ -240,6 +249,9 @@ function parseAttestationToken(s: Section | undefined, warnings: string[]): Atte
   return { trustedCertsPaths, trustedJwkSets, extraTeekeyPaths, insecureHeaderJwk };
 }
 
+/** This KBS's own `[admin]` keys, read by parseKbsConfig; serde's "expected" list leaves them out. */
+const OWN_ADMIN_KEYS = { verdict_log_size: '', console: '' };
+
 function parseAdmin(s: Section): AdminConfig {
   const mode = s.optString('authorization_mode');
   if (mode === undefined) {
@@ -252,7 +264,7 @@ function parseAdmin(s: Section): AdminConfig {
     insecure_api: 'removed upstream: use authorization_mode = "InsecureAllowAll"',
   };
   if (mode === 'InsecureAllowAll' || mode === 'DenyAll') {
-    s.finishStrict(legacy, 'authorization_mode');
+    s.finishStrict({ ...legacy, ...OWN_ADMIN_KEYS }, 'authorization_mode');
     return { mode };
   }
   if (mode !== 'AuthenticatedAuthorization') {
@@ -262,7 +274,7 @@ function parseAdmin(s: Section): AdminConfig {
   }
   const authn = s.optSection('authentication');
   const authz = s.optSection('authorization');
-  s.finishStrict(legacy, 'authorization_mode');
+  s.finishStrict({ ...legacy, ...OWN_ADMIN_KEYS }, 'authorization_mode');
   if (authn === undefined || authz === undefined) {
     throw new ConfigError(
       `${s.where} AuthenticatedAuthorization needs [admin.authentication.bearer_jwt] and [admin.authorization.regex_acl]`,
@@ -581,6 +593,11 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     root.optSection('attestation_token', '[attestation_token]'),
     warnings,
   );
+  // Read before parseAdmin's strict check, which then accepts them.
+  const consoleConfig: ConsoleConfig = {
+    verdictLogSize: admin.optInt('verdict_log_size', 1, 1_000_000) ?? 1000,
+    enabled: admin.bool('console', false),
+  };
   const adminConfig = parseAdmin(admin);
   const storageBackend = parseStorageBackend(
     root.optSection('storage_backend', '[storage_backend]'),
@@ -633,6 +650,7 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     attestationToken,
     attestationService,
     admin: adminConfig,
+    console: consoleConfig,
     storageBackend,
     ...(sessionStorageType !== undefined && { sessionStorageType }),
     ...(resourcePlugin !== undefined && { resourcePlugin }),

@@ -22,6 +22,9 @@ import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js'
 import { RoutedStorage } from './storage/routed.js';
 import type { KvStorage, Namespace } from './storage/types.js';
 import { AttestationTokenVerifier } from './token.js';
+import { verdictRoute } from './verdicts/endpoint.js';
+import { VerdictLog } from './verdicts/log.js';
+import { VerdictRecorder } from './verdicts/recorder.js';
 
 export class KbsStartupError extends Error {
   override readonly name = 'KbsStartupError';
@@ -46,6 +49,8 @@ export interface RunningKbs {
   readonly sessions: SessionStore;
   readonly storage: KvStorage;
   readonly attestationService: AttestationService;
+  /** The last attestations and resource requests (`GET /kbs/v0/admin/verdicts`). */
+  readonly verdicts: VerdictLog;
   /**
    * Re-reads the watched files now (TLS key and certificate, `[mounted_files]`) instead of waiting for
    * the file watch; resolves once the changes apply. The `kbs` command does this on SIGHUP.
@@ -226,12 +231,26 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     });
     cleanups.push(() => sessions.close());
 
-    const rcar = new Rcar({ sessions, attestation, metrics, logger });
-    const api = new Api({ rcar, sessions, attestation, tokens, admin, policy, repository, metrics, logger });
+    const verdictLog = new VerdictLog(config.console.verdictLogSize, options.now);
+    const verdicts = new VerdictRecorder(verdictLog, (name) => attestation.getReferenceValue(name));
+    const rcar = new Rcar({ sessions, attestation, metrics, logger, verdicts });
+    const api = new Api({
+      rcar,
+      sessions,
+      attestation,
+      tokens,
+      admin,
+      policy,
+      repository,
+      metrics,
+      logger,
+      verdicts,
+    });
     const handler = createRequestHandler({
       api,
       metrics,
       logger,
+      adminRoutes: async (req) => verdictRoute(verdictLog, admin, req),
       bodyLimit: config.httpServer.payloadRequestSize * 1024 * 1024,
     });
     let mounted: MountedFiles | undefined;
@@ -280,6 +299,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       sessions,
       storage,
       attestationService: attestation,
+      verdicts: verdictLog,
       reload: async () => {
         await Promise.all([tlsReloader?.reload(), mounted?.reload()]);
       },

@@ -19,6 +19,7 @@ import type { AttestationService } from './attestation/index.js';
 import type { KbsMetrics } from './metrics.js';
 import { jsonReply, type Reply } from './reply.js';
 import { type Session, type SessionStore, sessionCookie } from './session.js';
+import type { VerdictRecorder } from './verdicts/recorder.js';
 
 const NONCE_BYTES = 32;
 /**
@@ -37,6 +38,8 @@ export interface RcarDeps {
   readonly attestation: AttestationService;
   readonly metrics: KbsMetrics;
   readonly logger: Logger;
+  /** Where each verified (or refused) piece of evidence is recorded for the operator console. */
+  readonly verdicts?: VerdictRecorder;
 }
 
 function authFailed(context: string, cause?: unknown): KbsError {
@@ -133,7 +136,16 @@ export class Rcar {
     return jsonReply(JSON.stringify(challenge), { 'set-cookie': sessionCookie(session) });
   }
 
-  async attest(body: Uint8Array, sessionId: string | undefined): Promise<Reply> {
+  /** Records the verdict; a failure to record never fails the handshake. */
+  private async record(event: Parameters<VerdictRecorder['attestation']>[0]): Promise<void> {
+    try {
+      await this.deps.verdicts?.attestation(event);
+    } catch (e) {
+      this.deps.logger.warn({ reason: (e as Error).message }, 'verdict not recorded');
+    }
+  }
+
+  async attest(body: Uint8Array, sessionId: string | undefined, source?: string): Promise<Reply> {
     const { metrics, sessions, logger } = this.deps;
     metrics.attestationRequests.inc();
     if (sessionId === undefined) {
@@ -211,6 +223,8 @@ export class Rcar {
       });
     } catch (e) {
       metrics.attestationFailures.labels(tee).inc();
+      const verdict = { tee, sessionId: session.id, source, nonce, teePubkey };
+      await this.record({ ...verdict, outcome: { error: (e as Error).message } });
       logger.warn(
         { tee, session: session.id.slice(0, 8), reason: (e as Error).message },
         'attestation failed',
@@ -218,6 +232,7 @@ export class Rcar {
       throw new AttestFailed(`verify TEE evidence failed: ${(e as Error).message}`, e);
     }
     metrics.attestationSuccesses.labels(tee).inc();
+    await this.record({ tee, sessionId: session.id, source, nonce, teePubkey, outcome: { token } });
     logger.info(
       { tee, session: session.id.slice(0, 8) },
       'attestation succeeded: evidence verified, token issued',

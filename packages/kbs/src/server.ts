@@ -33,6 +33,10 @@ interface ServerDeps {
   readonly metrics: KbsMetrics;
   readonly logger: Logger;
   readonly bodyLimit: number;
+  /** This KBS's own admin endpoints (`/kbs/v0/admin/...`: the verdict log, the console's API). */
+  readonly adminRoutes?: (req: ApiRequest, cookieHeader: string | undefined) => Promise<Reply | undefined>;
+  /** The operator console's static files under `/console/`, when enabled. */
+  readonly consolePage?: (method: string, path: string) => Reply;
 }
 
 class PayloadTooLarge extends Error {}
@@ -184,8 +188,13 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       authorization: req.headers.authorization,
       sessionId: sessionIdFromCookieHeader(req.headers.cookie),
       body,
+      peer: req.socket.remoteAddress,
     };
     try {
+      if (segments[0] === 'admin' && deps.adminRoutes !== undefined) {
+        const own = await deps.adminRoutes(apiReq, req.headers.cookie);
+        if (own !== undefined) return own;
+      }
       return await api.handle(apiReq);
     } catch (e) {
       const plugin = segments[0] ?? '';
@@ -252,7 +261,9 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       return;
     }
     req.resume();
-    if (rawPath === '/healthz') {
+    if (deps.consolePage !== undefined && (rawPath === '/console' || rawPath.startsWith('/console/'))) {
+      finish(deps.consolePage(req.method ?? '', rawPath));
+    } else if (rawPath === '/healthz') {
       finish(
         req.method === 'GET'
           ? { status: 200, headers: {}, body: '' }

@@ -1,0 +1,157 @@
+// The verdict log: the last N attestations and resource requests, in memory, for the operator console
+// and `GET /kbs/v0/admin/verdicts`. Entries are built from scrubbed claims only (see scrub.ts).
+import { REFERENCE_VALUES_EXTENSION } from '../attestation/broker-policy.js';
+import { explainAppraisal } from '../attestation/explain.js';
+
+export const DEFAULT_VERDICT_LOG_SIZE = 1000;
+/** A scrubbed claims tree larger than this (JSON) is not kept; the summary still is. */
+export const MAX_KEPT_CLAIMS_BYTES = 64 * 1024;
+const MAX_LISTED_APPRAISALS = 16;
+const MAX_REFERENCE_NAMES = 32;
+
+export type EarStatus = 'affirming' | 'warning' | 'contraindicated' | 'none';
+
+export interface AppraisalSummary {
+  readonly name: string;
+  readonly status: string;
+  readonly trustVector: Record<string, unknown>;
+  readonly policyId: string;
+  /** Why it is not affirming: claims outside the affirming tier, reference values not matched. */
+  readonly failing: readonly string[];
+  /** Reference values not matched: the evidence's value and the registered one(s). */
+  readonly referenceValues?: Readonly<Record<string, { evidence: unknown; expected?: unknown }>>;
+  /** Reference values the policy looked for but that are not registered. */
+  readonly missingReferenceValues?: readonly string[];
+}
+
+interface Common {
+  readonly id: number;
+  readonly time: string;
+  readonly tee?: string;
+  /** The first 8 characters of the session id. */
+  readonly session?: string;
+  readonly source?: string;
+  readonly claims?: unknown;
+  readonly reason?: string;
+}
+
+export interface AttestationVerdict extends Common {
+  readonly kind: 'attestation';
+  /** The worst EAR status of the appraisals, or `failed` when the evidence was not verified. */
+  readonly status: EarStatus | 'failed';
+  readonly policyIds: readonly string[];
+  readonly appraisals: readonly AppraisalSummary[];
+}
+
+export interface ResourceVerdict extends Common {
+  readonly kind: 'resource';
+  readonly status: 'allowed' | 'denied' | 'error';
+  readonly method: string;
+  readonly resource: string;
+}
+
+export type Verdict = AttestationVerdict | ResourceVerdict;
+export type NewVerdict = Omit<AttestationVerdict, 'id' | 'time'> | Omit<ResourceVerdict, 'id' | 'time'>;
+
+export interface VerdictQuery {
+  readonly status?: string;
+  readonly tee?: string;
+  readonly kind?: string;
+  readonly limit?: number;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const RANK: Record<string, number> = { affirming: 0, none: 1, warning: 2, contraindicated: 3 };
+
+/** The appraisals of (scrubbed) EAR claims, as the log shows them. */
+export function summarizeAppraisals(claims: unknown): AppraisalSummary[] {
+  const submods = isObject(claims) ? claims.submods : undefined;
+  if (!isObject(submods)) return [];
+  return Object.keys(submods)
+    .sort()
+    .slice(0, MAX_LISTED_APPRAISALS)
+    .map((name) => {
+      const a = submods[name];
+      const o = isObject(a) ? a : {};
+      const report = o[REFERENCE_VALUES_EXTENSION];
+      const mismatched = isObject(report) && isObject(report.mismatched) ? report.mismatched : undefined;
+      const missing = isObject(report) && Array.isArray(report.missing) ? report.missing : undefined;
+      return {
+        name,
+        status: typeof o['ear.status'] === 'string' ? o['ear.status'] : 'missing',
+        trustVector: isObject(o['ear.trustworthiness-vector']) ? o['ear.trustworthiness-vector'] : {},
+        policyId: typeof o['ear.appraisal-policy-id'] === 'string' ? o['ear.appraisal-policy-id'] : '',
+        failing: explainAppraisal(a),
+        ...(mismatched !== undefined && {
+          referenceValues: Object.fromEntries(
+            Object.keys(mismatched)
+              .slice(0, MAX_REFERENCE_NAMES)
+              .map((n) => [n, { evidence: mismatched[n] }]),
+          ),
+        }),
+        ...(missing !== undefined && {
+          missingReferenceValues: missing.slice(0, MAX_REFERENCE_NAMES).map(String),
+        }),
+      };
+    });
+}
+
+/** The worst status among the appraisals; `none` when there is none. */
+export function overallStatus(appraisals: readonly AppraisalSummary[]): EarStatus {
+  let worst: EarStatus = appraisals.length === 0 ? 'none' : 'affirming';
+  for (const a of appraisals) {
+    const s = (a.status in RANK ? a.status : 'contraindicated') as EarStatus;
+    if ((RANK[s] ?? 3) > (RANK[worst] ?? 0)) worst = s;
+  }
+  return worst;
+}
+
+/** Claims kept only when small enough. */
+export function keptClaims(claims: unknown): unknown {
+  const json = JSON.stringify(claims);
+  return json !== undefined && json.length <= MAX_KEPT_CLAIMS_BYTES ? claims : undefined;
+}
+
+/** A ring buffer of the last `size` verdicts, newest first when listed. */
+export class VerdictLog {
+  private readonly ring: (Verdict | undefined)[];
+  private next = 0;
+  private seq = 0;
+
+  constructor(
+    readonly size: number = DEFAULT_VERDICT_LOG_SIZE,
+    private readonly now: () => number = Date.now,
+  ) {
+    if (!Number.isInteger(size) || size < 1)
+      throw new RangeError('verdict log size must be a positive integer');
+    this.ring = new Array(size);
+  }
+
+  record(v: NewVerdict): Verdict {
+    const entry = { ...v, id: ++this.seq, time: new Date(this.now()).toISOString() } as Verdict;
+    this.ring[this.next] = entry;
+    this.next = (this.next + 1) % this.size;
+    return entry;
+  }
+
+  get(id: number): Verdict | undefined {
+    for (const v of this.ring) if (v?.id === id) return v;
+    return undefined;
+  }
+
+  list(q: VerdictQuery = {}): Verdict[] {
+    const limit = Math.min(q.limit ?? this.size, this.size);
+    const out: Verdict[] = [];
+    for (let i = 1; i <= this.size && out.length < limit; i++) {
+      const v = this.ring[(this.next - i + this.size) % this.size];
+      if (v === undefined) break;
+      if (q.status !== undefined && v.status !== q.status) continue;
+      if (q.tee !== undefined && v.tee !== q.tee) continue;
+      if (q.kind !== undefined && v.kind !== q.kind) continue;
+      out.push(v);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,194 @@
+// The verdict log over real HTTP: what an attestation and a resource request leave in it, the filters
+// of GET /kbs/v0/admin/verdicts, its admin ACL, and that no handshake secret or resource byte is kept.
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseKbsConfigText } from '../config.js';
+import { type RunningKbs, startKbs } from '../kbs.js';
+import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from '../testing/client.js';
+import { signJwt } from '../testing/tokens.js';
+import { VerdictLog } from './log.js';
+import { scrubClaims } from './scrub.js';
+
+const running: RunningKbs[] = [];
+afterEach(async () => {
+  while (running.length > 0) await running.pop()?.close();
+});
+let tmp: string;
+const idp = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+beforeAll(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'kbs-verdicts-'));
+  writeFileSync(join(tmp, 'idp.pem'), idp.publicKey.export({ type: 'spki', format: 'pem' }));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const adminToken = (role: string) =>
+  `Bearer ${signJwt({ alg: 'ES256' }, { role, exp: Math.floor(Date.now() / 1000) + 600 }, idp.privateKey)}`;
+
+async function start(extraAdmin = ''): Promise<string> {
+  const toml = `[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "AuthenticatedAuthorization"
+${extraAdmin}
+[admin.authentication.bearer_jwt]
+identity_providers = [{ public_key_uri = "${join(tmp, 'idp.pem')}" }]
+[admin.authorization.regex_acl]
+acls = [
+  { role = "admin", allowed_endpoints = "^/kbs/v0/.+$" },
+  { role = "reader", allowed_endpoints = "^/kbs/v0/admin/verdicts(/[0-9]+)?$" },
+]
+[[plugins]]
+name = "resource"
+`;
+  const kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+  running.push(kbs);
+  return kbs.urls[0] as string;
+}
+
+const RESOURCE_BYTES = 'resource-bytes-that-must-never-be-logged-7f3a';
+
+async function verdicts(base: string, query = '', role = 'reader') {
+  return send(`${base}/kbs/v0/admin/verdicts${query}`, { headers: { authorization: adminToken(role) } });
+}
+
+describe('verdict log', () => {
+  it('records an attestation and a denied resource request, without the nonce, key, token or bytes', async () => {
+    const base = await start();
+    const put = await send(`${base}/kbs/v0/resource/default/key/one`, {
+      method: 'POST',
+      headers: { authorization: adminToken('admin') },
+      body: RESOURCE_BYTES,
+    });
+    expect(put.status).toBe(200);
+    const { cookie, token, key, nonce } = await handshake(base);
+    // Denied by trustee's default resource policy.
+    const denied = await send(`${base}/kbs/v0/resource/default/key/one`, { headers: { cookie } });
+    expect(denied.status).toBe(401);
+    const allowAll = 'package policy\ndefault allow := true\n';
+    const set = await send(`${base}/kbs/v0/resource-policy`, {
+      method: 'POST',
+      headers: { authorization: adminToken('admin') },
+      body: JSON.stringify({ policy: Buffer.from(allowAll).toString('base64url') }),
+    });
+    expect(set.status).toBe(200);
+    expect((await send(`${base}/kbs/v0/resource/default/key/one`, { headers: { cookie } })).status).toBe(200);
+
+    const res = await verdicts(base);
+    expect(res.status).toBe(200);
+    const body = res.json() as { size: number; verdicts: Record<string, unknown>[] };
+    expect(body.size).toBe(1000);
+    expect(body.verdicts.map((v) => [v.kind, v.status])).toEqual([
+      ['resource', 'allowed'],
+      ['resource', 'denied'],
+      ['attestation', expect.stringMatching(/^(affirming|warning|contraindicated)$/)],
+    ]);
+    const [allowed, deny, att] = body.verdicts as [
+      Record<string, unknown>,
+      Record<string, unknown>,
+      Record<string, unknown>,
+    ];
+    expect(att).toMatchObject({ tee: 'sample', source: '127.0.0.1', policyIds: ['default'] });
+    expect(att.session).toHaveLength(8);
+    expect(cookie).toContain(att.session as string);
+    expect((att.appraisals as { trustVector: object }[])[0]?.trustVector).toBeTypeOf('object');
+    expect(att.claims).toHaveProperty('submods');
+    expect(deny).toMatchObject({ tee: 'sample', resource: 'default/key/one', method: 'GET' });
+    expect(deny.reason).toBeTypeOf('string');
+    expect(allowed.claims).toHaveProperty('submods');
+
+    // The secrets, searched in the serialised log (the JWK members and the token's parts too).
+    const text = res.text;
+    const secrets = [nonce, token, ...token.split('.'), RESOURCE_BYTES, JSON.stringify(key.publicJwk)];
+    for (const [k, v] of Object.entries(key.publicJwk))
+      if (k !== 'kty' && k !== 'crv' && k !== 'e') secrets.push(String(v));
+    for (const s of secrets) expect(text).not.toContain(s);
+    expect(text).not.toContain(Buffer.from(RESOURCE_BYTES).toString('base64'));
+  });
+
+  it('records a refused piece of evidence as failed, with its reason and no nonce', async () => {
+    const base = await start();
+    const auth = await send(`${base}/kbs/v0/auth`, { method: 'POST', body: AUTH_BODY });
+    const cookie = cookieOf(auth);
+    const { nonce } = auth.json() as { nonce: string };
+    const { generateTeeKeyPair } = await import('@broker/protocol');
+    const key = generateTeeKeyPair();
+    // Evidence bound to another nonce: its report data does not match.
+    const bad = attestationBody(nonce, key, {
+      svn: '1',
+      report_data: Buffer.alloc(48, 1).toString('base64'),
+    });
+    expect(
+      (await send(`${base}/kbs/v0/attest`, { method: 'POST', headers: { cookie }, body: bad })).status,
+    ).toBe(401);
+    const res = await verdicts(base, '?status=failed&tee=sample');
+    const list = (res.json() as { verdicts: Record<string, unknown>[] }).verdicts;
+    expect(list).toHaveLength(1);
+    expect(list[0]).toMatchObject({ kind: 'attestation', status: 'failed', tee: 'sample' });
+    expect(list[0]?.reason).toBeTypeOf('string');
+    expect(res.text).not.toContain(nonce);
+  });
+
+  it('filters, limits, reads one entry, and refuses bad queries and roles the ACL does not allow', async () => {
+    const base = await start('verdict_log_size = 2');
+    await handshake(base);
+    await handshake(base);
+    await handshake(base);
+    const all = (await verdicts(base)).json() as { size: number; verdicts: { id: number }[] };
+    expect(all.size).toBe(2);
+    expect(all.verdicts.map((v) => v.id)).toEqual([3, 2]);
+    expect(((await verdicts(base, '?limit=1')).json() as { verdicts: unknown[] }).verdicts).toHaveLength(1);
+    expect(((await verdicts(base, '?tee=snp')).json() as { verdicts: unknown[] }).verdicts).toHaveLength(0);
+    expect(
+      ((await verdicts(base, '?kind=resource')).json() as { verdicts: unknown[] }).verdicts,
+    ).toHaveLength(0);
+    expect((await verdicts(base, '/3')).json()).toMatchObject({ id: 3 });
+    expect((await verdicts(base, '/1')).status).toBe(404);
+    for (const q of ['?limit=0', '?limit=3', '?limit=x', '?status=bogus', '?tee=A%20B', '?other=1']) {
+      expect((await verdicts(base, q)).status, q).toBe(400);
+    }
+    expect((await verdicts(base, '', 'nobody')).status).toBe(401);
+    expect((await send(`${base}/kbs/v0/admin/verdicts`)).status).toBe(401);
+    // The ACL sees the decoded path.
+    expect((await verdicts(base, '/%33')).status).toBe(200);
+  });
+});
+
+describe('VerdictLog', () => {
+  it('keeps the last N, newest first', () => {
+    const log = new VerdictLog(3, () => 0);
+    for (let i = 0; i < 5; i++) {
+      log.record({ kind: 'resource', status: 'allowed', method: 'GET', resource: `r/t/${i}` });
+    }
+    expect(log.list().map((v) => v.id)).toEqual([5, 4, 3]);
+    expect(log.get(2)).toBeUndefined();
+    expect(() => new VerdictLog(0)).toThrow(RangeError);
+  });
+
+  it('scrubs handshake keys and secret values at any depth, keeping __proto__ as data', () => {
+    const secret = 'a-secret-value-of-some-length';
+    const out = scrubClaims(
+      JSON.parse(`{"a":{"nonce":"n","tee-pubkey":{"x":"y"},"b":["x ${secret} y"],"__proto__":{"c":1}}}`),
+      [secret],
+    ) as { a: Record<string, unknown> };
+    expect(out.a).toEqual({ b: ['[redacted]'], ['__proto__']: { c: 1 } });
+    expect(Object.getPrototypeOf(out.a)).toBe(Object.prototype);
+  });
+});
+
+describe('[admin] verdict_log_size and console', () => {
+  const cfg = (admin: string) =>
+    parseKbsConfigText(`[http_server]\ninsecure_http = true\n[admin]\nauthorization_mode = "InsecureAllowAll"\n${admin}\n`);
+  it('default to 1000 and off, and are checked', () => {
+    expect(cfg('').console).toEqual({ verdictLogSize: 1000, enabled: false });
+    expect(cfg('verdict_log_size = 5\nconsole = true').console).toEqual({ verdictLogSize: 5, enabled: true });
+    expect(() => cfg('verdict_log_size = 0')).toThrow('verdict_log_size: 0 is outside 1..1000000');
+    expect(() => cfg('console = "yes"')).toThrow('console: expected true or false');
+  });
+});
