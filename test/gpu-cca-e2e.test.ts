@@ -2,7 +2,8 @@
 // from a simulated Hopper (its own device root, trusted through nvidia_verifier.trusted_root_paths)
 // travels in `additional_evidence` from an RCAR client, is verified into the token's gpu0
 // submodule with the default_gpu policy, and a resource is released only when cpu0 and gpu0 are
-// both affirming. A realm token from a simulated CCA platform is verified with the stores trustee's
+// both affirming: with the sample TEE, and with the SNP mock guest (its real snp attester and
+// trustee's default_cpu). A realm token from a simulated CCA platform is verified with the stores trustee's
 // CCA_CONFIG_FILE names.
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Attester, getAttester } from '@broker/attester';
 import { KbsClient } from '@broker/kbs-client';
+import { type MockSnpDevice, startMockSnpDevice } from '@broker/mock-tee';
 import { createTestCcaPlatform, createTestDevice } from '@broker/verifier';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +22,7 @@ const secret = randomBytes(32);
 const gpu = createTestDevice({ driverVersion: '550.90.07' });
 const cca = createTestCcaPlatform();
 let kbs: KbsHandle;
+let snp: MockSnpDevice;
 
 const BOTH_AFFIRMING = `package policy
 import rego.v1
@@ -56,6 +59,7 @@ const ccaAttester: Attester = {
 beforeAll(async () => {
   mkdirSync(join(dir, 'kbs'), { recursive: true });
   kbs = await prepareKbs(join(dir, 'kbs'));
+  snp = await startMockSnpDevice({ stateDir: join(dir, 'snp'), rootKeyBits: 2048 });
   writeFileSync(join(dir, 'gpu-root.pem'), gpu.rootPem);
   writeFileSync(join(dir, 'tastore.json'), cca.taStoreJson);
   writeFileSync(join(dir, 'rvstore.json'), cca.rvStoreJson);
@@ -75,6 +79,9 @@ beforeAll(async () => {
 [attestation_service.verifier_config.nvidia_verifier]
 type = "Local"
 trusted_root_paths = ["${join(dir, 'gpu-root.pem')}"]
+
+[attestation_service.verifier_config.snp_verifier]
+trusted_ark_paths = ["${snp.rootsBundlePath}"]
 `,
   );
   const before = process.env.CCA_CONFIG_FILE;
@@ -100,6 +107,7 @@ trusted_root_paths = ["${join(dir, 'gpu-root.pem')}"]
 
 afterAll(async () => {
   await kbs?.stop();
+  snp?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -147,6 +155,30 @@ describe('CPU + GPU through the KBS executable', () => {
     const client = guest(getAttester('sample'), [replayed]);
     try {
       await expect(client.attest()).rejects.toThrow(/NVIDIA report nonce|nvidia evidence rejected|401/);
+    } finally {
+      client.close();
+    }
+  }, 60_000);
+});
+
+describe('the SNP mock guest with a GPU', () => {
+  it("releases the resource when trustee's default_cpu affirms the SNP report and the operator's default_gpu the GPU", async () => {
+    const tcb = snp.roots.tcb;
+    const rvs: string[][] = [
+      ['snp_launch_measurement', Buffer.from(snp.config.measurement).toString('hex')],
+      ['snp_bootloader', String(tcb.bootloader), '--as-integer'],
+      ['snp_microcode', String(tcb.microcode), '--as-integer'],
+      ['snp_snp_svn', String(tcb.snp), '--as-integer'],
+      ['snp_tee_svn', String(tcb.tee), '--as-integer'],
+    ];
+    for (const rv of rvs) await mustSucceed(kbs.admin('set-sample-reference-value', ...rv));
+    const client = guest(getAttester('snp', { env: snp.env }), [gpuAttester]);
+    try {
+      const { token } = await client.attest();
+      const ear = decodeJwt(token) as unknown as Ear;
+      expect(ear.submods.cpu0!['ear.status']).toBe('affirming');
+      expect(ear.submods.gpu0!['ear.status']).toBe('affirming');
+      expect(await client.getResource('default/gpu/key')).toEqual(secret);
     } finally {
       client.close();
     }
