@@ -1,5 +1,7 @@
+import { loadRvpsConfig } from '@broker/rvps';
 import { describe, expect, it } from 'vitest';
-import { parseAsConfig } from './config.js';
+import { loadAsConfig, parseAsConfig } from './config.js';
+import { vector } from './testing/vectors.js';
 
 describe('AS config', () => {
   it("reads trustee's docker-compose as-config.json", () => {
@@ -21,5 +23,31 @@ describe('AS config', () => {
     expect(c.storage).toEqual({ storageType: 'LocalFs', localFsDir: '/var/lib/attestation-service/storage' });
     expect(c.rvps).toEqual({ type: 'GrpcRemote', address: 'http://rvps:50003' });
     expect(c.service.tokenBroker.durationMin).toBe(5);
+  });
+
+  it("reads trustee's shipped AS configuration files unchanged", () => {
+    const compose = loadAsConfig(vector('trustee/configs/kbs/config/docker-compose/as-config.json'));
+    expect(compose.rvps).toEqual({ type: 'GrpcRemote', address: 'http://rvps:50003' });
+    expect(compose.storage).toEqual({
+      storageType: 'LocalFs',
+      localFsDir: '/var/lib/attestation-service/storage',
+    });
+    expect(compose.service.tokenBroker.signer?.keyPath).toBe(
+      '/opt/confidential-containers/kbs/user-keys/token.key',
+    );
+    const k8s = loadAsConfig(vector('trustee/configs/kbs/config/kubernetes/base/as-config.json'));
+    expect(k8s.storage.storageType).toBe('Memory');
+    expect(k8s.warnings).toEqual(['work_dir is not an attestation service setting; ignored']);
+    const image = loadAsConfig(vector('trustee/configs/attestation-service/config.json'));
+    expect(image.rvps).toEqual({ type: 'BuiltIn' });
+    expect(image.warnings).toContain(
+      'rvps_config.storage_type is not used: the built-in RVPS keeps reference values in storage_backend (Memory)',
+    );
+  });
+
+  it("runs trustee's docker-compose rvps.json on Memory, as trustee does (its keys are not rvps settings)", () => {
+    const c = loadRvpsConfig(vector('trustee/configs/kbs/config/docker-compose/rvps.json'));
+    expect(c.storageType).toBe('Memory');
+    expect(c.warnings).toHaveLength(2);
   });
 });

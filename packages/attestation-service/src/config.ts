@@ -69,6 +69,11 @@ export function parseAsConfig(doc: unknown): AsSettings {
       cause: e,
     });
   }
+  if (service.rvps.type === 'BuiltIn' && service.rvps.storageType !== undefined) {
+    warnings.push(
+      `rvps_config.storage_type is not used: the built-in RVPS keeps reference values in storage_backend (${storage.storageType})`,
+    );
+  }
   return { service, storage, rvps, warnings };
 }
 
