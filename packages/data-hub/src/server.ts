@@ -7,6 +7,7 @@ import { registerDataHubServices } from '@broker/guest-api';
 import { TtrpcServer, type UnixAddress } from '@broker/ttrpc';
 import type { CdhConfig } from './config.js';
 import { DataHub, type DataHubOptions } from './hub.js';
+import { registerKeyProviderService } from './image/keyprovider.js';
 
 export interface StartDataHubOptions extends DataHubOptions {
   /** File mode of the socket (default 0o600: only root's kata agent and api-server-rest call it). */
@@ -37,6 +38,13 @@ export async function startDataHub(
   }
   const server = new TtrpcServer(options.logger !== undefined ? { logger: options.logger } : {});
   const services = registerDataHubServices(server, hub);
+  services.push(
+    registerKeyProviderService(
+      server,
+      (kid) => hub.getResource(kid),
+      (reason) => options.logger?.warn({ reason }, 'UnwrapKey failed'),
+    ),
+  );
   try {
     await server.listen({ path: config.socketAddress.path, mode: options.socketMode ?? 0o600 });
   } catch (e) {
