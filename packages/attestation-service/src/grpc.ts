@@ -253,6 +253,22 @@ export async function startAsGrpcServer(options: AsGrpcServerOptions): Promise<R
   });
   return {
     port,
-    close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
+    close: () => shutdown(server),
   };
+}
+
+/** Graceful stop: in-flight calls finish; after SHUTDOWN_GRACE_MS the rest are cancelled. */
+export const SHUTDOWN_GRACE_MS = 5000;
+
+function shutdown(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, SHUTDOWN_GRACE_MS);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

@@ -1,9 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRvps, MemoryStorage } from '@broker/kbs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rvpsToolMain } from './cli.js';
+import { rvpsMain, rvpsToolMain } from './cli.js';
+import { RvpsClient } from './client.js';
 import { type RunningRvpsServer, startRvpsServer } from './server.js';
 import { sampleMessage } from './testing/index.js';
 
@@ -50,3 +52,61 @@ describe('rvps-tool', () => {
     expect(await rvpsToolMain(['query', '-r', 'x', '-a', '127.0.0.1:1'], capture().io)).toBe(1);
   });
 });
+
+describe('rvps command', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rvps-cmd-'));
+  const saved = process.env.RUST_LOG;
+  afterAll(() => {
+    if (saved === undefined) delete process.env.RUST_LOG;
+    else process.env.RUST_LOG = saved;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("serves from trustee's rvps.json with LocalFs storage until stopped, and keeps the values", async () => {
+    process.env.RUST_LOG = 'off';
+    const config = join(dir, 'rvps.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        storage: { storage_type: 'LocalFs', backends: { local_fs: { dir_path: join(dir, 'fs') } } },
+        extractors: { swid_extractor: {} },
+      }),
+    );
+    const port = server0Port();
+    const address = `127.0.0.1:${await port}`;
+    const io = capture();
+    expect(
+      await rvpsMain(['-c', config, '-a', address], io.io, async () => {
+        const client = new RvpsClient(`http://${address}`);
+        await client.register(sampleMessage({ kept: 'yes' }));
+        client.close();
+      }),
+    ).toBe(0);
+    expect(
+      await rvpsMain(['-c', config, '-a', address], io.io, async () => {
+        const client = new RvpsClient(`http://${address}`);
+        expect(await client.query('kept')).toBe('"yes"');
+        client.close();
+      }),
+    ).toBe(0);
+    expect(io.err.join('')).toBe('');
+  });
+
+  it('stops with 1 on an invalid configuration', async () => {
+    process.env.RUST_LOG = 'off';
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, '{"storage": {"storage_type": "LocalJson"}}');
+    const io = capture();
+    expect(await rvpsMain(['-c', bad], io.io, async () => {})).toBe(1);
+    expect(io.err.join('')).toMatch(/Local JSON configuration is required/);
+  });
+});
+
+function server0Port(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}

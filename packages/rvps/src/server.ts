@@ -59,7 +59,10 @@ export function rvpsHandlers(rvps: Rvps, logger?: Logger): reference.ReferenceVa
     ) {
       rvps.register(call.request.message).then(
         (names) => {
-          logger?.info({ names }, 'reference values registered');
+          logger?.info(
+            names.length > 32 ? { count: names.length } : { names },
+            'reference values registered',
+          );
           callback(null, {});
         },
         (e: unknown) => {
@@ -87,9 +90,22 @@ export async function startRvpsServer(options: RvpsServerOptions): Promise<Runni
   });
   return {
     port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.tryShutdown(() => resolve());
-      }),
+    close: () => shutdown(server),
   };
+}
+
+/** Graceful stop: in-flight calls finish; after SHUTDOWN_GRACE_MS the rest are cancelled. */
+export const SHUTDOWN_GRACE_MS = 5000;
+
+function shutdown(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, SHUTDOWN_GRACE_MS);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
