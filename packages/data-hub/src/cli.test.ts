@@ -198,7 +198,7 @@ describe('as a process', () => {
       target: 'node24',
       logLevel: 'silent',
       banner: {
-        js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
+        js: "import { createRequire as brokerCreateRequire } from 'node:module'; const require = brokerCreateRequire(import.meta.url);",
       },
     });
   });
