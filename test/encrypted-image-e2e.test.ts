@@ -9,7 +9,8 @@
 //    code) encrypts a layer and wraps its key in coco-keyprovider's packet under a KEK stored in our KBS;
 //    skopeo pushes it; the CDH (real guest processes) pulls it after attestation, fetching the KEK by kid.
 //    A KEK the resource policy denies, a KEK the KBS lacks, a wrong KEK and an altered ciphertext each
-//    fail with image-rs' text and leave no rootfs.
+//    fail with image-rs' text and leave no rootfs. The CDH's keyprovider.KeyProviderService/UnWrapKey
+//    opens the same packet on its socket; WrapKey answers as upstream's ttrpc server.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
@@ -34,7 +35,7 @@ import {
   requireTool,
   startDockerRegistry,
 } from '@broker/image';
-import { TtrpcError } from '@broker/ttrpc';
+import { Code, defineProto, messageCodec, TtrpcClient, TtrpcError } from '@broker/ttrpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type GuestHandle,
@@ -378,5 +379,69 @@ any_not_affirming if {
         'Errors happened when pulling image: Failed to decrypt layer: the HMAC of the encrypted layer does not match its pubopts (ciphertext altered or wrong key)',
       ),
     );
+  });
+  it('serves keyprovider.KeyProviderService/UnWrapKey on its socket for the same packet', async () => {
+    // upstream keyprovider.proto's messages, written here from its field names and numbers.
+    const root = defineProto(`syntax = "proto3"; package keyprovider;
+      message KeyProviderKeyWrapProtocolInput { bytes KeyProviderKeyWrapProtocolInput = 1; }
+      message KeyProviderKeyWrapProtocolOutput { bytes KeyProviderKeyWrapProtocolOutput = 1; }`);
+    const input = messageCodec<{ KeyProviderKeyWrapProtocolInput: Uint8Array }>(
+      root,
+      'keyprovider.KeyProviderKeyWrapProtocolInput',
+    );
+    const output = messageCodec<{ KeyProviderKeyWrapProtocolOutput: Uint8Array }>(
+      root,
+      'keyprovider.KeyProviderKeyWrapProtocolOutput',
+    );
+    const layout = join(dir, 'py-app');
+    const index = JSON.parse(readFileSync(join(layout, 'index.json'), 'utf8')) as {
+      manifests: { digest: string }[];
+    };
+    const manifest = JSON.parse(
+      readFileSync(join(layout, 'blobs/sha256', (index.manifests[0]?.digest ?? '').slice(7)), 'utf8'),
+    ) as { layers: { annotations: Record<string, string> }[] };
+    const annotation = Buffer.from(
+      manifest.layers[0]?.annotations['org.opencontainers.image.enc.keys.provider.attestation-agent'] ?? '',
+      'base64',
+    );
+    const client = await TtrpcClient.connect({ path: guest.cdhSock });
+    try {
+      const request = {
+        op: 'keyunwrap',
+        keywrapparams: {},
+        keyunwrapparams: { dc: {}, annotation: [...annotation] },
+      };
+      const answer = output.decode(
+        await client.call(
+          'keyprovider.KeyProviderService',
+          'UnWrapKey',
+          input.encode({ KeyProviderKeyWrapProtocolInput: Buffer.from(JSON.stringify(request)) }),
+        ),
+      );
+      const json = JSON.parse(Buffer.from(answer.KeyProviderKeyWrapProtocolOutput).toString('utf8')) as {
+        keyunwrapresults: { optsdata: number[] };
+      };
+      const opts = JSON.parse(Buffer.from(json.keyunwrapresults.optsdata).toString('utf8')) as {
+        symkey: string;
+        cipheroptions: { nonce: string };
+      };
+      expect(Buffer.from(opts.symkey, 'base64').byteLength).toBe(32);
+      expect(Buffer.from(opts.cipheroptions.nonce, 'base64').byteLength).toBe(16);
+      const wrap = await client
+        .call(
+          'keyprovider.KeyProviderService',
+          'WrapKey',
+          input.encode({ KeyProviderKeyWrapProtocolInput: Buffer.from('{}') }),
+        )
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(wrap).toBeInstanceOf(TtrpcError);
+      expect((wrap as TtrpcError).code).toBe(Code.NOT_FOUND);
+      expect((wrap as TtrpcError).message).toBe('/keyprovider.KeyProviderService/WrapKey is not supported');
+    } finally {
+      client.close();
+    }
   });
 });
