@@ -103,6 +103,30 @@ describe.each(COMMANDS)('%s', (name) => {
   });
 });
 
+/** Each service and logging tool, started so that it reaches its logger. */
+const LOGGING: [string, string[]][] = [
+  ['kbs', ['-c', MISSING]],
+  ['attestation-agent', []],
+  ['confidential-data-hub', []],
+  ['api-server-rest', ['--bind', '127.0.0.1:0']],
+  ['agent-policy-gate', ['serve', '--no-initdata']],
+  ['sealed-secret-init', ['--root', MISSING]],
+  ['mock-tee', ['start', '--state', join(dir, 'state')]],
+  ['kbs-client', ['attest']],
+];
+
+describe.each(LOGGING)('%s with a RUST_LOG that is not a level', (name, args) => {
+  it('names the variable and the allowed levels once, exit 1', async () => {
+    const r = await runToEnd(binary(name), args, { env: { ...env, RUST_LOG: 'verbose' } });
+    expect(r.code).toBe(1);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /RUST_LOG: "verbose" is not a log level: use one of off, error, warn, info, debug, trace/,
+    );
+  });
+});
+
 describe('stack traces', () => {
   it('name the TypeScript source file and line (source maps in the executable)', async () => {
     const r = await runToEnd(binary('kbs'), ['-c', MISSING], { env: { ...env, RUST_BACKTRACE: '1' } });

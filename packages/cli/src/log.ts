@@ -37,12 +37,12 @@ export class LogLevelError extends Error {
   override readonly name: string = 'LogLevelError';
 }
 
-function levelOf(source: string, word: string, whole: string): LogLevel {
+function levelOf(source: string, word: string, whole: string, target: string): LogLevel {
   const level = Object.hasOwn(LEVELS, word.toLowerCase()) ? LEVELS[word.toLowerCase()] : undefined;
   if (level !== undefined) return level;
   throw new LogLevelError(
     `${source}: ${JSON.stringify(whole.slice(0, 200))} is not a log level: use one of ${ALLOWED}, ` +
-      `or comma-separated target=level directives such as "kbs=debug,info"`,
+      `or comma-separated target=level directives such as "${target}=debug,info"`,
   );
 }
 
@@ -57,6 +57,7 @@ export function parseLogDirectives(
 ): LogLevel | undefined {
   let bare: LogLevel | undefined;
   let targeted: LogLevel | undefined;
+  const example = targets[0] ?? 'kbs';
   for (const part of directives.split(',')) {
     const d = part.trim();
     if (d === '') continue;
@@ -64,11 +65,11 @@ export function parseLogDirectives(
     if (eq < 0) {
       // A bare word is a level, or one of our targets at full verbosity (EnvFilter's `target`).
       if (targets.includes(d)) targeted = moreVerbose(targeted, 'trace');
-      else bare = levelOf(source, d, directives);
+      else bare = levelOf(source, d, directives, example);
       continue;
     }
     const target = d.slice(0, eq).replace(/\[.*\]$/, '');
-    const level = levelOf(source, d.slice(eq + 1), directives);
+    const level = levelOf(source, d.slice(eq + 1), directives, example);
     if (targets.some((t) => target === t || target.startsWith(`${t}::`)))
       targeted = moreVerbose(targeted, level);
   }
