@@ -6,6 +6,9 @@ import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
 import { Api } from './api.js';
 import { type AttestationService, createAttestationService } from './attestation/index.js';
 import { type KbsConfig, validateAdminConfig } from './config.js';
+import { createAdminRoutes } from './console/routes.js';
+import { ConsoleSessions } from './console/sessions.js';
+import { consolePage } from './console/static.js';
 import { KbsMetrics } from './metrics.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
@@ -22,7 +25,6 @@ import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js'
 import { RoutedStorage } from './storage/routed.js';
 import type { KvStorage, Namespace } from './storage/types.js';
 import { AttestationTokenVerifier } from './token.js';
-import { verdictRoute } from './verdicts/endpoint.js';
 import { VerdictLog } from './verdicts/log.js';
 import { VerdictRecorder } from './verdicts/recorder.js';
 
@@ -164,14 +166,19 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       'KBS storage backend',
     );
     let repository: ResourceRepository | undefined;
+    /** Where the resources are, for the console's list. */
+    let resourceStore: KvStorage | undefined;
     const plugin = config.resourcePlugin;
-    if (plugin?.backend === 'kvstorage') repository = new ResourceRepository(storage);
-    else if (plugin?.backend === 'LocalFs') {
+    if (plugin?.backend === 'kvstorage') {
+      repository = new ResourceRepository(storage);
+      resourceStore = storage;
+    } else if (plugin?.backend === 'LocalFs') {
       const repoStorage = await step('resource plugin initialization failed', () =>
         LocalFsStorage.open({ dirPath: plugin.dirPath, namespaceDirs: { repository: plugin.dirPath } }),
       );
       opened.push(repoStorage);
       repository = new ResourceRepository(repoStorage);
+      resourceStore = repoStorage;
     }
 
     const tokens = await step('attestation token verifier initialization failed', () =>
@@ -250,7 +257,28 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       api,
       metrics,
       logger,
-      adminRoutes: async (req) => verdictRoute(verdictLog, admin, req),
+      preRoute: createAdminRoutes({
+        admin,
+        verdicts: verdictLog,
+        ...(config.console.enabled && {
+          console: {
+            sessions: new ConsoleSessions(options.now),
+            listResources: async () => {
+              if (resourceStore === undefined) return [];
+              const out: { path: string; size: number }[] = [];
+              for (const key of (await resourceStore.list('repository')).sort().slice(0, 1000)) {
+                out.push({ path: key, size: (await resourceStore.get('repository', key))?.byteLength ?? 0 });
+              }
+              return out;
+            },
+            resourcePolicyText: async () => {
+              const raw = await storage.get('kbs', 'resource-policy.rego');
+              return raw === undefined ? undefined : Buffer.from(raw).toString('utf8');
+            },
+          },
+        }),
+      }),
+      ...(config.console.enabled && { consolePage }),
       bodyLimit: config.httpServer.payloadRequestSize * 1024 * 1024,
     });
     let mounted: MountedFiles | undefined;
@@ -290,6 +318,11 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     const urls = listening.addresses.map((a) => urlOf(a, tls));
     logger.info({ urls }, `KBS listening (HTTP${tls ? 'S' : ''})`);
     if (!tls) logger.warn('[http_server] insecure_http = true: serving plain HTTP');
+    if (config.console.enabled) {
+      logger.info({ console: urls.map((u) => `${u}/console/`) }, 'operator console enabled');
+      // Browsers keep a Secure cookie only from HTTPS (or localhost).
+      if (!tls) logger.warn('[admin] console = true over plain HTTP: sign-in works only from localhost');
+    }
 
     let closed: Promise<void> | undefined;
     return {

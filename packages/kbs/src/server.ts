@@ -3,6 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import {
   createServer as createHttpServer,
+  type IncomingHttpHeaders,
   type IncomingMessage,
   type Server,
   type ServerResponse,
@@ -33,8 +34,11 @@ interface ServerDeps {
   readonly metrics: KbsMetrics;
   readonly logger: Logger;
   readonly bodyLimit: number;
-  /** This KBS's own admin endpoints (`/kbs/v0/admin/...`: the verdict log, the console's API). */
-  readonly adminRoutes?: (req: ApiRequest, cookieHeader: string | undefined) => Promise<Reply | undefined>;
+  /**
+   * Runs before the admin API: answers this KBS's own endpoints (`/kbs/v0/admin/...`: the verdict log,
+   * the console's), or hands on the request (a console session's turned into its admin JWT).
+   */
+  readonly preRoute?: (req: ApiRequest, headers: IncomingHttpHeaders) => Promise<Reply | ApiRequest>;
   /** The operator console's static files under `/console/`, when enabled. */
   readonly consolePage?: (method: string, path: string) => Reply;
 }
@@ -191,11 +195,9 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       peer: req.socket.remoteAddress,
     };
     try {
-      if (segments[0] === 'admin' && deps.adminRoutes !== undefined) {
-        const own = await deps.adminRoutes(apiReq, req.headers.cookie);
-        if (own !== undefined) return own;
-      }
-      return await api.handle(apiReq);
+      const routed = deps.preRoute === undefined ? apiReq : await deps.preRoute(apiReq, req.headers);
+      if (!('segments' in routed)) return routed;
+      return await api.handle(routed);
     } catch (e) {
       const plugin = segments[0] ?? '';
       if (e instanceof KbsError) {

@@ -184,7 +184,9 @@ describe('VerdictLog', () => {
 
 describe('[admin] verdict_log_size and console', () => {
   const cfg = (admin: string) =>
-    parseKbsConfigText(`[http_server]\ninsecure_http = true\n[admin]\nauthorization_mode = "InsecureAllowAll"\n${admin}\n`);
+    parseKbsConfigText(
+      `[http_server]\ninsecure_http = true\n[admin]\nauthorization_mode = "InsecureAllowAll"\n${admin}\n`,
+    );
   it('default to 1000 and off, and are checked', () => {
     expect(cfg('').console).toEqual({ verdictLogSize: 1000, enabled: false });
     expect(cfg('verdict_log_size = 5\nconsole = true').console).toEqual({ verdictLogSize: 5, enabled: true });

@@ -1,0 +1,197 @@
+// The console over real HTTP: its bundled files and headers, sign-in with an admin JWT, the CSRF check
+// on every state-changing call, the ACL on every action, the syntax check and the dry run.
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseKbsConfigText } from '../config.js';
+import { type RunningKbs, startKbs } from '../kbs.js';
+import { handshake, type Response, send } from '../testing/client.js';
+import { signJwt } from '../testing/tokens.js';
+import { CONSOLE_ASSETS } from './assets.gen.js';
+
+const running: RunningKbs[] = [];
+afterEach(async () => {
+  while (running.length > 0) await running.pop()?.close();
+});
+let tmp: string;
+const idp = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+beforeAll(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'kbs-console-'));
+  writeFileSync(join(tmp, 'idp.pem'), idp.publicKey.export({ type: 'spki', format: 'pem' }));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const jwt = (role: string) =>
+  signJwt({ alg: 'ES256' }, { role, exp: Math.floor(Date.now() / 1000) + 600 }, idp.privateKey);
+
+async function start(consoleOn = true): Promise<string> {
+  const toml = `[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "AuthenticatedAuthorization"
+console = ${consoleOn}
+[admin.authentication.bearer_jwt]
+identity_providers = [{ public_key_uri = "${join(tmp, 'idp.pem')}" }]
+[admin.authorization.regex_acl]
+acls = [
+  { role = "admin", allowed_endpoints = "^/kbs/v0/.+$" },
+  { role = "viewer", allowed_endpoints = "^/kbs/v0/admin/(verdicts(/[0-9]+)?|console/session|resources|resource-policy)$" },
+]
+[[plugins]]
+name = "resource"
+`;
+  const kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+  running.push(kbs);
+  return kbs.urls[0] as string;
+}
+
+interface Signed {
+  cookie: string;
+  csrf: string;
+}
+
+async function signIn(base: string, role: string): Promise<Signed> {
+  const r = await send(`${base}/kbs/v0/admin/console/session`, {
+    method: 'POST',
+    body: JSON.stringify({ token: jwt(role) }),
+  });
+  expect(r.status).toBe(200);
+  const setCookie = String(r.headers['set-cookie']);
+  expect(setCookie).toMatch(/^kbs-console=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; Secure; SameSite=Strict/);
+  return { cookie: setCookie.split(';')[0] as string, csrf: (r.json() as { csrf: string }).csrf };
+}
+
+const call = (base: string, s: Signed, method: string, path: string, body?: unknown, csrf = true) =>
+  send(`${base}/kbs/v0${path}`, {
+    method,
+    headers: { cookie: s.cookie, ...(csrf && { 'x-csrf-token': s.csrf }) },
+    ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+  });
+
+const b64u = (s: string) => Buffer.from(s).toString('base64url');
+const ALLOW_ALL = 'package policy\ndefault allow := true\n';
+
+describe('operator console', () => {
+  it('serves the bundled page with a strict CSP, and nothing when disabled', async () => {
+    for (const name of ['index.html', 'console.js', 'console.css']) {
+      expect(CONSOLE_ASSETS[name]?.body, `${name}: run generate-assets.mjs`).toBe(
+        readFileSync(join(import.meta.dirname, 'page', name), 'utf8'),
+      );
+    }
+    const base = await start();
+    const page = await send(`${base}/console/`);
+    expect(page.status).toBe(200);
+    expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
+    const csp = String(page.headers['content-security-policy']);
+    expect(csp).toContain("default-src 'self'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    expect(page.text).not.toMatch(/<script>|<script [^>]*>[^<]/);
+    expect(page.text).not.toMatch(/https?:\/\//);
+    expect((await send(`${base}/console/console.js`)).headers['content-type']).toBe(
+      'text/javascript; charset=utf-8',
+    );
+    expect((await send(`${base}/console/../kbs-config.toml`)).status).toBe(404);
+    expect((await send(`${base}/console/constructor`)).status).toBe(404);
+    const off = await start(false);
+    expect((await send(`${off}/console/`)).status).toBe(404);
+    expect(
+      (await send(`${off}/kbs/v0/admin/console/session`, { method: 'POST', body: '{}' })).status,
+    ).not.toBe(200);
+  });
+
+  it('signs in with an admin JWT and refuses a bad one', async () => {
+    const base = await start();
+    const bad = await send(`${base}/kbs/v0/admin/console/session`, {
+      method: 'POST',
+      body: JSON.stringify({ token: jwt('admin').slice(0, -4) }),
+    });
+    expect(bad.status).toBe(401);
+    expect(bad.headers['set-cookie']).toBeUndefined();
+    const s = await signIn(base, 'admin');
+    const me = await call(base, s, 'GET', '/admin/console/session');
+    expect(me.json()).toEqual({ role: 'admin', csrf: s.csrf });
+    // Sign-out needs the CSRF token too, and ends the session.
+    expect((await call(base, s, 'DELETE', '/admin/console/session', undefined, false)).status).toBe(403);
+    expect((await call(base, s, 'DELETE', '/admin/console/session')).status).toBe(200);
+    expect((await call(base, s, 'GET', '/admin/console/session')).status).toBe(401);
+    expect((await call(base, s, 'GET', '/admin/verdicts')).status).toBe(401);
+  });
+
+  it('refuses every state-changing call without the CSRF token', async () => {
+    const base = await start();
+    const s = await signIn(base, 'admin');
+    const policy = { policy: b64u(ALLOW_ALL) };
+    const refused = (r: Response) => {
+      expect(r.status).toBe(403);
+      expect(r.text).toContain('x-csrf-token');
+    };
+    refused(await call(base, s, 'POST', '/resource-policy', policy, false));
+    refused(await call(base, s, 'POST', '/resource/default/key/a', 'v', false));
+    refused(await call(base, s, 'DELETE', '/resource/default/key/a', undefined, false));
+    refused(
+      await send(`${base}/kbs/v0/resource-policy`, {
+        method: 'POST',
+        headers: { cookie: s.cookie, 'x-csrf-token': `${s.csrf.slice(0, -1)}A` },
+        body: JSON.stringify(policy),
+      }),
+    );
+    expect((await call(base, s, 'POST', '/resource-policy', policy)).status).toBe(200);
+    expect((await call(base, s, 'POST', '/resource/default/key/a', 'value-bytes')).status).toBe(200);
+    const list = await call(base, s, 'GET', '/admin/resources');
+    expect(list.json()).toEqual({ resources: [{ path: 'default/key/a', size: 11 }] });
+    expect(list.text).not.toContain('value-bytes');
+  });
+
+  it('applies the ACL to each action: a viewer reads but cannot change', async () => {
+    const base = await start();
+    const s = await signIn(base, 'viewer');
+    expect((await call(base, s, 'GET', '/admin/verdicts')).status).toBe(200);
+    expect((await call(base, s, 'GET', '/admin/resources')).status).toBe(200);
+    expect((await call(base, s, 'GET', '/admin/resource-policy')).json()).toMatchObject({
+      policy: expect.stringContaining('package policy'),
+    });
+    expect((await call(base, s, 'POST', '/resource-policy', { policy: b64u(ALLOW_ALL) })).status).toBe(401);
+    expect((await call(base, s, 'POST', '/resource/default/key/a', 'v')).status).toBe(401);
+    expect((await call(base, s, 'POST', '/admin/resource-policy/check', { policy: ALLOW_ALL })).status).toBe(
+      401,
+    );
+  });
+
+  it('checks Rego syntax and dry-runs a policy on a recorded verdict', async () => {
+    const base = await start();
+    const s = await signIn(base, 'admin');
+    await handshake(base);
+    const verdicts = (await call(base, s, 'GET', '/admin/verdicts')).json() as { verdicts: { id: number }[] };
+    const id = verdicts.verdicts[0]?.id;
+    const check = await call(base, s, 'POST', '/admin/resource-policy/check', {
+      policy: 'package policy\nallow if {',
+    });
+    expect(check.json()).toMatchObject({ ok: false, error: expect.any(String) });
+    expect(
+      (await call(base, s, 'POST', '/admin/resource-policy/check', { policy: ALLOW_ALL })).json(),
+    ).toEqual({
+      ok: true,
+    });
+    const run = (policy: string, resource = 'default/key/a') =>
+      call(base, s, 'POST', '/admin/resource-policy/dry-run', { policy, verdict: id, resource });
+    expect((await run(ALLOW_ALL)).json()).toEqual({ allow: true, result: true });
+    const byTee =
+      'package policy\ndefault allow := false\nallow if input.submods.cpu0["ear.veraison.annotated-evidence"].sample\n';
+    expect((await run(byTee)).json()).toMatchObject({ allow: true });
+    const byPath = 'package policy\ndefault allow := false\nallow if data["resource-path"][2] == "b"\n';
+    expect((await run(byPath)).json()).toMatchObject({ allow: false });
+    expect((await run(byPath, 'default/key/b')).json()).toMatchObject({ allow: true });
+    expect((await run(ALLOW_ALL, '../x')).status).toBe(400);
+    expect(
+      (await call(base, s, 'POST', '/admin/resource-policy/dry-run', { policy: ALLOW_ALL, verdict: 999 }))
+        .status,
+    ).toBe(404);
+  });
+});
