@@ -138,7 +138,12 @@ export function restHandler(opened: OpenedAttestationService, logger?: Logger) {
           return send(res, 200, '');
         }
         case 'GET /.well-known/jwks.json':
-          return send(res, 200, JSON.stringify({ keys: [service.signerPublicJwk] }), 'application/json');
+          return send(
+            res,
+            200,
+            JSON.stringify({ keys: service.signerPublicJwk === undefined ? [] : [service.signerPublicJwk] }),
+            'application/json',
+          );
         case 'GET /healthz':
           return send(res, 200);
         default:

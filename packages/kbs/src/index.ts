@@ -6,6 +6,13 @@ export {
   createAdminAuthorizer,
 } from './admin.js';
 export {
+  AS_CALL_DEADLINE_MS,
+  createGrpcAttestationService,
+  DEFAULT_AS_ADDR,
+  DEFAULT_AS_POOL_SIZE,
+  type GrpcAttestationServiceOptions,
+} from './attestation/grpc-remote.js';
+export {
   AttestationFailed,
   type AttestationService,
   type AttestationServiceConfig,

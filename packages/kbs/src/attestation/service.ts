@@ -69,8 +69,11 @@ export interface AttestationService {
   registerReferenceValue(message: unknown): Promise<void>;
   /** The stored value for the admin API; undefined when unknown. */
   getReferenceValue(name: string): Promise<unknown | undefined>;
-  /** The token signer's public key as in the token header (with x5c/x5u when configured). */
-  readonly signerPublicJwk: JsonWebKey;
+  /**
+   * The token signer's public key as in the token header (with x5c/x5u when configured); undefined
+   * for a remote attestation service, whose key only `[attestation_token]` knows.
+   */
+  readonly signerPublicJwk: JsonWebKey | undefined;
   /** The configured certificate chain (PEM), when there is one. */
   readonly signerCertChainPem?: string;
   close(): Promise<void>;

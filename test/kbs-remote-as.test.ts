@@ -1,0 +1,132 @@
+// The KBS's client of a remote attestation service (coco_as_grpc) against our gRPC AS as trustee's
+// docker-compose runs it: lazy connection, the AS down and back, RVPS calls over the same channel.
+import { createHash, createPublicKey } from 'node:crypto';
+import {
+  openAttestationService,
+  parseAsConfig,
+  type RunningAsGrpcServer,
+  startAsGrpcServer,
+} from '@broker/attestation-service';
+import { createLogger } from '@broker/cli';
+import { AttestationFailed, createGrpcAttestationService } from '@broker/kbs';
+import { canonicalJson } from '@broker/protocol';
+import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from './helpers/process.js';
+
+const silent = createLogger({
+  name: 'remote-as',
+  env: { RUST_LOG: 'off' },
+  format: 'json',
+  destination: { write() {} },
+});
+
+function sampleRequest(runtimeData: Record<string, unknown>, svn = '1') {
+  const reportData = createHash('sha384').update(canonicalJson(runtimeData), 'utf8').digest();
+  return {
+    tee: 'sample' as const,
+    evidence: { svn, report_data: reportData.toString('base64') },
+    runtimeData,
+    runtimeDataHashAlgorithm: 'sha384' as const,
+    initData: null,
+    additional: [],
+    policyIds: ['default'],
+  };
+}
+
+async function claimsOf(token: string) {
+  const key = createPublicKey({ key: decodeProtectedHeader(token).jwk as JWK as never, format: 'jwk' });
+  return JSON.parse(Buffer.from((await compactVerify(token, key)).payload).toString('utf8'));
+}
+
+/** Retries while the channel waits out its reconnect backoff (bounded by attempts, not by time). */
+async function eventually<T>(f: () => Promise<T>, attempts = 40): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await f();
+    } catch (e) {
+      if (i >= attempts) throw e;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+describe('KBS → remote attestation service (coco_as_grpc)', () => {
+  const closers: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const c of closers.reverse()) await c();
+  });
+
+  async function startAs(port: number): Promise<RunningAsGrpcServer & { stopAll(): Promise<void> }> {
+    const opened = await openAttestationService(parseAsConfig({}), silent);
+    const server = await startAsGrpcServer({
+      service: opened.service,
+      rvps: opened.rvps,
+      address: `127.0.0.1:${port}`,
+    });
+    return {
+      ...server,
+      async stopAll() {
+        await server.close();
+        await opened.close();
+      },
+    };
+  }
+
+  it('starts while the AS is down, fails attestations with upstream error, and recovers when the AS comes up', async () => {
+    const port = await freePort();
+    const remote = createGrpcAttestationService({ asAddr: `http://127.0.0.1:${port}`, poolSize: 2 });
+    closers.push(() => remote.close());
+    const down = await remote.verify(sampleRequest({ nonce: 'a' })).catch((e: unknown) => e);
+    expect(down).toBeInstanceOf(AttestationFailed);
+    expect((down as Error).message).toBe('RCAR handshake Attest failed');
+
+    const as = await startAs(port);
+    const token = await eventually(() => remote.verify(sampleRequest({ nonce: 'b' })));
+    expect(
+      (await claimsOf(token)).submods.cpu0['ear.veraison.annotated-evidence'].runtime_data_claims,
+    ).toEqual({
+      nonce: 'b',
+    });
+
+    // Down mid-run, then back on the same port.
+    await as.stopAll();
+    expect(await remote.verify(sampleRequest({ nonce: 'c' })).catch((e: unknown) => e)).toBeInstanceOf(
+      AttestationFailed,
+    );
+    const again = await startAs(port);
+    closers.push(() => again.stopAll());
+    expect(typeof (await eventually(() => remote.verify(sampleRequest({ nonce: 'd' }))))).toBe('string');
+  });
+
+  it('sets policies and registers and reads reference values through the AS', async () => {
+    const as = await startAs(0);
+    closers.push(() => as.stopAll());
+    const remote = createGrpcAttestationService({ asAddr: `http://127.0.0.1:${as.port}` });
+    closers.push(() => remote.close());
+    await remote.registerReferenceValue(
+      JSON.stringify({
+        version: '0.1.0',
+        type: 'sample',
+        payload: Buffer.from('{"svn":["4"]}').toString('base64'),
+      }),
+    );
+    expect(await remote.getReferenceValue('svn')).toEqual(['4']);
+    expect(await remote.getReferenceValue('unknown')).toBeUndefined();
+    await remote.setPolicy(
+      'default_cpu',
+      'package policy\nimport rego.v1\ndefault executables := 33\nexecutables := 2 if { input.sample.svn in query_reference_value("svn") }\ntrust_claims := {"executables": executables}\n',
+    );
+    const token = await remote.verify(sampleRequest({ nonce: 'e' }, '4'));
+    expect((await claimsOf(token)).submods.cpu0['ear.trustworthiness-vector'].executables).toBe(2);
+    await expect(remote.setPolicy('p', 'package policy\nx if {')).rejects.toThrow(
+      /Set Attestation Policy Failed/,
+    );
+    await expect(remote.registerReferenceValue('{"version":"9"}')).rejects.toThrow(/remote RVPS/);
+    expect(remote.signerPublicJwk).toBeUndefined();
+  });
+
+  it('refuses an as_addr without a scheme, as tonic would', () => {
+    expect(() => createGrpcAttestationService({ asAddr: '127.0.0.1:50004' })).toThrow(/http:\/\/HOST:PORT/);
+  });
+});
