@@ -1,0 +1,226 @@
+// The KBS operator console in a real browser (Debian's chromium driven by puppeteer-core): an operator
+// signs in with an admin JWT, finds the guest's denied request and its failing claims, fixes the
+// resource policy through a dry run, saves it, and the guest's next attestation gets its secret; a
+// state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SampleAttester } from '@broker/attester';
+import { parseKbsConfigText, type RunningKbs, startKbs } from '@broker/kbs';
+import { KbsClient } from '@broker/kbs-client';
+import pino from 'pino';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeServerCert, type TlsMaterial } from './helpers/tls.js';
+
+// The functions given to page.evaluate run in the browser; the repository's TypeScript has no DOM lib.
+declare const document: {
+  querySelector(selector: string): { textContent: string | null } | null;
+  getElementById(id: string): { value: string } | null;
+  createElement(tag: string): { textContent: string | null };
+  body: { append(node: unknown): void };
+};
+declare const window: { __inline?: number };
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = join(import.meta.dirname, '..', 'dist', 'test-artifacts');
+const SECRET = 'console-test-secret-value';
+
+let dir: string;
+let tls: TlsMaterial;
+let kbs: RunningKbs;
+let browser: Browser;
+const idp = generateKeyPairSync('ed25519');
+
+const b64url = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+function adminJwt(role: string): string {
+  const input = `${b64url({ alg: 'EdDSA' })}.${b64url({ role, exp: Math.floor(Date.now() / 1000) + 600 })}`;
+  return `${input}.${sign(null, Buffer.from(input), idp.privateKey).toString('base64url')}`;
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'console-browser-'));
+  mkdirSync(ARTIFACTS, { recursive: true });
+  tls = makeServerCert(['localhost', '127.0.0.1'], dir);
+  writeFileSync(join(dir, 'idp.pem'), idp.publicKey.export({ type: 'spki', format: 'pem' }));
+  const toml = `[http_server]
+sockets = ["127.0.0.1:0"]
+private_key = "${tls.keyPath}"
+certificate = "${tls.certPath}"
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "AuthenticatedAuthorization"
+console = true
+[admin.authentication.bearer_jwt]
+identity_providers = [{ public_key_uri = "${join(dir, 'idp.pem')}" }]
+[admin.authorization.regex_acl]
+acls = [{ role = "admin", allowed_endpoints = "^/kbs/v0/.+$" }]
+[[plugins]]
+name = "resource"
+`;
+  kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      `--user-data-dir=${join(dir, 'chromium-profile')}`,
+      // The test KBS's certificate is self-signed.
+      '--ignore-certificate-errors',
+    ],
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await kbs?.close();
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+});
+
+function guest(): KbsClient {
+  return new KbsClient({ url: kbs.urls[0] as string, certPem: tls.certPem, attester: new SampleAttester() });
+}
+
+async function guestFetch(): Promise<string> {
+  const client = guest();
+  try {
+    return (await client.getResource('default/key/secret')).toString('utf8');
+  } finally {
+    client.close();
+  }
+}
+
+async function text(page: Page, selector: string): Promise<string> {
+  return page.$eval(selector, (e) => e.textContent ?? '');
+}
+
+/** Waits until `selector`'s text contains `want`. */
+async function waitText(page: Page, selector: string, want: string): Promise<void> {
+  await page.waitForFunction(
+    (s: string, w: string) => (document.querySelector(s)?.textContent ?? '').includes(w),
+    {},
+    selector,
+    want,
+  );
+}
+
+describe('KBS operator console in chromium', () => {
+  it('shows a denied request with its failing claims, fixes the policy by dry run, and refuses a call without the CSRF token', async () => {
+    const base = kbs.urls[0] as string;
+    const page = await browser.newPage();
+    const external: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(base)) external.push(r.url());
+    });
+    const cspViolations: string[] = [];
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+    });
+    await page.setViewport({ width: 1400, height: 900 });
+
+    // Sign in with the admin JWT.
+    await page.goto(`${base}/console/`);
+    await page.type('#signin-token', adminJwt('admin'));
+    await page.click('#signin-submit');
+    await waitText(page, '#who', 'role: admin');
+    const cookies = await browser.cookies();
+    const session = cookies.find((c) => c.name === 'kbs-console');
+    expect(session).toMatchObject({ httpOnly: true, secure: true, sameSite: 'Strict' });
+
+    // Add the secret through the console; its value is never shown back.
+    await page.click('nav button[data-view="resources"]');
+    await page.type('#resource-path', 'default/key/secret');
+    await page.type('#resource-value', SECRET);
+    await page.click('#resource-save');
+    await waitText(page, '#resource-table tbody', 'default/key/secret');
+    expect(await page.content()).not.toContain(SECRET);
+
+    // The guest attests (the sample TEE has no reference values: not affirming) and is refused.
+    await expect(guestFetch()).rejects.toThrow();
+
+    // The operator sees the denied request and why.
+    await page.click('nav button[data-view="verdicts"]');
+    await page.select('#filter-status', 'denied');
+    await page.click('#verdict-refresh');
+    await waitText(page, '#verdict-table tbody', 'denied');
+    const row = await text(page, '#verdict-table tbody tr');
+    expect(row).toContain('GET default/key/secret');
+    expect(row).toMatch(/cpu0 (warning|contraindicated)/);
+    await page.click('#verdict-table tbody tr');
+    await waitText(page, '#verdict-claims', 'ear.trustworthiness-vector');
+    const failing = await text(page, '#verdict-detail');
+    expect(failing).toMatch(/executables=\d+ \((warning|contraindicated)\)/);
+    await page.screenshot({ path: join(ARTIFACTS, 'console-verdicts.png'), fullPage: true });
+
+    // Dry run: the saved policy denies; an edited one that accepts this guest's evidence allows.
+    await page.click('#verdict-dry-run');
+    await page.waitForFunction(
+      () => (document.getElementById('policy-text') as unknown as { value: string }).value !== '',
+    );
+    await page.click('#policy-dry-run');
+    await waitText(page, '#message', 'denied');
+    const fixed =
+      'package policy\n\ndefault allow := false\n\n# The sample TEE is a test platform: accept its evidence for default/key/*.\nallow if {\n  input.submods.cpu0["ear.veraison.annotated-evidence"].sample.svn == "1"\n  data["resource-path"][0] == "default"\n}\n';
+    await page.$eval(
+      '#policy-text',
+      (e, v) => {
+        (e as unknown as { value: string }).value = v as string;
+      },
+      'package policy\nallow if {',
+    );
+    await page.click('#policy-check');
+    await waitText(page, '#message', 'Syntax error');
+    await page.$eval(
+      '#policy-text',
+      (e, v) => {
+        (e as unknown as { value: string }).value = v as string;
+      },
+      fixed,
+    );
+    await page.click('#policy-dry-run');
+    await waitText(page, '#message', 'allowed');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-policy-dry-run.png'), fullPage: true });
+    await page.click('#policy-save');
+    await waitText(page, '#message', 'Resource policy saved.');
+
+    // The guest attests again and now gets its secret; the console lists the request as allowed.
+    expect(await guestFetch()).toBe(SECRET);
+    await page.click('nav button[data-view="verdicts"]');
+    await page.select('#filter-status', 'allowed');
+    await page.click('#verdict-refresh');
+    await waitText(page, '#verdict-table tbody', 'allowed');
+    expect(await text(page, '#verdict-table tbody tr')).toContain('GET default/key/secret');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-allowed.png'), fullPage: true });
+
+    // The page's own cookie without the CSRF header cannot change anything.
+    const noCsrf = await page.evaluate(async () => {
+      const r = await fetch('/kbs/v0/resource-policy', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ policy: 'cGFja2FnZSBwb2xpY3kKZGVmYXVsdCBhbGxvdyA6PSB0cnVlCg' }),
+      });
+      return { status: r.status, body: await r.text() };
+    });
+    expect(noCsrf.status).toBe(403);
+    expect(noCsrf.body).toContain('x-csrf-token');
+
+    // An inline script is blocked by the CSP.
+    const inlineRan = await page.evaluate(() => {
+      const s = document.createElement('script');
+      s.textContent = 'window.__inline = 1';
+      document.body.append(s);
+      return window.__inline === 1;
+    });
+    expect(inlineRan).toBe(false);
+    expect(external).toEqual([]);
+    await page.close();
+  }, 120_000);
+});
