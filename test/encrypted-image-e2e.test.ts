@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
 import {
   digestOf,
+  imagePolicyMain,
   imagePullMain,
   MEDIA_TYPE,
   parseManifest,
@@ -87,7 +88,25 @@ beforeAll(async () => {
     'oci:oci:img',
     `docker://${registry.host}/enc/app:v1`,
   ]);
+  // The same image unencrypted, for our own encrypting command.
+  run('skopeo', ['copy', '--dest-tls-verify=false', 'oci:oci:img', `docker://${registry.host}/enc/plain:v1`]);
 }, 120_000);
+
+/** `image-policy encrypt` in-process; resolves to its exit status and output. */
+async function encrypt(args: string[]): Promise<{ status: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const status = await imagePolicyMain(['encrypt', '--plain-http', ...args], {
+    stdout: (s: string) => {
+      out += s;
+    },
+    stderr: (s: string) => {
+      err += s;
+    },
+    env: {},
+  } as unknown as Parameters<typeof imagePolicyMain>[1]);
+  return { status, out, err };
+}
 
 afterAll(async () => {
   await registry?.stop();
@@ -178,6 +197,41 @@ describe('an image skopeo encrypted with jwe:pub.pem', () => {
     expect(n.status).toBe(1);
     expect(n.err).toContain("(no decryption key for the layer's key protocols (jwe); none configured)");
     expectNoRootfs(none);
+  });
+
+  it('what image-policy encrypt makes with jwe:pub.pem, skopeo decrypts with priv.pem', async () => {
+    const r = await encrypt([
+      '--encryption-key',
+      `jwe:${join(dir, 'pub.pem')}`,
+      `docker://${registry.host}/enc/plain:v1`,
+      `docker://${registry.host}/enc/ours:v1`,
+    ]);
+    expect(r.err).toBe('');
+    expect(r.status).toBe(0);
+    run('skopeo', [
+      'copy',
+      '--src-tls-verify=false',
+      '--decryption-key',
+      'priv.pem',
+      `docker://${registry.host}/enc/ours:v1`,
+      'oci:ours-decrypted:img',
+    ]);
+    run('umoci', ['raw', 'unpack', '--image', 'ours-decrypted:img', 'ours-rootfs']);
+    expect(readFileSync(join(dir, 'ours-rootfs/etc/motd'), 'utf8')).toBe('hello from an encrypted layer\n');
+    expect(readFileSync(join(dir, 'ours-rootfs/data/secret.bin'))).toEqual(
+      Buffer.alloc(200_000, 'confidential '),
+    );
+    // And skopeo with the other key cannot.
+    expect(() =>
+      run('skopeo', [
+        'copy',
+        '--src-tls-verify=false',
+        '--decryption-key',
+        'other.pem',
+        `docker://${registry.host}/enc/ours:v1`,
+        'oci:ours-other:img',
+      ]),
+    ).toThrow();
   });
 
   it('refuses a ciphertext byte flipped and re-pushed (digest matching) on the HMAC', async () => {
@@ -344,6 +398,29 @@ any_not_affirming if {
     );
     expect(readFileSync(join(bundle, 'rootfs/etc/motd'), 'utf8')).toBe('coco\n');
     expect(kbs.process.output()).toContain(`"path":"/kbs/v0/resource/${KEK_PATH}"`);
+  });
+
+  it('decrypts what image-policy encrypt wrapped for the attestation-agent provider', async () => {
+    const r = await encrypt([
+      '--encryption-key',
+      `provider:attestation-agent:keyid=kbs:///${KEK_PATH}::keypath=${join(dir, 'kek.bin')}`,
+      `docker://${registry.host}/enc/plain:v1`,
+      `docker://${registry.host}/coco/ours:v1`,
+    ]);
+    expect(r.status).toBe(0);
+    const bundle = join(dir, 'cdh-ours');
+    await hub.pullImage(`${registry.host}/coco/ours:v1`, bundle);
+    expect(readFileSync(join(bundle, 'rootfs/etc/motd'), 'utf8')).toBe('hello from an encrypted layer\n');
+    const bad = await encrypt([
+      '--encryption-key',
+      `provider:attestation-agent:keyid=/${KEK_PATH}::keypath=${join(dir, 'kek.bin')}`,
+      `docker://${registry.host}/enc/plain:v1`,
+      `docker://${registry.host}/coco/never:v1`,
+    ]);
+    expect(bad.status).toBe(1);
+    expect(bad.err).toContain(
+      'image-policy encrypt: --encryption-key: malwared AnnotationPacket format: kid',
+    );
   });
 
   it('fails with image-rs text when the resource policy denies the KEK or the KBS lacks it', async () => {

@@ -23,6 +23,7 @@ import { type ExpansionLimits, LIMIT_NAMES } from './limits.js';
 import { loadRegistriesD, type RegistriesD } from './lookaside.js';
 import { formatPlatform, type Platform, parseManifest, parsePlatform } from './manifest.js';
 import { DecryptionKeyArgumentError, unwrappersFromArguments } from './ocicrypt/decryption-keys.js';
+import { encryptRegistryImage, wrappersFromArguments } from './ocicrypt/encrypt-image.js';
 import { loadPolicyFile, type PolicyRequirement } from './policy.js';
 import { progressPrinter } from './progress.js';
 import { ImagePullError, openRegistryImage, pullImage } from './pull.js';
@@ -223,6 +224,7 @@ Usage:
   image-policy check --policy FILE [--reference HOST/REPO[:TAG]] [options] IMAGE
   image-policy sign --key PRIVATE.pem [--identity REFERENCE] [options] IMAGE
   image-policy generate-key [--algorithm p256|p384|ed25519|rsa] PREFIX
+  image-policy encrypt --encryption-key KEY [--encryption-key KEY]... [options] docker://SRC docker://DEST
 
 IMAGE is docker://REFERENCE (a registry) or dir:PATH (containers/image's directory
 layout: manifest.json, signature-1, ...). For dir: images, --reference gives the
@@ -243,6 +245,8 @@ Options:
   --insecure-registry HOST   reach HOST[:PORT] over plain http (repeatable)
   --plain-http               reach every registry over plain http
   --registry-ca FILE         PEM certificate to trust for registries (repeatable)
+  --encryption-key KEY       (encrypt) jwe:PUBLIC.pem, or
+                             provider:attestation-agent:keyid=kbs:///R/T/G::keypath=KEK32.bin
   --key FILE                 PEM private key: EC P-256/P-384, Ed25519 or RSA (sign)
   --identity REF             docker-reference to sign (default: the reference as given, as skopeo)
   --repository-identity      sign the repository only, as cosign does (needs signedIdentity
@@ -283,7 +287,7 @@ Options:
 `;
 
 const POLICY_EXIT_STATUS = [
-  [0, 'check: the policy accepts the image; sign, generate-key: done'],
+  [0, 'check: the policy accepts the image; sign, generate-key, encrypt: done'],
   [1, 'check: the policy rejects the image; or a runtime failure (file, registry, KBS)'],
 ] as const;
 
@@ -291,7 +295,7 @@ const POLICY_TOP = {
   name: 'image-policy',
   version: IMAGE_TOOLS_VERSION,
   help: POLICY_HELP,
-  subcommands: ['check', 'sign', 'generate-key'],
+  subcommands: ['check', 'sign', 'generate-key', 'encrypt'],
   exitStatus: POLICY_EXIT_STATUS,
 } as const;
 
@@ -317,6 +321,7 @@ const SIGN = policyCommand(
   ['plain-http', 'repository-identity'],
 );
 const GENERATE_KEY = policyCommand('generate-key', ['algorithm'], []);
+const ENCRYPT = policyCommand('encrypt', ['encryption-key', 'platform', ...REGISTRY_OPTIONS], ['plain-http']);
 
 /** `image-policy` main; resolves to the exit status. */
 export function imagePolicyMain(argv: readonly string[], io: ImageCliIo = defaultIo()): Promise<number> {
@@ -327,6 +332,7 @@ export function imagePolicyMain(argv: readonly string[], io: ImageCliIo = defaul
     ({ command, rest }) => {
       if (command === 'check') return runCommand(CHECK, rest, (a) => checkCommand(parsed(a), io), cio);
       if (command === 'sign') return runCommand(SIGN, rest, (a) => signCommand(parsed(a), io), cio);
+      if (command === 'encrypt') return runCommand(ENCRYPT, rest, (a) => encryptCommand(parsed(a), io), cio);
       return runCommand(GENERATE_KEY, rest, (a) => generateKeyCommand(parsed(a), io), cio);
     },
     cio,
@@ -386,6 +392,35 @@ async function loadPrivateKey(file: string): Promise<KeyObject> {
     return createPrivateKey(pem);
   } catch (e) {
     throw new Error(`${file}: ${(e as Error).message}`);
+  }
+}
+
+/** `encrypt`: every layer of SRC encrypted for the `--encryption-key` recipients, pushed as DEST. */
+async function encryptCommand(p: Parsed, io: ImageCliIo): Promise<number> {
+  if (p.positional.length !== 2) throw new UsageError('encrypt takes docker://SRC and docker://DEST');
+  const [src, dest] = p.positional.map((s) => imageArg(s));
+  if (src?.kind !== 'docker' || dest?.kind !== 'docker')
+    throw new UsageError('encrypt copies docker:// images');
+  const values = p.values.get('encryption-key') ?? [];
+  if (values.length === 0) throw new UsageError('encrypt needs --encryption-key');
+  let wrappers: Awaited<ReturnType<typeof wrappersFromArguments>>;
+  try {
+    wrappers = await wrappersFromArguments(values);
+  } catch (e) {
+    if (!(e instanceof DecryptionKeyArgumentError)) throw e;
+    io.stderr(`image-policy encrypt: ${e.message}\n`);
+    return 1;
+  }
+  const platform = platformOf(p);
+  const client = new RegistryClient(await registryOptions(p, io));
+  try {
+    const digest = await encryptRegistryImage(client, src.ref, dest.ref, wrappers, {
+      ...(platform !== undefined ? { platform } : {}),
+    });
+    io.stdout(`${digest}\n`);
+    return 0;
+  } finally {
+    client.close();
   }
 }
 

@@ -7,6 +7,7 @@ export {
   jweWrapper,
   type KeyWrapper,
 } from './encrypt.js';
+export { encryptRegistryImage, MAX_ENCRYPT_LAYER_BYTES, wrappersFromArguments } from './encrypt-image.js';
 export { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
 export {
   type AnnotationPacket,
