@@ -8,8 +8,8 @@ import {
   startAsGrpcServer,
 } from '@broker/attestation-service';
 import { createLogger } from '@broker/cli';
-import { AttestationFailed, createGrpcAttestationService } from '@broker/kbs';
-import { canonicalJson } from '@broker/protocol';
+import { AttestationFailed, createGrpcAttestationService, parseKbsConfigText, startKbs } from '@broker/kbs';
+import { canonicalJson, generateTeeKeyPair, runtimeDataDigest } from '@broker/protocol';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/process.js';
@@ -128,5 +128,86 @@ describe('KBS → remote attestation service (coco_as_grpc)', () => {
 
   it('refuses an as_addr without a scheme, as tonic would', () => {
     expect(() => createGrpcAttestationService({ asAddr: '127.0.0.1:50004' })).toThrow(/http:\/\/HOST:PORT/);
+  });
+});
+
+describe('KBS configured with [attestation_service] type = "coco_as_grpc"', () => {
+  const closers: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const c of closers.reverse()) await c();
+  });
+
+  /** /auth then /attest with the sample TEE; the /attest response. */
+  async function attest(base: string): Promise<{ status: number; body: string }> {
+    const auth = await fetch(`${base}/kbs/v0/auth`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ version: '0.4.0', tee: 'sample', 'extra-params': {} }),
+    });
+    expect(auth.status).toBe(200);
+    const cookie = (auth.headers.get('set-cookie') ?? '').split(';')[0] as string;
+    const { nonce } = (await auth.json()) as { nonce: string };
+    const key = generateTeeKeyPair();
+    const digest = runtimeDataDigest({ nonce, 'tee-pubkey': key.publicJwk, 'additional-evidence': '' });
+    const res = await fetch(`${base}/kbs/v0/attest`, {
+      method: 'POST',
+      headers: { cookie, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        'init-data': null,
+        'runtime-data': { nonce, 'tee-pubkey': key.publicJwk },
+        'tee-evidence': {
+          primary_evidence: { svn: '1', report_data: digest.toString('base64') },
+          additional_evidence: '',
+        },
+      }),
+    });
+    return { status: res.status, body: await res.text() };
+  }
+
+  it('starts before the AS, answers 401 AttestationError while it is down, and attests once it is up', async () => {
+    const asPort = await freePort();
+    const kbs = await startKbs(
+      parseKbsConfigText(`[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "InsecureAllowAll"
+[attestation_service]
+type = "coco_as_grpc"
+as_addr = "http://127.0.0.1:${asPort}"
+pool_size = 10
+timeout = 5
+`),
+      { logger: silent },
+    );
+    closers.push(() => kbs.close());
+    const base = kbs.urls[0] as string;
+
+    const down = await attest(base);
+    expect(down.status).toBe(401);
+    expect(down.body).toContain('AttestationError');
+
+    const opened = await openAttestationService(parseAsConfig({}), silent);
+    const server = await startAsGrpcServer({
+      service: opened.service,
+      rvps: opened.rvps,
+      address: `127.0.0.1:${asPort}`,
+    });
+    closers.push(async () => {
+      await server.close();
+      await opened.close();
+    });
+    const up = await eventually(async () => {
+      const r = await attest(base);
+      if (r.status !== 200) throw new Error(`attest: ${r.status} ${r.body}`);
+      return r;
+    });
+    const { token } = JSON.parse(up.body) as { token: string };
+    const claims = await claimsOf(token);
+    expect(
+      Object.keys(claims.submods.cpu0['ear.veraison.annotated-evidence'].runtime_data_claims).sort(),
+    ).toEqual(['additional-evidence', 'nonce', 'tee-pubkey']);
   });
 });

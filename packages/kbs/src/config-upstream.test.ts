@@ -23,8 +23,6 @@ const WORKERS = (n: number) =>
   MIN.replace('insecure_http = true', `insecure_http = true\nworker_count = ${n}`);
 
 const TEST_DATA = 'trustee/configs/kbs/test_data/configs';
-const REMOTE_AS =
-  /\[attestation_service\] type: "coco_as_grpc" \(a remote attestation service\) is not supported/;
 const INTEL_TA = /\[attestation_service\] type: "intel_ta" \(Intel Trust Authority\) is not supported/;
 
 describe("trustee's kbs/test_data/configs", () => {
@@ -33,20 +31,32 @@ describe("trustee's kbs/test_data/configs", () => {
       'coco-as-builtin-1.toml',
       /\[attestation_service.rvps_config\] type: "GrpcRemote" \(a remote RVPS over gRPC\) is not supported/,
     ],
-    ['coco-as-grpc-1.toml', REMOTE_AS],
-    ['coco-as-grpc-2.toml', REMOTE_AS],
-    ['coco-as-grpc-3.toml', REMOTE_AS],
+    // Its remote AS is read; its "sample" plugin is what is refused.
+    ['coco-as-grpc-1.toml', /plugin "sample" is not supported/],
     ['intel-ta-1.toml', INTEL_TA],
     ['intel-ta-2.toml', INTEL_TA],
     ['intel-ta-3.toml', INTEL_TA],
-    ['tls-profile-custom-pqc.toml', REMOTE_AS],
-    ['tls-profile-custom.toml', REMOTE_AS],
-    ['tls-profile-intermediate.toml', REMOTE_AS],
-    ['tls-profile-modern.toml', REMOTE_AS],
-    ['tls-profile-old.toml', REMOTE_AS],
   ])('%s names a remote service: a clear "not supported" error', (file, re) => {
     expect(() => read(`${TEST_DATA}/${file}`)).toThrow(re);
   });
+
+  it.each([
+    ['coco-as-grpc-2.toml', 'http://as:50004', 100, 5],
+    ['coco-as-grpc-3.toml', 'http://127.0.0.1:50004', 100, 5],
+    ['tls-profile-custom-pqc.toml', 'http://127.0.0.1:50001', 100, 5],
+    ['tls-profile-custom.toml', 'http://127.0.0.1:50001', 100, 5],
+    ['tls-profile-intermediate.toml', 'http://127.0.0.1:50001', 100, 5],
+    ['tls-profile-modern.toml', 'http://127.0.0.1:50001', 100, 5],
+    ['tls-profile-old.toml', 'http://127.0.0.1:50001', 100, 5],
+  ])(
+    '%s selects the remote attestation service (coco_as_grpc) at %s',
+    (file, asAddr, poolSize, timeoutMin) => {
+      const c = read(`${TEST_DATA}/${file}`);
+      expect(c.attestationService.type).toBe('coco_as_grpc');
+      expect(c.attestationService.grpc).toEqual({ asAddr, poolSize });
+      expect(c.attestationService.timeoutMin).toBe(timeoutMin);
+    },
+  );
 
   it('coco-as-builtin-2.toml parses as trustee reads it', () => {
     const c = read(`${TEST_DATA}/coco-as-builtin-2.toml`);

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
 import { Api } from './api.js';
+import { createGrpcAttestationService } from './attestation/grpc-remote.js';
 import { type AttestationService, createAttestationService } from './attestation/index.js';
 import { type KbsConfig, validateAdminConfig } from './config.js';
 import { createAdminRoutes } from './console/routes.js';
@@ -204,20 +205,31 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     const policy = new ResourcePolicy(storage);
     await step('resource policy initialization failed', () => policy.seedDefault());
 
+    const remoteAs = config.attestationService.grpc;
     const attestation = await step('attestation service initialization failed', () =>
-      createAttestationService(
-        config.attestationService,
-        storage,
-        logger.child({ component: 'attestation-service' }),
-        {
-          ...(options.now !== undefined && { now: options.now }),
-          // A store other processes write to is read on every use, so that a change made through
-          // another replica applies to the next request here.
-          ...((storage.isShared('attestation_service_policy') || storage.isShared('reference_value')) && {
-            cacheTtlMs: 0,
-          }),
-        },
-      ),
+      // trustee's coco_as_grpc: the AS is another process; the connection is made on first use, so
+      // the KBS starts (and answers errors) while the AS is not up yet.
+      remoteAs !== undefined
+        ? Promise.resolve(
+            createGrpcAttestationService({
+              asAddr: remoteAs.asAddr,
+              poolSize: remoteAs.poolSize,
+              logger: logger.child({ component: 'attestation-service' }),
+            }),
+          )
+        : createAttestationService(
+            config.attestationService,
+            storage,
+            logger.child({ component: 'attestation-service' }),
+            {
+              ...(options.now !== undefined && { now: options.now }),
+              // A store other processes write to is read on every use, so that a change made through
+              // another replica applies to the next request here.
+              ...((storage.isShared('attestation_service_policy') || storage.isShared('reference_value')) && {
+                cacheTtlMs: 0,
+              }),
+            },
+          ),
     );
     cleanups.push(() => attestation.close());
 

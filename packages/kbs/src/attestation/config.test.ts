@@ -172,11 +172,17 @@ type = "LocalFs"
   });
 
   it.each([
-    ['coco_as_grpc', 'coco_as_grpc'],
     ['intel_ta', 'intel_ta'],
     ['something', 'unknown attestation service'],
   ])('refuses type = %s clearly', (type, text) => {
     expect(configError({ type })).toContain(text);
+  });
+
+  it('reads coco_as_grpc with trustee defaults, and refuses an as_addr without scheme', () => {
+    const c = parseAttestationServiceConfig({ type: 'coco_as_grpc' });
+    expect(c.type).toBe('coco_as_grpc');
+    expect(c.grpc).toEqual({ asAddr: 'http://127.0.0.1:50004', poolSize: 100 });
+    expect(configError({ type: 'coco_as_grpc', as_addr: '127.0.0.1:50004' })).toContain('http://HOST:PORT');
   });
 
   it('refuses a remote RVPS clearly', () => {

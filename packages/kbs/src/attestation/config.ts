@@ -116,7 +116,10 @@ export interface RvpsConfig {
 }
 
 export interface AttestationServiceConfig {
-  readonly type: 'coco_as_builtin';
+  /** `coco_as_grpc`: trustee's attestation service in another process, reached over gRPC (`grpc`). */
+  readonly type: 'coco_as_builtin' | 'coco_as_grpc';
+  /** `as_addr` (with its scheme) and `pool_size`, for `coco_as_grpc`. */
+  readonly grpc?: { readonly asAddr: string; readonly poolSize: number };
   /** RCAR session lifetime in minutes, fixed at `/auth`. */
   readonly timeoutMin: number;
   readonly tokenBroker: TokenBrokerConfig;
@@ -401,9 +404,23 @@ export function parseAttestationServiceConfig(
   // A table without `type` (or none at all) selects the built-in service, the only one there is.
   const type = s.string('type', 'coco_as_builtin');
   if (type === 'coco_as_grpc' || type === 'CoCoASGrpc') {
-    throw new ConfigError(
-      '[attestation_service] type: "coco_as_grpc" (a remote attestation service) is not supported; use type = "coco_as_builtin"',
-    );
+    const timeoutMin = s.optInt('timeout', 1, MAX_MINUTES) ?? DEFAULT_SESSION_TIMEOUT_MIN;
+    const asAddr = s.optString('as_addr') ?? 'http://127.0.0.1:50004';
+    if (!/^https?:\/\/[^/]+\/?$/.test(asAddr)) {
+      throw new ConfigError(
+        `[attestation_service] as_addr ${JSON.stringify(asAddr.slice(0, 100))} must be http://HOST:PORT or https://HOST:PORT`,
+      );
+    }
+    const poolSize = s.optInt('pool_size', 1, 10_000) ?? 100;
+    s.finish();
+    return {
+      type: 'coco_as_grpc',
+      grpc: { asAddr, poolSize },
+      timeoutMin,
+      tokenBroker: parseTokenBroker(undefined, ignored),
+      rvps: { type: 'BuiltIn' },
+      ignoredKeys: ignored,
+    };
   }
   if (type === 'intel_ta' || type === 'IntelTA') {
     throw new ConfigError(
@@ -412,7 +429,7 @@ export function parseAttestationServiceConfig(
   }
   if (type !== 'coco_as_builtin' && type !== 'CoCoASBuiltIn') {
     throw new ConfigError(
-      `[attestation_service] type: unknown attestation service ${JSON.stringify(type)}; expected "coco_as_builtin"`,
+      `[attestation_service] type: unknown attestation service ${JSON.stringify(type)}; expected "coco_as_builtin" or "coco_as_grpc"`,
     );
   }
   const timeoutMin = s.optInt('timeout', 1, MAX_MINUTES) ?? DEFAULT_SESSION_TIMEOUT_MIN;
@@ -429,8 +446,8 @@ export function parseAttestationServiceConfig(
     }
   }
   s.finish({
-    as_addr: 'only used by type = "coco_as_grpc", which is not supported',
-    pool_size: 'only used by type = "coco_as_grpc", which is not supported',
+    as_addr: 'only used by type = "coco_as_grpc"',
+    pool_size: 'only used by type = "coco_as_grpc"',
   });
   return {
     type: 'coco_as_builtin',
