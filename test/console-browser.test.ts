@@ -1,6 +1,7 @@
 // The KBS operator console in a real browser (Debian's chromium driven by puppeteer-core): an operator
 // signs in with an admin JWT, finds the guest's denied request and its failing claims, fixes the
-// resource policy through a dry run, saves it, and the guest's next attestation gets its secret; a
+// resource policy through a dry run, saves it, and the guest's next attestation gets its secret; with
+// reference values registered the next attestation shows affirming; a
 // state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SampleAttester } from '@broker/attester';
 import { parseKbsConfigText, type RunningKbs, startKbs } from '@broker/kbs';
-import { KbsClient } from '@broker/kbs-client';
+import { KbsAdminClient, KbsClient } from '@broker/kbs-client';
 import pino from 'pino';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -199,6 +200,22 @@ describe('KBS operator console in chromium', () => {
     await waitText(page, '#verdict-table tbody', 'allowed');
     expect(await text(page, '#verdict-table tbody tr')).toContain('GET default/key/secret');
     await page.screenshot({ path: join(ARTIFACTS, 'console-allowed.png'), fullPage: true });
+
+    // With the sample TEE's reference values registered, the next attestation is affirming.
+    const admin = new KbsAdminClient({ url: base, certPem: tls.certPem, adminToken: adminJwt('admin') });
+    await admin.setSampleReferenceValue('launch_digest', ['abcde']);
+    await admin.setSampleReferenceValue('svn', ['1']);
+    await admin.setSampleReferenceValue('major_version', 1);
+    await admin.setSampleReferenceValue('minimum_minor_version', 4);
+    admin.close();
+    expect(await guestFetch()).toBe(SECRET);
+    await page.select('#filter-kind', 'attestation');
+    await page.select('#filter-status', 'affirming');
+    await page.click('#verdict-refresh');
+    await waitText(page, '#verdict-table tbody', 'affirming');
+    await page.click('#verdict-table tbody tr');
+    await waitText(page, '#verdict-detail-title', 'attestation affirming');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-affirmed.png'), fullPage: true });
 
     // The page's own cookie without the CSRF header cannot change anything.
     const noCsrf = await page.evaluate(async () => {
