@@ -1,8 +1,9 @@
 // What the CLIs touch outside themselves, injectable so tests run them in memory.
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import {
   UsageError as CliUsageError,
   helpText,
+  makeDirectorySync,
   type OptionSpec,
   parseCommand,
   runCommand,
@@ -56,7 +57,8 @@ export const nodeIO: CliIO = {
   readFile: (path, maxBytes) => decodeUtf8(readBytes(path, maxBytes), path),
   readBytes,
   writeFile: (path, data, mode) => writeFileSync(path, data, mode === undefined ? undefined : { mode }),
-  mkdir: (path) => mkdirSync(path, { recursive: true }),
+  // Not Node's recursive mkdir, which never returns under /proc or /sys.
+  mkdir: (path) => makeDirectorySync(path),
 };
 
 export interface ParsedArgs {

@@ -1,8 +1,8 @@
 // `reference-values`: RVPS reference values for a pod-VM image and an initdata file.
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { UsageError as CliUsageError, type OptionValues, runCommand } from '@broker/cli';
+import { UsageError as CliUsageError, makeDirectorySync, type OptionValues, runCommand } from '@broker/cli';
 import { loadAuthFile, RegistryClient } from '@broker/image';
 import { pullMeasurementArtifact } from './artifact.js';
 import { ANNOTATION_PREFIX, configMapName, configMapYaml, referenceValuesConfigMap } from './configmap.js';
@@ -81,7 +81,8 @@ export const nodeReferenceValuesIo: ReferenceValuesIo = {
   err: (s) => process.stderr.write(s),
   readFile: readLimited,
   writeFile: (path, data) => writeFileSync(path, data),
-  mkdir: (path) => mkdirSync(path, { recursive: true }),
+  // Not Node's recursive mkdir, which never returns under /proc or /sys.
+  mkdir: (path) => makeDirectorySync(path),
   fetchText,
 };
 
