@@ -1,7 +1,8 @@
 // The KBS operator console in a real browser (Debian's chromium driven by puppeteer-core): an operator
 // signs in with an admin JWT, finds the guest's denied request and its failing claims, fixes the
 // resource policy through a dry run, saves it, and the guest's next attestation gets its secret; with
-// reference values registered the next attestation shows affirming; a
+// reference values registered the next attestation shows affirming; a viewer role reads but cannot
+// save; a
 // state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -57,7 +58,10 @@ console = true
 [admin.authentication.bearer_jwt]
 identity_providers = [{ public_key_uri = "${join(dir, 'idp.pem')}" }]
 [admin.authorization.regex_acl]
-acls = [{ role = "admin", allowed_endpoints = "^/kbs/v0/.+$" }]
+acls = [
+  { role = "admin", allowed_endpoints = "^/kbs/v0/.+$" },
+  { role = "viewer", allowed_endpoints = "^/kbs/v0/admin/(verdicts(/[0-9]+)?|console/session|resources|resource-policy)$" },
+]
 [[plugins]]
 name = "resource"
 `;
@@ -240,4 +244,23 @@ describe('KBS operator console in chromium', () => {
     expect(external).toEqual([]);
     await page.close();
   }, 120_000);
+
+  it('lets a viewer role see verdicts and the policy but not change them', async () => {
+    const base = kbs.urls[0] as string;
+    const context = await browser.createBrowserContext();
+    const page = await context.newPage();
+    await page.goto(`${base}/console/`);
+    await page.type('#signin-token', adminJwt('viewer'));
+    await page.click('#signin-submit');
+    await waitText(page, '#who', 'role: viewer');
+    await waitText(page, '#verdict-table tbody', 'default/key/secret');
+    await page.click('nav button[data-view="policy"]');
+    await page.waitForFunction(
+      () => (document.getElementById('policy-text') as unknown as { value: string }).value !== '',
+    );
+    await page.click('#policy-save');
+    await waitText(page, '#message', '401');
+    expect(await text(page, '#message')).toContain('Role viewer not allowed');
+    await context.close();
+  }, 60_000);
 });
