@@ -2,8 +2,7 @@
 // signs in with an admin JWT, finds the guest's denied request and its failing claims, fixes the
 // resource policy through a dry run, saves it, and the guest's next attestation gets its secret; with
 // reference values registered the next attestation shows affirming; a viewer role reads but cannot
-// save; a
-// state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
+// save; a state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -59,6 +59,7 @@ interface Signed {
 async function signIn(base: string, role: string): Promise<Signed> {
   const r = await send(`${base}/kbs/v0/admin/console/session`, {
     method: 'POST',
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ token: jwt(role) }),
   });
   expect(r.status).toBe(200);
@@ -108,8 +109,17 @@ describe('operator console', () => {
 
   it('signs in with an admin JWT and refuses a bad one', async () => {
     const base = await start();
+    // A form post from another site (text/plain) cannot sign the browser in.
+    const form = await send(`${base}/kbs/v0/admin/console/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: JSON.stringify({ token: jwt('admin') }),
+    });
+    expect(form.status).toBe(415);
+    expect(form.headers['set-cookie']).toBeUndefined();
     const bad = await send(`${base}/kbs/v0/admin/console/session`, {
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ token: jwt('admin').slice(0, -4) }),
     });
     expect(bad.status).toBe(401);

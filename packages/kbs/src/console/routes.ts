@@ -134,6 +134,11 @@ export function createAdminRoutes(
     }
     if (samePath(req.segments, SESSION_PATH)) {
       if (req.method === 'POST') {
+        // A cross-site form cannot send this content type (it would need a CORS preflight), so another
+        // site cannot sign a browser in to a session of its choosing.
+        if (!String(headers['content-type'] ?? '').startsWith('application/json')) {
+          return json(415, { error: 'sign-in takes application/json' });
+        }
         const body = bodyJson(req.body);
         const token = body !== undefined && typeof body.token === 'string' ? body.token.trim() : '';
         const authorization = `Bearer ${token}`;
