@@ -89,6 +89,11 @@ export interface ImageConfig {
   readonly extraRootCertificates: readonly string[];
   /** Our addition: caps on what layers expand to (`max_layer_bytes`, …; none upstream). */
   readonly expansionLimits: ExpansionLimits;
+  /**
+   * Our addition (`decryption_keys`, none upstream): ocicrypt `jwe` private keys, as
+   * `image-pull --decryption-key` spells them: `jwe:/path/key.pem` or `jwe:kbs:///r/t/g`.
+   */
+  readonly decryptionKeys: readonly string[];
 }
 
 export interface CdhConfig {
@@ -347,6 +352,7 @@ const EMPTY_IMAGE_CONFIG: ImageConfig = Object.freeze({
   imagePullProxy: null,
   extraRootCertificates: Object.freeze([]) as readonly string[],
   expansionLimits: DEFAULT_EXPANSION_LIMITS,
+  decryptionKeys: Object.freeze([]) as readonly string[],
 });
 
 /** `[image] max_layer_bytes` and the other caps, spelt like `image-pull`'s options with `_`. */
@@ -380,6 +386,7 @@ function readImage(t: Table, unknown: string[]): ImageConfig {
     imagePullProxy: proxy === null ? null : readProxy(proxy),
     extraRootCertificates: t.stringArray('extra_root_certificates'),
     expansionLimits: readExpansionLimits(t),
+    decryptionKeys: t.stringArray('decryption_keys'),
   };
   if (registry !== null) unknown.push(...registry.unknown());
   if (proxy !== null) unknown.push(...proxy.unknown());

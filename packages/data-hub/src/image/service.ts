@@ -27,10 +27,13 @@ import {
   attestationAgentUnwrapper,
   type DockerReference,
   ImagePullError,
+  jweUnwrapper,
+  type KeyUnwrapper,
   type Platform,
   type Policy,
   parseAuthFile,
   parseImageReference,
+  parseJwePrivateKey,
   parsePolicy,
   parseRegistriesDFile,
   pullImage,
@@ -63,6 +66,8 @@ export interface ImagePullServiceOptions {
 
 interface ImageClient {
   readonly policy: Policy | null;
+  /** `[image] decryption_keys` (jwe), then the attestation-agent key provider. */
+  readonly decryption: readonly KeyUnwrapper[];
   readonly registryConfig: RegistryConfig | null;
   readonly client: RegistryClient;
   /** Lookaside stores of GPG signatures (`sigstore_config[_uri]`), for `signedBy`. */
@@ -203,13 +208,20 @@ export class ImagePullService {
       ...extra,
       insecure: (host) => insecureHosts.has(host) || (extra.insecure?.(host) ?? false),
     });
-    return { policy, registryConfig, client, ...(registriesD !== undefined ? { registriesD } : {}) };
+    const decryption = [...(await this.#jweKeys()), attestationAgentUnwrapper((kid) => this.#kek(kid))];
+    return {
+      policy,
+      registryConfig,
+      client,
+      decryption,
+      ...(registriesD !== undefined ? { registriesD } : {}),
+    };
   }
 
   /** Pulls `imageUrl` into `<bundlePath>/rootfs`; resolves with the manifest digest. */
   async pullImage(imageUrl: string, bundlePath: string): Promise<string> {
     this.#log?.info({ image: imageUrl.slice(0, 512), bundle: bundlePath.slice(0, 512) }, 'pull image called');
-    const { policy, registryConfig, client, registriesD } = await this.#imageClient();
+    const { policy, registryConfig, client, registriesD, decryption } = await this.#imageClient();
     let ref: DockerReference;
     try {
       ref = parseImageReference(imageUrl);
@@ -238,8 +250,8 @@ export class ImagePullService {
           ...(this.#options.platform !== undefined ? { platform: this.#options.platform } : {}),
           limits: this.#config.image.expansionLimits,
           ...(registriesD !== undefined ? { registriesD } : {}),
-          // Encrypted layers: the attestation-agent key provider, each KEK from the KBS by its kid.
-          decryption: [attestationAgentUnwrapper((kid) => this.#kek(kid))],
+          // Encrypted layers: jwe keys from the config; the attestation-agent provider's KEKs from the KBS by kid.
+          decryption,
         });
         this.#log?.info(
           {
@@ -271,6 +283,28 @@ export class ImagePullService {
     throw new ImagePullFailed(
       `Failed to pull image ${imageUrl} from all mirror/mapping locations or original location: ${failures.join('\n')}`,
     );
+  }
+
+  /** `[image] decryption_keys`: private keys from files or (never cached on disk) from the KBS. */
+  async #jweKeys(): Promise<KeyUnwrapper[]> {
+    const keys = [];
+    for (const entry of this.#config.image.decryptionKeys) {
+      if (!entry.startsWith('jwe:')) {
+        throw new ImageClientFailed(
+          `Initialize decryption keys failed: ${JSON.stringify(entry)} is not jwe:PATH or jwe:kbs:///…`,
+        );
+      }
+      const source = entry.slice(4);
+      try {
+        const bytes = /^kbs(\+[^:]*)?:/.test(source)
+          ? await this.#kek(source)
+          : await this.#resources.get(source);
+        keys.push(parseJwePrivateKey(bytes, source));
+      } catch (e) {
+        throw new ImageClientFailed(`Initialize decryption keys failed: ${messageOf(e)}`, { cause: e });
+      }
+    }
+    return keys.length > 0 ? [jweUnwrapper(keys)] : [];
   }
 
   async #kek(kid: string): Promise<Uint8Array> {
