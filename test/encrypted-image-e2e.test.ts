@@ -10,7 +10,9 @@
 //    skopeo pushes it; the CDH (real guest processes) pulls it after attestation, fetching the KEK by kid.
 //    A KEK the resource policy denies, a KEK the KBS lacks, a wrong KEK and an altered ciphertext each
 //    fail with image-rs' text and leave no rootfs. The CDH's keyprovider.KeyProviderService/UnWrapKey
-//    opens the same packet on its socket; WrapKey answers as upstream's ttrpc server.
+//    opens the same packet on its socket; WrapKey answers as upstream's ttrpc server. The CDH also
+//    pulls the skopeo-encrypted jwe image with the key in `[image] decryption_keys`.
+// 3. Our `image-policy encrypt`: skopeo decrypts its jwe output; the CDH pulls its provider output.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
@@ -378,7 +380,7 @@ any_not_affirming if {
 
     const guestDir = join(dir, 'guest');
     guest = await startGuest(kbs, guestDir, {
-      cdhTomlExtra: `[image]\nwork_dir = "${join(guestDir, 'image-work')}"\n\n[[image.registry_config.registry]]\nlocation = "${registry.host}"\ninsecure = true\n`,
+      cdhTomlExtra: `[image]\nwork_dir = "${join(guestDir, 'image-work')}"\ndecryption_keys = ["jwe:${join(dir, 'priv.pem')}"]\n\n[[image.registry_config.registry]]\nlocation = "${registry.host}"\ninsecure = true\n`,
     });
     hub = await DataHubClient.connect(`unix://${guest.cdhSock}`, { timeoutMs: 60_000 });
   }, 180_000);
@@ -398,6 +400,12 @@ any_not_affirming if {
     );
     expect(readFileSync(join(bundle, 'rootfs/etc/motd'), 'utf8')).toBe('coco\n');
     expect(kbs.process.output()).toContain(`"path":"/kbs/v0/resource/${KEK_PATH}"`);
+  });
+
+  it('decrypts the skopeo-encrypted jwe image with the key in [image] decryption_keys', async () => {
+    const bundle = join(dir, 'cdh-jwe');
+    await hub.pullImage(`${registry.host}/enc/app:v1`, bundle);
+    expect(readFileSync(join(bundle, 'rootfs/etc/motd'), 'utf8')).toBe('hello from an encrypted layer\n');
   });
 
   it('decrypts what image-policy encrypt wrapped for the attestation-agent provider', async () => {
