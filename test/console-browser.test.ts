@@ -220,6 +220,11 @@ describe('KBS operator console in chromium', () => {
     await waitText(page, '#verdict-detail-title', 'attestation affirming');
     await page.screenshot({ path: join(ARTIFACTS, 'console-affirmed.png'), fullPage: true });
 
+    // Health: the handshake counters of /metrics.
+    await page.click('nav button[data-view="health"]');
+    await waitText(page, '#health-table tbody', 'attestationSuccesses');
+    expect(await text(page, '#health-summary')).toContain('storage Memory');
+
     // The page's own cookie without the CSRF header cannot change anything.
     const noCsrf = await page.evaluate(async () => {
       const r = await fetch('/kbs/v0/resource-policy', {

@@ -7,6 +7,7 @@ import { Api } from './api.js';
 import { createGrpcAttestationService } from './attestation/grpc-remote.js';
 import { type AttestationService, createAttestationService } from './attestation/index.js';
 import { type KbsConfig, validateAdminConfig } from './config.js';
+import { Health } from './console/health.js';
 import { createAdminRoutes } from './console/routes.js';
 import { ConsoleSessions } from './console/sessions.js';
 import { consolePage } from './console/static.js';
@@ -283,6 +284,14 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
               }
               return out;
             },
+            health: new Health(
+              metrics,
+              {
+                backend: config.storageBackend.storageType,
+                sessions: config.sessionStorageType ?? config.storageBackend.storageType,
+              },
+              options.now,
+            ),
             resourcePolicyText: async () => {
               const raw = await storage.get('kbs', 'resource-policy.rego');
               return raw === undefined ? undefined : Buffer.from(raw).toString('utf8');

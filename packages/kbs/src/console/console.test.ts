@@ -205,3 +205,37 @@ describe('operator console', () => {
     ).toBe(404);
   });
 });
+
+describe('health', () => {
+  it('reports uptime, storage and the counters with their rate per minute', async () => {
+    const { KbsMetrics } = await import('../metrics.js');
+    const { Health } = await import('./health.js');
+    let t = 1_000_000;
+    const metrics = new KbsMetrics();
+    const h = new Health(metrics, { backend: 'Memory', sessions: 'Memory' }, () => t);
+    metrics.authRequests.inc(30);
+    t += 30_000;
+    expect(await h.report()).toMatchObject({
+      uptimeSeconds: 30,
+      storage: { backend: 'Memory' },
+      totals: { auth: 30 },
+      perMinute: { auth: 60 },
+      rateWindowSeconds: 30,
+    });
+    t += 60_000;
+    metrics.authRequests.inc(10);
+    // The base is now the sample taken at 30 s: 10 more in 60 s.
+    expect((await h.report()).perMinute).toMatchObject({ auth: 10 });
+  });
+
+  it('is served to a role the ACL allows', async () => {
+    const base = await start();
+    const s = await signIn(base, 'admin');
+    expect((await call(base, s, 'GET', '/admin/health')).json()).toMatchObject({
+      storage: { backend: 'Memory', sessions: 'Memory' },
+      totals: { auth: 0 },
+    });
+    const viewer = await signIn(base, 'viewer');
+    expect((await call(base, viewer, 'GET', '/admin/health')).status).toBe(401);
+  });
+});

@@ -11,6 +11,7 @@ import { MAX_POLICY_BYTES, RESOURCE_POLICY_RULE } from '../policy/resource-polic
 import { jsonReply, type Reply } from '../reply.js';
 import { checkAdmin, verdictRoute } from '../verdicts/endpoint.js';
 import type { VerdictLog } from '../verdicts/log.js';
+import type { Health } from './health.js';
 import {
   CLEAR_CONSOLE_COOKIE,
   type ConsoleSessions,
@@ -32,6 +33,7 @@ export interface AdminRoutesDeps {
     readonly sessions: ConsoleSessions;
     readonly listResources: () => Promise<ResourceEntry[]>;
     readonly resourcePolicyText: () => Promise<string | undefined>;
+    readonly health: Health;
   };
 }
 
@@ -98,6 +100,10 @@ export function createAdminRoutes(
     if (consoleDeps === undefined || req.segments[0] !== 'admin') return undefined;
     const { sessions } = consoleDeps;
     const [, first, second, ...more] = req.segments;
+    if (first === 'health' && second === undefined && req.method === 'GET') {
+      checkAdmin(admin, req.authorization, path(req));
+      return jsonReply(JSON.stringify(await consoleDeps.health.report()));
+    }
     if (first === 'resources' && second === undefined && req.method === 'GET') {
       checkAdmin(admin, req.authorization, path(req));
       const list = (await consoleDeps.listResources()).slice(0, MAX_LISTED_RESOURCES);

@@ -55,13 +55,14 @@ function el(tag, text, className) {
 
 // ---- views
 function show(view) {
-  for (const v of ['signin', 'verdicts', 'resources', 'policy']) $(`${v}-view`).hidden = v !== view;
+  for (const v of ['signin', 'verdicts', 'resources', 'policy', 'health']) $(`${v}-view`).hidden = v !== view;
   for (const b of document.querySelectorAll('nav button[data-view]')) {
     b.classList.toggle('active', b.dataset.view === view);
   }
   if (view === 'verdicts') loadVerdicts().catch((e) => message(e.message, 'error'));
   if (view === 'resources') loadResources().catch((e) => message(e.message, 'error'));
   if (view === 'policy') loadPolicy().catch((e) => message(e.message, 'error'));
+  if (view === 'health') loadHealth().catch((e) => message(e.message, 'error'));
 }
 
 function signedIn(role) {
@@ -230,6 +231,21 @@ async function saveResource(ev) {
     await loadResources();
   } catch (e) {
     message(e.message, 'error');
+  }
+}
+
+// ---- health
+async function loadHealth() {
+  const h = await call('GET', '/admin/health');
+  $('health-summary').textContent =
+    `Up ${h.uptimeSeconds} s; storage ${h.storage.backend}, sessions ${h.storage.sessions}; ` +
+    `rates over the last ${h.rateWindowSeconds} s.`;
+  const tbody = $('health-table').querySelector('tbody');
+  tbody.replaceChildren();
+  for (const [name, value] of Object.entries(h.totals)) {
+    const tr = el('tr');
+    tr.append(el('td', name), el('td', value), el('td', h.perMinute[name]));
+    tbody.append(tr);
   }
 }
 
