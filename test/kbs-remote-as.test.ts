@@ -8,8 +8,16 @@ import {
   startAsGrpcServer,
 } from '@broker/attestation-service';
 import { createLogger } from '@broker/cli';
-import { AttestationFailed, createGrpcAttestationService, parseKbsConfigText, startKbs } from '@broker/kbs';
+import {
+  AttestationFailed,
+  createGrpcAttestationService,
+  createRvps,
+  MemoryStorage,
+  parseKbsConfigText,
+  startKbs,
+} from '@broker/kbs';
 import { canonicalJson, generateTeeKeyPair, runtimeDataDigest } from '@broker/protocol';
+import { RvpsClient, startRvpsServer } from '@broker/rvps';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from './helpers/process.js';
@@ -209,5 +217,52 @@ timeout = 5
     expect(
       Object.keys(claims.submods.cpu0['ear.veraison.annotated-evidence'].runtime_data_claims).sort(),
     ).toEqual(['additional-evidence', 'nonce', 'tee-pubkey']);
+  });
+});
+
+describe('KBS built-in attestation service with [attestation_service.rvps_config] type = "GrpcRemote"', () => {
+  const config = (port: number) =>
+    parseKbsConfigText(`[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "InsecureAllowAll"
+[attestation_service]
+type = "coco_as_builtin"
+[attestation_service.rvps_config]
+type = "GrpcRemote"
+address = "127.0.0.1:${port}"
+`);
+
+  it('registers and reads reference values in the RVPS process through the admin API', async () => {
+    const rvps = await startRvpsServer({ rvps: createRvps(new MemoryStorage()), address: '127.0.0.1:0' });
+    const kbs = await startKbs(config(rvps.port), { logger: silent });
+    try {
+      const base = kbs.urls[0] as string;
+      const message = JSON.stringify({
+        version: '0.1.0',
+        type: 'sample',
+        payload: Buffer.from('{"remote.svn":["9"]}').toString('base64'),
+      });
+      const post = await fetch(`${base}/kbs/v0/reference-value`, { method: 'POST', body: message });
+      expect(post.status).toBe(200);
+      const client = new RvpsClient(`http://127.0.0.1:${rvps.port}`);
+      expect(await client.query('remote.svn')).toBe('["9"]');
+      client.close();
+      const get = await fetch(`${base}/kbs/v0/reference-value/remote.svn`);
+      expect([get.status, await get.text()]).toEqual([200, '["9"]']);
+    } finally {
+      await kbs.close();
+      await rvps.close();
+    }
+  });
+
+  it('does not start while the RVPS is unreachable, as trustee', async () => {
+    const port = await freePort();
+    await expect(startKbs(config(port), { logger: silent })).rejects.toThrow(
+      /attestation service initialization failed|RVPS/,
+    );
   });
 });

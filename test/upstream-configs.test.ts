@@ -252,7 +252,8 @@ describe('dist/bin/kbs on the other trustee test_data configurations', () => {
 
 describe('dist/bin/kbs on the trustee test_data configurations that name a remote service', () => {
   it.each([
-    ['coco-as-builtin-1.toml', 'type: "GrpcRemote" (a remote RVPS over gRPC) is not supported'],
+    // Its remote RVPS (GrpcRemote) is read; HTTPS without key and certificate is what stops it.
+    ['coco-as-builtin-1.toml', 'private_key and certificate missing'],
     ['intel-ta-3.toml', 'type: "intel_ta" (Intel Trust Authority) is not supported'],
   ])('%s: exit 1 with a clear "not supported" error', async (file, message) => {
     const dir = join(root, `refused-${file}`);

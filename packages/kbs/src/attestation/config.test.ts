@@ -185,13 +185,16 @@ type = "LocalFs"
     expect(configError({ type: 'coco_as_grpc', as_addr: '127.0.0.1:50004' })).toContain('http://HOST:PORT');
   });
 
-  it('refuses a remote RVPS clearly', () => {
-    expect(
-      configError({
-        type: 'coco_as_builtin',
-        rvps_config: { type: 'GrpcRemote', address: '127.0.0.1:50003' },
-      }),
-    ).toContain('GrpcRemote');
+  it('reads a remote RVPS (GrpcRemote), adding http:// as trustee does', () => {
+    const c = parseAttestationServiceConfig({
+      type: 'coco_as_builtin',
+      rvps_config: { type: 'GrpcRemote', address: '127.0.0.1:50003' },
+    });
+    expect(c.rvps).toEqual({ type: 'GrpcRemote', address: 'http://127.0.0.1:50003' });
+    expect(parseAttestationServiceConfig({ rvps_config: { type: 'GrpcRemote' } }).rvps.address).toBe(
+      'http://127.0.0.1:50003',
+    );
+    expect(configError({ rvps_config: { type: 'GrpcRemote', address: 'ftp://x:1' } })).toContain('address');
   });
 
   it('accepts the removed Simple token type as trustee does (ignored), and reports it', () => {

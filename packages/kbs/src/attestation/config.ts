@@ -108,7 +108,10 @@ export interface VerifierConfig {
 }
 
 export interface RvpsConfig {
-  readonly type: 'BuiltIn';
+  /** `GrpcRemote`: trustee's RVPS in another process, at `address`. */
+  readonly type: 'BuiltIn' | 'GrpcRemote';
+  /** `http://HOST:PORT` (the scheme added when missing, as trustee does), for `GrpcRemote`. */
+  readonly address?: string;
   /** Overrides `[storage_backend] storage_type` for reference values. */
   readonly storageType?: StorageType;
   /** `extractors.swid_extractor`, kept as written (SWID extraction is not supported). */
@@ -207,12 +210,20 @@ function parseRvps(s: Section | undefined, ignored: string[]): RvpsConfig {
   if (s === undefined) return { type: 'BuiltIn' };
   const type = s.string('type');
   if (type === 'GrpcRemote') {
-    throw new ConfigError(
-      `${s.where} type: "GrpcRemote" (a remote RVPS over gRPC) is not supported; use type = "BuiltIn"`,
-    );
+    const given = s.optString('address') ?? '127.0.0.1:50003';
+    const address = /^[a-z]+:\/\//.test(given) ? given : `http://${given}`;
+    if (!/^https?:\/\/[^/]+\/?$/.test(address)) {
+      throw new ConfigError(
+        `${s.where} address ${JSON.stringify(given.slice(0, 100))} must be HOST:PORT or http(s)://HOST:PORT`,
+      );
+    }
+    s.finish();
+    return { type: 'GrpcRemote', address };
   }
   if (type !== 'BuiltIn') {
-    throw new ConfigError(`${s.where} type: unknown RVPS type ${JSON.stringify(type)}; expected "BuiltIn"`);
+    throw new ConfigError(
+      `${s.where} type: unknown RVPS type ${JSON.stringify(type)}; expected "BuiltIn" or "GrpcRemote"`,
+    );
   }
   const st = storageType(s, 'storage_type');
   const ex = s.optSection('extractors');
@@ -227,7 +238,7 @@ function parseRvps(s: Section | undefined, ignored: string[]): RvpsConfig {
     s.raw('storage');
     ignored.push('attestation_service.rvps_config.storage');
   }
-  s.finish({ address: 'only used by type = "GrpcRemote", which is not supported' });
+  s.finish({ address: 'only used by type = "GrpcRemote"' });
   return {
     type: 'BuiltIn',
     ...(st !== undefined ? { storageType: st } : {}),

@@ -202,3 +202,64 @@ export function createGrpcAttestationService(options: GrpcAttestationServiceOpti
     },
   };
 }
+
+/** A remote RVPS as the built-in attestation service uses it (`rvps_config.type = "GrpcRemote"`). */
+export interface RemoteRvps {
+  register(message: string): Promise<void>;
+  /** The value, or undefined when the id is unknown. */
+  query(name: string): Promise<unknown>;
+  close(): void;
+}
+
+/** Deadline of a reference value lookup from a policy (trustee's 10 s). */
+const RVPS_QUERY_DEADLINE_MS = 10_000;
+
+/**
+ * Connects and checks the RVPS with trustee's health query (an id that never exists): as in trustee,
+ * the attestation service does not start while its RVPS is unreachable.
+ */
+export async function connectGrpcRvps(address: string): Promise<RemoteRvps> {
+  const { target: t, credentials } = target(address);
+  const client = new reference.ReferenceValueProviderServiceClient(t, credentials, CHANNEL_OPTIONS);
+  const call = <Req, Res>(
+    method: (
+      req: Req,
+      md: Metadata,
+      opts: { deadline: Date },
+      cb: (e: ServiceError | null, r?: Res) => void,
+    ) => unknown,
+    req: Req,
+  ) =>
+    new Promise<Res>((resolve, reject) =>
+      method(req, new Metadata(), { deadline: new Date(Date.now() + RVPS_QUERY_DEADLINE_MS) }, (e, r) =>
+        e
+          ? reject(new RvpsError('RECORD_CORRUPT', `remote RVPS at ${address}: ${describe(e)}`, { cause: e }))
+          : resolve(r as Res),
+      ),
+    );
+  const rvps: RemoteRvps = {
+    async register(message) {
+      await call(client.registerReferenceValue.bind(client), { message });
+    },
+    async query(name) {
+      const res = await call<reference.ReferenceValueQueryRequest, reference.ReferenceValueQueryResponse>(
+        client.queryReferenceValue.bind(client),
+        { referenceValueId: name },
+      );
+      if (res.referenceValueResults === undefined) return undefined;
+      try {
+        return JSON.parse(res.referenceValueResults);
+      } catch (e) {
+        throw new RvpsError('RECORD_CORRUPT', 'remote RVPS answered a value that is not JSON', { cause: e });
+      }
+    },
+    close: () => client.close(),
+  };
+  try {
+    await rvps.query('__healthcheck__');
+  } catch (e) {
+    client.close();
+    throw e;
+  }
+  return rvps;
+}

@@ -26,6 +26,7 @@ import {
 } from './ear.js';
 import { AttestationFailed } from './errors.js';
 import { explainAppraisal } from './explain.js';
+import { connectGrpcRvps } from './grpc-remote.js';
 import { checkPolicyId, PolicyStore } from './policy.js';
 import { loadSigner } from './signer.js';
 import { describeVerifierSettings, loadVerifierSettings } from './verifier-settings.js';
@@ -170,7 +171,16 @@ export async function createAttestationService(
     logger.warn("tdx_verifier trusted_sgx_root_paths: SGX roots besides Intel's are trusted (test hardware)");
   }
   const rvps = createRvps(options.rvpsStorage ?? storage, { cacheTtlMs: ttl, now: () => new Date(now()) });
-  const queryReferenceValue = options.queryReferenceValue ?? ((name: string) => rvps.query(name));
+  // rvps_config.type = "GrpcRemote": reference values live in trustee's RVPS process.
+  const remoteRvps =
+    cfg.rvps.type === 'GrpcRemote'
+      ? await connectGrpcRvps(cfg.rvps.address ?? 'http://127.0.0.1:50003')
+      : undefined;
+  const queryReferenceValue =
+    options.queryReferenceValue ??
+    (remoteRvps !== undefined
+      ? (name: string) => remoteRvps.query(name)
+      : (name: string) => rvps.query(name));
   const policies = new PolicyStore(storage, logger, { revalidateMs: ttl, now });
   await policies.seedDefaults();
   if (broker.signer === undefined) {
@@ -315,14 +325,28 @@ export async function createAttestationService(
       ) {
         throw new RvpsError('MESSAGE_MALFORMED', 'RVPS message must be a JSON object');
       }
+      if (remoteRvps !== undefined) {
+        const text =
+          typeof msg === 'string'
+            ? msg
+            : msg instanceof Uint8Array
+              ? Buffer.from(msg).toString('utf8')
+              : JSON.stringify(msg);
+        await remoteRvps.register(text);
+        logger.info('reference values registered with the remote RVPS');
+        return;
+      }
       const names = await rvps.register(msg as RvpsMessageInput);
       logger.info(names.length > 32 ? { count: names.length } : { names }, 'reference values registered');
     },
 
     async getReferenceValue(name) {
+      if (remoteRvps !== undefined) return remoteRvps.query(name);
       return (await rvps.get(name))?.value;
     },
 
-    async close() {},
+    async close() {
+      remoteRvps?.close();
+    },
   };
 }
