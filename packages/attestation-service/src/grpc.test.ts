@@ -184,3 +184,57 @@ describe('grpc attestation service', () => {
     expect(e.details).toBe('Error parse inner_tee tee_params');
   });
 });
+
+describe('grpc attestation service, malformed messages', () => {
+  it('answers bytes that are not a protobuf message with a status, and keeps serving', async () => {
+    const { makeGenericClientConstructor } = await import('@grpc/grpc-js');
+    const opened = await openAttestationService(parseAsConfig({}), silent);
+    const server = await startAsGrpcServer({
+      service: opened.service,
+      rvps: opened.rvps,
+      address: '127.0.0.1:0',
+    });
+    const identity = (b: Buffer) => b;
+    const Raw = makeGenericClientConstructor(
+      {
+        evaluate: {
+          path: '/attestation.AttestationService/AttestationEvaluate',
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: identity,
+          requestDeserialize: identity,
+          responseSerialize: identity,
+          responseDeserialize: identity,
+        },
+      },
+      'Raw',
+    );
+    const raw = new Raw(`127.0.0.1:${server.port}`, credentials.createInsecure()) as unknown as {
+      evaluate(req: Buffer, cb: (e: ServiceError | null) => void): void;
+      close(): void;
+    };
+    // A length prefix past the end; a nested message that claims more than it has; an invalid wire type.
+    for (const bytes of [
+      Buffer.from([0x0a, 0x7f, 0x01]),
+      Buffer.from([0x0a, 0x02, 0x0a, 0x10]),
+      Buffer.from([0x0f]),
+    ]) {
+      const e = await new Promise<ServiceError | null>((resolve) => raw.evaluate(bytes, resolve));
+      expect(e?.code).toBe(status.INTERNAL);
+    }
+    raw.close();
+    const client = new attestation.AttestationServiceClient(
+      `127.0.0.1:${server.port}`,
+      credentials.createInsecure(),
+    );
+    const ok = await new Promise<attestation.ChallengeResponse | undefined>((resolve, reject) =>
+      client.getAttestationChallenge({ inner: { tee: 'snp', tee_params: '{}' } }, (e, r) =>
+        e ? reject(e) : resolve(r),
+      ),
+    );
+    expect(ok).toEqual({ attestationChallenge: '' });
+    client.close();
+    await server.close();
+    await opened.close();
+  });
+});
