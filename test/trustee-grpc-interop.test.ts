@@ -6,7 +6,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { openAttestationService, parseAsConfig, startAsGrpcServer } from '@broker/attestation-service';
+import {
+  openAttestationService,
+  parseAsConfig,
+  startAsGrpcServer,
+  startAsRestServer,
+} from '@broker/attestation-service';
 import { createLogger } from '@broker/cli';
 import { createRvps } from '@broker/kbs';
 import { loadRvpsConfig, openRvpsStorage, startRvpsServer } from '@broker/rvps';
@@ -45,7 +50,7 @@ describe('trustee gRPC interop (python3-grpcio)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('registers and queries through the RVPS, then evaluates sample evidence through the AS into a token Python verifies', async () => {
+  it('registers and queries through the RVPS, then evaluates sample evidence through the AS (gRPC and REST) into tokens Python verifies', async () => {
     // RVPS from a trustee-style rvps.json (LocalJson), the AS with trustee's GrpcRemote RVPS setting.
     const rvpsConfig = join(dir, 'rvps.json');
     writeFileSync(
@@ -69,6 +74,8 @@ describe('trustee gRPC interop (python3-grpcio)', () => {
     closers.push(() => as.close());
     const asServer = await startAsGrpcServer({ service: as.service, rvps: as.rvps, address: '127.0.0.1:0' });
     closers.push(() => asServer.close());
+    const restServer = await startAsRestServer(as, '127.0.0.1:0');
+    closers.push(() => restServer.close());
     const policy = join(dir, 'svn.rego');
     writeFileSync(policy, SVN_POLICY);
 
@@ -78,6 +85,7 @@ describe('trustee gRPC interop (python3-grpcio)', () => {
       `127.0.0.1:${rvps.port}`,
       `127.0.0.1:${asServer.port}`,
       policy,
+      `http://127.0.0.1:${restServer.port}`,
     ]);
     const seen = JSON.parse(stdout);
     expect(seen.query).toBe('["3"]');
@@ -95,5 +103,11 @@ describe('trustee gRPC interop (python3-grpcio)', () => {
       },
     });
     expect(seen.mismatch).toEqual({ code: 'ABORTED', details: 'Attestation evaluation failed: ' });
+    // The same service through trustee's restful-as routes, from Python's urllib.
+    expect(seen.rest).toEqual({
+      executables: 2,
+      jwks_has_signer: true,
+      tpm: { status: 500, body: 'An internal error occured: ' },
+    });
   });
 });

@@ -6,7 +6,7 @@ temporary folder, then drives the RVPS and the attestation service with Debian's
 checks the EAR token's ES256 signature with python3-cryptography. Nothing of ours is used here: the
 evidence, its runtime-data binding and the token check are written from trustee's definitions.
 
-Usage: trustee_grpc_client.py PROTO_DIR RVPS_ADDR AS_ADDR POLICY_FILE
+Usage: trustee_grpc_client.py PROTO_DIR RVPS_ADDR AS_ADDR POLICY_FILE [REST_URL]
 (the policy is set as `svn_cpu` and evaluated as `svn`)
 Prints one JSON object with what it saw; exits non-zero on an unexpected failure.
 """
@@ -17,6 +17,8 @@ import json
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 
 import grpc
 from cryptography.exceptions import InvalidSignature
@@ -139,7 +141,50 @@ def main() -> None:
                 result["mismatch"] = "accepted"
             except grpc.RpcError as e:
                 result["mismatch"] = {"code": e.code().name, "details": e.details().split("\n")[0]}
+            if len(sys.argv) > 5:
+                result["rest"] = rest(sys.argv[5], runtime_data)
     print(json.dumps(result))
+
+
+def rest(base: str, runtime_data: dict) -> dict:
+    """trustee's restful-as: POST /attestation with its JSON body; the token checked against the JWKS route."""
+    canonical = json.dumps(runtime_data, sort_keys=True, separators=(",", ":")).encode()
+    evidence = {"svn": "3", "report_data": base64.b64encode(hashlib.sha384(canonical).digest()).decode()}
+    body = {
+        "verification_requests": [
+            {
+                "tee": "sample",
+                "evidence": b64url(json.dumps(evidence).encode()),
+                "runtime_data": {"structured": runtime_data},
+                "runtime_data_hash_algorithm": "sha384",
+            }
+        ],
+        "policy_ids": ["svn"],
+    }
+    req = urllib.request.Request(
+        f"{base}/attestation", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req) as res:
+        token = res.read().decode()
+    with urllib.request.urlopen(f"{base}/.well-known/jwks.json") as res:
+        jwks = json.loads(res.read())
+    claims = verify_es256(token)
+    header = json.loads(b64url_decode(token.split(".")[0]))
+    out = {
+        "executables": claims["submods"]["cpu0"]["ear.trustworthiness-vector"].get("executables"),
+        "jwks_has_signer": any(k.get("x") == header["jwk"]["x"] and k.get("y") == header["jwk"]["y"] for k in jwks["keys"]),
+    }
+    body["verification_requests"][0]["tee"] = "tpm"
+    try:
+        urllib.request.urlopen(
+            urllib.request.Request(
+                f"{base}/attestation", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            )
+        )
+        out["tpm"] = "accepted"
+    except urllib.error.HTTPError as e:
+        out["tpm"] = {"status": e.code, "body": e.read().decode().split("\n")[0]}
+    return out
 
 
 if __name__ == "__main__":
