@@ -24,6 +24,7 @@ import { loadRegistriesD, type RegistriesD } from './lookaside.js';
 import { formatPlatform, type Platform, parseManifest, parsePlatform } from './manifest.js';
 import { DecryptionKeyArgumentError, unwrappersFromArguments } from './ocicrypt/decryption-keys.js';
 import { encryptRegistryImage, wrappersFromArguments } from './ocicrypt/encrypt-image.js';
+import { answerKeyProviderRequest, MAX_KEY_PROVIDER_REQUEST_BYTES } from './ocicrypt/keyprovider-cmd.js';
 import { loadPolicyFile, type PolicyRequirement } from './policy.js';
 import { progressPrinter } from './progress.js';
 import { ImagePullError, openRegistryImage, pullImage } from './pull.js';
@@ -44,6 +45,8 @@ export interface ImageCliIo {
   readonly progress?: { write(text: string): unknown; readonly isTTY?: boolean; readonly columns?: number };
   /** Replaces the KBS key reader (tests). */
   readonly kbsKeyReader?: KeyReader;
+  /** Reads all of standard input (`keyprovider`; default process.stdin). */
+  readonly stdin?: () => Promise<Uint8Array>;
 }
 
 function defaultIo(): ImageCliIo {
@@ -225,6 +228,7 @@ Usage:
   image-policy sign --key PRIVATE.pem [--identity REFERENCE] [options] IMAGE
   image-policy generate-key [--algorithm p256|p384|ed25519|rsa] PREFIX
   image-policy encrypt --encryption-key KEY [--encryption-key KEY]... [options] docker://SRC docker://DEST
+  image-policy keyprovider    (ocicrypt key-provider protocol on stdin/stdout, provider attestation-agent)
 
 IMAGE is docker://REFERENCE (a registry) or dir:PATH (containers/image's directory
 layout: manifest.json, signature-1, ...). For dir: images, --reference gives the
@@ -295,7 +299,7 @@ const POLICY_TOP = {
   name: 'image-policy',
   version: IMAGE_TOOLS_VERSION,
   help: POLICY_HELP,
-  subcommands: ['check', 'sign', 'generate-key', 'encrypt'],
+  subcommands: ['check', 'sign', 'generate-key', 'encrypt', 'keyprovider'],
   exitStatus: POLICY_EXIT_STATUS,
 } as const;
 
@@ -321,6 +325,7 @@ const SIGN = policyCommand(
   ['plain-http', 'repository-identity'],
 );
 const GENERATE_KEY = policyCommand('generate-key', ['algorithm'], []);
+const KEYPROVIDER = policyCommand('keyprovider', [], []);
 const ENCRYPT = policyCommand('encrypt', ['encryption-key', 'platform', ...REGISTRY_OPTIONS], ['plain-http']);
 
 /** `image-policy` main; resolves to the exit status. */
@@ -333,6 +338,7 @@ export function imagePolicyMain(argv: readonly string[], io: ImageCliIo = defaul
       if (command === 'check') return runCommand(CHECK, rest, (a) => checkCommand(parsed(a), io), cio);
       if (command === 'sign') return runCommand(SIGN, rest, (a) => signCommand(parsed(a), io), cio);
       if (command === 'encrypt') return runCommand(ENCRYPT, rest, (a) => encryptCommand(parsed(a), io), cio);
+      if (command === 'keyprovider') return runCommand(KEYPROVIDER, rest, () => keyProviderCommand(io), cio);
       return runCommand(GENERATE_KEY, rest, (a) => generateKeyCommand(parsed(a), io), cio);
     },
     cio,
@@ -392,6 +398,29 @@ async function loadPrivateKey(file: string): Promise<KeyObject> {
     return createPrivateKey(pem);
   } catch (e) {
     throw new Error(`${file}: ${(e as Error).message}`);
+  }
+}
+
+/** `keyprovider`: one ocicrypt key-provider request on stdin, the answer on stdout. */
+async function keyProviderCommand(io: ImageCliIo): Promise<number> {
+  const readAll = async () => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of process.stdin) {
+      size += (chunk as Buffer).byteLength;
+      chunks.push(chunk as Buffer);
+      // Past the limit the request is refused as too large; nothing more is read.
+      if (size > MAX_KEY_PROVIDER_REQUEST_BYTES) break;
+    }
+    return Buffer.concat(chunks);
+  };
+  try {
+    const answer = await answerKeyProviderRequest(await (io.stdin ?? readAll)());
+    io.stdout(Buffer.from(answer).toString('utf8'));
+    return 0;
+  } catch (e) {
+    io.stderr(`image-policy keyprovider: ${(e as Error).message}\n`);
+    return 1;
   }
 }
 

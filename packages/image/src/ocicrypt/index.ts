@@ -9,6 +9,7 @@ export {
 } from './encrypt.js';
 export { encryptRegistryImage, MAX_ENCRYPT_LAYER_BYTES, wrappersFromArguments } from './encrypt-image.js';
 export { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
+export { answerKeyProviderRequest, KeyProviderRequestError } from './keyprovider-cmd.js';
 export {
   type AnnotationPacket,
   AnnotationPacketError,
