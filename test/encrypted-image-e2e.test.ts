@@ -1,7 +1,7 @@
 // Encrypted images made by independent producers, pulled by our code.
 //
 // 1. umoci builds a two-layer image, Debian's skopeo (ocicrypt 1.0.3) encrypts it with
-//    `--encryption-key jwe:pub.pem` (an openssl RSA key) into Debian's docker-registry, and our
+//    `--encryption-key jwe:pub.pem` (an openssl RSA key; also a P-256 key) into Debian's docker-registry, and our
 //    `image-pull --decryption-key jwe:priv.pem` pulls, decrypts and unpacks it. A ciphertext byte flipped
 //    (re-pushed with a matching digest), a wrong key and a missing key each fail with a clear error and
 //    leave no rootfs; skopeo decrypting the same image shows the producer is sound.
@@ -90,6 +90,17 @@ beforeAll(async () => {
     'oci:oci:img',
     `docker://${registry.host}/enc/app:v1`,
   ]);
+  // An EC (P-256) recipient: ocicrypt wraps with ECDH-ES+A256KW.
+  run('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', 'ec.pem']);
+  run('openssl', ['pkey', '-in', 'ec.pem', '-pubout', '-out', 'ec.pub.pem']);
+  run('skopeo', [
+    'copy',
+    '--dest-tls-verify=false',
+    '--encryption-key',
+    'jwe:ec.pub.pem',
+    'oci:oci:img',
+    `docker://${registry.host}/enc/ec:v1`,
+  ]);
   // The same image unencrypted, for our own encrypting command.
   run('skopeo', ['copy', '--dest-tls-verify=false', 'oci:oci:img', `docker://${registry.host}/enc/plain:v1`]);
 }, 120_000);
@@ -155,6 +166,19 @@ describe('an image skopeo encrypted with jwe:pub.pem', () => {
     expect(readFileSync(join(dest, 'rootfs/data/secret.bin'))).toEqual(
       Buffer.alloc(200_000, 'confidential '),
     );
+  });
+
+  it('with an EC key (ECDH-ES+A256KW) is decrypted as well', async () => {
+    const dest = join(dir, 'pulled-ec');
+    const r = await pull([
+      '--decryption-key',
+      `jwe:${join(dir, 'ec.pem')}`,
+      `docker://${registry.host}/enc/ec:v1`,
+      dest,
+    ]);
+    expect(r.err).not.toMatch(/image-pull: /);
+    expect(r.status).toBe(0);
+    expect(readFileSync(join(dest, 'rootfs/etc/motd'), 'utf8')).toBe('hello from an encrypted layer\n');
   });
 
   it('is also what skopeo decrypts itself (the producer is sound)', () => {
