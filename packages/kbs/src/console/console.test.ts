@@ -148,7 +148,10 @@ describe('operator console', () => {
     refused(
       await send(`${base}/kbs/v0/resource-policy`, {
         method: 'POST',
-        headers: { cookie: s.cookie, 'x-csrf-token': `${s.csrf.slice(0, -1)}A` },
+        headers: {
+          cookie: s.cookie,
+          'x-csrf-token': `${s.csrf.slice(0, -1)}${s.csrf.endsWith('A') ? 'B' : 'A'}`,
+        },
         body: JSON.stringify(policy),
       }),
     );
