@@ -247,6 +247,20 @@ describe('manifests that lie about encryption', () => {
     }
   });
 
+  it('does not quote undecodable private options (decrypted bytes) in the error', async () => {
+    const [, app] = await plainLayers();
+    const inner = jweWrapper(rsa.publicKey);
+    const raw: KeyWrapper = {
+      protocol: 'jwe',
+      wrap: () => inner.wrap(Buffer.from('{"symkey": SECRET-DERIVED')),
+    };
+    const e = await pullError(await dirImage([await encryptLayer(app, [raw])]), {
+      decryption: [jweUnwrapper([rsa.privateKey])],
+    });
+    expect(e.message).toBe(`${UNWRAP} (jwe: private options are not JSON)`);
+    expect(e.message).not.toContain('SECRET');
+  });
+
   it('refuses a JWE that is not JSON, and more wrapped keys than a layer can have', async () => {
     const [, app] = await plainLayers();
     const garbage = await encryptLayer(app, [{ protocol: 'jwe', wrap: async () => Buffer.from('not json') }]);

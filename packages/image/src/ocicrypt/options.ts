@@ -39,7 +39,11 @@ function objectOf(bytes: Uint8Array, what: string): Record<string, unknown> {
   try {
     v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
   } catch (e) {
-    throw new LayerOptionsError(`${what} are not JSON: ${(e as Error).message}`);
+    // V8's message quotes the input: for private options that is decrypted (possibly key-derived)
+    // data, which must not reach an error a pod can see.
+    throw new LayerOptionsError(
+      `${what} are not JSON${what === 'public options' ? `: ${(e as Error).message}` : ''}`,
+    );
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v))
     throw new LayerOptionsError(`${what} are not a JSON object`);
