@@ -189,7 +189,8 @@ describe('image-pull caps', () => {
   it('refuses a cap that is not a positive integer', async () => {
     for (const bad of ['0', '-1', '1e9', '8GiB', '99999999999999999999']) {
       const t = io();
-      expect(await imagePullMain(['--max-layer-bytes', bad, 'dir:/nowhere', join(dir, 'b')], t.io)).toBe(2);
+      // `=` keeps a value that starts with '-' (`-1`) the option's value, as parseArgs reads it.
+      expect(await imagePullMain([`--max-layer-bytes=${bad}`, 'dir:/nowhere', join(dir, 'b')], t.io)).toBe(2);
       expect(t.err()).toContain(`--max-layer-bytes takes a positive integer, got "${bad}"`);
     }
   });
