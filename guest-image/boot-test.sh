@@ -288,11 +288,13 @@ while [ $SECONDS -lt $deadline ]; do
   lines=$(probe_lines)
   grep -q '^BOOT-TEST-POLL [0-9]* success' <<<"$lines" && [ "$registered" = 0 ] &&
     die "the KBS released the resource before reference values existed"
-  # Reference values are applied only once the KBS has refused the guest for lack of them.
+  # Reference values are applied only once the KBS has refused the guest for lack of them. The guest
+  # sees only upstream's short "[CDH] [ERROR]: Get Resource failed"; the KBS's log names the PolicyDeny.
   if [ "$registered" = 0 ] && [ "$(grep -c '^BOOT-TEST-PCR ' <<<"$lines")" -ge 5 ] &&
-    grep -q '^BOOT-TEST-POLL .*PolicyDeny' <<<"$lines"; then
-    denied=$(grep -m1 '^BOOT-TEST-POLL .*PolicyDeny' <<<"$lines")
-    step "guest PCRs printed; refused without reference values: ${denied#BOOT-TEST-POLL * }"
+    grep -q '^BOOT-TEST-POLL .*Get Resource failed' <<<"$lines" &&
+    grep -q '"kind":"PolicyDeny"' "$W/kbs.log"; then
+    denied=$(grep -m1 '"kind":"PolicyDeny"' "$W/kbs.log" | sed 's/.*"cause":"\([^"]*\)".*/\1/')
+    step "guest PCRs printed; refused without reference values (KBS: PolicyDeny, $denied)"
     {
       printf '{"image_tag":"boot-test","measurements":{"sha256":{'
       grep '^BOOT-TEST-PCR ' <<<"$lines" | grep -v '^BOOT-TEST-PCR 08 ' |
