@@ -11,6 +11,7 @@ import {
   processIo,
   runCommand,
   UsageError,
+  untilStopSignal,
 } from '@broker/cli';
 import { DEFAULT_AS_SOCKET, loadAsConfig, parseAsConfig } from './config.js';
 import { startAsGrpcServer } from './grpc.js';
@@ -45,22 +46,10 @@ function readPem(path: string): Buffer {
   return readFileSync(path);
 }
 
-function untilSignal(): Promise<string> {
-  return new Promise((resolve) => {
-    const stop = (sig: string) => {
-      process.off('SIGTERM', stop);
-      process.off('SIGINT', stop);
-      resolve(sig);
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-  });
-}
-
 export function attestationServiceMain(
   argv: string[],
   io: CommandIo = processIo,
-  stop: () => Promise<unknown> = untilSignal,
+  stop: () => Promise<unknown> = untilStopSignal,
 ): Promise<number> {
   return runCommand(
     {

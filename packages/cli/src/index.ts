@@ -34,4 +34,5 @@ export {
   parseLogDirectives,
   resolveLogLevel,
 } from './log.js';
+export { untilStopSignal } from './signals.js';
 export { BUILD_DESCRIPTION, versionLine } from './version.js';

@@ -11,6 +11,7 @@ import {
   processIo,
   required,
   runCommand,
+  untilStopSignal,
 } from '@broker/cli';
 import { createRvps, MAX_RVPS_MESSAGE_LENGTH } from '@broker/kbs';
 import { DEFAULT_RVPS_CLIENT_ADDRESS, RvpsClient } from './client.js';
@@ -34,23 +35,10 @@ ${LOG_FORMAT_HELP}
   -V, --version            Print version
 `;
 
-/** Resolves when the process is asked to stop. */
-function untilSignal(): Promise<string> {
-  return new Promise((resolve) => {
-    const stop = (sig: string) => {
-      process.off('SIGTERM', stop);
-      process.off('SIGINT', stop);
-      resolve(sig);
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-  });
-}
-
 export function rvpsMain(
   argv: string[],
   io: CommandIo = processIo,
-  stop: () => Promise<unknown> = untilSignal,
+  stop: () => Promise<unknown> = untilStopSignal,
 ): Promise<number> {
   return runCommand(
     {
