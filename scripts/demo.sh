@@ -103,7 +103,10 @@ if [ "$TEE" = az-snp-vtpm ]; then
 fi
 # Flow A's small client: builds and pushes images with @broker/image, and calls PullImage on the CDH's
 # ttrpc socket the way kata's agent does inside the CVM.
+# import.meta.url as the executables' build defines it: a CommonJS bundle has none, and openpgp's
+# ESM build calls createRequire(import.meta.url).
 "$ROOT/node_modules/.bin/esbuild" test/helpers/image-tool.ts --bundle --platform=node --target=node24 --format=cjs \
+  --define:import.meta.url=__image_tool_url --banner:js='const __image_tool_url = require("url").pathToFileURL(__filename).href;' \
   --outfile="$WORK/image-tool.cjs" --log-level=warning || { echo "could not bundle test/helpers/image-tool.ts" >&2; exit 1; }
 image_tool() { "$NODE" "$WORK/image-tool.cjs" "$@"; }
 if (exec 3<>"/dev/tcp/127.0.0.1/$KBS_PORT") 2>/dev/null; then
@@ -172,6 +175,7 @@ type = "BuiltIn"
 
 [admin]
 authorization_mode = "AuthenticatedAuthorization"
+console = true
 
 [admin.authentication.bearer_jwt]
 identity_providers = [{ public_key_uri = "$WORK/admin.pub" }]
@@ -212,6 +216,18 @@ wait_for "KBS listening on https://127.0.0.1:$KBS_PORT" curl -sf --cacert "$WORK
 line "KBS listening on https://127.0.0.1:$KBS_PORT" "ok"
 
 admin() { "$BIN/kbs-client" --url "https://127.0.0.1:$KBS_PORT" --cert-file "$WORK/https.crt" config --auth-private-key "$WORK/admin.key" "$@" >>"$WORK/admin.log" 2>&1; }
+# An admin JWT for the operator console (EdDSA over the admin key, `role` = admin, 2 h), made with
+# openssl alone; the KBS checks it as it checks kbs-client's tokens.
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+console_token() {
+  local now header payload
+  now=$(date +%s)
+  header=$(printf '{"alg":"EdDSA","typ":"JWT"}' | b64url)
+  payload=$(printf '{"role":"admin","iat":%d,"exp":%d}' "$now" "$((now + 7200))" | b64url)
+  printf '%s.%s' "$header" "$payload" >"$WORK/console-token.in"
+  printf '%s.%s.%s' "$header" "$payload" \
+    "$(openssl pkeyutl -sign -rawin -inkey "$WORK/admin.key" -in "$WORK/console-token.in" | b64url)"
+}
 
 printf 'success' >"$WORK/status"
 head -c 32 /dev/urandom >"$WORK/dataset.key"
@@ -231,6 +247,11 @@ if [ "$TEE" = sample ]; then
 fi
 admin set-resource-policy --affirming || fail "resource policy: release to affirming attestations"
 line "resource policy: release only to affirming attestations" "ok"
+CONSOLE_TOKEN=$(console_token) || fail "console admin token"
+curl -sf --cacert "$WORK/https.crt" -H 'content-type: application/json' \
+  -d "{\"token\":\"$CONSOLE_TOKEN\"}" "https://127.0.0.1:$KBS_PORT/kbs/v0/admin/console/session" >/dev/null ||
+  fail "operator console sign-in"
+line "operator console at /console/: an admin JWT signs in" "ok"
 
 echo
 echo "3. Flow A setup: a registry with a signed and an unsigned image, the image policy in the KBS"
@@ -491,6 +512,8 @@ if [ "$KEEP" = 1 ]; then
   echo "  curl http://127.0.0.1:8006/cdh/resource/default/attestation-status/status"
   echo "  $BIN/image-pull --policy $WORK/image-policy.json --kbs-url https://127.0.0.1:$KBS_PORT --kbs-cert $WORK/https.crt --plain-http docker://$UNSIGNED_IMAGE $WORK/bundles/try"
   echo "  $BIN/kbs-client --url https://127.0.0.1:$KBS_PORT --cert-file $WORK/https.crt config --auth-private-key $WORK/admin.key get-resource-policy"
+  echo "Operator console: https://127.0.0.1:$KBS_PORT/console/ (certificate: $WORK/https.crt); sign in with this admin JWT (2 h):"
+  echo "  $(console_token)"
   echo "Stop it with: kill ${PIDS[*]}; rm -rf $WORK"
   echo "work folder (it holds the demo's private keys): $WORK"
   trap - EXIT
