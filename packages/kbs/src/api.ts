@@ -12,6 +12,7 @@ import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
 import { type AttestationService, explainAppraisals } from './attestation/index.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
+import type { ExternalPlugin } from './plugins/external.js';
 import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
 import type { Rcar } from './rcar.js';
 import { emptyReply, jsonReply, type Reply } from './reply.js';
@@ -50,6 +51,8 @@ export interface ApiDeps {
   readonly logger: Logger;
   /** Records each resource request's policy result for the operator console. */
   readonly verdicts?: VerdictRecorder;
+  /** `[[plugins]] name = "external"`: gRPC plugins under `/kbs/v0/external/<backend>/`. */
+  readonly external?: ExternalPlugin;
 }
 
 const TEXT_XML = { 'content-type': 'text/xml' };
@@ -135,6 +138,8 @@ export class Api {
         () => this.resource(req, repository, rest),
       );
     }
+    const external = this.deps.external;
+    if (plugin === 'external' && external !== undefined) return external.handle(req, rest);
     throw new KbsError('PluginNotFound', `Plugin ${plugin} not found`);
   }
 

@@ -7,6 +7,7 @@ import { extname, isAbsolute } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { type AttestationServiceConfig, parseAttestationServiceConfig } from './attestation/index.js';
 import { ConfigError, isTable, Section } from './config-reader.js';
+import { type ExternalPluginConfig, parseExternalPlugin } from './plugins/external-config.js';
 import { DEFAULT_LOCAL_FS_DIR } from './storage/local-fs.js';
 import { DEFAULT_LOCAL_JSON_DIR } from './storage/local-json.js';
 import { DEFAULT_REDIS_URL } from './storage/redis.js';
@@ -135,6 +136,8 @@ export interface KbsConfig {
   readonly sessionStorageType?: StorageType;
   /** The `resource` plugin, when a `[[plugins]]` entry enables it. */
   readonly resourcePlugin?: ResourcePluginConfig;
+  /** `[[plugins]] name = "external"`: gRPC plugin backends under `/kbs/v0/external/<name>/`. */
+  readonly externalPlugin?: ExternalPluginConfig;
   /** Files loaded into the store and watched; absent when `[mounted_files]` is not configured. */
   readonly mountedFiles?: MountedFilesConfig;
   /** Accepted but unused settings, for the operator to see at startup. */
@@ -509,43 +512,59 @@ function checkWorkers(
   );
 }
 
-function parsePlugins(list: Section[]): ResourcePluginConfig | undefined {
-  let resource: ResourcePluginConfig | undefined;
-  for (const p of list) {
-    const name = p.string('name');
-    if (name !== 'resource' && name !== 'ResourceStorage') {
+interface PluginsConfig {
+  readonly resource?: ResourcePluginConfig;
+  readonly external?: ExternalPluginConfig;
+}
+
+function parseResourcePlugin(p: Section): ResourcePluginConfig {
+  const backendType = p.optString('storage_backend_type');
+  const legacyType = p.optString('type');
+  if (backendType !== undefined && legacyType !== undefined) {
+    throw new ConfigError(`${p.where} set storage_backend_type or the legacy type, not both`);
+  }
+  let resource: ResourcePluginConfig;
+  if (legacyType !== undefined) {
+    if (legacyType !== 'LocalFs' && legacyType !== 'local_fs') {
       throw new ConfigError(
-        `${p.where} plugin ${JSON.stringify(name)} is not supported by this KBS (supported: resource)`,
+        `${p.where} type: ${JSON.stringify(legacyType)} is not supported (supported: LocalFs)`,
       );
     }
-    if (resource !== undefined) throw new ConfigError(`${p.where} the resource plugin is configured twice`);
-    const backendType = p.optString('storage_backend_type');
-    const legacyType = p.optString('type');
-    if (backendType !== undefined && legacyType !== undefined) {
-      throw new ConfigError(`${p.where} set storage_backend_type or the legacy type, not both`);
+    resource = { backend: 'LocalFs', dirPath: p.string('dir_path', DEFAULT_LEGACY_REPOSITORY_DIR) };
+  } else {
+    const t = backendType ?? 'kvstorage';
+    if (t !== 'kvstorage' && t !== 'KvStorage') {
+      throw new ConfigError(
+        `${p.where} storage_backend_type: ${JSON.stringify(t)} is not supported by this KBS (supported: kvstorage)`,
+      );
     }
-    if (legacyType !== undefined) {
-      if (legacyType !== 'LocalFs' && legacyType !== 'local_fs') {
-        throw new ConfigError(
-          `${p.where} type: ${JSON.stringify(legacyType)} is not supported (supported: LocalFs)`,
-        );
-      }
-      resource = { backend: 'LocalFs', dirPath: p.string('dir_path', DEFAULT_LEGACY_REPOSITORY_DIR) };
-    } else {
-      const t = backendType ?? 'kvstorage';
-      if (t !== 'kvstorage' && t !== 'KvStorage') {
-        throw new ConfigError(
-          `${p.where} storage_backend_type: ${JSON.stringify(t)} is not supported by this KBS (supported: kvstorage)`,
-        );
-      }
-      resource = { backend: 'kvstorage' };
-    }
-    p.finish({
-      dir_path:
-        'dir_path belongs to type = "LocalFs"; with kvstorage set [storage_backend.backends.local_fs]',
-    });
+    resource = { backend: 'kvstorage' };
   }
+  p.finish({
+    dir_path: 'dir_path belongs to type = "LocalFs"; with kvstorage set [storage_backend.backends.local_fs]',
+  });
   return resource;
+}
+
+/** `[[plugins]]`: the built-in `resource` plugin and the `external` gRPC gateway, each at most once. */
+function parsePlugins(list: Section[]): PluginsConfig {
+  let resource: ResourcePluginConfig | undefined;
+  let external: ExternalPluginConfig | undefined;
+  for (const p of list) {
+    const name = p.string('name');
+    if (name === 'resource' || name === 'ResourceStorage') {
+      if (resource !== undefined) throw new ConfigError(`${p.where} the resource plugin is configured twice`);
+      resource = parseResourcePlugin(p);
+    } else if (name === 'external' || name === 'ExternalPlugin') {
+      if (external !== undefined) throw new ConfigError(`${p.where} the external plugin is configured twice`);
+      external = parseExternalPlugin(p);
+    } else {
+      throw new ConfigError(
+        `${p.where} plugin ${JSON.stringify(name)} is not supported by this KBS (supported: resource, external)`,
+      );
+    }
+  }
+  return { ...(resource !== undefined && { resource }), ...(external !== undefined && { external }) };
 }
 
 /**
@@ -608,7 +627,9 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     'the top level',
     'session_storage_type',
   );
-  const resourcePlugin = parsePlugins(root.sectionArray('plugins', '[[plugins]]'));
+  const { resource: resourcePlugin, external: externalPlugin } = parsePlugins(
+    root.sectionArray('plugins', '[[plugins]]'),
+  );
   // This KBS's own table stays strict: trustee would ignore all of it, so a misspelt key here is ours.
   const mounted = root.raw('mounted_files');
   const mountedFiles = parseMountedFiles(
@@ -654,6 +675,7 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     storageBackend,
     ...(sessionStorageType !== undefined && { sessionStorageType }),
     ...(resourcePlugin !== undefined && { resourcePlugin }),
+    ...(externalPlugin !== undefined && { externalPlugin }),
     ...(mountedFiles !== undefined && { mountedFiles }),
     warnings,
   };

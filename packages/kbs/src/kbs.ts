@@ -12,6 +12,7 @@ import { createAdminRoutes } from './console/routes.js';
 import { ConsoleSessions } from './console/sessions.js';
 import { consolePage } from './console/static.js';
 import { KbsMetrics } from './metrics.js';
+import { ExternalPlugin } from './plugins/external.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
 import { MountedFiles } from './reload/mounted.js';
@@ -254,6 +255,14 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     const verdictLog = new VerdictLog(config.console.verdictLogSize, options.now);
     const verdicts = new VerdictRecorder(verdictLog, (name) => attestation.getReferenceValue(name));
     const rcar = new Rcar({ sessions, attestation, metrics, logger, verdicts });
+    const externalConfig = config.externalPlugin;
+    const external =
+      externalConfig === undefined
+        ? undefined
+        : await step('PluginManager initialization failed', () =>
+            ExternalPlugin.connect(externalConfig, { admin, sessions, tokens, policy, metrics, logger }),
+          );
+    if (external !== undefined) cleanups.push(() => external.close());
     const api = new Api({
       rcar,
       sessions,
@@ -265,6 +274,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       metrics,
       logger,
       verdicts,
+      ...(external !== undefined && { external }),
     });
     const handler = createRequestHandler({
       api,
