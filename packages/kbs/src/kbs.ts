@@ -7,12 +7,10 @@ import { Api } from './api.js';
 import { createGrpcAttestationService } from './attestation/grpc-remote.js';
 import { type AttestationService, createAttestationService } from './attestation/index.js';
 import { type KbsConfig, validateAdminConfig } from './config.js';
-import { Health } from './console/health.js';
+import { consoleDeps } from './console/deps.js';
 import { createAdminRoutes } from './console/routes.js';
-import { ConsoleSessions } from './console/sessions.js';
 import { consolePage } from './console/static.js';
 import { KbsMetrics } from './metrics.js';
-import { ExternalPlugin } from './plugins/external.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
 import { MountedFiles } from './reload/mounted.js';
@@ -28,7 +26,8 @@ import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js'
 import { RoutedStorage } from './storage/routed.js';
 import type { KvStorage, Namespace } from './storage/types.js';
 import { AttestationTokenVerifier } from './token.js';
-import { VerdictLog } from './verdicts/log.js';
+import type { VerdictStore } from './verdicts/log.js';
+import { openVerdicts } from './verdicts/open.js';
 import { VerdictRecorder } from './verdicts/recorder.js';
 
 export class KbsStartupError extends Error {
@@ -54,8 +53,8 @@ export interface RunningKbs {
   readonly sessions: SessionStore;
   readonly storage: KvStorage;
   readonly attestationService: AttestationService;
-  /** The last attestations and resource requests (`GET /kbs/v0/admin/verdicts`). */
-  readonly verdicts: VerdictLog;
+  /** The last attestations and resource requests (`GET /kbs/v0/admin/verdicts`); in Redis over Redis. */
+  readonly verdicts: VerdictStore;
   /**
    * Re-reads the watched files now (TLS key and certificate, `[mounted_files]`) instead of waiting for
    * the file watch; resolves once the changes apply. The `kbs` command does this on SIGHUP.
@@ -252,7 +251,9 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     });
     cleanups.push(() => sessions.close());
 
-    const verdictLog = new VerdictLog(config.console.verdictLogSize, options.now);
+    const verdictStore = openVerdicts(config, logger, options.now);
+    cleanups.push(() => verdictStore.close());
+    const verdictLog = verdictStore.store;
     const verdicts = new VerdictRecorder(verdictLog, (name) => attestation.getReferenceValue(name));
     const rcar = new Rcar({ sessions, attestation, metrics, logger, verdicts });
     const externalConfig = config.externalPlugin;
@@ -284,29 +285,15 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
         admin,
         verdicts: verdictLog,
         ...(config.console.enabled && {
-          console: {
-            sessions: new ConsoleSessions(options.now),
-            listResources: async () => {
-              if (resourceStore === undefined) return [];
-              const out: { path: string; size: number }[] = [];
-              for (const key of (await resourceStore.list('repository')).sort().slice(0, 1000)) {
-                out.push({ path: key, size: (await resourceStore.get('repository', key))?.byteLength ?? 0 });
-              }
-              return out;
-            },
-            health: new Health(
-              metrics,
-              {
-                backend: config.storageBackend.storageType,
-                sessions: config.sessionStorageType ?? config.storageBackend.storageType,
-              },
-              options.now,
-            ),
-            resourcePolicyText: async () => {
-              const raw = await storage.get('kbs', 'resource-policy.rego');
-              return raw === undefined ? undefined : Buffer.from(raw).toString('utf8');
-            },
-          },
+          console: consoleDeps({
+            config,
+            storage,
+            resourceStore,
+            metrics,
+            attestation,
+            verdicts: verdictStore,
+            now: options.now,
+          }),
         }),
       }),
       ...(config.console.enabled && { consolePage }),

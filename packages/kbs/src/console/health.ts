@@ -1,5 +1,6 @@
 // The console's health view (`GET /kbs/v0/admin/health`): uptime, the storage backends, and the
-// handshake and policy counters of /metrics, with their rate per minute over the last minute or more.
+// handshake and policy counters of /metrics, with their rate per minute over the last minute or more,
+// and over Redis the number of live KBS replicas sharing it.
 import type { Counter } from 'prom-client';
 import type { KbsMetrics } from '../metrics.js';
 
@@ -13,7 +14,11 @@ async function total(c: Counter<string>): Promise<number> {
 
 export interface HealthReport {
   readonly uptimeSeconds: number;
-  readonly storage: { readonly backend: string; readonly sessions: string };
+  readonly storage: { readonly backend: string; readonly sessions: string; readonly verdictLog?: string };
+  /** Live KBS processes sharing the store (Redis); 1 when the store is this process's own. */
+  readonly replicas: number | null;
+  /** Why the replicas could not be counted. */
+  readonly replicasError?: string;
   readonly totals: Totals;
   /** Counts per minute, measured over `rateWindowSeconds`. */
   readonly perMinute: Totals;
@@ -29,6 +34,8 @@ export class Health {
     private readonly metrics: KbsMetrics,
     private readonly storage: HealthReport['storage'],
     private readonly now: () => number = Date.now,
+    /** Counts the replicas sharing the store; absent when the store is not shared. */
+    private readonly countReplicas?: () => Promise<number>,
   ) {
     this.started = now();
     this.samples.push({ at: this.started, totals: {} });
@@ -62,9 +69,18 @@ export class Health {
     for (const [k, v] of Object.entries(totals)) {
       perMinute[k] = Math.round(((v - (base.totals[k] ?? 0)) / minutes) * 100) / 100;
     }
+    let replicas: Pick<HealthReport, 'replicas' | 'replicasError'> = { replicas: 1 };
+    if (this.countReplicas !== undefined) {
+      try {
+        replicas = { replicas: await this.countReplicas() };
+      } catch (e) {
+        replicas = { replicas: null, replicasError: (e as Error).message };
+      }
+    }
     return {
       uptimeSeconds: Math.floor((at - this.started) / 1000),
       storage: this.storage,
+      ...replicas,
       totals,
       perMinute,
       rateWindowSeconds: Math.round((at - base.at) / 1000),

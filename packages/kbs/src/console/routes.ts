@@ -1,16 +1,24 @@
 // This KBS's own admin endpoints and the console's session handling, run before the admin API:
 // - always: the verdict log (`GET /kbs/v0/admin/verdicts`);
-// - with `[admin] console = true`: sign-in (`/kbs/v0/admin/console/session`), the resource list, the
-//   resource policy text, its syntax check and dry run; and every request carrying a console cookie is
-//   turned into the admin API request of its JWT, after the CSRF check when it changes state.
+// - with `[admin] console = true`: sign-in (`/kbs/v0/admin/console/session`), health, the resource list,
+//   the resource policy text with its syntax check and dry run, the attestation policies (list, text,
+//   check, dry run) and the reference values (list, expire); and every request carrying a console
+//   cookie is turned into the admin API request of its JWT, after the CSRF check when it changes state.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Engine, fromJSON, toJSON } from '@broker/rego';
 import type { AdminAuthorizer } from '../admin.js';
 import type { ApiRequest } from '../api.js';
 import { MAX_POLICY_BYTES, RESOURCE_POLICY_RULE } from '../policy/resource-policy.js';
 import { jsonReply, type Reply } from '../reply.js';
+import type { ListedReferenceValue } from '../rvps/admin.js';
 import { checkAdmin, verdictRoute } from '../verdicts/endpoint.js';
-import type { VerdictLog } from '../verdicts/log.js';
+import type { VerdictStore } from '../verdicts/log.js';
+import {
+  type AttestationPolicyAccess,
+  compileAttestationPolicy,
+  dryRunAttestationPolicy,
+  policyIdOf,
+} from './attestation-policies.js';
 import type { Health } from './health.js';
 import {
   CLEAR_CONSOLE_COOKIE,
@@ -25,16 +33,30 @@ export interface ResourceEntry {
   readonly size: number;
 }
 
+/** The reference values of the built-in RVPS, or why they cannot be managed here. */
+export type ReferenceValueAccess =
+  | {
+      list(): Promise<ListedReferenceValue[]>;
+      /** False when there was no such value. */
+      expire(name: string): Promise<boolean>;
+    }
+  | { readonly unavailable: string };
+
+export interface ConsoleDeps {
+  readonly sessions: ConsoleSessions;
+  readonly listResources: () => Promise<ResourceEntry[]>;
+  readonly resourcePolicyText: () => Promise<string | undefined>;
+  readonly health: Health;
+  /** Absent when the attestation service is another process (its policies are kept there). */
+  readonly attestationPolicies?: AttestationPolicyAccess;
+  readonly referenceValues: ReferenceValueAccess;
+}
+
 export interface AdminRoutesDeps {
   readonly admin: AdminAuthorizer;
-  readonly verdicts: VerdictLog;
+  readonly verdicts: VerdictStore;
   /** Present when the console is enabled. */
-  readonly console?: {
-    readonly sessions: ConsoleSessions;
-    readonly listResources: () => Promise<ResourceEntry[]>;
-    readonly resourcePolicyText: () => Promise<string | undefined>;
-    readonly health: Health;
-  };
+  readonly console?: ConsoleDeps;
 }
 
 const SESSION_PATH = ['admin', 'console', 'session'];
@@ -96,6 +118,84 @@ export function createAdminRoutes(
   const consoleDeps = deps.console;
   const path = (req: ApiRequest) => `/kbs/v0/${req.segments.join('/')}`;
 
+  const attestationPolicyRoute = async (
+    method: string,
+    second: string | undefined,
+    more: readonly string[],
+    rawBody: Uint8Array,
+  ): Promise<Reply | undefined> => {
+    const policies = consoleDeps?.attestationPolicies;
+    if (more.length > 0) return undefined;
+    if (policies === undefined) {
+      return json(501, {
+        error:
+          'the attestation service is another process ([attestation_service] coco_as_grpc): its policies are managed there',
+      });
+    }
+    if (method === 'GET' && second === undefined) {
+      return jsonReply(JSON.stringify({ policies: (await policies.list()).sort() }));
+    }
+    if (method === 'GET') {
+      const id = policyIdOf(second);
+      const text = id === undefined ? undefined : await policies.get(id);
+      if (text === undefined) return json(404, { error: 'no attestation policy of that id' });
+      return jsonReply(JSON.stringify({ id, policy: text }));
+    }
+    if (method !== 'POST' || (second !== 'check' && second !== 'dry-run')) return undefined;
+    const body = bodyJson(rawBody);
+    if (body === undefined || typeof body.policy !== 'string') {
+      return json(400, { error: 'the body must be {"policy": "<rego text>", …}' });
+    }
+    if (second === 'check') {
+      try {
+        compileAttestationPolicy(body.policy);
+        return json(200, { ok: true });
+      } catch (e) {
+        return json(200, { ok: false, error: (e as Error).message });
+      }
+    }
+    if (body.submod !== undefined && (typeof body.submod !== 'string' || body.submod.length > 64)) {
+      return json(400, { error: 'submod must be the name of an appraisal, e.g. "cpu0"' });
+    }
+    const v = typeof body.verdict === 'number' ? await verdicts.get(body.verdict) : undefined;
+    const run =
+      v?.claims === undefined
+        ? undefined
+        : await dryRunAttestationPolicy(
+            body.policy,
+            v.claims,
+            body.submod as string | undefined,
+            policies.referenceValue,
+          );
+    if (run === undefined) return json(404, { error: 'no recorded appraisal claims for that verdict' });
+    return json(200, run);
+  };
+
+  const referenceValueRoute = async (
+    method: string,
+    second: string | undefined,
+    more: readonly string[],
+    access: ReferenceValueAccess,
+  ): Promise<Reply | undefined> => {
+    if (more.length > 0) return undefined;
+    if ('unavailable' in access) return json(501, { error: access.unavailable });
+    if (method === 'GET' && second === undefined) {
+      return jsonReply(JSON.stringify({ referenceValues: await access.list() }));
+    }
+    if (method === 'DELETE' && second !== undefined) {
+      let existed: boolean;
+      try {
+        existed = await access.expire(second);
+      } catch (e) {
+        return json(400, { error: (e as Error).message });
+      }
+      return existed
+        ? json(200, { expired: second })
+        : json(404, { error: 'no reference value of that name' });
+    }
+    return undefined;
+  };
+
   const consoleRoute = async (req: ApiRequest, headers: IncomingHttpHeaders): Promise<Reply | undefined> => {
     if (consoleDeps === undefined || req.segments[0] !== 'admin') return undefined;
     const { sessions } = consoleDeps;
@@ -128,7 +228,7 @@ export function createAdminRoutes(
             return json(200, { ok: false, error: (e as Error).message });
           }
         }
-        const v = typeof body.verdict === 'number' ? verdicts.get(body.verdict) : undefined;
+        const v = typeof body.verdict === 'number' ? await verdicts.get(body.verdict) : undefined;
         if (v?.claims === undefined) return json(404, { error: 'no recorded claims for that verdict' });
         const resource = typeof body.resource === 'string' ? body.resource : '';
         const segments = resource.split('/');
@@ -137,6 +237,14 @@ export function createAdminRoutes(
         }
         return json(200, dryRun(body.policy, v.claims, segments));
       }
+    }
+    if (first === 'attestation-policy') {
+      checkAdmin(admin, req.authorization, path(req));
+      return attestationPolicyRoute(req.method, second, more, req.body);
+    }
+    if (first === 'reference-values') {
+      checkAdmin(admin, req.authorization, path(req));
+      return referenceValueRoute(req.method, second, more, consoleDeps.referenceValues);
     }
     if (samePath(req.segments, SESSION_PATH)) {
       if (req.method === 'POST') {
@@ -185,7 +293,7 @@ export function createAdminRoutes(
         routed = { ...req, authorization: `Bearer ${s.token}` };
       }
     }
-    const own = verdictRoute(verdicts, admin, routed) ?? (await consoleRoute(routed, headers));
+    const own = (await verdictRoute(verdicts, admin, routed)) ?? (await consoleRoute(routed, headers));
     return own ?? routed;
   };
 }

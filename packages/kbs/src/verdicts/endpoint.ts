@@ -3,7 +3,7 @@
 import { KbsError } from '@broker/protocol';
 import { type AdminAuthorizer, AdminError } from '../admin.js';
 import { jsonReply, type Reply } from '../reply.js';
-import type { VerdictLog, VerdictQuery } from './log.js';
+import type { VerdictQuery, VerdictStore } from './log.js';
 
 const STATUSES = new Set([
   'affirming',
@@ -63,14 +63,14 @@ export function checkAdmin(admin: AdminAuthorizer, authorization: string | undef
 }
 
 /** Answers `segments` (after `/kbs/v0/admin/verdicts`) with the list or one entry. */
-export function verdictsReply(
-  log: VerdictLog,
+export async function verdictsReply(
+  log: VerdictStore,
   rest: readonly string[],
   query: Readonly<Record<string, string>>,
-): Reply {
+): Promise<Reply> {
   if (rest.length === 1 && rest[0] !== undefined) {
     const id = /^[0-9]{1,15}$/.test(rest[0]) ? Number(rest[0]) : Number.NaN;
-    const v = Number.isNaN(id) ? undefined : log.get(id);
+    const v = Number.isNaN(id) ? undefined : await log.get(id);
     if (v === undefined) return { status: 404, headers: {}, body: '' };
     return jsonReply(JSON.stringify(v));
   }
@@ -82,12 +82,12 @@ export function verdictsReply(
     if (e instanceof BadVerdictQuery) return badRequest(e.message);
     throw e;
   }
-  return jsonReply(JSON.stringify({ size: log.size, verdicts: log.list(q) }));
+  return jsonReply(JSON.stringify({ size: log.size, verdicts: await log.list(q) }));
 }
 
 /** `/kbs/v0/admin/verdicts[/<id>]` for GET, after the admin check; undefined for any other path. */
 export function verdictRoute(
-  log: VerdictLog,
+  log: VerdictStore,
   admin: AdminAuthorizer,
   req: {
     readonly method: string;
@@ -95,7 +95,7 @@ export function verdictRoute(
     readonly query: Readonly<Record<string, string>>;
     readonly authorization: string | undefined;
   },
-): Reply | undefined {
+): Promise<Reply> | undefined {
   if (req.segments[0] !== 'admin' || req.segments[1] !== 'verdicts' || req.method !== 'GET') return undefined;
   checkAdmin(admin, req.authorization, `/kbs/v0/${req.segments.join('/')}`);
   return verdictsReply(log, req.segments.slice(2), req.query);

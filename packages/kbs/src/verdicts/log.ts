@@ -1,5 +1,6 @@
-// The verdict log: the last N attestations and resource requests, in memory, for the operator console
-// and `GET /kbs/v0/admin/verdicts`. Entries are built from scrubbed claims only (see scrub.ts).
+// The verdict log: the last N attestations and resource requests, for the operator console and
+// `GET /kbs/v0/admin/verdicts`; in memory here, in Redis with redis-log.ts. Entries are built from
+// scrubbed claims only (see scrub.ts).
 import { REFERENCE_VALUES_EXTENSION } from '../attestation/broker-policy.js';
 import { explainAppraisal } from '../attestation/explain.js';
 
@@ -114,8 +115,30 @@ export function keptClaims(claims: unknown): unknown {
   return json !== undefined && json.length <= MAX_KEPT_CLAIMS_BYTES ? claims : undefined;
 }
 
-/** A ring buffer of the last `size` verdicts, newest first when listed. */
-export class VerdictLog {
+/** Where verdicts are kept: recording never waits (it is on the request path), reading may. */
+export interface VerdictStore {
+  /** How many verdicts are kept. */
+  readonly size: number;
+  /** `Memory` (this process's) or `Redis` (every replica's). */
+  readonly backend: 'Memory' | 'Redis';
+  record(v: NewVerdict): void;
+  get(id: number): Promise<Verdict | undefined>;
+  /** Newest first. */
+  list(q?: VerdictQuery): Promise<Verdict[]>;
+  close(): Promise<void>;
+}
+
+/** Whether a verdict matches the query's filters. */
+export function matches(v: Verdict, q: VerdictQuery): boolean {
+  if (q.status !== undefined && v.status !== q.status) return false;
+  if (q.tee !== undefined && v.tee !== q.tee) return false;
+  if (q.kind !== undefined && v.kind !== q.kind) return false;
+  return true;
+}
+
+/** A ring buffer of the last `size` verdicts of this process, newest first when listed. */
+export class VerdictLog implements VerdictStore {
+  readonly backend = 'Memory' as const;
   private readonly ring: (Verdict | undefined)[];
   private next = 0;
   private seq = 0;
@@ -129,29 +152,27 @@ export class VerdictLog {
     this.ring = new Array(size);
   }
 
-  record(v: NewVerdict): Verdict {
+  record(v: NewVerdict): void {
     const entry = { ...v, id: ++this.seq, time: new Date(this.now()).toISOString() } as Verdict;
     this.ring[this.next] = entry;
     this.next = (this.next + 1) % this.size;
-    return entry;
   }
 
-  get(id: number): Verdict | undefined {
+  async get(id: number): Promise<Verdict | undefined> {
     for (const v of this.ring) if (v?.id === id) return v;
     return undefined;
   }
 
-  list(q: VerdictQuery = {}): Verdict[] {
+  async list(q: VerdictQuery = {}): Promise<Verdict[]> {
     const limit = Math.min(q.limit ?? this.size, this.size);
     const out: Verdict[] = [];
     for (let i = 1; i <= this.size && out.length < limit; i++) {
       const v = this.ring[(this.next - i + this.size) % this.size];
       if (v === undefined) break;
-      if (q.status !== undefined && v.status !== q.status) continue;
-      if (q.tee !== undefined && v.tee !== q.tee) continue;
-      if (q.kind !== undefined && v.kind !== q.kind) continue;
-      out.push(v);
+      if (matches(v, q)) out.push(v);
     }
     return out;
   }
+
+  async close(): Promise<void> {}
 }

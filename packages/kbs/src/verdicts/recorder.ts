@@ -1,7 +1,7 @@
 // Turns what the handshake and the resource endpoint saw into verdict log entries. Everything goes
 // through scrubClaims/scrubText with the request's secret values, so the log never holds the nonce, the
 // TEE key, the token or resource bytes.
-import { keptClaims, overallStatus, summarizeAppraisals, type VerdictLog } from './log.js';
+import { keptClaims, overallStatus, summarizeAppraisals, type VerdictStore } from './log.js';
 import { handshakeSecrets, scrubClaims, scrubText, secretValues } from './scrub.js';
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -53,7 +53,7 @@ export interface ResourceEvent {
 
 export class VerdictRecorder {
   constructor(
-    readonly log: VerdictLog,
+    readonly log: VerdictStore,
     /** The registered value of a reference value, to show next to the evidence's (best effort). */
     private readonly referenceValue?: (name: string) => Promise<unknown>,
   ) {}

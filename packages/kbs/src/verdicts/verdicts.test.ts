@@ -161,13 +161,13 @@ describe('verdict log', () => {
 });
 
 describe('VerdictLog', () => {
-  it('keeps the last N, newest first', () => {
+  it('keeps the last N, newest first', async () => {
     const log = new VerdictLog(3, () => 0);
     for (let i = 0; i < 5; i++) {
       log.record({ kind: 'resource', status: 'allowed', method: 'GET', resource: `r/t/${i}` });
     }
-    expect(log.list().map((v) => v.id)).toEqual([5, 4, 3]);
-    expect(log.get(2)).toBeUndefined();
+    expect((await log.list()).map((v) => v.id)).toEqual([5, 4, 3]);
+    expect(await log.get(2)).toBeUndefined();
     expect(() => new VerdictLog(0)).toThrow(RangeError);
   });
 

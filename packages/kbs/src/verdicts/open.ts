@@ -1,0 +1,56 @@
+// Where the verdict log lives: in Redis when the KBS's store is Redis (replicas then share one log, and
+// the console counts the replicas), else in this process's memory.
+import type { Logger } from 'pino';
+import type { KbsConfig } from '../config.js';
+import { ReplicaPresence } from '../console/replicas.js';
+import { REDIS_URL_ENV } from '../storage/redis.js';
+import { VerdictLog, type VerdictStore } from './log.js';
+import { RedisLink } from './redis-link.js';
+import { RedisVerdictLog } from './redis-log.js';
+
+export interface OpenedVerdicts {
+  readonly store: VerdictStore;
+  /** Present over Redis. */
+  readonly replicas?: ReplicaPresence;
+  close(): Promise<void>;
+}
+
+/** The Redis URL the storage uses (trustee's `REDIS_URL` override first), when the store is Redis. */
+export function sharedRedisUrl(config: KbsConfig): string | undefined {
+  if (config.storageBackend.storageType !== 'Redis') return undefined;
+  const fromEnv = process.env[REDIS_URL_ENV];
+  return fromEnv !== undefined && fromEnv !== '' ? fromEnv : config.storageBackend.redisUrl;
+}
+
+export function openVerdicts(config: KbsConfig, logger: Logger, now?: () => number): OpenedVerdicts {
+  const size = config.console.verdictLogSize;
+  const url = sharedRedisUrl(config);
+  if (url === undefined) {
+    const store = new VerdictLog(size, now);
+    return { store, close: () => store.close() };
+  }
+  const log = logger.child({ component: 'verdict-log' });
+  const link = new RedisLink({
+    url,
+    onState: (up, reason) => {
+      if (up) log.info('verdict log: Redis connection restored');
+      else log.warn({ reason }, 'verdict log: Redis connection lost; verdicts are dropped until it returns');
+    },
+  });
+  const store = new RedisVerdictLog(link, {
+    size,
+    ...(now !== undefined && { now }),
+    onDropped: (count, reason) => log.warn({ count, reason }, 'verdicts not recorded in Redis'),
+  });
+  const replicas = config.console.enabled ? new ReplicaPresence(link) : undefined;
+  replicas?.start();
+  return {
+    store,
+    ...(replicas !== undefined && { replicas }),
+    close: async () => {
+      await store.close();
+      await replicas?.stop();
+      await link.close();
+    },
+  };
+}
