@@ -14,10 +14,16 @@
  * The result is an OCI manifest (a Docker v2 source is converted, as skopeo
  * does when it encrypts); the config and its diff_ids are copied unchanged.
  * From an index, the platform's manifest is encrypted and pushed alone.
- * Layers are held in memory while encrypted, up to 1 GiB each.
+ * Each layer streams from the source registry through the cipher into a
+ * spool file (0600, in a fresh folder under the system's temporary folder,
+ * removed at the end), which is then uploaded: memory stays bounded whatever
+ * the layer's size, and the disk holds one encrypted layer at a time.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { digestOf } from '../digest.js';
 import {
   currentPlatform,
@@ -30,11 +36,11 @@ import {
 import type { DockerReference } from '../reference.js';
 import type { RegistryClient } from '../registry/client.js';
 import { DecryptionKeyArgumentError } from './decryption-keys.js';
-import { encryptLayer, jweWrapper, type KeyWrapper } from './encrypt.js';
+import { jweWrapper, type KeyWrapper } from './encrypt.js';
+import { encryptLayerStream } from './encrypt-stream.js';
 import { attestationAgentWrapper, parseAnnotationPacket } from './keyprovider-packet.js';
 import { ENCRYPTED_SUFFIX } from './layer-info.js';
 
-export const MAX_ENCRYPT_LAYER_BYTES = 1024 * 1024 * 1024;
 const MAX_KEY_FILE_BYTES = 1024 * 1024;
 
 /** Plain layer media types and their OCI names (Docker's gzip layer becomes OCI's). */
@@ -132,7 +138,11 @@ export async function encryptRegistryImage(
   src: DockerReference,
   dest: DockerReference,
   wrappers: readonly KeyWrapper[],
-  options: { readonly platform?: Platform } = {},
+  options: {
+    readonly platform?: Platform;
+    /** Where the spool folder is made (default: the system's temporary folder). */
+    readonly spoolParent?: string;
+  } = {},
 ): Promise<string> {
   if (wrappers.length === 0) throw new Error('no --encryption-key given');
   if (dest.digest !== undefined)
@@ -150,24 +160,37 @@ export async function encryptRegistryImage(
   const config = await client.getBlobBytes(from, parsed.config, 4 * 1024 * 1024);
   await client.pushBlob(to, config);
   const layers: Descriptor[] = [];
-  for (const layer of parsed.layers) {
-    if (layer.mediaType.endsWith(ENCRYPTED_SUFFIX))
-      throw new Error(`layer ${layer.digest} is already encrypted`);
-    const mediaType = OCI_LAYER_TYPE[layer.mediaType];
-    if (mediaType === undefined)
-      throw new Error(`layer ${layer.digest}: cannot encrypt media type ${layer.mediaType}`);
-    const blob = await client.getBlobBytes(from, layer, MAX_ENCRYPT_LAYER_BYTES);
-    const encrypted = await encryptLayer(
-      { blob, mediaType, digest: layer.digest, diffId: '', tar: Buffer.alloc(0) },
-      wrappers,
-    );
-    await client.pushBlob(to, encrypted.blob);
-    layers.push({
-      mediaType: encrypted.mediaType,
-      digest: encrypted.digest,
-      size: encrypted.blob.byteLength,
-      annotations: encrypted.annotations,
-    });
+  const spool = await mkdtemp(join(options.spoolParent ?? tmpdir(), 'image-encrypt-'));
+  try {
+    for (const [n, layer] of parsed.layers.entries()) {
+      if (layer.mediaType.endsWith(ENCRYPTED_SUFFIX))
+        throw new Error(`layer ${layer.digest} is already encrypted`);
+      const mediaType = OCI_LAYER_TYPE[layer.mediaType];
+      if (mediaType === undefined)
+        throw new Error(`layer ${layer.digest}: cannot encrypt media type ${layer.mediaType}`);
+      const file = join(spool, `${n}.blob`);
+      // getBlob's stream fails unless the plain blob has the descriptor's size and digest.
+      const encrypted = await encryptLayerStream(
+        await client.getBlob(from, layer),
+        layer.digest,
+        wrappers,
+        file,
+      );
+      await client.pushBlob(to, {
+        digest: encrypted.digest,
+        size: encrypted.size,
+        open: () => createReadStream(file),
+      });
+      await rm(file, { force: true });
+      layers.push({
+        mediaType: `${mediaType}${ENCRYPTED_SUFFIX}`,
+        digest: encrypted.digest,
+        size: encrypted.size,
+        annotations: encrypted.annotations,
+      });
+    }
+  } finally {
+    await rm(spool, { recursive: true, force: true });
   }
   const manifest = Buffer.from(
     JSON.stringify({

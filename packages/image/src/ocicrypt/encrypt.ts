@@ -36,21 +36,27 @@ export function jweWrapper(publicKey: KeyObject): KeyWrapper {
   };
 }
 
-/** Encrypts one built layer for every wrapper's recipient. */
-export async function encryptLayer(
-  layer: BuiltLayer,
-  wrappers: readonly KeyWrapper[],
-): Promise<EncryptedLayer> {
-  const symkey = randomBytes(32);
-  const nonce = randomBytes(16);
-  const { ciphertext, hmac } = encryptLayerBytes(layer.blob, symkey, nonce);
-  const privateOptions = Buffer.from(
+/** ocicrypt's private options: what every recipient's wrapped key releases. */
+export function privateOptionsBytes(symkey: Uint8Array, nonce: Uint8Array, plainDigest: string): Buffer {
+  return Buffer.from(
     JSON.stringify({
-      symkey: symkey.toString('base64'),
-      digest: layer.digest,
-      cipheroptions: { nonce: nonce.toString('base64') },
+      symkey: Buffer.from(symkey).toString('base64'),
+      digest: plainDigest,
+      cipheroptions: { nonce: Buffer.from(nonce).toString('base64') },
     }),
   );
+}
+
+/**
+ * The layer's `org.opencontainers.image.enc.*` annotations: the private
+ * options wrapped once per recipient (comma-joined per protocol) and the
+ * public options with the ciphertext's HMAC.
+ */
+export async function encryptionAnnotations(
+  privateOptions: Uint8Array,
+  hmac: Uint8Array,
+  wrappers: readonly KeyWrapper[],
+): Promise<Record<string, string>> {
   const wrapped = new Map<string, string[]>();
   for (const w of wrappers) {
     const list = wrapped.get(w.protocol) ?? [];
@@ -61,8 +67,24 @@ export async function encryptLayer(
   for (const [protocol, list] of wrapped)
     annotations[`${KEYS_ANNOTATION_PREFIX}${protocol}`] = list.join(',');
   annotations[PUBOPTS_ANNOTATION] = Buffer.from(
-    JSON.stringify({ cipher: LAYER_CIPHER, hmac: hmac.toString('base64'), cipheroptions: {} }),
+    JSON.stringify({ cipher: LAYER_CIPHER, hmac: Buffer.from(hmac).toString('base64'), cipheroptions: {} }),
   ).toString('base64');
+  return annotations;
+}
+
+/** Encrypts one built layer, held in memory, for every wrapper's recipient (tests; see `encryptLayerStream`). */
+export async function encryptLayer(
+  layer: BuiltLayer,
+  wrappers: readonly KeyWrapper[],
+): Promise<EncryptedLayer> {
+  const symkey = randomBytes(32);
+  const nonce = randomBytes(16);
+  const { ciphertext, hmac } = encryptLayerBytes(layer.blob, symkey, nonce);
+  const annotations = await encryptionAnnotations(
+    privateOptionsBytes(symkey, nonce, layer.digest),
+    hmac,
+    wrappers,
+  );
   return {
     ...layer,
     blob: ciphertext,

@@ -3,11 +3,14 @@ export { DecryptionKeyArgumentError, unwrappersFromArguments } from './decryptio
 export {
   buildAnnotatedImage,
   type EncryptedLayer,
+  encryptionAnnotations,
   encryptLayer,
   jweWrapper,
   type KeyWrapper,
+  privateOptionsBytes,
 } from './encrypt.js';
-export { encryptRegistryImage, MAX_ENCRYPT_LAYER_BYTES, wrappersFromArguments } from './encrypt-image.js';
+export { encryptRegistryImage, wrappersFromArguments } from './encrypt-image.js';
+export { type EncryptedBlobFile, encryptLayerStream } from './encrypt-stream.js';
 export { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
 export { answerKeyProviderRequest, KeyProviderRequestError } from './keyprovider-cmd.js';
 export {
