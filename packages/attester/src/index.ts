@@ -33,6 +33,14 @@ export {
   tdReportOf,
 } from './az-tdx-vtpm/index.js';
 export {
+  CCA_CHALLENGE_SIZE,
+  CCA_TSM_PROVIDER,
+  CcaAttester,
+  type CcaAttesterOptions,
+  type CcaEvidence,
+  ccaModule,
+} from './cca/index.js';
+export {
   BROKER_TSM_REPORT_ROOT,
   DEFAULT_TSM_ATTRIBUTE_WAIT_MS,
   DEFAULT_TSM_OUTBLOB_MAX,
@@ -58,6 +66,25 @@ export {
   SHIM_EXIT,
   type ShimFailure,
 } from './ioctl-shim.js';
+export {
+  BROKER_NVATTEST,
+  BROKER_NVIDIA_SMI,
+  DEFAULT_NVATTEST_TIMEOUT_MS,
+  DEFAULT_NVIDIA_SMI_TIMEOUT_MS,
+  MAX_NVATTEST_OUTPUT,
+  MAX_NVIDIA_DEVICES,
+  NVIDIA_NONCE_SIZE,
+  NvidiaAttester,
+  type NvidiaAttesterOptions,
+  type NvidiaDeviceEvidence,
+  type NvidiaEvidence,
+  NvidiaToolMissing,
+  nvidiaModule,
+  nvidiaNonce,
+  parseCcStatus,
+  parseNvattestOutput,
+  toolCommand,
+} from './nvidia/index.js';
 export { platformContext } from './platform.js';
 export {
   BUILTIN_ATTESTERS,

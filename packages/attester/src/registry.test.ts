@@ -67,7 +67,7 @@ describe('TEE detection', () => {
     expect(log.lines.some((l) => l.startsWith('warn No TEE platform detected'))).toBe(true);
     const why = await explainTeeDetection({ root: empty, env: {} });
     expect(why.fallback).toBe(true);
-    const built = new Set(['tdx', 'az-tdx-vtpm', 'az-snp-vtpm', 'snp', 'tpm']);
+    const built = new Set(['tdx', 'az-tdx-vtpm', 'az-snp-vtpm', 'snp', 'cca', 'tpm']);
     expect(why.probes.map((p) => p.outcome)).toEqual(
       PRIMARY_DETECTION_ORDER.map((tee) => (built.has(tee) ? 'absent' : 'not-built')),
     );
@@ -117,6 +117,21 @@ describe('TEE detection', () => {
   it('detects the sample device from ENABLE_SAMPLE_DEVICE, even when empty', async () => {
     expect(await detectAdditionalDevices({ env: {} })).toEqual([]);
     expect(await detectAdditionalDevices({ env: { ENABLE_SAMPLE_DEVICE: '' } })).toEqual(['sampledevice']);
+  });
+
+  it('warns about a device whose probe fails, and stays quiet about an absent one', async () => {
+    const log = recordingLogger();
+    const gpu = fakeModule('nvidia', async () => {
+      throw new Error('a GPU is in CC mode, but nvattest not found');
+    });
+    expect(await detectAdditionalDevices({ modules: [gpu], logger: log, env: {} })).toEqual([]);
+    expect(log.lines).toContain(
+      'warn device probe nvidia: error (a GPU is in CC mode, but nvattest not found)',
+    );
+    const quiet = recordingLogger();
+    const absent = fakeModule('nvidia', async () => ({ detected: false, reason: 'no GPU' }));
+    expect(await detectAdditionalDevices({ modules: [absent], logger: quiet, env: {} })).toEqual([]);
+    expect(quiet.lines.filter((l) => l.startsWith('warn'))).toEqual([]);
   });
 });
 

@@ -7,6 +7,8 @@ import {
 } from './attester.js';
 import { azSnpVtpmModule } from './az-snp-vtpm/index.js';
 import { azTdxVtpmModule } from './az-tdx-vtpm/index.js';
+import { ccaModule } from './cca/index.js';
+import { nvidiaModule } from './nvidia/index.js';
 import { platformContext } from './platform.js';
 import { sampleModule } from './sample/index.js';
 import { sampleDeviceModule } from './sample-device/index.js';
@@ -44,8 +46,10 @@ export const BUILTIN_ATTESTERS: readonly AttesterModule[] = Object.freeze([
   azTdxVtpmModule,
   azSnpVtpmModule,
   snpModule,
+  ccaModule,
   tpmModule,
   sampleModule,
+  nvidiaModule,
   sampleDeviceModule,
 ]);
 
@@ -131,7 +135,10 @@ export async function detectAdditionalDevices(options: DetectOptions = {}): Prom
   const found: Tee[] = [];
   for (const tee of DEVICE_DETECTION_ORDER) {
     const result = await probe(modules.get(tee), tee, options);
-    options.logger?.debug(`device probe ${tee}: ${result.outcome} (${result.reason})`);
+    const line = `device probe ${tee}: ${result.outcome} (${result.reason})`;
+    // A device that is there but cannot be attested (e.g. a CC GPU without its tools) is worth a warning.
+    if (result.outcome === 'error') options.logger?.warn(line);
+    else options.logger?.debug(line);
     if (result.outcome === 'detected') found.push(tee);
   }
   return found;

@@ -1,3 +1,15 @@
+export {
+  CCA_CHALLENGE_MIN,
+  CCA_CHALLENGE_SIZE,
+  CCA_GUEST_PROVIDER,
+  CCA_STATE_FILES,
+  ccaTsmProvider,
+  loadOrCreateCcaPlatform,
+  type MockCcaConfig,
+  type MockCcaDevice,
+  type StartMockCcaDeviceOptions,
+  startMockCcaDevice,
+} from './cca/index.js';
 export { GUEST_ENV, type MockTeeMainOptions, mockTeeMain } from './cli.js';
 export { HANDLE_COUNTS } from './command-handles.js';
 export {
@@ -10,6 +22,24 @@ export {
 } from './configfs-tsm/index.js';
 export { type MockTee, STATE_FILES, type StartMockTeeOptions, startMockTee } from './device.js';
 export { MockTeeError, type MockTeeErrorCode } from './errors.js';
+export {
+  type CcStatus,
+  DEFAULT_GPU_DRIVER_VERSION,
+  GPU_STATE_FILES,
+  GPU_TOOL_ENV,
+  loadOrCreateGpuDevice,
+  type MockGpu,
+  type MockGpuCall,
+  type MockGpuConfig,
+  type MockGpuIdentity,
+  type MockGpuTool,
+  NVIDIA_SMI_EXIT,
+  nvattest,
+  nvidiaSmi,
+  type StartMockGpuOptions,
+  startMockGpu,
+  type ToolAnswer,
+} from './gpu/index.js';
 export {
   AK_PERSISTENT_HANDLE,
   buildHclReport,

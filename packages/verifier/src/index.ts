@@ -42,6 +42,7 @@ export {
   createTestCcaPlatform,
   encodeCcaToken,
   rawPublicPoint,
+  type TestCcaKeys,
   type TestCcaPlatform,
 } from './cca/test-token.js';
 export {
@@ -82,7 +83,13 @@ export {
   type ReportSpec,
   SPDM_NONCE_SIZE,
 } from './nvidia/spdm.js';
-export { createTestDevice, type TestDevice, type TestDeviceOptions } from './nvidia/test-device.js';
+export {
+  createTestDevice,
+  type TestDevice,
+  type TestDeviceOptions,
+  type TestDeviceParts,
+  testDeviceFromParts,
+} from './nvidia/test-device.js';
 export { getVerifier, supportedTees } from './registry.js';
 export {
   SAMPLE_MAX_REPORT_DATA_LENGTH,

@@ -1,7 +1,7 @@
 // CCA tokens signed by test keys, for tests and the mock TEE: a platform token signed by a CPAK
 // and a realm token signed by a RAK the platform token binds, with TA and RV stores that accept
 // them. Claims can be overridden to build hostile tokens.
-import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { Tag } from 'cbor2';
 import { encodeCbor, signCoseSign1 } from './cose.js';
 import type { CcaStores } from './stores.js';
@@ -53,10 +53,19 @@ export interface TestCcaPlatform {
   token(challenge: Uint8Array, personalization?: Uint8Array): Buffer;
 }
 
-export function createTestCcaPlatform(): TestCcaPlatform {
+export interface TestCcaKeys {
+  /** The platform attestation key (P-384 private key). */
+  readonly cpak: KeyObject;
+  /** The realm attestation key (P-384 private key). */
+  readonly rak: KeyObject;
+}
+
+/** A simulated CCA platform: fresh CPAK and RAK, or `keys` kept from an earlier run (the mock TEE's state). */
+export function createTestCcaPlatform(keys?: TestCcaKeys): TestCcaPlatform {
   const p384 = () => generateKeyPairSync('ec', { namedCurve: 'P-384' });
-  const cpak = p384();
-  const rak = p384();
+  const pair = (privateKey: KeyObject) => ({ privateKey, publicKey: createPublicKey(privateKey) });
+  const cpak = keys ? pair(keys.cpak) : p384();
+  const rak = keys ? pair(keys.rak) : p384();
   const implId = createHash('sha256').update('simulated CCA implementation').digest();
   const instId = Buffer.concat([
     Buffer.from([1]),

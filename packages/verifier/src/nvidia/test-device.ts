@@ -1,7 +1,14 @@
 // A simulated Hopper GPU for tests and the mock TEE: its own device root, an intermediate and an
 // attestation certificate whose TcbInfo ends with the device FWID, and GET_MEASUREMENTS reports
 // signed like a real GSP's. Its root is not NVIDIA's, so a verifier trusts it only when told to.
-import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import {
+  createHash,
+  createPrivateKey,
+  generateKeyPairSync,
+  type KeyObject,
+  sign,
+  type X509Certificate,
+} from 'node:crypto';
 import {
   caExtensions,
   der,
@@ -13,7 +20,7 @@ import {
   OID_ORG,
   toPem,
 } from '../x509/build.js';
-import { OID_TCG_DICE_TCB_INFO } from './chain.js';
+import { certificateFwid, OID_TCG_DICE_TCB_INFO, parsePemChain } from './chain.js';
 import { encodeUnsignedReport, type ReportSpec } from './spdm.js';
 
 const OID_SHA384 = '2.16.840.1.101.3.4.2.2';
@@ -28,6 +35,14 @@ export interface TestDeviceOptions {
   readonly notAfter?: Date;
 }
 
+/** What a simulated device is made of, as kept across restarts (the mock TEE's state folder). */
+export interface TestDeviceParts {
+  /** Attestation certificate, intermediate, root (PEM). */
+  readonly chainPem: string;
+  /** The attestation key (PKCS#8 PEM). */
+  readonly attestationKeyPem: string;
+}
+
 export interface TestDevice {
   readonly rootPem: string;
   /** Attestation certificate, intermediate, root: the order a GPU sends. */
@@ -35,6 +50,8 @@ export interface TestDevice {
   /** Hex FWID in the attestation certificate and in every report. */
   readonly fwid: string;
   readonly attestationKey: KeyObject;
+  /** The chain and key, to restore the same device later with `testDeviceFromParts`. */
+  readonly parts: TestDeviceParts;
   /** A signed report (request and response) whose request carries `nonce` (32 bytes). */
   report(nonce: Uint8Array, spec?: Partial<ReportSpec>): Buffer;
   /** `{"device_evidence_list":[…]}` with one Hopper device, as the attestation agent sends it. */
@@ -92,6 +109,28 @@ export function createTestDevice(opts: TestDeviceOptions = {}): TestDevice {
     extensions: [{ oid: OID_TCG_DICE_TCB_INFO, value: tcbInfo(fwid) }],
   });
   const chainPem = [leafDer, icaDer, rootDer].map(toPem).join('');
+  return testDeviceFromParts(
+    { chainPem, attestationKeyPem: leaf.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string },
+    opts,
+  );
+}
+
+/**
+ * The device whose chain and attestation key are `parts` (see `TestDevice.parts`): its reports are
+ * signed by that key and carry the FWID of the chain's attestation certificate.
+ */
+export function testDeviceFromParts(
+  parts: TestDeviceParts,
+  opts: Pick<TestDeviceOptions, 'driverVersion' | 'vbios' | 'measurements'> = {},
+): TestDevice {
+  const chain = parsePemChain(parts.chainPem);
+  const root = chain[chain.length - 1];
+  if (chain.length < 2 || root === undefined) {
+    throw new RangeError('a test device chain has at least an attestation certificate and a root');
+  }
+  const fwid = Buffer.from(certificateFwid(chain[0]!), 'hex');
+  const attestationKey = createPrivateKey(parts.attestationKeyPem);
+  const chainPem = chain.map((c: X509Certificate) => toPem(c.raw)).join('');
   const driver = Buffer.from(`${opts.driverVersion ?? '550.90.07'}\0`);
   const vbios = Buffer.from(opts.vbios ?? [0x00, 0x9f, 0x00, 0x96, 0x01, 0x00, 0x00, 0x00]);
   const measurements =
@@ -109,14 +148,15 @@ export function createTestDevice(opts: TestDeviceOptions = {}): TestDevice {
       ],
       ...spec,
     });
-    const signature = sign('sha384', unsigned, { key: leaf.privateKey, dsaEncoding: 'ieee-p1363' });
+    const signature = sign('sha384', unsigned, { key: attestationKey, dsaEncoding: 'ieee-p1363' });
     return Buffer.concat([unsigned, signature]);
   };
   return {
-    rootPem: toPem(rootDer),
+    rootPem: toPem(root.raw),
     chainPem,
     fwid: fwid.toString('hex'),
-    attestationKey: leaf.privateKey,
+    attestationKey,
+    parts: { chainPem, attestationKeyPem: parts.attestationKeyPem },
     report,
     evidence: (nonce, uuid = 'GPU-00000000-0000-0000-0000-000000000001') => ({
       device_evidence_list: [
