@@ -251,7 +251,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     });
     cleanups.push(() => sessions.close());
 
-    const verdictStore = openVerdicts(config, logger, options.now);
+    const verdictStore = await openVerdicts(config, logger, options.now);
     cleanups.push(() => verdictStore.close());
     const verdictLog = verdictStore.store;
     const verdicts = new VerdictRecorder(verdictLog, (name) => attestation.getReferenceValue(name));

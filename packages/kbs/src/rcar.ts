@@ -136,7 +136,10 @@ export class Rcar {
     return jsonReply(JSON.stringify(challenge), { 'set-cookie': sessionCookie(session) });
   }
 
-  /** Records the verdict; a failure to record never fails the handshake. */
+  /**
+   * Records the verdict without holding up the reply (looking up the registered reference values it
+   * shows may read the store); a failure to record never fails the handshake.
+   */
   private async record(event: Parameters<VerdictRecorder['attestation']>[0]): Promise<void> {
     try {
       await this.deps.verdicts?.attestation(event);
@@ -224,7 +227,7 @@ export class Rcar {
     } catch (e) {
       metrics.attestationFailures.labels(tee).inc();
       const verdict = { tee, sessionId: session.id, source, nonce, teePubkey };
-      await this.record({ ...verdict, outcome: { error: (e as Error).message } });
+      void this.record({ ...verdict, outcome: { error: (e as Error).message } });
       logger.warn(
         { tee, session: session.id.slice(0, 8), reason: (e as Error).message },
         'attestation failed',
@@ -232,7 +235,7 @@ export class Rcar {
       throw new AttestFailed(`verify TEE evidence failed: ${(e as Error).message}`, e);
     }
     metrics.attestationSuccesses.labels(tee).inc();
-    await this.record({ tee, sessionId: session.id, source, nonce, teePubkey, outcome: { token } });
+    void this.record({ tee, sessionId: session.id, source, nonce, teePubkey, outcome: { token } });
     logger.info(
       { tee, session: session.id.slice(0, 8) },
       'attestation succeeded: evidence verified, token issued',

@@ -19,20 +19,22 @@ export class ReplicaPresence {
     private readonly ttlMs: number = REPLICA_TTL_MS,
   ) {}
 
-  /** Announces this replica now and every third of the lifetime. */
-  start(): void {
-    const beat = () => {
+  /** Announces this replica now and every third of the lifetime; resolves once the first is sent or failed. */
+  async start(): Promise<void> {
+    const beat = () =>
       this.link
         .run('replica SET', (c) =>
           c.set(this.key, JSON.stringify({ host: hostname(), pid: process.pid }), {
             expiration: { type: 'PX', value: this.ttlMs },
           }),
         )
-        .catch(() => undefined);
-    };
-    beat();
+        .then(
+          () => undefined,
+          () => undefined,
+        );
     this.timer = setInterval(beat, Math.max(1, Math.floor(this.ttlMs / 3)));
     this.timer.unref();
+    await beat();
   }
 
   /** The replicas alive now (this one included once its first SET has landed). */

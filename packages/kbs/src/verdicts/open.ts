@@ -22,7 +22,11 @@ export function sharedRedisUrl(config: KbsConfig): string | undefined {
   return fromEnv !== undefined && fromEnv !== '' ? fromEnv : config.storageBackend.redisUrl;
 }
 
-export function openVerdicts(config: KbsConfig, logger: Logger, now?: () => number): OpenedVerdicts {
+export async function openVerdicts(
+  config: KbsConfig,
+  logger: Logger,
+  now?: () => number,
+): Promise<OpenedVerdicts> {
   const size = config.console.verdictLogSize;
   const url = sharedRedisUrl(config);
   if (url === undefined) {
@@ -43,7 +47,8 @@ export function openVerdicts(config: KbsConfig, logger: Logger, now?: () => numb
     onDropped: (count, reason) => log.warn({ count, reason }, 'verdicts not recorded in Redis'),
   });
   const replicas = config.console.enabled ? new ReplicaPresence(link) : undefined;
-  replicas?.start();
+  // Counted from the start: the first announcement is made (or has failed) before the KBS serves.
+  await replicas?.start();
   return {
     store,
     ...(replicas !== undefined && { replicas }),

@@ -59,7 +59,8 @@ export class RedisLink {
   /** Runs one command with our timeout; its late answer, if any, is dropped. */
   async run<T>(op: string, f: (c: RedisLinkClient) => Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
-    const command = Promise.resolve().then(() => f(this.client));
+    // Until the first connection is made the client refuses commands; wait for it (within the timeout).
+    const command = this.connected.then(() => f(this.client));
     command.catch(() => undefined);
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(

@@ -1,0 +1,154 @@
+// The verdict log in a real redis-server, shared by two KBS replicas: a handshake on A is listed by B,
+// the list is capped at the ring size, entries hold no handshake secret, the console's health counts the
+// live replicas, and recording with Redis gone neither throws nor waits (the bounded queue drops).
+import pino from 'pino';
+import { createClient } from 'redis';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseKbsConfigText } from '../config.js';
+import { type RunningKbs, startKbs } from '../kbs.js';
+import { BUILTIN_RESOURCE_POLICIES } from '../policy/resource-policy.js';
+import { handshake, send } from '../testing/client.js';
+import { type RedisServer, startRedisServer } from '../testing/redis-server.js';
+import { RedisLink } from './redis-link.js';
+import { MAX_QUEUED_VERDICTS, RedisVerdictLog, VERDICT_LIST_KEY } from './redis-log.js';
+
+let redis: RedisServer;
+let raw: ReturnType<typeof createClient>;
+const running: RunningKbs[] = [];
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  raw = createClient({ url: redis.url });
+  raw.on('error', () => undefined);
+  await raw.connect();
+});
+afterAll(async () => {
+  await raw?.close().catch(() => undefined);
+  await redis?.dispose();
+});
+beforeEach(async () => {
+  await raw.flushAll();
+});
+afterEach(async () => {
+  while (running.length > 0) await running.pop()?.close();
+});
+
+async function replica(size = 5): Promise<{ kbs: RunningKbs; base: string }> {
+  const kbs = await startKbs(
+    parseKbsConfigText(`
+session_storage_type = "Redis"
+[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "InsecureAllowAll"
+console = true
+verdict_log_size = ${size}
+[storage_backend]
+storage_type = "Redis"
+[storage_backend.backends.redis]
+url = "${redis.url}"
+[[plugins]]
+name = "resource"
+`),
+    { logger: pino({ level: 'silent' }) },
+  );
+  running.push(kbs);
+  return { kbs, base: kbs.urls[0] as string };
+}
+
+const flushed = (kbs: RunningKbs) => (kbs.verdicts as RedisVerdictLog).flushed();
+
+describe('verdict log in Redis', () => {
+  it('lists on replica B what replica A recorded, without nonce, key or token, capped at the ring size', async () => {
+    const a = await replica();
+    const b = await replica();
+    expect(a.kbs.verdicts.backend).toBe('Redis');
+    const { token, key, nonce, cookie } = await handshake(a.base);
+    await flushed(a.kbs);
+    const list = (await send(`${b.base}/kbs/v0/admin/verdicts`)).json() as {
+      size: number;
+      verdicts: { id: number; kind: string; tee: string; session: string; claims?: unknown }[];
+    };
+    expect(list.size).toBe(5);
+    expect(list.verdicts).toHaveLength(1);
+    const [v] = list.verdicts;
+    expect(v).toMatchObject({ kind: 'attestation', tee: 'sample' });
+    expect(cookie).toContain(v?.session);
+    expect(v?.claims).toHaveProperty('submods');
+    expect((await send(`${b.base}/kbs/v0/admin/verdicts/${v?.id}`)).json()).toEqual(v);
+
+    // What Redis holds: no handshake secret.
+    const stored = (await raw.lRange(VERDICT_LIST_KEY, 0, -1)).join('\n');
+    const secrets = [nonce, token, ...token.split('.')];
+    for (const [k, x] of Object.entries(key.publicJwk))
+      if (!['kty', 'crv', 'e'].includes(k)) secrets.push(String(x));
+    for (const s of secrets) expect(stored).not.toContain(s);
+
+    // Resource requests on both replicas: one list, newest first, trimmed to 5.
+    await send(`${a.base}/kbs/v0/resource-policy`, {
+      method: 'POST',
+      body: JSON.stringify({
+        policy: Buffer.from(BUILTIN_RESOURCE_POLICIES.allow_all).toString('base64url'),
+      }),
+    });
+    for (let i = 0; i < 6; i++) {
+      await send(`${(i % 2 === 0 ? a : b).base}/kbs/v0/resource/default/key/k${i}`, { headers: { cookie } });
+    }
+    await Promise.all([flushed(a.kbs), flushed(b.kbs)]);
+    expect(await raw.lLen(VERDICT_LIST_KEY)).toBe(5);
+    const after = (await send(`${a.base}/kbs/v0/admin/verdicts?kind=resource`)).json() as {
+      verdicts: { id: number; resource: string }[];
+    };
+    expect(after.verdicts.map((x) => x.resource)).toEqual([5, 4, 3, 2, 1].map((i) => `default/key/k${i}`));
+    const ids = after.verdicts.map((x) => x.id);
+    expect([...ids].sort((x, y) => y - x)).toEqual(ids);
+    // The attestation has been trimmed away.
+    expect((await send(`${a.base}/kbs/v0/admin/verdicts/${v?.id}`)).status).toBe(404);
+  });
+
+  it('counts the live replicas in the health view', async () => {
+    const a = await replica();
+    const b = await replica();
+    // Each replica's first announcement is sent at start; a read on the same link comes after it.
+    const health = async (base: string) =>
+      (await send(`${base}/kbs/v0/admin/health`)).json() as {
+        replicas: number;
+        storage: Record<string, string>;
+      };
+    expect(await health(b.base)).toMatchObject({
+      replicas: 2,
+      storage: { backend: 'Redis', sessions: 'Redis', verdictLog: 'Redis' },
+    });
+    running.splice(running.indexOf(a.kbs), 1);
+    await a.kbs.close();
+    expect((await health(b.base)).replicas).toBe(1);
+  });
+
+  it('records without waiting or throwing while Redis is away, dropping what the queue cannot hold', async () => {
+    const link = new RedisLink({ url: redis.url });
+    await link.ready();
+    const drops: number[] = [];
+    const log = new RedisVerdictLog(link, { size: 10, onDropped: (n) => drops.push(n) });
+    try {
+      raw.destroy();
+      await redis.stop();
+      for (let i = 0; i < MAX_QUEUED_VERDICTS + 50; i++) {
+        expect(log.record({ kind: 'resource', status: 'allowed', method: 'GET', resource: `r/t/${i}` })).toBe(
+          undefined,
+        );
+      }
+      await log.flushed();
+      expect(drops.length).toBeGreaterThan(0);
+      await expect(log.list()).rejects.toThrow();
+    } finally {
+      await redis.start();
+      raw = createClient({ url: redis.url });
+      raw.on('error', () => undefined);
+      await raw.connect();
+      await link.close();
+    }
+  });
+});
