@@ -242,3 +242,101 @@ describe('health', () => {
     expect((await call(base, viewer, 'GET', '/admin/health')).status).toBe(401);
   });
 });
+
+describe('attestation policies and reference values', () => {
+  const svnMessage = (svn: string[]) =>
+    JSON.stringify({
+      version: '0.1.0',
+      type: 'sample',
+      payload: Buffer.from(JSON.stringify({ svn })).toString('base64'),
+    });
+  // Affirming when the evidence's svn is a registered one, else warning.
+  const BY_SVN =
+    'package policy\ndefault trust_claims := {"executables": 33}\ntrust_claims := {"executables": 2} if {\n  input.sample.svn in query_reference_value("svn")\n}\n';
+
+  it('lists and reads the stored policies, checks a text, and dry runs it on a verdict with the registered reference values', async () => {
+    const base = await start();
+    const s = await signIn(base, 'admin');
+    await handshake(base);
+    const id = ((await call(base, s, 'GET', '/admin/verdicts')).json() as { verdicts: { id: number }[] })
+      .verdicts[0]?.id;
+    const list = (await call(base, s, 'GET', '/admin/attestation-policy')).json() as { policies: string[] };
+    expect(list.policies).toEqual(expect.arrayContaining(['default_cpu', 'default_gpu']));
+    const one = (await call(base, s, 'GET', '/admin/attestation-policy/default_cpu')).json() as {
+      policy: string;
+    };
+    expect(one.policy).toContain('package policy');
+    expect((await call(base, s, 'GET', '/admin/attestation-policy/nope')).status).toBe(404);
+    expect((await call(base, s, 'GET', '/admin/attestation-policy/..')).status).toBe(404);
+
+    const check = (policy: string) => call(base, s, 'POST', '/admin/attestation-policy/check', { policy });
+    expect((await check('package policy\ntrust_claims := {')).json()).toMatchObject({ ok: false });
+    expect((await check(BY_SVN)).json()).toEqual({ ok: true });
+
+    const dryRun = (policy: string, verdict = id) =>
+      call(base, s, 'POST', '/admin/attestation-policy/dry-run', { policy, verdict });
+    expect((await dryRun(BY_SVN)).json()).toEqual({
+      submod: 'cpu0',
+      status: 'warning',
+      trustVector: { executables: 33 },
+    });
+    expect((await call(base, s, 'POST', '/reference-value', svnMessage(['1']))).status).toBe(200);
+    expect((await dryRun(BY_SVN)).json()).toMatchObject({
+      status: 'affirming',
+      trustVector: { executables: 2 },
+    });
+    // The stored policy on the same claims, and errors the policy makes.
+    expect((await dryRun(one.policy)).json()).toMatchObject({ submod: 'cpu0', status: expect.any(String) });
+    expect((await dryRun('package policy\ntrust_claims := {"bogus": 1}\n')).json()).toMatchObject({
+      error: expect.stringContaining('unknown trust claim'),
+    });
+    expect((await dryRun(BY_SVN, 999)).status).toBe(404);
+    expect(
+      (
+        await call(base, s, 'POST', '/admin/attestation-policy/dry-run', {
+          policy: BY_SVN,
+          verdict: id,
+          submod: 'gpu0',
+        })
+      ).status,
+    ).toBe(404);
+
+    // Saving goes through the admin API, which compiles before storing.
+    const save = await call(base, s, 'POST', '/attestation-policy', {
+      policy_id: 'by_svn_cpu',
+      policy: b64u(BY_SVN),
+    });
+    expect(save.status).toBe(200);
+    expect(
+      ((await call(base, s, 'GET', '/admin/attestation-policy')).json() as { policies: string[] }).policies,
+    ).toContain('by_svn_cpu');
+  });
+
+  it('lists reference values and expires one; a viewer and a call without the CSRF token cannot', async () => {
+    const base = await start();
+    const s = await signIn(base, 'admin');
+    expect((await call(base, s, 'POST', '/reference-value', svnMessage(['1', '2']))).status).toBe(200);
+    const list = (await call(base, s, 'GET', '/admin/reference-values')).json() as {
+      referenceValues: { name: string; expiration: string; value: unknown }[];
+    };
+    expect(list.referenceValues).toEqual([
+      {
+        name: 'svn',
+        expiration: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
+        value: ['1', '2'],
+      },
+    ]);
+    expect((await call(base, s, 'DELETE', '/admin/reference-values/svn', undefined, false)).status).toBe(403);
+    const viewer = await signIn(base, 'viewer');
+    expect((await call(base, viewer, 'GET', '/admin/reference-values')).status).toBe(401);
+    expect((await call(base, viewer, 'DELETE', '/admin/reference-values/svn')).status).toBe(401);
+    expect((await call(base, viewer, 'GET', '/admin/attestation-policy')).status).toBe(401);
+
+    expect((await call(base, s, 'DELETE', '/admin/reference-values/svn')).json()).toEqual({ expired: 'svn' });
+    expect((await call(base, s, 'GET', '/admin/reference-values')).json()).toEqual({ referenceValues: [] });
+    expect((await call(base, s, 'DELETE', '/admin/reference-values/svn')).status).toBe(404);
+    expect((await call(base, s, 'DELETE', '/admin/reference-values/%01x')).status).toBe(400);
+    // The admin API no longer finds it.
+    expect((await call(base, s, 'GET', '/reference-value/svn')).status).toBe(401);
+  });
+});
