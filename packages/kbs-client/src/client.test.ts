@@ -166,6 +166,13 @@ describe('RCAR handshake and resource fetch', () => {
     expect(te.primary_evidence.report_data).toBe(primary.toString('base64'));
   });
 
+  it('refuses device evidence beside SE, which cannot bind it (as upstream)', async () => {
+    const se = { tee: 'se' as const, getEvidence: async () => ({}) };
+    const c = client({ attester: se, additionalAttesters: [new SampleDeviceAttester()] });
+    await expect(c.getToken()).rejects.toThrow('Cannot attest multiple devices on s390x platform.');
+    expect(kbs.hits('/kbs/v0/attest')).toEqual([]);
+  });
+
   it('works with P-521 and RSA TEE keys', async () => {
     for (const alg of ['ECDH-ES+A256KW-P521', 'RSA-OAEP-256'] as const) {
       expect(await client({ teeKeyAlgorithm: alg }).getResource('kbs:///default/key/one')).toEqual(SECRET);

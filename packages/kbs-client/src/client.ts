@@ -443,6 +443,10 @@ export class KbsClient {
       nonce: challenge.nonce,
       'tee-pubkey': this.#key.publicJwk,
     };
+    // As upstream: SE puts the digest in its own request and cannot bind device evidence.
+    if (attester.tee === 'se' && this.#additional.length > 0) {
+      throw new EvidenceFailed('Cannot attest multiple devices on s390x platform.');
+    }
     const additionalEvidence = await this.#additionalEvidence(runtimeData, algorithm);
     // The primary binding covers the devices' evidence too; with none it hashes "".
     const reportData = runtimeDataDigest(
