@@ -16,4 +16,5 @@ run('broker-tools', {
   'attestation-service': async () => (await import('@broker/attestation-service')).attestationServiceMain,
   rvps: async () => (await import('@broker/rvps')).rvpsMain,
   'rvps-tool': async () => (await import('@broker/rvps')).rvpsToolMain,
+  'kbs-plugin-example': async () => (await import('@broker/kbs')).kbsPluginExampleMain,
 });

@@ -54,6 +54,7 @@ export { TrustMaterialError } from './jwt/sources.js';
 export { JwtVerifier, type JwtVerifierOptions } from './jwt/verifier.js';
 export { type KbsOptions, KbsStartupError, type RunningKbs, startKbs } from './kbs.js';
 export { KBS_VERSION, KbsMetrics } from './metrics.js';
+export * from './plugins/index.js';
 export {
   BUILTIN_RESOURCE_POLICIES,
   RESOURCE_POLICY_ID,
