@@ -1,15 +1,17 @@
 // The KBS operator console in a real browser (Debian's chromium driven by puppeteer-core): an operator
 // signs in with an admin JWT, finds the guest's denied request and its failing claims, fixes the
 // resource policy through a dry run, saves it, and the guest's next attestation gets its secret; with
-// reference values registered the next attestation shows affirming; a viewer role reads but cannot
-// save; a state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
+// reference values registered in the console the next attestation shows affirming; one value expired,
+// the attestation policy is fixed through a dry run on the recorded claims, saved, and the next
+// attestation is affirming again; a viewer role reads every view but cannot save or expire; a
+// state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SampleAttester } from '@broker/attester';
 import { parseKbsConfigText, type RunningKbs, startKbs } from '@broker/kbs';
-import { KbsAdminClient, KbsClient } from '@broker/kbs-client';
+import { KbsClient } from '@broker/kbs-client';
 import pino from 'pino';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -59,7 +61,7 @@ identity_providers = [{ public_key_uri = "${join(dir, 'idp.pem')}" }]
 [admin.authorization.regex_acl]
 acls = [
   { role = "admin", allowed_endpoints = "^/kbs/v0/.+$" },
-  { role = "viewer", allowed_endpoints = "^/kbs/v0/admin/(verdicts(/[0-9]+)?|console/session|resources|resource-policy)$" },
+  { role = "viewer", allowed_endpoints = "^/kbs/v0/admin/(verdicts(/[0-9]+)?|console/session|resources|resource-policy|attestation-policy(/[^/]+)?|reference-values|health)$" },
 ]
 [[plugins]]
 name = "resource"
@@ -204,14 +206,28 @@ describe('KBS operator console in chromium', () => {
     expect(await text(page, '#verdict-table tbody tr')).toContain('GET default/key/secret');
     await page.screenshot({ path: join(ARTIFACTS, 'console-allowed.png'), fullPage: true });
 
-    // With the sample TEE's reference values registered, the next attestation is affirming.
-    const admin = new KbsAdminClient({ url: base, certPem: tls.certPem, adminToken: adminJwt('admin') });
-    await admin.setSampleReferenceValue('launch_digest', ['abcde']);
-    await admin.setSampleReferenceValue('svn', ['1']);
-    await admin.setSampleReferenceValue('major_version', 1);
-    await admin.setSampleReferenceValue('minimum_minor_version', 4);
-    admin.close();
+    // The sample TEE's reference values, registered in the console: the next attestation is affirming.
+    await page.click('nav button[data-view="refvalues"]');
+    const values: [string, string][] = [
+      ['launch_digest', '["abcde"]'],
+      ['svn', '["1"]'],
+      ['major_version', '1'],
+      ['minimum_minor_version', '4'],
+    ];
+    for (const [name, value] of values) {
+      await page.$eval('#refvalue-name', (e) => {
+        (e as unknown as { value: string }).value = '';
+      });
+      await page.type('#refvalue-name', name);
+      await page.type('#refvalue-value', value);
+      await page.click('#refvalue-save');
+      await waitText(page, '#message', `Registered ${name}.`);
+    }
+    await waitText(page, '#refvalue-table tbody', 'minimum_minor_version');
+    expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(4);
+    await page.screenshot({ path: join(ARTIFACTS, 'console-reference-values.png'), fullPage: true });
     expect(await guestFetch()).toBe(SECRET);
+    await page.click('nav button[data-view="verdicts"]');
     await page.select('#filter-kind', 'attestation');
     await page.select('#filter-status', 'affirming');
     await page.click('#verdict-refresh');
@@ -220,10 +236,58 @@ describe('KBS operator console in chromium', () => {
     await waitText(page, '#verdict-detail-title', 'attestation affirming');
     await page.screenshot({ path: join(ARTIFACTS, 'console-affirmed.png'), fullPage: true });
 
+    // Expire svn: trustee's default policy no longer affirms these claims. The operator dry runs the
+    // stored attestation policy on the affirmed verdict's claims, drops the svn check, sees affirming in
+    // the dry run, saves, and the guest's next attestation is affirming again.
+    await page.click('nav button[data-view="refvalues"]');
+    await waitText(page, '#refvalue-table tbody', 'svn');
+    const svnRow = await page.$$eval('#refvalue-table tbody tr', (rows) =>
+      rows.findIndex((r) => (r as unknown as { textContent: string }).textContent.startsWith('svn')),
+    );
+    await page.click(`#refvalue-table tbody tr:nth-child(${svnRow + 1}) button`);
+    await waitText(page, '#message', 'Expired svn.');
+    expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(3);
+
+    await page.click('nav button[data-view="verdicts"]');
+    await page.click('#verdict-refresh');
+    await waitText(page, '#verdict-table tbody', 'affirming');
+    await page.click('#verdict-table tbody tr');
+    await waitText(page, '#verdict-detail-title', 'attestation affirming');
+    await page.click('#verdict-att-dry-run');
+    await page.waitForFunction(() =>
+      (document.getElementById('att-policy-text') as unknown as { value: string }).value.includes('svn'),
+    );
+    expect(await page.$eval('#att-dry-run-submod', (e) => (e as unknown as { value: string }).value)).toBe(
+      'cpu0',
+    );
+    await page.click('#att-policy-dry-run');
+    await waitText(page, '#message', 'cpu0: contraindicated');
+    await page.$eval('#att-policy-text', (e) => {
+      const t = e as unknown as { value: string };
+      t.value = t.value.replace('\tinput.sample.svn in query_reference_value("svn")\n', '');
+    });
+    await page.click('#att-policy-dry-run');
+    await waitText(page, '#message', 'cpu0: affirming');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-attestation-dry-run.png'), fullPage: true });
+    expect(await page.$eval('#att-policy-id', (e) => (e as unknown as { value: string }).value)).toBe(
+      'default_cpu',
+    );
+    await page.click('#att-policy-save');
+    await waitText(page, '#message', 'Attestation policy default_cpu saved.');
+    expect(await guestFetch()).toBe(SECRET);
+    await page.click('nav button[data-view="verdicts"]');
+    await page.click('#verdict-refresh');
+    await page.waitForFunction(
+      () =>
+        (document.querySelector('#verdict-table tbody')?.textContent ?? '').split('affirming').length === 3,
+    );
+
     // Health: the handshake counters of /metrics.
     await page.click('nav button[data-view="health"]');
     await waitText(page, '#health-table tbody', 'attestationSuccesses');
     expect(await text(page, '#health-summary')).toContain('storage Memory');
+    expect(await text(page, '#health-summary')).toContain('replicas 1');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-health.png'), fullPage: true });
 
     // The page's own cookie without the CSRF header cannot change anything.
     const noCsrf = await page.evaluate(async () => {
@@ -236,6 +300,11 @@ describe('KBS operator console in chromium', () => {
     });
     expect(noCsrf.status).toBe(403);
     expect(noCsrf.body).toContain('x-csrf-token');
+    const noCsrfExpire = await page.evaluate(async () => {
+      const r = await fetch('/kbs/v0/admin/reference-values/launch_digest', { method: 'DELETE' });
+      return r.status;
+    });
+    expect(noCsrfExpire).toBe(403);
 
     // An inline script is blocked by the CSP.
     const inlineRan = await page.evaluate(() => {
@@ -265,6 +334,28 @@ describe('KBS operator console in chromium', () => {
     await page.click('#policy-save');
     await waitText(page, '#message', '401');
     expect(await text(page, '#message')).toContain('Role viewer not allowed');
+
+    // The attestation policies: readable, checked, not saved.
+    await page.click('nav button[data-view="attestation"]');
+    await page.waitForFunction(() =>
+      (document.getElementById('att-policy-text') as unknown as { value: string }).value.includes(
+        'package policy',
+      ),
+    );
+    await page.click('#att-policy-check');
+    await waitText(page, '#message', 'Syntax OK.');
+    await page.click('#att-policy-save');
+    await waitText(page, '#message', '401');
+    expect(await text(page, '#message')).toContain('Role viewer not allowed');
+
+    // The reference values: listed, not expired.
+    await page.click('nav button[data-view="refvalues"]');
+    await waitText(page, '#refvalue-table tbody', 'launch_digest');
+    await page.click('#refvalue-table tbody tr button');
+    await waitText(page, '#message', '401');
+    await page.click('nav button[data-view="refvalues"]');
+    await waitText(page, '#refvalue-table tbody', 'launch_digest');
+    expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(3);
     await context.close();
   }, 60_000);
 });

@@ -39,12 +39,14 @@ async function call(method, path, body, contentType) {
   return data;
 }
 
-const b64url = (text) => {
+const b64 = (text) => {
   const bytes = new TextEncoder().encode(text);
   let bin = '';
   for (const b of bytes) bin += String.fromCharCode(b);
-  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  return btoa(bin);
 };
+const b64url = (text) => b64(text).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+const pathPart = (s) => encodeURIComponent(s);
 
 function el(tag, text, className) {
   const e = document.createElement(tag);
@@ -55,7 +57,8 @@ function el(tag, text, className) {
 
 // ---- views
 function show(view) {
-  for (const v of ['signin', 'verdicts', 'resources', 'policy', 'health']) $(`${v}-view`).hidden = v !== view;
+  const views = ['signin', 'verdicts', 'resources', 'policy', 'attestation', 'refvalues', 'health'];
+  for (const v of views) $(`${v}-view`).hidden = v !== view;
   for (const b of document.querySelectorAll('nav button[data-view]')) {
     b.classList.toggle('active', b.dataset.view === view);
   }
@@ -63,6 +66,8 @@ function show(view) {
   if (view === 'resources') loadResources().catch((e) => message(e.message, 'error'));
   if (view === 'policy') loadPolicy().catch((e) => message(e.message, 'error'));
   if (view === 'health') loadHealth().catch((e) => message(e.message, 'error'));
+  if (view === 'attestation') loadAttestationPolicies().catch((e) => message(e.message, 'error'));
+  if (view === 'refvalues') loadReferenceValues().catch((e) => message(e.message, 'error'));
 }
 
 function signedIn(role) {
@@ -184,6 +189,13 @@ function openVerdict(id) {
     if (v.kind === 'resource') $('dry-run-resource').value = v.resource;
     show('policy');
   };
+  $('verdict-att-dry-run').hidden = v.claims === undefined || v.kind !== 'attestation';
+  $('verdict-att-dry-run').onclick = () => {
+    $('att-dry-run-verdict').value = String(v.id);
+    const first = (v.appraisals || [])[0];
+    $('att-dry-run-submod').value = first ? first.name : '';
+    show('attestation');
+  };
 }
 
 // ---- resources
@@ -237,9 +249,10 @@ async function saveResource(ev) {
 // ---- health
 async function loadHealth() {
   const h = await call('GET', '/admin/health');
+  const replicas = h.replicas === null ? `unknown (${h.replicasError})` : h.replicas;
   $('health-summary').textContent =
-    `Up ${h.uptimeSeconds} s; storage ${h.storage.backend}, sessions ${h.storage.sessions}; ` +
-    `rates over the last ${h.rateWindowSeconds} s.`;
+    `Up ${h.uptimeSeconds} s; storage ${h.storage.backend}, sessions ${h.storage.sessions}, ` +
+    `verdict log ${h.storage.verdictLog}; replicas ${replicas}; rates over the last ${h.rateWindowSeconds} s.`;
   const tbody = $('health-table').querySelector('tbody');
   tbody.replaceChildren();
   for (const [name, value] of Object.entries(h.totals)) {
@@ -283,6 +296,128 @@ async function savePolicy() {
   message('Resource policy saved.', 'ok');
 }
 
+// ---- attestation policies
+async function loadAttestationPolicy(id) {
+  const r = await call('GET', `/admin/attestation-policy/${pathPart(id)}`);
+  $('att-policy-text').value = r.policy;
+  $('att-policy-id').value = id;
+}
+
+async function loadAttestationPolicies() {
+  const r = await call('GET', '/admin/attestation-policy');
+  const select = $('att-policy-list');
+  const keep = select.value;
+  select.replaceChildren();
+  for (const id of r.policies) {
+    const o = el('option', id);
+    o.value = id;
+    select.append(o);
+  }
+  const want = r.policies.includes(keep)
+    ? keep
+    : r.policies.includes('default_cpu')
+      ? 'default_cpu'
+      : r.policies[0];
+  if (want !== undefined) {
+    select.value = want;
+    await loadAttestationPolicy(want);
+  }
+}
+
+async function checkAttestationPolicy() {
+  const r = await call(
+    'POST',
+    '/admin/attestation-policy/check',
+    JSON.stringify({ policy: $('att-policy-text').value }),
+  );
+  if (!r.ok) throw new Error(`Syntax error: ${r.error}`);
+}
+
+async function dryRunAttestationPolicy() {
+  await checkAttestationPolicy();
+  const verdict = Number($('att-dry-run-verdict').value);
+  const submod = $('att-dry-run-submod').value.trim();
+  const r = await call(
+    'POST',
+    '/admin/attestation-policy/dry-run',
+    JSON.stringify({ policy: $('att-policy-text').value, verdict, ...(submod && { submod }) }),
+  );
+  const box = $('att-dry-run-result');
+  box.replaceChildren();
+  if (r.error) {
+    box.append(el('div', r.error, 'failing'));
+    throw new Error(`Dry run failed: ${r.error}`);
+  }
+  box.append(el('div', `trust vector: ${JSON.stringify(r.trustVector)}`));
+  message(
+    `Dry run on verdict #${verdict} ${r.submod}: ${r.status}`,
+    r.status === 'affirming' ? 'ok' : 'error',
+  );
+}
+
+async function saveAttestationPolicy() {
+  const id = $('att-policy-id').value.trim();
+  if (id === '') throw new Error('Give the policy id to save as.');
+  await checkAttestationPolicy();
+  await call(
+    'POST',
+    '/attestation-policy',
+    JSON.stringify({ policy_id: id, policy: b64url($('att-policy-text').value) }),
+  );
+  message(`Attestation policy ${id} saved.`, 'ok');
+  await loadAttestationPolicies();
+}
+
+// ---- reference values
+async function loadReferenceValues() {
+  const r = await call('GET', '/admin/reference-values');
+  const tbody = $('refvalue-table').querySelector('tbody');
+  tbody.replaceChildren();
+  for (const rv of r.referenceValues) {
+    const tr = el('tr');
+    tr.append(el('td', rv.name));
+    tr.append(el('td', rv.error ? rv.error : JSON.stringify(rv.value), rv.error ? 'failing' : 'value'));
+    tr.append(el('td', rv.expiration || ''));
+    const td = el('td');
+    const expire = el('button', 'Expire');
+    expire.type = 'button';
+    expire.addEventListener('click', async () => {
+      try {
+        await call('DELETE', `/admin/reference-values/${pathPart(rv.name)}`);
+        await loadReferenceValues();
+        message(`Expired ${rv.name}.`, 'ok');
+      } catch (e) {
+        message(e.message, 'error');
+      }
+    });
+    td.append(expire);
+    tr.append(td);
+    tbody.append(tr);
+  }
+}
+
+async function addReferenceValue(ev) {
+  ev.preventDefault();
+  const name = $('refvalue-name').value.trim();
+  let value;
+  try {
+    value = JSON.parse($('refvalue-value').value);
+  } catch {
+    message('The value must be JSON, e.g. ["1"] or "abc".', 'error');
+    return;
+  }
+  // An RVPS message of the sample type: the payload is the base64 of {name: value}.
+  const msg = { version: '0.1.0', type: 'sample', payload: b64(JSON.stringify({ [name]: value })) };
+  try {
+    await call('POST', '/reference-value', JSON.stringify(msg));
+    $('refvalue-value').value = '';
+    await loadReferenceValues();
+    message(`Registered ${name}.`, 'ok');
+  } catch (e) {
+    message(e.message, 'error');
+  }
+}
+
 const guarded = (f) => () => f().catch((e) => message(e.message, 'error'));
 
 document.addEventListener('DOMContentLoaded', () => {
@@ -305,6 +440,20 @@ document.addEventListener('DOMContentLoaded', () => {
   );
   $('policy-dry-run').addEventListener('click', guarded(dryRun));
   $('policy-save').addEventListener('click', guarded(savePolicy));
+  $('att-policy-list').addEventListener(
+    'change',
+    guarded(() => loadAttestationPolicy($('att-policy-list').value)),
+  );
+  $('att-policy-check').addEventListener(
+    'click',
+    guarded(async () => {
+      await checkAttestationPolicy();
+      message('Syntax OK.', 'ok');
+    }),
+  );
+  $('att-policy-dry-run').addEventListener('click', guarded(dryRunAttestationPolicy));
+  $('att-policy-save').addEventListener('click', guarded(saveAttestationPolicy));
+  $('refvalue-form').addEventListener('submit', addReferenceValue);
   call('GET', '/admin/console/session').then(
     (r) => {
       csrf = r.csrf;
