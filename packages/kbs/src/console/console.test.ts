@@ -267,7 +267,7 @@ describe('attestation policies and reference values', () => {
     };
     expect(one.policy).toContain('package policy');
     expect((await call(base, s, 'GET', '/admin/attestation-policy/nope')).status).toBe(404);
-    expect((await call(base, s, 'GET', '/admin/attestation-policy/..')).status).toBe(404);
+    expect((await call(base, s, 'GET', '/admin/attestation-policy/.hidden')).status).toBe(404);
 
     const check = (policy: string) => call(base, s, 'POST', '/admin/attestation-policy/check', { policy });
     expect((await check('package policy\ntrust_claims := {')).json()).toMatchObject({ ok: false });
@@ -338,5 +338,43 @@ describe('attestation policies and reference values', () => {
     expect((await call(base, s, 'DELETE', '/admin/reference-values/%01x')).status).toBe(400);
     // The admin API no longer finds it.
     expect((await call(base, s, 'GET', '/reference-value/svn')).status).toBe(401);
+  });
+});
+
+describe('attestation policy and reference value endpoints, hostile input', () => {
+  it('refuses malformed bodies, oversized policies and runaway reference value lookups', async () => {
+    const kbsBase = await start();
+    const kbs = running[running.length - 1] as RunningKbs;
+    const s = await signIn(kbsBase, 'admin');
+    await handshake(kbsBase);
+    const id = ((await call(kbsBase, s, 'GET', '/admin/verdicts')).json() as { verdicts: { id: number }[] })
+      .verdicts[0]?.id;
+    const post = (path: string, body: unknown) =>
+      call(kbsBase, s, 'POST', `/admin/attestation-policy/${path}`, body);
+    expect((await post('check', 'not json')).status).toBe(400);
+    expect((await post('check', { policy: 42 })).status).toBe(400);
+    expect((await post('check', ['policy'])).status).toBe(400);
+    const huge = `package policy\n# ${'x'.repeat(1024 * 1024)}\n`;
+    expect((await post('check', { policy: huge })).json()).toMatchObject({
+      ok: false,
+      error: expect.stringContaining('larger'),
+    });
+    expect((await post('dry-run', { policy: 'package policy', verdict: String(id) })).status).toBe(404);
+    expect((await post('dry-run', { policy: 'package policy', verdict: id, submod: 7 })).status).toBe(400);
+    expect(
+      (await post('dry-run', { policy: 'package policy', verdict: id, submod: '__proto__' })).status,
+    ).toBe(404);
+    const runaway =
+      'package policy\ntrust_claims := {"executables": 2} if {\n  every i in numbers.range(1, 400) { query_reference_value(sprintf("rv%d", [i])) == null }\n}\n';
+    expect((await post('dry-run', { policy: runaway, verdict: id })).json()).toMatchObject({
+      submod: 'cpu0',
+      error: expect.stringContaining('too many reference values'),
+    });
+
+    // A stored record that cannot be read back is listed with why.
+    await kbs.storage.set('reference_value', 'broken', Buffer.from('not json'));
+    expect((await call(kbsBase, s, 'GET', '/admin/reference-values')).json()).toEqual({
+      referenceValues: [{ name: 'broken', error: expect.stringContaining('not JSON') }],
+    });
   });
 });
