@@ -116,6 +116,20 @@ describe('grpc attestation service', () => {
     expect(e.details).toMatch(/^Attestation evaluation failed: \n0: sample evidence rejected/);
   });
 
+  it('without runtime data (raw nor structured) skips the report data check: runtime_data_claims is null', async () => {
+    // What the attestation agent's coco_as token sends: evidence bound to nothing the AS is given.
+    const evidence = Buffer.from(
+      JSON.stringify({ svn: '1', report_data: Buffer.alloc(64, 9).toString('base64') }),
+    ).toString('base64url');
+    const { attestationToken } = await evaluate({
+      verificationRequests: [{ tee: 'sample', evidence, runtimeDataHashAlgorithm: '' }],
+      policyIds: [],
+    });
+    const annotated = (await claims(attestationToken)).submods.cpu0['ear.veraison.annotated-evidence'];
+    expect(annotated.runtime_data_claims).toBeNull();
+    expect(annotated.report_data).toBe(Buffer.alloc(64, 9).toString('base64'));
+  });
+
   it.each([
     ['no requests', { verificationRequests: [], policyIds: [] }, /^Attestation evaluation failed: \n0: /],
     [

@@ -100,12 +100,8 @@ export function verifyRequestOf(req: attestation.AttestationRequest, tees: reado
     const tee = teeOf(item.tee, tees);
     const evidence = evidenceOf(item.evidence);
     const alg = hashAlgorithm(item.runtimeDataHashAlgorithm);
-    if (item.rawRuntimeData === undefined && item.structuredRuntimeData === undefined) {
-      // trustee then skips the report-data check; this service's verifiers always make it.
-      throw new Aborted(
-        `verification request ${i}: runtime data (raw or structured) is required by this service`,
-      );
-    }
+    // Neither raw nor structured: trustee's ReportData::NotProvided, the report data is not checked.
+    const notProvided = item.rawRuntimeData === undefined && item.structuredRuntimeData === undefined;
     if (i > 0 && item.rawRuntimeData !== undefined) {
       throw new Aborted(`verification request ${i}: raw runtime data is only supported on the first request`);
     }
@@ -125,6 +121,7 @@ export function verifyRequestOf(req: attestation.AttestationRequest, tees: reado
           ? b64urlDecode(item.rawRuntimeData, 'base64 decode runtime data')
           : undefined,
       initToml: item.initDataToml,
+      notProvided,
     };
   });
   const primary = decoded[0] as (typeof decoded)[number];
@@ -134,12 +131,14 @@ export function verifyRequestOf(req: attestation.AttestationRequest, tees: reado
     runtimeData: primary.runtimeData,
     runtimeDataHashAlgorithm: primary.alg,
     ...(primary.raw !== undefined && { rawReportData: primary.raw }),
+    ...(primary.notProvided && { runtimeDataNotProvided: true }),
     initData: primary.initToml === undefined ? null : { format: 'toml', body: primary.initToml },
     additional: decoded.slice(1).map((d) => ({
       tee: d.tee,
       evidence: d.evidence,
       runtimeData: d.runtimeData,
       runtimeDataHashAlgorithm: d.alg,
+      ...(d.notProvided && { runtimeDataNotProvided: true }),
     })),
     policyIds: req.policyIds.length === 0 ? ['default'] : req.policyIds,
   };

@@ -12,6 +12,13 @@ export type TeeClass = 'cpu' | 'gpu' | 'switch' | 'ppcie';
 export interface ExpectedData {
   /** H(JCS(runtime data)): compared with the report data in the evidence, in each TEE's way. */
   readonly reportData: Uint8Array;
+  /**
+   * trustee's `ReportData::NotProvided`: the caller sent no runtime data (the attestation agent's
+   * `coco_as` token asks this way), so nothing is expected in the evidence's report data and it is not
+   * compared. A verifier that does not read this flag compares with `reportData` (then empty) and fails
+   * closed; see reportDataExpected.
+   */
+  readonly reportDataNotProvided?: boolean;
   /** Digest of the initdata TOML, when the guest sent initdata. */
   readonly initDataHash?: Uint8Array;
   /** Time at which certificates must be valid (hardware-rooted TEEs); the current time by default. */
@@ -29,6 +36,11 @@ export interface ExpectedData {
   readonly nvidia?: NvidiaVerifierOptions;
   /** `cca` settings: the TA and RV stores, or the CCA config file naming them. */
   readonly cca?: CcaVerifierOptions;
+}
+
+/** False only for trustee's `ReportData::NotProvided`: the report data check is skipped. */
+export function reportDataExpected(expected: ExpectedData): boolean {
+  return expected.reportDataNotProvided !== true;
 }
 
 /** Claims of one attested environment. A verifier may report several (e.g. a CPU and its devices). */

@@ -38,6 +38,8 @@ export interface AdditionalEvidence {
   readonly runtimeData: Record<string, unknown>;
   /** Defaults to the request's algorithm. */
   readonly runtimeDataHashAlgorithm?: ReportDataHashAlgorithm;
+  /** As VerifyRequest's. */
+  readonly runtimeDataNotProvided?: boolean;
 }
 
 export interface VerifyRequest {
@@ -55,6 +57,11 @@ export interface VerifyRequest {
    * (trustee's gRPC `raw_runtime_data`, compared as-is).
    */
   readonly rawReportData?: Uint8Array;
+  /**
+   * trustee's `runtime_data` absent (the attestation service's own API; the KBS always sends it): the
+   * report data is not checked, `runtimeData` is ignored and `runtime_data_claims` is null.
+   */
+  readonly runtimeDataNotProvided?: boolean;
   readonly initData: { readonly format: string; readonly body: string } | null;
   readonly additional: readonly AdditionalEvidence[];
   /** The first id is used (`default` → policy `default_cpu` for CPU claims). */
@@ -102,6 +109,7 @@ interface Item {
   readonly runtimeData: Record<string, unknown>;
   readonly alg: ReportDataHashAlgorithm;
   readonly rawReportData?: Uint8Array | undefined;
+  readonly notProvided: boolean;
   readonly initData: VerifyRequest['initData'];
 }
 
@@ -116,6 +124,7 @@ function message(e: unknown): string {
 }
 
 function reportDataOf(item: Item): Buffer {
+  if (item.notProvided) return Buffer.alloc(0);
   if (item.rawReportData !== undefined) return Buffer.from(item.rawReportData);
   try {
     return createHash(item.alg).update(canonicalJson(item.runtimeData), 'utf8').digest();
@@ -201,6 +210,7 @@ export async function createAttestationService(
       results = await verifier.evaluate(item.evidence, {
         ...verifierSettings,
         reportData,
+        ...(item.notProvided && { reportDataNotProvided: true }),
         ...(init !== undefined ? { initDataHash: init.digest } : {}),
         now: new Date(now()),
       });
@@ -214,7 +224,7 @@ export async function createAttestationService(
         claims: transformClaims({
           tee: item.tee,
           claims: r.claims,
-          runtimeDataClaims: item.runtimeData,
+          runtimeDataClaims: item.notProvided ? null : item.runtimeData,
           initDataClaims: init?.claims ?? null,
           verbose: broker.verboseToken,
         }),
@@ -247,6 +257,7 @@ export async function createAttestationService(
           runtimeData: req.runtimeData,
           alg: req.runtimeDataHashAlgorithm,
           rawReportData: req.rawReportData,
+          notProvided: req.runtimeDataNotProvided === true,
           initData: req.initData,
         },
         ...req.additional.map((a) => ({
@@ -254,6 +265,7 @@ export async function createAttestationService(
           evidence: a.evidence,
           runtimeData: a.runtimeData,
           alg: a.runtimeDataHashAlgorithm ?? req.runtimeDataHashAlgorithm,
+          notProvided: a.runtimeDataNotProvided === true,
           initData: null,
         })),
       ];

@@ -15,7 +15,7 @@ import {
   pcrClaims,
   verifyQuoteSignature,
 } from '../tpm/quote.js';
-import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
+import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
 import { parseAzSnpVtpmEvidence } from './evidence.js';
 import { hclAkPub, hclUserData, parseHclReport } from './hcl.js';
 
@@ -54,7 +54,7 @@ export class AzSnpVtpmVerifier implements Verifier {
     verifyQuoteSignature(ak, ev.tpmQuote.message, ev.tpmQuote.signature);
     const attest = parseQuoteMessage(ev.tpmQuote.message);
     const nonce = Buffer.from(attest.extraData);
-    if (!nonce.equals(reportData)) {
+    if (reportDataExpected(expected) && !nonce.equals(reportData)) {
       throw new VerificationError(
         'REPORT_DATA_MISMATCH',
         'TPM quote nonce differs from the expected report data',
@@ -71,7 +71,7 @@ export class AzSnpVtpmVerifier implements Verifier {
         'HCL runtime claims digest differs from the SNP report data',
       );
     }
-    if (ev.version >= 2) {
+    if (ev.version >= 2 && reportDataExpected(expected)) {
       // v2 attesters also write the report data to the HCL user data (NV 0x01400002).
       const userData = hclUserData(hcl.varData);
       if (

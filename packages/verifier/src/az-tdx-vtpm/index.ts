@@ -15,7 +15,7 @@ import {
   pcrClaims,
   verifyQuoteSignature,
 } from '../tpm/quote.js';
-import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
+import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
 import { parseAzTdxVtpmEvidence } from './evidence.js';
 
 export class AzTdxVtpmVerifier implements Verifier {
@@ -33,7 +33,7 @@ export class AzTdxVtpmVerifier implements Verifier {
     verifyQuoteSignature(hclAkPub(hcl.varData), ev.tpmQuote.message, ev.tpmQuote.signature);
     const attest = parseQuoteMessage(ev.tpmQuote.message);
     const nonce = Buffer.from(attest.extraData);
-    if (!nonce.equals(reportData)) {
+    if (reportDataExpected(expected) && !nonce.equals(reportData)) {
       throw new VerificationError(
         'REPORT_DATA_MISMATCH',
         'TPM quote nonce differs from the expected report data',
@@ -52,7 +52,7 @@ export class AzTdxVtpmVerifier implements Verifier {
         'HCL runtime claims digest differs from the TD quote report data',
       );
     }
-    if (ev.version >= 2) {
+    if (ev.version >= 2 && reportDataExpected(expected)) {
       const userData = hclUserData(hcl.varData);
       if (
         userData.length < reportData.length ||

@@ -61,6 +61,13 @@ describe('sample verifier', () => {
     expect(out).toHaveLength(1);
   });
 
+  it('skips the report data check only when told it was not provided (trustee ReportData::NotProvided)', async () => {
+    const ev = { svn: '1', report_data: b64 };
+    const out = await verifier.evaluate(ev, { reportData: new Uint8Array(0), reportDataNotProvided: true });
+    expect(out[0]?.claims.report_data).toBe(b64);
+    expect((await failure(ev, new Uint8Array(0))).code).toBe('REPORT_DATA_MISMATCH');
+  });
+
   it('rejects a report data that differs by one bit', async () => {
     const other = Buffer.from(digest);
     other[47] = (other[47] ?? 0) ^ 1;

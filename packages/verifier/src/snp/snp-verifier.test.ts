@@ -130,6 +130,9 @@ describe('snp verifier', () => {
   it('compares report data and HOST_DATA padded or truncated, as regularize_data does', async () => {
     const ev = evidence(signSnpReport(report(), vcek.privateKey));
     expect(await failureCode(ev, { reportData: Buffer.alloc(48) })).toBe('REPORT_DATA_MISMATCH');
+    await expect(
+      verifier.evaluate(ev, { reportData: Buffer.alloc(0), reportDataNotProvided: true, trustedArks }),
+    ).resolves.toHaveLength(1);
     const long = Buffer.concat([reportData, Buffer.alloc(16), Buffer.from('ignored')]);
     await expect(verifier.evaluate(ev, { reportData: long, trustedArks })).resolves.toHaveLength(1);
     expect(await failureCode(ev, { initDataHash: createHash('sha256').update('other').digest() })).toBe(

@@ -127,6 +127,13 @@ describe('tdx verifier on test hardware', () => {
     expect(
       await codeOf(verifier.evaluate(evidence(quote), { reportData: Buffer.alloc(48, 1), tdx: options })),
     ).toBe('REPORT_DATA_MISMATCH');
+    await expect(
+      verifier.evaluate(evidence(quote), {
+        reportData: Buffer.alloc(0),
+        reportDataNotProvided: true,
+        tdx: options,
+      }),
+    ).resolves.toHaveLength(1);
     expect(
       await codeOf(
         verifier.evaluate(evidence(quote), {

@@ -12,7 +12,7 @@ import {
   objectMember,
   stringMember,
 } from '../evidence.js';
-import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
+import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
 import {
   checkInitDataPcr,
   checkQuotePcrs,
@@ -91,7 +91,7 @@ export class TpmVerifier implements Verifier {
     const padded = Buffer.alloc(TPM_REPORT_DATA_SIZE);
     padded.set(expected.reportData.subarray(0, TPM_REPORT_DATA_SIZE));
     const nonce = Buffer.from(attest.extraData);
-    if (!nonce.equals(padded)) {
+    if (reportDataExpected(expected) && !nonce.equals(padded)) {
       throw new VerificationError(
         'REPORT_DATA_MISMATCH',
         'TPM quote nonce differs from the expected report data',

@@ -97,6 +97,16 @@ describe('tpm verifier', () => {
     expect(await failureCode(FIXTURE, { reportData: nonce })).toBe('REPORT_DATA_MISMATCH');
   });
 
+  it("verifies trustee's fixture without report data (ReportData::NotProvided), as upstream can", async () => {
+    const out = await verifier.evaluate(FIXTURE, {
+      reportData: Buffer.alloc(0),
+      reportDataNotProvided: true,
+    });
+    expect(out).toHaveLength(1);
+    // The flag, not an empty expectation, is what skips the check.
+    expect(await failureCode(FIXTURE, { reportData: Buffer.alloc(0) })).toBe('REPORT_DATA_MISMATCH');
+  });
+
   it('fails on every flipped byte of the fixture quote, signature and PCRs', async () => {
     for (const field of ['message', 'signature'] as const) {
       const bytes = Buffer.from(FIXTURE.tpm_quote[field], 'base64');
