@@ -77,7 +77,11 @@ describe('image-pull --decryption-key', () => {
     const ed = join(dir, 'ed.pem');
     await writeFile(ed, generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }));
     const cases: [string, string][] = [
-      ['pgp:key.asc', 'image-pull: --decryption-key "pgp:key.asc": protocol "pgp" is not supported here'],
+      [
+        'pkcs11:key.yaml',
+        'image-pull: --decryption-key "pkcs11:key.yaml": protocol "pkcs11" is not supported here',
+      ],
+      [`pgp:${ed}`, `image-pull: --decryption-key: ${ed}: not an OpenPGP secret key`],
       [
         'provider:other',
         'image-pull: --decryption-key "provider:other": unknown key provider "other" (only attestation-agent)',

@@ -1,14 +1,19 @@
 /**
  * `--decryption-key` values as skopeo spells them: `jwe:PRIVATE.pem`
- * (repeatable), or a bare key file (skopeo detects the kind; only keys
- * usable for `jwe` are read here), and `provider:attestation-agent[:…]`
- * (the CoCo key provider: each layer's KEK is read by its `kbs:///` kid
- * with `readKbsResource`). All `jwe` keys form one unwrapper that tries
- * each of them.
+ * (repeatable), `pgp:SECRET.gpg` (our spelling; skopeo takes the bare file),
+ * or a bare key file (skopeo detects the kind: a PEM, DER or JWK key is for
+ * `jwe`, an OpenPGP secret key for `pgp`), and
+ * `provider:attestation-agent[:…]` (the CoCo key provider: each layer's KEK
+ * is read by its `kbs:///` kid with `readKbsResource`). All keys of one
+ * protocol form one unwrapper that tries each of them.
  */
+
+import type { KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import type { PrivateKey } from 'openpgp';
 import { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
 import { ATTESTATION_AGENT_PROTOCOL, attestationAgentUnwrapper } from './keyprovider-packet.js';
+import { pgpUnwrapper, readPgpPrivateKeys } from './pgp.js';
 import type { KeyUnwrapper } from './unwrap.js';
 
 export class DecryptionKeyArgumentError extends Error {
@@ -22,7 +27,8 @@ export async function unwrappersFromArguments(
   values: readonly string[],
   readKbsResource?: (uri: string) => Promise<Uint8Array>,
 ): Promise<KeyUnwrapper[]> {
-  const jweKeys = [];
+  const jweKeys: KeyObject[] = [];
+  const pgpKeys: PrivateKey[] = [];
   const unwrappers: KeyUnwrapper[] = [];
   for (const value of values) {
     const colon = value.indexOf(':');
@@ -42,12 +48,12 @@ export async function unwrappersFromArguments(
       }
       continue;
     }
-    if (protocol !== '' && protocol !== 'jwe') {
+    if (protocol !== '' && protocol !== 'jwe' && protocol !== 'pgp') {
       throw new DecryptionKeyArgumentError(
-        `--decryption-key ${JSON.stringify(value)}: protocol ${JSON.stringify(protocol)} is not supported here (use jwe:PRIVATE.pem or provider:attestation-agent)`,
+        `--decryption-key ${JSON.stringify(value)}: protocol ${JSON.stringify(protocol)} is not supported here (use jwe:PRIVATE.pem, pgp:SECRET.gpg or provider:attestation-agent)`,
       );
     }
-    const file = protocol === 'jwe' ? value.slice(colon + 1) : value;
+    const file = protocol === '' ? value : value.slice(colon + 1);
     if (file === '')
       throw new DecryptionKeyArgumentError(`--decryption-key ${JSON.stringify(value)}: no key file`);
     let bytes: Buffer;
@@ -61,11 +67,39 @@ export async function unwrappersFromArguments(
         `--decryption-key: ${file} is larger than ${MAX_KEY_FILE_BYTES} bytes`,
       );
     }
+    if (protocol === 'pgp') {
+      try {
+        pgpKeys.push(...(await readPgpPrivateKeys(bytes, file)));
+      } catch (e) {
+        throw new DecryptionKeyArgumentError(`--decryption-key: ${(e as Error).message}`);
+      }
+      continue;
+    }
     try {
       jweKeys.push(parseJwePrivateKey(bytes, file));
     } catch (e) {
+      // A bare file may be an OpenPGP secret key, as skopeo detects.
+      if (protocol === '' && isOpenPgpKey(bytes)) {
+        try {
+          pgpKeys.push(...(await readPgpPrivateKeys(bytes, file)));
+          continue;
+        } catch (pgpError) {
+          throw new DecryptionKeyArgumentError(`--decryption-key: ${(pgpError as Error).message}`);
+        }
+      }
       throw new DecryptionKeyArgumentError(`--decryption-key: ${(e as Error).message}`);
     }
   }
-  return jweKeys.length > 0 ? [jweUnwrapper(jweKeys), ...unwrappers] : unwrappers;
+  return [
+    ...(jweKeys.length > 0 ? [jweUnwrapper(jweKeys)] : []),
+    ...(pgpKeys.length > 0 ? [pgpUnwrapper(pgpKeys)] : []),
+    ...unwrappers,
+  ];
+}
+
+/** An armored OpenPGP block, or a binary secret-key packet first (tag 5, old or new packet format). */
+function isOpenPgpKey(bytes: Uint8Array): boolean {
+  if (Buffer.from(bytes.subarray(0, 64)).toString('latin1').includes('-----BEGIN PGP')) return true;
+  const first = bytes[0] ?? 0;
+  return first === 0xc5 || (first & 0xfc) === 0x94;
 }

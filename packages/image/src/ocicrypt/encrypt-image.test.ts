@@ -47,7 +47,12 @@ describe('--encryption-key', () => {
     await writeFile(short, randomBytes(16));
     await writeFile(ed, generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }));
     const cases: [string, string][] = [
-      ['pgp:key.asc', 'use jwe:PUBLIC.pem or provider:attestation-agent:keyid=kbs:///…::keypath=FILE'],
+      [
+        'pkcs11:key.yaml',
+        'use jwe:PUBLIC.pem, pgp:KEYRING or provider:attestation-agent:keyid=kbs:///…::keypath=FILE',
+      ],
+      [`pgp:${join(dir, 'absent.gpg')}`, 'cannot read OpenPGP keyring'],
+      [`pgp:${ed}`, 'not an OpenPGP keyring'],
       [`jwe:${join(dir, 'absent.pem')}`, 'cannot read public key'],
       [`jwe:${ed}`, 'not a usable public key: a ed25519 key cannot wrap'],
       [`provider:attestation-agent:keypath=${kek}`, 'needs keyid=kbs:///… and keypath=FILE'],

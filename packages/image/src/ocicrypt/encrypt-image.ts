@@ -4,6 +4,10 @@
  * given as skopeo's `--encryption-key` values:
  *
  * - `jwe:PUBLIC.pem` (RSA or EC public key; PEM, DER or JWK);
+ * - `pgp:KEYRING` (a file as `gpg --export` writes it, every key in it a
+ *   recipient; a value with a `/` is always a file) or `pgp:NAME` (no such
+ *   file: as skopeo, `gpg --export NAME` from the user's keyring); all `pgp`
+ *   recipients share one message;
  * - `provider:attestation-agent:keyid=kbs:///r/t/g::keypath=KEK` (the CoCo
  *   key provider: the private options wrapped with the 32-byte KEK in the
  *   file, under the kid the data hub will fetch it by from the KBS; the KEK
@@ -19,8 +23,10 @@
  * removed at the end), which is then uploaded: memory stays bounded whatever
  * the layer's size, and the disk holds one encrypted layer at a time.
  */
+
+import { execFile } from 'node:child_process';
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +46,7 @@ import { jweWrapper, type KeyWrapper } from './encrypt.js';
 import { encryptLayerStream } from './encrypt-stream.js';
 import { attestationAgentWrapper, parseAnnotationPacket } from './keyprovider-packet.js';
 import { ENCRYPTED_SUFFIX } from './layer-info.js';
+import { pgpWrapper, readPgpPublicKeys } from './pgp.js';
 
 const MAX_KEY_FILE_BYTES = 1024 * 1024;
 
@@ -90,7 +97,23 @@ function publicKeyOf(bytes: Buffer, file: string): KeyObject {
 /** The recipients of `--encryption-key` values. Throws `DecryptionKeyArgumentError`. */
 export async function wrappersFromArguments(values: readonly string[]): Promise<KeyWrapper[]> {
   const wrappers: KeyWrapper[] = [];
+  const pgpKeys: Awaited<ReturnType<typeof readPgpPublicKeys>> = [];
   for (const value of values) {
+    if (value.startsWith('pgp:')) {
+      const name = value.slice(4);
+      if (name === '')
+        throw new DecryptionKeyArgumentError('--encryption-key pgp: needs a keyring file or a name');
+      const bytes =
+        name.includes('/') || existsSync(name)
+          ? await keyFile(name, 'OpenPGP keyring')
+          : await gpgExport(name);
+      try {
+        pgpKeys.push(...(await readPgpPublicKeys(bytes, name)));
+      } catch (e) {
+        throw new DecryptionKeyArgumentError(`--encryption-key: ${(e as Error).message}`);
+      }
+      continue;
+    }
     if (value.startsWith('jwe:')) {
       const file = value.slice(4);
       wrappers.push(jweWrapper(publicKeyOf(await keyFile(file, 'public key'), file)));
@@ -126,10 +149,35 @@ export async function wrappersFromArguments(values: readonly string[]): Promise<
       continue;
     }
     throw new DecryptionKeyArgumentError(
-      `--encryption-key ${JSON.stringify(value)}: use jwe:PUBLIC.pem or provider:attestation-agent:keyid=kbs:///…::keypath=FILE`,
+      `--encryption-key ${JSON.stringify(value)}: use jwe:PUBLIC.pem, pgp:KEYRING or provider:attestation-agent:keyid=kbs:///…::keypath=FILE`,
     );
   }
+  if (pgpKeys.length > 0) wrappers.push(pgpWrapper(pgpKeys));
   return wrappers;
+}
+
+/** `gpg --export NAME` from the user's keyring (GNUPGHOME), as ocicrypt reads `pgp:NAME` recipients. */
+function gpgExport(name: string): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'gpg',
+      ['--batch', '--no-tty', '--export', '--', name],
+      { encoding: 'buffer', maxBuffer: MAX_KEY_FILE_BYTES },
+      (error, stdout, stderr) => {
+        if (error !== null || stdout.byteLength === 0) {
+          const why =
+            error !== null ? stderr.toString().trim() || error.message : 'no such key in the keyring';
+          reject(
+            new DecryptionKeyArgumentError(
+              `--encryption-key pgp:${name}: not a file, and gpg --export found no key: ${why}`,
+            ),
+          );
+          return;
+        }
+        resolve(stdout);
+      },
+    );
+  });
 }
 
 /** Encrypts `src` into `dest` (same or another registry); resolves with the new manifest's digest. */

@@ -40,6 +40,7 @@ export {
   parsePrivateOptions,
   parsePublicOptions,
 } from './options.js';
+export { PGP_PROTOCOL, pgpUnwrapper, pgpWrapper, readPgpPrivateKeys, readPgpPublicKeys } from './pgp.js';
 export {
   type KeyUnwrapper,
   LayerKeyError,

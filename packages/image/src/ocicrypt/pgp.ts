@@ -1,0 +1,102 @@
+/**
+ * ocicrypt's `pgp` key protocol: the wrapped key is one OpenPGP message
+ * encrypted to every recipient (public-key encrypted session key packets,
+ * then integrity-protected data holding a literal data packet whose content
+ * is the layer's private options), as Go's x/crypto/openpgp `Encrypt`
+ * writes it for skopeo's `--encryption-key pgp:NAME`. The OpenPGP work is
+ * `openpgp`'s: we only choose the keys and refuse what ocicrypt never
+ * writes (unauthenticated encryption, compression that expands past the
+ * options' size limit).
+ */
+import * as openpgp from 'openpgp';
+import type { KeyWrapper } from './encrypt.js';
+import { MAX_OPTIONS_BYTES } from './options.js';
+import type { KeyUnwrapper } from './unwrap.js';
+
+export const PGP_PROTOCOL = 'pgp';
+
+function pgpConfig(): openpgp.Config {
+  // No unauthenticated (SED) messages, which is openpgp's default too; compressed content is capped.
+  return {
+    ...openpgp.config,
+    allowUnauthenticatedMessages: false,
+    maxDecompressedMessageSize: MAX_OPTIONS_BYTES,
+  };
+}
+
+function isArmored(bytes: Uint8Array): boolean {
+  return Buffer.from(bytes.subarray(0, 64)).toString('latin1').includes('-----BEGIN PGP');
+}
+
+/** Public keys of a keyring as `gpg --export` writes it (binary or armored); secret keys give their public part. */
+export async function readPgpPublicKeys(bytes: Uint8Array, name = 'keyring'): Promise<openpgp.PublicKey[]> {
+  let keys: openpgp.Key[];
+  try {
+    keys = isArmored(bytes)
+      ? await openpgp.readKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
+      : await openpgp.readKeys({ binaryKeys: bytes });
+  } catch (e) {
+    throw new Error(`${name}: not an OpenPGP keyring: ${(e as Error).message}`);
+  }
+  if (keys.length === 0) throw new Error(`${name}: no OpenPGP key in it`);
+  return keys.map((k) => (k.isPrivate() ? k.toPublic() : (k as openpgp.PublicKey)));
+}
+
+/** Secret keys as `gpg --export-secret-keys` writes them; passphrase-protected ones are refused. */
+export async function readPgpPrivateKeys(bytes: Uint8Array, name = 'key'): Promise<openpgp.PrivateKey[]> {
+  let keys: openpgp.PrivateKey[];
+  try {
+    keys = isArmored(bytes)
+      ? await openpgp.readPrivateKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
+      : await openpgp.readPrivateKeys({ binaryKeys: bytes });
+  } catch (e) {
+    throw new Error(`${name}: not an OpenPGP secret key: ${(e as Error).message}`);
+  }
+  if (keys.length === 0) throw new Error(`${name}: no OpenPGP secret key in it`);
+  for (const key of keys) {
+    if (!key.isDecrypted()) {
+      throw new Error(
+        `${name}: the OpenPGP secret key ${key.getKeyID().toHex().toUpperCase()} is passphrase-protected (not read here)`,
+      );
+    }
+  }
+  return keys;
+}
+
+/** Wraps the private options in one OpenPGP message to all `keys` (each needs a valid encryption key). */
+export function pgpWrapper(keys: readonly openpgp.PublicKey[]): KeyWrapper {
+  return {
+    protocol: PGP_PROTOCOL,
+    async wrap(privateOptions) {
+      const message = await openpgp.createMessage({ binary: privateOptions, format: 'binary' });
+      return openpgp.encrypt({ message, encryptionKeys: [...keys], format: 'binary' });
+    },
+  };
+}
+
+/** Unwraps `pgp` keys with any of `keys`. */
+export function pgpUnwrapper(keys: readonly openpgp.PrivateKey[]): KeyUnwrapper {
+  return {
+    protocol: PGP_PROTOCOL,
+    async unwrap(blob) {
+      const config = pgpConfig();
+      let message: openpgp.Message<Uint8Array>;
+      try {
+        message = await openpgp.readMessage({ binaryMessage: blob, config });
+      } catch (e) {
+        throw new Error(`the pgp packet is not an OpenPGP message: ${(e as Error).message}`);
+      }
+      try {
+        const { data } = await openpgp.decrypt({
+          message,
+          decryptionKeys: [...keys],
+          format: 'binary',
+          config,
+        });
+        return data;
+      } catch (e) {
+        return { failed: (e as Error).message };
+      }
+    },
+  };
+}
