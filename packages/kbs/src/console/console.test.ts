@@ -235,7 +235,8 @@ describe('health', () => {
     const base = await start();
     const s = await signIn(base, 'admin');
     expect((await call(base, s, 'GET', '/admin/health')).json()).toMatchObject({
-      storage: { backend: 'Memory', sessions: 'Memory' },
+      storage: { backend: 'Memory', sessions: 'Memory', verdictLog: 'Memory' },
+      replicas: 1,
       totals: { auth: 0 },
     });
     const viewer = await signIn(base, 'viewer');

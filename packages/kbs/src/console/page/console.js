@@ -5,6 +5,8 @@
 const API = '/kbs/v0';
 let csrf = '';
 let verdictsById = new Map();
+/** The attestation policy to open next (the one that appraised a verdict being dry run). */
+let wantedPolicy;
 
 const $ = (id) => document.getElementById(id);
 
@@ -194,6 +196,8 @@ function openVerdict(id) {
     $('att-dry-run-verdict').value = String(v.id);
     const first = (v.appraisals || [])[0];
     $('att-dry-run-submod').value = first ? first.name : '';
+    // An appraisal `cpu0` under policy id `default` was made by the policy `default_cpu`.
+    if (first?.policyId) wantedPolicy = `${first.policyId}_${first.name.replace(/[0-9]+$/, '')}`;
     show('attestation');
   };
 }
@@ -306,7 +310,8 @@ async function loadAttestationPolicy(id) {
 async function loadAttestationPolicies() {
   const r = await call('GET', '/admin/attestation-policy');
   const select = $('att-policy-list');
-  const keep = select.value;
+  const keep = wantedPolicy ?? select.value;
+  wantedPolicy = undefined;
   select.replaceChildren();
   for (const id of r.policies) {
     const o = el('option', id);
