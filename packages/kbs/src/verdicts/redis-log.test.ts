@@ -127,6 +127,28 @@ describe('verdict log in Redis', () => {
     expect((await health(b.base)).replicas).toBe(1);
   });
 
+  it('numbers a burst written in batches in order, finds each by id, and keeps the ring size', async () => {
+    const link = new RedisLink({ url: redis.url });
+    const log = new RedisVerdictLog(link, { size: 100 });
+    try {
+      for (let i = 0; i < 150; i++)
+        log.record({ kind: 'resource', status: 'allowed', method: 'GET', resource: `r/t/${i}` });
+      await log.flushed();
+      const list = await log.list();
+      expect(list.map((v) => v.id)).toEqual(Array.from({ length: 100 }, (_, i) => 150 - i));
+      expect(list.map((v) => (v as { resource: string }).resource)).toEqual(
+        Array.from({ length: 100 }, (_, i) => `r/t/${149 - i}`),
+      );
+      for (const id of [150, 99, 51]) expect((await log.get(id))?.id).toBe(id);
+      expect(await log.get(50)).toBeUndefined();
+      expect(await log.get(151)).toBeUndefined();
+      expect(await log.list({ limit: 3, status: 'allowed' })).toHaveLength(3);
+      expect(await log.list({ status: 'denied' })).toEqual([]);
+    } finally {
+      await link.close();
+    }
+  });
+
   it('records without waiting or throwing while Redis is away, dropping what the queue cannot hold', async () => {
     const link = new RedisLink({ url: redis.url });
     await link.ready();

@@ -15,17 +15,21 @@ export const MAX_QUEUED_VERDICTS = 256;
 /** Entries sent in one script call. */
 const BATCH = 64;
 
-// Numbers each entry with INCR and writes it with its id as the first member, so ids are unique across
-// replicas and the list is in id order. ARGV[1] is the ring size, the rest are entries: JSON objects
-// without an id, each with at least one member.
+// Numbers the entries with one INCRBY and writes them with their id as the first member in one LPUSH
+// (the last given ends up first), so ids are unique across replicas, the list is in id order, and a
+// batch costs the same four Redis calls whatever its size. ARGV[1] is the ring size, the rest are
+// entries: JSON objects without an id, each with at least one member.
 const RECORD_SCRIPT = `
 local size = tonumber(ARGV[1])
-for i = 2, #ARGV do
-  local id = redis.call('INCR', KEYS[2])
-  redis.call('LPUSH', KEYS[1], '{"id":' .. id .. ',' .. string.sub(ARGV[i], 2))
+local n = #ARGV - 1
+local first = redis.call('INCRBY', KEYS[2], n) - n
+local entries = {}
+for i = 1, n do
+  entries[i] = '{"id":' .. (first + i) .. ',' .. string.sub(ARGV[i + 1], 2)
 end
+redis.call('LPUSH', KEYS[1], unpack(entries))
 redis.call('LTRIM', KEYS[1], 0, size - 1)
-return #ARGV - 1
+return n
 `;
 
 // The entry numbered ARGV[1]: ids are pushed in order, so it sits at (last id - id) unless it has been
