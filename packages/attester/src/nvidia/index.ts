@@ -6,7 +6,8 @@
 //
 //   detection: `nvidia-smi conf-compute -f` prints `CC status: ON`, and `nvattest version` runs;
 //   evidence:  `nvattest collect-evidence --device gpu --nonce <64 hex>` prints
-//              `{"evidences":[{"arch","nonce","evidence":<b64>,"certificate":<b64>,…}],"result_code":0,…}`.
+//              `{"evidences":[{"arch","nonce","evidence":<b64>,"certificate":<b64>,…}],"result_code":0,…}`
+//              (nvattest 1.0 wants `--format json` for that: added when the answer is not JSON).
 //
 // `evidence` is sent as hex (what trustee's hopperAttestationReport vector uses and every trustee
 // version reads), `certificate` as given (standard base64 of the PEM chain), `uuid` as the tool
@@ -156,19 +157,12 @@ export class NvidiaAttester implements Attester {
 
   async getEvidence(reportData: Uint8Array): Promise<NvidiaEvidence> {
     const nonce = nvidiaNonce(reportData);
-    let run: ToolRun;
-    try {
-      run = await runTool(
-        'nvattest',
-        ['collect-evidence', '--device', 'gpu', '--nonce', nonce.toString('hex')],
-        {
-          env: this.#env,
-          timeoutMs: this.#timeoutMs,
-          maxOutputBytes: MAX_NVATTEST_OUTPUT,
-        },
-      );
-    } catch (err) {
-      throw bad((err as Error).message);
+    const args = ['collect-evidence', '--device', 'gpu', '--nonce', nonce.toString('hex')];
+    let run = await this.#nvattest(args);
+    // nvattest 1.0 printed text unless told `--format json`; later versions print JSON and have no
+    // such option, so it is asked for only when the answer is not JSON.
+    if (run.code === 0 && !run.stdout.trimStart().startsWith('{')) {
+      run = await this.#nvattest([...args, '--format', 'json']);
     }
     // nvattest prints its JSON (with result_code and result_message) on failures too.
     if (run.code !== 0) {
@@ -180,6 +174,18 @@ export class NvidiaAttester implements Attester {
       throw bad(failed('nvattest collect-evidence', run));
     }
     return parseNvattestOutput(run.stdout, nonce);
+  }
+
+  async #nvattest(args: readonly string[]): Promise<ToolRun> {
+    try {
+      return await runTool('nvattest', args, {
+        env: this.#env,
+        timeoutMs: this.#timeoutMs,
+        maxOutputBytes: MAX_NVATTEST_OUTPUT,
+      });
+    } catch (err) {
+      throw bad((err as Error).message);
+    }
   }
 }
 

@@ -194,6 +194,8 @@ describe('nvidia attester refuses what nvattest should not have printed', () => 
     ],
   ])('%s', async (_what, stdout, message) => {
     answer(stdout);
+    // An answer that is not a JSON object is asked again with --format json (nvattest 1.0).
+    if (!stdout.startsWith('{')) answer(stdout);
     await expect(collect()).rejects.toThrow(message);
   });
 
@@ -232,6 +234,18 @@ describe('nvidia attester refuses what nvattest should not have printed', () => 
   ])('%s', async (_what, make, message) => {
     answer(nvattestJson([make()]));
     await expect(collect()).rejects.toThrow(message);
+  });
+
+  it('asks again with --format json when nvattest (1.0) answers in text', async () => {
+    gpu.once('nvattest', { stdout: 'GPU evidence collected: 1 device\n', code: 0 });
+    answer(nvattestJson([entry(nonce)]));
+    const before = gpu.calls.length;
+    await expect(collect()).resolves.toMatchObject({ device_evidence_list: [{ arch: 'HOPPER' }] });
+    expect(gpu.calls.slice(before).map((c) => c.argv.slice(5))).toEqual([[], ['--format', 'json']]);
+    // Text twice is refused.
+    gpu.once('nvattest', { stdout: 'text\n', code: 0 });
+    answer('still text');
+    await expect(collect()).rejects.toThrow('did not print JSON');
   });
 
   it('keeps a uuid the tool gives and upper-cases the arch', async () => {
