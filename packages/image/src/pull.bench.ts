@@ -63,7 +63,7 @@ function textFile(i: number, size: number): string {
   return s.slice(0, size);
 }
 
-async function buildBenchImage(dir: string): Promise<void> {
+export async function buildBenchImage(dir: string): Promise<void> {
   const layers: BuiltLayer[] = [];
   // Two layers of incompressible data in 1 MiB files.
   for (const l of [0, 1]) {
@@ -90,7 +90,7 @@ async function buildBenchImage(dir: string): Promise<void> {
 }
 
 /** Pushes a `dir:` image (blobs by hex name) to a registry; returns the manifest digest. */
-async function pushDirImage(
+export async function pushDirImage(
   client: RegistryClient,
   dir: string,
   repo: Repository,
