@@ -533,6 +533,40 @@ describe('hostile KBS responses', () => {
     }
   });
 
+  it('keeps its connection for the requests after the handshake', async () => {
+    const c = client();
+    expect(await c.getResource('default/key/one')).toEqual(SECRET);
+    const afterHandshake = kbs.connections;
+    for (let i = 0; i < 3; i++) expect(await c.getResource('default/key/one')).toEqual(SECRET);
+    expect(kbs.hits('/kbs/v0/resource/default/key/one')).toHaveLength(4);
+    expect(kbs.connections).toBe(afterHandshake);
+    // A connection the KBS closed while idle is replaced on the next request.
+    kbs.dropIdleConnections();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await c.getResource('default/key/one')).toEqual(SECRET);
+    expect(kbs.connections).toBe(afterHandshake + 1);
+  });
+
+  it('does not follow a redirect', async () => {
+    const elsewhere = await new FakeKbs().start();
+    elsewhere.resources.set('default/key/one', SECRET);
+    try {
+      const token = fakeToken({ exp: Math.floor(Date.now() / 1000) + 300 });
+      const teeKeyPair = TeeKeyPair.generate();
+      kbs.override = (r) =>
+        r.method === 'GET'
+          ? { status: 302, headers: { location: `${elsewhere.url}${r.url}` }, body: '' }
+          : undefined;
+      const c = client({ attester: undefined, token, teeKeyPair } as Partial<KbsClientOptions>);
+      const err = (await failure(c.getResource('default/key/one'))) as KbsRejected;
+      expect(err).toBeInstanceOf(KbsRejected);
+      expect(err.status).toBe(302);
+      expect(elsewhere.requests).toEqual([]);
+    } finally {
+      await elsewhere.stop();
+    }
+  });
+
   it('reports a refused connection as unreachable', async () => {
     const url = kbs.url;
     await kbs.stop();
@@ -657,5 +691,36 @@ describe('HTTPS with a custom CA', () => {
     } finally {
       await tls.stop();
     }
+  });
+
+  it('resumes the TLS session when it connects again', async () => {
+    const tls = await new FakeKbs((h) => https.createServer({ cert, key }, h)).start('https');
+    tls.resources.set('a/b/c', SECRET);
+    try {
+      const c = new KbsClient({ url: tls.url, certPem: cert, attester: new SampleAttester() });
+      clients.push(c);
+      expect(await c.getResource('a/b/c')).toEqual(SECRET);
+      const before = tls.tlsResumed.length;
+      tls.dropIdleConnections();
+      await new Promise((r) => setTimeout(r, 20));
+      expect(await c.getResource('a/b/c')).toEqual(SECRET);
+      // Only the first connection makes a full handshake.
+      expect(tls.tlsResumed).toEqual([false, ...Array(before).fill(true)]);
+    } finally {
+      await tls.stop();
+    }
+  });
+
+  it('fails each request, not the constructor, when the certificate does not load', async () => {
+    const c = new KbsClient({
+      url: 'https://127.0.0.1:1',
+      certPem: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n',
+      attester: new SampleAttester(),
+      sleep: async () => {},
+    });
+    clients.push(c);
+    const err = await failure(c.getToken());
+    expect(err.cause).toBeInstanceOf(KbsUnreachable);
+    expect((err.cause as Error).message).toMatch(/^POST https:\/\/127\.0\.0\.1:1\/kbs\/v0\/auth: /);
   });
 });

@@ -1,13 +1,15 @@
 /**
- * The HTTP layer under the KBS clients: node:http/https with a keep-alive
- * agent, extra trusted roots from a PEM (added to the system roots, as
- * reqwest's `add_root_certificate` does), a fixed user agent, an optional
- * cookie jar, a whole-request timeout and a response size cap. The KBS is
- * untrusted input like any other peer.
+ * The HTTP layer under the KBS clients: one undici `Agent` per client, so
+ * connections and TLS sessions to the KBS are kept and reused; extra trusted
+ * roots from a PEM (added to the system roots, as reqwest's
+ * `add_root_certificate` does) built into one TLS context up front; a fixed
+ * user agent, an optional cookie jar, a whole-request timeout and a response
+ * size cap. Redirects are not followed (reqwest's KBS client follows none
+ * either: a 3xx is an error answer). The KBS is untrusted input like any
+ * other peer.
  */
-import http from 'node:http';
-import https from 'node:https';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates, type SecureContext, TLSSocket } from 'node:tls';
+import { Agent, buildConnector, type Dispatcher } from 'undici';
 import type { CookieJar } from './cookies.js';
 import { KbsBadResponse, KbsUnreachable } from './errors.js';
 
@@ -15,6 +17,8 @@ import { KbsBadResponse, KbsUnreachable } from './errors.js';
 export const DEFAULT_TIMEOUT_MS = 60_000;
 /** Default cap on a response body; callers lower it per request where the payload is small. */
 export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+/** How long an idle connection to the KBS is kept (a server's `Keep-Alive: timeout` hint lowers it). */
+const KEEP_ALIVE_MS = 30_000;
 
 export interface HttpTransportOptions {
   /** KBS root URL, e.g. `https://kbs.example:8080`; a path prefix is kept, a trailing `/` dropped. */
@@ -37,16 +41,67 @@ export interface HttpRequest {
   readonly maxResponseBytes?: number;
 }
 
+/** Response headers with lower-case names; repeated ones (`set-cookie`) as arrays. */
+export type HttpHeaders = Readonly<Record<string, string | string[] | undefined>>;
+
 export interface HttpResponse {
   readonly status: number;
-  readonly headers: http.IncomingHttpHeaders;
+  readonly headers: HttpHeaders;
   readonly body: Buffer;
+}
+
+/**
+ * The trust of an `https` KBS: the system roots plus `certs`, as one context
+ * made once (not per connection). A certificate that does not load is an
+ * error of every request, as it was when each connection loaded it.
+ */
+function trustContext(certs: readonly string[]): SecureContext | Error | undefined {
+  if (certs.length === 0) return undefined; // Node's default context: the system roots
+  try {
+    return createSecureContext({ ca: [...rootCertificates, ...certs] });
+  } catch (e) {
+    return e instanceof Error ? e : new Error(String(e));
+  }
+}
+
+/**
+ * A connector that keeps the KBS's latest TLS session and offers it on the
+ * next connection, so reconnecting after the KBS closed an idle connection is
+ * an abbreviated handshake. (undici's own session cache holds sessions
+ * weakly, and a collected one costs a full handshake.) Trust is unchanged: a
+ * session exists only after a handshake verified under the same context.
+ */
+function resumingConnector(options: buildConnector.BuildOptions): buildConnector.connector {
+  let session: Buffer | undefined;
+  return (target, callback) => {
+    const connect = buildConnector({
+      ...options,
+      maxCachedSessions: 0,
+      ...(session !== undefined ? { session } : {}),
+    });
+    connect(target, (...args) => {
+      const socket = args[1];
+      if (socket instanceof TLSSocket) {
+        session = socket.getSession() ?? session;
+        socket.on('session', (next: Buffer) => {
+          session = next;
+        });
+      }
+      callback(...args);
+    });
+  };
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }
 
 export class HttpTransport {
   readonly baseUrl: string;
-  readonly #url: URL;
-  readonly #agent: http.Agent;
+  readonly #origin: string;
+  readonly #prefix: string;
+  readonly #agent: Agent;
+  readonly #trustError: Error | undefined;
   readonly #userAgent: string;
   readonly #jar: CookieJar | undefined;
   readonly #timeoutMs: number;
@@ -65,8 +120,9 @@ export class HttpTransport {
     }
     if (url.search !== '' || url.hash !== '')
       throw new TypeError('KBS URL must not carry a query or fragment');
-    this.#url = url;
     this.baseUrl = trimmed;
+    this.#origin = url.origin;
+    this.#prefix = url.pathname.replace(/\/+$/, '');
     this.#userAgent = options.userAgent;
     this.#jar = options.cookieJar;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -77,13 +133,19 @@ export class HttpTransport {
         : typeof options.certPem === 'string'
           ? [options.certPem]
           : [...options.certPem];
-    this.#agent =
-      url.protocol === 'https:'
-        ? new https.Agent({
-            keepAlive: true,
-            ...(certs.length > 0 ? { ca: [...rootCertificates, ...certs] } : {}),
-          })
-        : new http.Agent({ keepAlive: true });
+    const trust = url.protocol === 'https:' ? trustContext(certs) : undefined;
+    this.#trustError = trust instanceof Error ? trust : undefined;
+    const secureContext = trust instanceof Error ? undefined : trust;
+    this.#agent = new Agent({
+      keepAliveTimeout: KEEP_ALIVE_MS,
+      keepAliveMaxTimeout: KEEP_ALIVE_MS,
+      // The whole-request timer below is the one that counts; these only must not fire first.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      ...(url.protocol === 'https:'
+        ? { connect: resumingConnector(secureContext !== undefined ? { secureContext } : {}) }
+        : {}),
+    });
   }
 
   /** The full URL of a path below the root, for messages. */
@@ -91,82 +153,66 @@ export class HttpTransport {
     return this.baseUrl + path;
   }
 
-  request(req: HttpRequest): Promise<HttpResponse> {
+  async request(req: HttpRequest): Promise<HttpResponse> {
     const limit = req.maxResponseBytes ?? this.#maxResponseBytes;
-    const headers: Record<string, string | number> = { 'user-agent': this.#userAgent, accept: '*/*' };
+    const target = this.urlOf(req.path);
+    const what = `${req.method} ${target}`;
+    if (this.#trustError !== undefined) {
+      throw new KbsUnreachable(`${what}: ${this.#trustError.message}`, { cause: this.#trustError });
+    }
+    const headers: Record<string, string> = { 'user-agent': this.#userAgent, accept: '*/*' };
     const cookie = this.#jar?.header();
     if (cookie !== undefined) headers.cookie = cookie;
     if (req.bearer !== undefined) headers.authorization = `Bearer ${req.bearer}`;
     let body: Buffer | undefined;
     if (req.body !== undefined) {
       body = typeof req.body === 'string' ? Buffer.from(req.body, 'utf8') : Buffer.from(req.body);
-      headers['content-length'] = body.length;
       if (req.contentType !== undefined) headers['content-type'] = req.contentType;
     } else if (req.method !== 'GET') {
-      headers['content-length'] = 0;
+      body = Buffer.alloc(0); // sends content-length: 0
     }
-    const target = this.urlOf(req.path);
-    const mod = this.#url.protocol === 'https:' ? https : http;
 
-    return new Promise<HttpResponse>((resolve, reject) => {
-      let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      const fail = (err: Error) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        request.destroy();
-        reject(err);
-      };
-      const request = mod.request(target, { method: req.method, headers, agent: this.#agent }, (res) => {
-        const declared = Number(res.headers['content-length']);
-        if (Number.isFinite(declared) && declared > limit) {
-          fail(new KbsBadResponse(`${req.method} ${target}: response larger than ${limit} bytes`));
-          res.destroy();
-          return;
-        }
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-          if (settled) return;
-          size += chunk.length;
-          if (size > limit) {
-            fail(new KbsBadResponse(`${req.method} ${target}: response larger than ${limit} bytes`));
-            res.destroy();
-            return;
-          }
-          chunks.push(chunk);
-        });
-        res.on('error', (err) =>
-          fail(new KbsUnreachable(`${req.method} ${target}: ${err.message}`, { cause: err })),
-        );
-        res.on('aborted', () => fail(new KbsUnreachable(`${req.method} ${target}: response aborted`)));
-        res.on('end', () => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          this.#jar?.store(res.headers['set-cookie']);
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks, size) });
-        });
+    const abort = new AbortController();
+    const timeout = new KbsUnreachable(`${what}: no complete response within ${this.#timeoutMs} ms`);
+    const timer = setTimeout(() => abort.abort(timeout), this.#timeoutMs);
+    timer.unref();
+    let res: Dispatcher.ResponseData | undefined;
+    try {
+      res = await this.#agent.request({
+        origin: this.#origin,
+        path: this.#prefix + req.path,
+        method: req.method,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        signal: abort.signal,
       });
-      timer = setTimeout(
-        () =>
-          fail(
-            new KbsUnreachable(`${req.method} ${target}: no complete response within ${this.#timeoutMs} ms`),
-          ),
-        this.#timeoutMs,
-      );
-      timer.unref();
-      request.on('error', (err) =>
-        fail(new KbsUnreachable(`${req.method} ${target}: ${err.message}`, { cause: err })),
-      );
-      request.end(body);
-    });
+      const declared = Number(res.headers['content-length']);
+      if (Number.isFinite(declared) && declared > limit) {
+        throw new KbsBadResponse(`${what}: response larger than ${limit} bytes`);
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > limit) throw new KbsBadResponse(`${what}: response larger than ${limit} bytes`);
+        chunks.push(chunk);
+      }
+      this.#jar?.store(res.headers['set-cookie']);
+      return { status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks, size) };
+    } catch (err) {
+      // An unread or partly read body must not keep the connection (or the memory).
+      res?.body.destroy();
+      if (abort.signal.aborted) throw timeout;
+      if (err instanceof KbsBadResponse) throw err;
+      throw new KbsUnreachable(`${what}: ${messageOf(err)}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
-  /** Closes idle keep-alive sockets. */
+  /** Closes the kept connections; requests still in flight are failed. */
   close(): void {
-    this.#agent.destroy();
+    this.#agent.destroy().catch(() => undefined);
   }
 }
 

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import {
   jweEncrypt,
   KBS_ERROR_TYPE_PREFIX,
@@ -60,12 +61,25 @@ export class FakeKbs {
   tokenLifetime = 300;
   now: () => number = Date.now;
   override: Override | undefined;
+  /** TCP connections accepted so far. */
+  connections = 0;
+  /** For an https server: whether each TLS connection resumed an earlier session. */
+  readonly tlsResumed: boolean[] = [];
   #server: http.Server;
   url = '';
 
   constructor(server?: (handler: http.RequestListener) => http.Server) {
     const handler: http.RequestListener = (req, res) => this.#handle(req, res);
     this.#server = server !== undefined ? server(handler) : http.createServer(handler);
+    this.#server.on('connection', () => this.connections++);
+    this.#server.on('secureConnection', (socket: TLSSocket) =>
+      this.tlsResumed.push(socket.isSessionReused()),
+    );
+  }
+
+  /** Closes the kept-alive connections not serving a request, so a client has to connect again. */
+  dropIdleConnections(): void {
+    this.#server.closeIdleConnections();
   }
 
   async start(protocol: 'http' | 'https' = 'http'): Promise<this> {
