@@ -12,7 +12,10 @@ import {
   runCommand,
   UsageError,
 } from '@broker/cli';
+import { ccaMain } from './cca/command.js';
 import { type MockTee, STATE_FILES, startMockTee } from './device.js';
+import { GPU_TOOL_COMMAND, runGpuTool } from './gpu/client.js';
+import { gpuMain } from './gpu/command.js';
 import { expectedPcrValues, loadMeasurementManifest, type MeasurementManifest } from './manifest.js';
 import { loadOrCreateHardwareRoots, ROOT_FILES } from './roots.js';
 import { sampleManifest } from './sample-manifest.js';
@@ -21,10 +24,13 @@ const VERSION = '0.1.0';
 
 export const USAGE = `Usage: mock-tee <COMMAND> [OPTIONS]
 
-Mock TEE devices for tests: an Azure-style SEV-SNP vTPM on swtpm with its IMDS.
+Mock TEE devices for tests: an Azure-style SEV-SNP vTPM on swtpm with its IMDS, a confidential
+NVIDIA Hopper GPU, an Arm CCA realm.
 
 Commands:
   start          Run the device in the foreground until SIGTERM/SIGINT
+  gpu            Run the simulated Hopper GPU in the foreground
+  cca            Run the simulated CCA realm in the foreground
   roots          Print the path of the PEM bundle (test ARK and ASK) the KBS must trust
   expected-pcrs  Print the SHA-256 PCR values a boot from the manifest gives, as JSON
 
@@ -102,7 +108,7 @@ const TOP = {
   name: 'mock-tee',
   version: VERSION,
   help: USAGE,
-  subcommands: ['start', 'roots', 'expected-pcrs'],
+  subcommands: ['start', 'gpu', 'cca', 'roots', 'expected-pcrs'],
 } as const;
 
 export interface MockTeeMainOptions {
@@ -164,12 +170,17 @@ export function mockTeeMain(argv: string[], options: MockTeeMainOptions = {}): P
   const out = options.stdout ?? ((t: string) => void process.stdout.write(t));
   const err = options.stderr ?? ((t: string) => void process.stderr.write(t));
   const io = { out, err };
+  // The GPU's stand-ins in a single executable; not a command for people, so not in the help.
+  if (argv[0] === GPU_TOOL_COMMAND) return runGpuTool(argv.slice(1), io);
+  const foreground = { ...io, watch: () => watchForStop(options.signal), word: shellWord };
   return runCommand(
     TOP,
     argv,
     async ({ command, rest }) => {
       if (command === 'start')
         return runCommand(START, rest, ({ values }) => start(values, options, out), io);
+      if (command === 'gpu') return gpuMain(rest, VERSION, foreground);
+      if (command === 'cca') return ccaMain(rest, VERSION, foreground);
       if (command === 'roots') {
         return runCommand(
           ROOTS,

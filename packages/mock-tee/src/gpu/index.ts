@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { isSea } from 'node:sea';
 import { createTestDevice, type TestDevice, testDeviceFromParts } from '@broker/verifier';
 import { MockTeeError } from '../errors.js';
-import { toolScript } from './client.js';
+import { toolScript, toolWrapper } from './client.js';
 import {
   type CcStatus,
   type MockGpuConfig,
@@ -20,6 +20,7 @@ import {
   type ToolAnswer,
 } from './tools.js';
 
+export { GPU_TOOL_COMMAND, runGpuTool } from './client.js';
 export {
   type CcStatus,
   type MockGpuConfig,
@@ -58,8 +59,8 @@ export interface StartMockGpuOptions {
   readonly driverVersion?: string;
   readonly uuid?: string;
   /**
-   * The Node binary the stand-ins run on; default this process's (or `node` on PATH when this
-   * process is a single executable, which cannot run scripts).
+   * The Node binary the stand-in scripts run on; default this process's. In a single executable
+   * the stand-ins are shell scripts that run the executable's own `mock-tee gpu-tool` instead.
    */
   readonly nodePath?: string;
   /** Called when a request cannot be answered. */
@@ -118,10 +119,6 @@ export async function loadOrCreateGpuDevice(
   // The chain last: its presence says the device is complete.
   await writeFile(chainPath, device.chainPem);
   return device;
-}
-
-function defaultNodePath(): string {
-  return isSea() ? '/usr/bin/env node' : process.execPath;
 }
 
 function parseCall(line: string): MockGpuCall {
@@ -197,10 +194,16 @@ export async function startMockGpu(options: StartMockGpuOptions): Promise<MockGp
 
   const binDir = join(stateDir, GPU_STATE_FILES.bin);
   await mkdir(binDir, { recursive: true });
-  const nodePath = options.nodePath ?? defaultNodePath();
+  // A single executable cannot run a script: its stand-ins run its own `mock-tee gpu-tool`.
+  const viaExecutable = options.nodePath === undefined && isSea();
   for (const tool of ['nvidia-smi', 'nvattest'] as const) {
     const path = join(binDir, tool);
-    await writeFile(path, toolScript(tool, socketPath, nodePath));
+    await writeFile(
+      path,
+      viaExecutable
+        ? toolWrapper(tool, socketPath, process.execPath)
+        : toolScript(tool, socketPath, options.nodePath ?? process.execPath),
+    );
     await chmod(path, 0o755);
   }
 
