@@ -2,10 +2,12 @@
 # The main job: the local stack, a key broker service and the guest components of one confidential VM,
 # wired the way the spec's initdata wires them, then flow A (image policy check on a local registry), flow B,
 # the lazy-attestation poller and flow C.
-#   scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm]     (make demo runs it after the build)
+#   scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm] [--topology one|services]
+#   (make demo runs it after the build)
 # The work folder (keys, configuration, logs) is removed at the end; --keep leaves the stack running and
 # the folder in place, and prints its path. After a failure only its logs are kept.
-# Environment: KBS_PORT (default 8080), REGISTRY_PORT (default: a free port), DEMO_TEE (as --tee).
+# Environment: KBS_PORT (default 8080), REGISTRY_PORT (default: a free port), DEMO_TEE (as --tee),
+# DEMO_TOPOLOGY (as --topology).
 # Exit status: 0 every step passed, 1 a step failed, 2 usage error.
 # The guest components use their upstream default sockets and the :8006 port, as inside a CVM.
 # TEE (--tee, or DEMO_TEE):
@@ -14,12 +16,17 @@
 #                loopback): the agent attests through the vTPM, the KBS trusts the device's test ARK, and
 #                broker's five-PCR policy (as brokerctl render deploys it) compares PCR 03, 08, 09, 11 and 12 with reference values
 #                made by the reference-values tool. Needs swtpm (scripts/install-deps.sh).
+# Topology (--topology, or DEMO_TOPOLOGY):
+#   one       (default) the KBS with its built-in attestation service and RVPS, one process;
+#   services  trustee's docker-compose shape: the KBS (coco_as_grpc), the attestation service (gRPC) and
+#             the RVPS as three processes on loopback, the AS reaching the RVPS over gRPC (GrpcRemote).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/dist/bin
 KEEP=0
 TEE=${DEMO_TEE:-sample}
+TOPOLOGY=${DEMO_TOPOLOGY:-one}
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +41,12 @@ while [ $# -gt 0 ]; do
       shift
       ;;
     --tee=*) TEE=${1#--tee=} ;;
+    --topology)
+      [ $# -ge 2 ] || { echo "--topology needs a value: one or services" >&2; exit 2; }
+      TOPOLOGY=$2
+      shift
+      ;;
+    --topology=*) TOPOLOGY=${1#--topology=} ;;
     *)
       echo "unknown argument $1; run scripts/demo.sh --help" >&2
       exit 2
@@ -44,6 +57,10 @@ done
 case "$TEE" in
   sample | az-snp-vtpm) ;;
   *) echo "unknown TEE '$TEE': the demo runs sample or az-snp-vtpm" >&2; exit 2 ;;
+esac
+case "$TOPOLOGY" in
+  one | services) ;;
+  *) echo "unknown topology '$TOPOLOGY': one or services" >&2; exit 2 ;;
 esac
 KBS_PORT=${KBS_PORT:-8080}
 WORK=$(mktemp -d /tmp/broker-demo.XXXXXX)
@@ -83,7 +100,7 @@ wait_for() { # wait_for <description> <command...>: up to 10 s
   fail "$what"
 }
 
-for b in kbs kbs-client attestation-agent confidential-data-hub api-server-rest secret sealed-secret-init image-policy; do
+for b in kbs kbs-client attestation-service rvps attestation-agent confidential-data-hub api-server-rest secret sealed-secret-init image-policy; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run make build" >&2; exit 1; }
 done
 command -v docker-registry >/dev/null || { echo "docker-registry is missing: run scripts/install-deps.sh" >&2; exit 1; }
@@ -154,6 +171,45 @@ fi
 
 echo
 echo "2. Key broker service (HTTPS, authenticated admin API, signed-token verification)"
+# The attestation service: built in (one process), or its own process with the RVPS in a third one.
+AS_TABLE="[attestation_service]
+type = \"coco_as_builtin\"
+
+[attestation_service.attestation_token_broker.signer]
+key_path = \"$WORK/token.key\"
+cert_path = \"$WORK/token.crt\"
+
+[attestation_service.rvps_config]
+type = \"BuiltIn\""
+if [ "$TOPOLOGY" = services ]; then
+  free_port() { "$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+  listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+  RVPS_PORT=$(free_port)
+  printf '{"storage":{"type":"LocalFs","file_path":"%s"}}\n' "$WORK/reference_values" >"$WORK/rvps.json"
+  "$BIN/rvps" --config "$WORK/rvps.json" --address "127.0.0.1:$RVPS_PORT" >"$WORK/rvps.log" 2>&1 &
+  PIDS+=($!)
+  wait_for "RVPS (gRPC) on 127.0.0.1:$RVPS_PORT" listening "$RVPS_PORT"
+  line "RVPS (gRPC) on 127.0.0.1:$RVPS_PORT, LocalFs reference values" "ok"
+  AS_PORT=$(free_port)
+  AS_VERIFIERS=""
+  if [ "$TEE" = az-snp-vtpm ]; then
+    AS_VERIFIERS=",\"verifier_config\":{\"snp_verifier\":{\"trusted_ark_paths\":[\"$MOCK_TEE_ROOTS\"]}}"
+  fi
+  cat >"$WORK/as-config.json" <<JSON
+{"storage_backend":{"storage_type":"LocalFs","backends":{"local_fs":{"dir_path":"$WORK/as-storage"}}},
+"rvps_config":{"type":"GrpcRemote","address":"http://127.0.0.1:$RVPS_PORT"},
+"attestation_token_broker":{"duration_min":5,"signer":{"key_path":"$WORK/token.key","cert_path":"$WORK/token.crt"}}$AS_VERIFIERS}
+JSON
+  "$BIN/attestation-service" --config-file "$WORK/as-config.json" --socket "127.0.0.1:$AS_PORT" >"$WORK/as.log" 2>&1 &
+  PIDS+=($!)
+  wait_for "attestation service (gRPC) on 127.0.0.1:$AS_PORT" listening "$AS_PORT"
+  line "attestation service (gRPC) on 127.0.0.1:$AS_PORT, its RVPS GrpcRemote" "ok"
+  AS_TABLE="[attestation_service]
+type = \"coco_as_grpc\"
+as_addr = \"http://127.0.0.1:$AS_PORT\"
+pool_size = 20
+timeout = 5"
+fi
 cat >"$WORK/kbs-config.toml" <<TOML
 [http_server]
 sockets = ["127.0.0.1:$KBS_PORT"]
@@ -163,15 +219,7 @@ certificate = "$WORK/https.crt"
 [attestation_token]
 trusted_certs_paths = ["$WORK/token.crt"]
 
-[attestation_service]
-type = "coco_as_builtin"
-
-[attestation_service.attestation_token_broker.signer]
-key_path = "$WORK/token.key"
-cert_path = "$WORK/token.crt"
-
-[attestation_service.rvps_config]
-type = "BuiltIn"
+$AS_TABLE
 
 [admin]
 authorization_mode = "AuthenticatedAuthorization"
@@ -200,10 +248,10 @@ if [ "$TEE" = az-snp-vtpm ]; then
   mkdir -p "$WORK/attestation-policies"
   "$BIN/brokerctl" attestation-policy >"$WORK/attestation-policies/default_cpu.rego" ||
     fail "brokerctl attestation-policy"
+  if [ "$TOPOLOGY" = one ]; then
+    printf '\n[attestation_service.verifier_config.snp_verifier]\ntrusted_ark_paths = ["%s"]\n' "$MOCK_TEE_ROOTS" >>"$WORK/kbs-config.toml"
+  fi
   cat >>"$WORK/kbs-config.toml" <<TOML
-
-[attestation_service.verifier_config.snp_verifier]
-trusted_ark_paths = ["$MOCK_TEE_ROOTS"]
 
 [mounted_files]
 attestation_policies = ["$WORK/attestation-policies"]
@@ -213,7 +261,11 @@ fi
 "$BIN/kbs" --config-file "$WORK/kbs-config.toml" >"$WORK/kbs.log" 2>&1 &
 PIDS+=($!)
 wait_for "KBS listening on https://127.0.0.1:$KBS_PORT" curl -sf --cacert "$WORK/https.crt" "https://127.0.0.1:$KBS_PORT/healthz"
-line "KBS listening on https://127.0.0.1:$KBS_PORT" "ok"
+if [ "$TOPOLOGY" = services ]; then
+  line "KBS listening on https://127.0.0.1:$KBS_PORT (coco_as_grpc -> 127.0.0.1:$AS_PORT)" "ok"
+else
+  line "KBS listening on https://127.0.0.1:$KBS_PORT" "ok"
+fi
 
 admin() { "$BIN/kbs-client" --url "https://127.0.0.1:$KBS_PORT" --cert-file "$WORK/https.crt" config --auth-private-key "$WORK/admin.key" "$@" >>"$WORK/admin.log" 2>&1; }
 # An admin JWT for the operator console (EdDSA over the admin key, `role` = admin, 2 h), made with
@@ -432,14 +484,17 @@ else
   fail "main container: key differs from the stored one"
 fi
 kbs_log_settled || fail "KBS access log"
-appraisal=$(grep '"msg":"attestation appraised' "$WORK/kbs.log" | tail -1)
+# The appraisal is logged where the attestation service runs: the KBS, or its own process.
+APPRAISAL_LOG=$WORK/kbs.log
+[ "$TOPOLOGY" = services ] && APPRAISAL_LOG=$WORK/as.log && AS_WHO="attestation service"
+appraisal=$(grep '"msg":"attestation appraised' "$APPRAISAL_LOG" | tail -1)
 tee_used=$(printf '%s' "$appraisal" | grep -o '"tee":"[^"]*"' | cut -d'"' -f4)
 status=$(printf '%s' "$appraisal" | grep -o '"status":"[^"]*"' | cut -d'"' -f4)
 [ "$tee_used" = "$TEE" ] && [ "$status" = affirming ] || fail "KBS appraisal: tee=$tee_used status=$status"
 if [ "$TEE" = az-snp-vtpm ]; then
-  line "KBS appraised az-snp-vtpm evidence: affirming (PCR 03, 08, 09, 11, 12 matched)" "ok"
+  line "${AS_WHO:-KBS} appraised az-snp-vtpm evidence: affirming (PCR 03, 08, 09, 11, 12 matched)" "ok"
 else
-  line "KBS appraised sample evidence: affirming" "ok"
+  line "${AS_WHO:-KBS} appraised sample evidence: affirming" "ok"
 fi
 # The application (examples/app): the bundled dataset without a key, the encrypted one with it.
 NODE="$ROOT/node_modules/.bin/node"
@@ -522,5 +577,5 @@ else
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   PIDS=()
-  line "all processes stopped (KBS, registry, AA, CDH, api-server-rest$([ "$TEE" = az-snp-vtpm ] && echo ', mock TEE'))" "ok"
+  line "all processes stopped (KBS$([ "$TOPOLOGY" = services ] && echo ', AS, RVPS'), registry, AA, CDH, api-server-rest$([ "$TEE" = az-snp-vtpm ] && echo ', mock TEE'))" "ok"
 fi
