@@ -11,6 +11,7 @@ import { consoleDeps } from './console/deps.js';
 import { createAdminRoutes } from './console/routes.js';
 import { consolePage } from './console/static.js';
 import { KbsMetrics } from './metrics.js';
+import { ExternalPlugin } from './plugins/external.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
 import { MountedFiles } from './reload/mounted.js';
