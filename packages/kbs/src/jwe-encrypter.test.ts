@@ -5,6 +5,7 @@ import {
   jweEncrypt,
   ProtocolError,
   parseProtectedHeader,
+  serializeProtectedHeader,
   type TeePubKey,
 } from '@broker/protocol';
 import { describe, expect, it } from 'vitest';
@@ -29,6 +30,21 @@ describe('JweEncrypter', () => {
     }
     expect(e.size).toBe(1);
   });
+
+  it.each(['ECDH-ES+A256KW-P256', 'ECDH-ES+A256KW-P521'] as const)(
+    'writes the protected header exactly as serializeProtectedHeader does (%s)',
+    (kind) => {
+      const key = generateTeeKeyPair(kind);
+      const e = new JweEncrypter();
+      for (let i = 0; i < 20; i++) {
+        const header = Buffer.from(e.encrypt(secret, key.publicJwk).protected, 'base64url').toString('utf8');
+        const parsed = parseProtectedHeader(Buffer.from(header).toString('base64url'));
+        expect(header).toBe(serializeProtectedHeader(parsed));
+        expect(Object.keys(parsed)).toEqual(['alg', 'enc', 'epk']);
+        expect(Object.keys(parsed.epk as object)).toEqual(['crv', 'kty', 'x', 'y']);
+      }
+    },
+  );
 
   it('encrypts to P-521 keys', () => {
     const { privateKey, publicJwk } = generateTeeKeyPair('ECDH-ES+A256KW-P521');

@@ -13,7 +13,7 @@ import {
   generateKeyPairSync,
   type KeyObject,
   publicEncrypt,
-  randomBytes,
+  randomFillSync,
 } from 'node:crypto';
 import {
   concatKdf,
@@ -50,8 +50,34 @@ const EC_CURVES: Readonly<Record<string, { openssl: string; size: number; p: big
 
 const bigFrom = (b: Uint8Array) => BigInt(`0x${Buffer.from(b).toString('hex') || '0'}`);
 
+/**
+ * CEKs and IVs come from a block of CSPRNG output drawn 4 KiB at a time: one randomFillSync per ~90 JWEs
+ * instead of two per JWE, each of which costs a round trip into OpenSSL's DRBG. A used block is never
+ * refilled (a new one is allocated), so the bytes handed out are never reused or overwritten.
+ */
+const RANDOM_BLOCK_BYTES = 4096;
+let randomBlock = Buffer.alloc(0);
+let randomOffset = 0;
+
+/** `n` fresh random bytes (n ≤ RANDOM_BLOCK_BYTES), a view into the current block. */
+function randomPart(n: number): Buffer {
+  if (randomOffset + n > randomBlock.length) {
+    randomBlock = randomFillSync(Buffer.allocUnsafeSlow(RANDOM_BLOCK_BYTES));
+    randomOffset = 0;
+  }
+  const out = randomBlock.subarray(randomOffset, randomOffset + n);
+  randomOffset += n;
+  return out;
+}
+
 type Prepared =
-  | { readonly kind: 'ecdh'; readonly crv: string; readonly openssl: string; readonly key: KeyObject }
+  | {
+      readonly kind: 'ecdh';
+      readonly openssl: string;
+      readonly key: KeyObject;
+      /** The protected header up to the ephemeral key's coordinates. */
+      readonly headerStart: string;
+    }
   | { readonly kind: 'rsa-oaep'; readonly key: KeyObject; readonly header: string };
 
 /** The members that define the key, in a fixed order: equal keys give equal cache ids. */
@@ -63,7 +89,7 @@ function cacheId(k: TeePubKey): string {
 
 function finish(header: string, encryptedKey: Uint8Array, cek: Buffer, plaintext: Uint8Array): Jwe {
   const protectedB64 = Buffer.from(header, 'utf8').toString('base64url');
-  const iv = randomBytes(IV_BYTES);
+  const iv = randomPart(IV_BYTES);
   // A KeyObject, because node:crypto checks a Buffer key through a thrown-and-caught type test that costs
   // more than the encryption of a small secret.
   const c = createCipheriv('aes-256-gcm', createSecretKey(cek), iv, { authTagLength: 16 });
@@ -120,7 +146,8 @@ export class JweEncrypter {
       } catch (cause) {
         throw new ProtocolError('tee-pubkey', `point is not on curve ${r.crv}`, { cause });
       }
-      p = { kind: 'ecdh', crv: r.crv, openssl: curve.openssl, key };
+      const headerStart = `{"alg":"${JWE_ALG_ECDH_ES_A256KW}","enc":"${JWE_ENC_A256GCM}","epk":{"crv":"${r.crv}","kty":"EC",`;
+      p = { kind: 'ecdh', openssl: curve.openssl, key, headerStart };
     } else if (r.kty === 'RSA' && r.alg === JWE_ALG_RSA_OAEP_256) {
       // Modulus size and exponent rules: parseTeePubKey's checks, then the import.
       const key = parseTeePubKey(r);
@@ -140,7 +167,7 @@ export class JweEncrypter {
   encrypt(plaintext: Uint8Array, recipient: TeePubKey): Jwe {
     const p = this.prepare(recipient);
     if (p === undefined) return jweEncrypt(plaintext, recipient);
-    const cek = randomBytes(CEK_BYTES);
+    const cek = randomPart(CEK_BYTES);
     if (p.kind === 'rsa-oaep') {
       const encryptedKey = publicEncrypt(
         { key: p.key, padding: cryptoConstants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' },
@@ -156,11 +183,9 @@ export class JweEncrypter {
     const encryptedKey = Buffer.concat([wrap.update(cek), wrap.final()]);
     kek.fill(0);
     const epk = eph.publicKey.export({ format: 'jwk' });
-    const header = serializeProtectedHeader({
-      alg: JWE_ALG_ECDH_ES_A256KW,
-      enc: JWE_ENC_A256GCM,
-      epk: { crv: p.crv, kty: 'EC', x: epk.x, y: epk.y },
-    });
+    // serializeProtectedHeader's output for this header (members sorted as serde writes them), put
+    // together directly: base64url coordinates need no escaping.
+    const header = `${p.headerStart}"x":"${epk.x}","y":"${epk.y}"}}`;
     return finish(header, encryptedKey, cek, plaintext);
   }
 }

@@ -168,8 +168,7 @@ export class SessionStore {
     this.trackedBytes -= t.bytes;
   }
 
-  private async put(s: Session): Promise<number> {
-    const bytes = encodeSession(s);
+  private async put(s: Session, bytes: Uint8Array = encodeSession(s)): Promise<number> {
     const ttlMs = s.expiresAt - this.now();
     // A record that is already past its lifetime is not written at all.
     if (ttlMs <= 0) return 0;
@@ -203,9 +202,9 @@ export class SessionStore {
       request,
       challenge,
     };
-    const estimate = encodeSession(s).byteLength + ENTRY_OVERHEAD;
-    await this.makeRoom(estimate);
-    const bytes = await this.put(s);
+    const encoded = encodeSession(s);
+    await this.makeRoom(encoded.byteLength + ENTRY_OVERHEAD);
+    const bytes = await this.put(s, encoded);
     this.tracked.set(s.id, { expiresAt: s.expiresAt, bytes });
     this.trackedBytes += bytes;
     return s;

@@ -368,3 +368,68 @@ describe('Engine: v0 mode', () => {
     expect(e.evalRule('data.t.p')).toBeInstanceOf(SetValue);
   });
 });
+
+describe('Engine: several rules with a prepared input', () => {
+  const src = `package t
+import rego.v1
+shared := count(input.items)
+a := shared + 1
+b := shared * 10
+c if { false }
+`;
+
+  it('evaluates rules together with the given input and leaves the engine untouched', () => {
+    const e = engine(src);
+    e.setInput({ items: [1] });
+    const input = e.inputValue({ items: [1, 2, 3] });
+    expect(e.evalRules(['data.t.a', 'data.t.b', 'data.t.c'], input)).toEqual([4, 30, undefined]);
+    // The same value again, and the engine's own input as before.
+    expect(e.evalRules(['data.t.b'], input)).toEqual([30]);
+    expect(e.evalRule('data.t.a')).toBe(2);
+    expect(e.evalRules(['data.t.a'], undefined)).toEqual([undefined]);
+    expect(j(input)).toBe('{"items":[1,2,3]}');
+  });
+
+  it('gives what separate evaluations give, and refuses unknown paths as evalRule does', () => {
+    const e = engine(src);
+    const input = e.inputValue({ items: ['x', 'y'] });
+    e.setInput({ items: ['x', 'y'] });
+    expect(e.evalRules(['data.t.a', 'data.t.b'], input)).toEqual([
+      e.evalRule('data.t.a'),
+      e.evalRule('data.t.b'),
+    ]);
+    expect(() => e.evalRules(['data.t.a', 'data.t.nope'], input)).toThrow(
+      'not a valid rule path: data.t.nope',
+    );
+    expect(e.hasRule('data.t.a')).toBe(true);
+    expect(e.hasRule('data.t.nope')).toBe(false);
+  });
+
+  it('gives each rule the step budget of a separate evaluation', () => {
+    const e = engine(
+      'package t\nimport rego.v1\nn := count([x | some x in numbers.range(1, 300)])\nm := count([x | some x in numbers.range(1, 300)])\n',
+      { limits: { maxSteps: 1000 } },
+    );
+    expect(e.evalRules(['data.t.n', 'data.t.m'], undefined)).toEqual([300, 300]);
+    expect(() => e.evalRule('data.t.n')).not.toThrow();
+  });
+
+  it('converts input with the depth limit setInput has', () => {
+    const e = engine(src, { limits: { maxDocumentDepth: 3 } });
+    expect(() => e.inputValue({ a: { b: { c: { d: { e: 1 } } } } })).toThrow(RegoLimitError);
+  });
+
+  it('knows whether a policy reads the clock or random numbers, or calls host builtins', () => {
+    expect(engine(src).isDeterministic()).toBe(true);
+    expect(engine('package t\nimport rego.v1\np if time.now_ns() > 0\n').isDeterministic()).toBe(false);
+    expect(engine('package t\nimport rego.v1\np := rand.intn("k", 10)\n').isDeterministic()).toBe(false);
+    expect(engine('package t\nimport rego.v1\np := [uuid.rfc4122("k")]\n').isDeterministic()).toBe(false);
+    expect(engine('package t\nimport rego.v1\np := {x | x := time.now_ns()}\n').isDeterministic()).toBe(
+      false,
+    );
+    const host = new Engine();
+    host.registerBuiltin('lookup', 1, () => 1);
+    host.addPolicy('h.rego', 'package t\nimport rego.v1\np := 1\n');
+    expect(host.isDeterministic()).toBe(false);
+  });
+});

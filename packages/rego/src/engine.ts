@@ -238,6 +238,45 @@ export class Engine {
     });
   }
 
+  /** Whether `ref` (`data.pkg.rule`) names a rule of the loaded policies, i.e. evalRule will not refuse it. */
+  hasRule(ref: string): boolean {
+    return this.styled(() => this.prepared().rulePaths.has(ref));
+  }
+
+  /**
+   * Evaluates rules by their full paths in one evaluation (rules they share are evaluated once), with
+   * `input` instead of the engine's own: a Value (from fromJSON or an earlier conversion) that is used as
+   * it is, without the copy setInput makes, so the caller can convert a document once and evaluate it many
+   * times. Evaluation never changes it. The engine's state (its own input included) is not changed.
+   */
+  evalRules(refs: readonly string[], input: Value | undefined): (Value | undefined)[] {
+    return this.styled(() => {
+      const c = this.prepared();
+      const interp = this.interpreter(c, { value: input });
+      try {
+        return guarded(refs.join(', '), () => interp.evalRulesInPaths(refs));
+      } finally {
+        this.collectPrints(interp);
+      }
+    });
+  }
+
+  /**
+   * Whether a rule's value depends on nothing but the policies, data and input: no call of a builtin that
+   * reads the clock or makes random values (time.now_ns, rand.intn, uuid.rfc4122), and no host builtin
+   * registered. Then a result may be reused for the same policies, data and input.
+   */
+  isDeterministic(): boolean {
+    if (this.hostBuiltins.size > 0) return false;
+    const names = nondeterministicBuiltins();
+    return this.modules.every((m) => callsNamed(m, names).length === 0);
+  }
+
+  /** Converts a plain JSON document (or Value) to a Value as setInput would, with the engine's depth limit. */
+  inputValue(value: unknown): Value {
+    return this.styled(() => this.toValue(value, 'input'));
+  }
+
   /** Evaluates a query; results follow OPA's/regorus' shape. */
   evalQuery(query: string): QueryResults {
     return this.styled(() => {
@@ -295,8 +334,11 @@ export class Engine {
     }
   }
 
-  private interpreter(c: CompiledPolicy): Interpreter {
-    return new Interpreter(c, this.data, this.input, {
+  private interpreter(
+    c: CompiledPolicy,
+    input: { value: Value | undefined } = { value: this.input },
+  ): Interpreter {
+    return new Interpreter(c, this.data, input.value, {
       strictBuiltinErrors: this.strict,
       gatherPrints: this.gatherPrints,
       limits: this.limits,
@@ -374,6 +416,16 @@ function allBuiltins(): ReadonlyMap<string, BuiltinDef> {
     mergedBuiltins = m;
   }
   return mergedBuiltins;
+}
+
+let nondeterministic: ReadonlySet<string> | undefined;
+function nondeterministicBuiltins(): ReadonlySet<string> {
+  if (!nondeterministic) {
+    const names = new Set<string>();
+    for (const [k, v] of allBuiltins()) if (v.nondeterministic) names.add(k);
+    nondeterministic = names;
+  }
+  return nondeterministic;
 }
 
 let arities: Map<string, number> | undefined;

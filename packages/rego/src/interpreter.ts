@@ -495,6 +495,17 @@ export class Interpreter {
     return chained(this.data, parts);
   }
 
+  /**
+   * Evaluates several rules in one evaluation, so rules they depend on in common are evaluated once.
+   * Each rule gets the step budget a separate evaluation would have had.
+   */
+  evalRulesInPaths(paths: readonly string[]): (Value | undefined)[] {
+    return paths.map((p) => {
+      this.steps = 0;
+      return this.evalRuleInPath(p);
+    });
+  }
+
   /** Evaluates every rule of every module (used for `data` queries). */
   evalModules(): ObjectValue {
     for (const m of this.c.modules) if (m.rules.length === 0) this.ensurePackageObject(m.pkg);

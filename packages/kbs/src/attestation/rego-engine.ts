@@ -1,7 +1,7 @@
 // The one place that knows the Rego engine's API: compile a policy with
 // trustee's settings (regorus defaults: Rego v1, strict builtin errors) and
 // the `query_reference_value` host builtin, then evaluate it per request.
-import { Engine, fromJSON, RegoEvalError, toJSON, type Value } from '@broker/rego';
+import { Engine, fromJSON, toJSON, type Value } from '@broker/rego';
 
 export const TRUST_CLAIMS_RULE = 'data.policy.trust_claims';
 export const EXTENSIONS_RULE = 'data.policy.extensions';
@@ -31,32 +31,24 @@ export function compilePolicy(path: string, text: string): CompiledPolicy {
   engine.addPolicy(path, text);
   // Compile now so unknown functions and unsafe variables fail setPolicy, not the first attestation.
   engine.prepare();
+  // A rule the policy does not define reads as undefined, as trustee treats regorus' "not a valid rule
+  // path"; the rules it does define are evaluated together, sharing the rules both depend on.
+  const present = [TRUST_CLAIMS_RULE, EXTENSIONS_RULE].filter((r) => engine.hasRule(r));
 
   return {
     evaluate(input, lookup) {
-      const e = engine.clone();
-      e.setInput(input);
+      const inputValue = input === undefined ? undefined : engine.inputValue(input);
       current = lookup;
       try {
-        const trust = evalOptionalRule(e, TRUST_CLAIMS_RULE);
-        const ext = evalOptionalRule(e, EXTENSIONS_RULE);
-        return {
-          trustClaims: trust === undefined ? undefined : toJSON(trust),
-          extensions: ext === undefined ? undefined : toJSON(ext),
+        const values = engine.evalRules(present, inputValue);
+        const resultOf = (rule: string) => {
+          const v = values[present.indexOf(rule)];
+          return v === undefined ? undefined : toJSON(v);
         };
+        return { trustClaims: resultOf(TRUST_CLAIMS_RULE), extensions: resultOf(EXTENSIONS_RULE) };
       } finally {
         current = undefined;
       }
     },
   };
-}
-
-/** A rule the policy does not define reads as undefined, as trustee treats regorus' "not a valid rule path". */
-function evalOptionalRule(e: Engine, ref: string): Value | undefined {
-  try {
-    return e.evalRule(ref);
-  } catch (err) {
-    if (err instanceof RegoEvalError && err.message.startsWith('not a valid rule path')) return undefined;
-    throw err;
-  }
 }

@@ -103,4 +103,47 @@ describe('ResourcePolicy', () => {
     await new ResourcePolicy(storage).set(BUILTIN_RESOURCE_POLICIES.allow_all);
     expect((await mine.evaluate(sampleClaims, data)).allow).toBe(true);
   });
+
+  it('reuses a decision for the same frozen claims only while the policy and data are the same', async () => {
+    const storage = new MemoryStorage();
+    const p = new ResourcePolicy(storage);
+    await p.set(BUILTIN_RESOURCE_POLICIES.affirming);
+    const claims = structuredClone(snpClaims);
+    deepFreeze(claims);
+    expect((await p.evaluate(claims, data)).allow).toBe(false);
+    expect((await p.evaluate(claims, data)).allow).toBe(false);
+    // Another replica's policy applies to the same claims at once.
+    await new ResourcePolicy(storage).set(BUILTIN_RESOURCE_POLICIES.allow_all);
+    expect((await p.evaluate(claims, data)).allow).toBe(true);
+    expect((await p.evaluate(claims, { ...data, plugin: 'other' })).allow).toBe(false);
+    await p.set(BUILTIN_RESOURCE_POLICIES.deny_all);
+    expect((await p.evaluate(claims, data)).allow).toBe(false);
+  });
+
+  it('evaluates a policy that draws random numbers every time, even for the same frozen claims', async () => {
+    const p = await withPolicy(
+      'package policy\nimport rego.v1\ndefault allow := false\nallow if rand.intn("coin", 2) == 0\n',
+    );
+    const claims = structuredClone(snpClaims);
+    deepFreeze(claims);
+    const seen = new Set<boolean>();
+    // Both outcomes within 64 tosses, unless the decision was kept (or the coin is broken: 2^-63).
+    for (let i = 0; i < 64; i++) seen.add((await p.evaluate(claims, data)).allow);
+    expect(seen).toEqual(new Set([true, false]));
+  });
+
+  it('gives the same decisions for frozen and unfrozen claims', async () => {
+    const p = await withPolicy(BUILTIN_RESOURCE_POLICIES.default);
+    for (const c of [sampleClaims, snpClaims]) {
+      const frozen = structuredClone(c);
+      deepFreeze(frozen);
+      for (let i = 0; i < 2; i++) expect(await p.evaluate(frozen, data)).toEqual(await p.evaluate(c, data));
+    }
+  });
 });
+
+function deepFreeze(v: unknown): void {
+  if (typeof v !== 'object' || v === null) return;
+  Object.freeze(v);
+  for (const x of Object.values(v)) deepFreeze(x);
+}

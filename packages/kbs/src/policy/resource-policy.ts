@@ -2,7 +2,7 @@
 // `resource-policy.rego` in the `kbs` namespace, seeded with trustee's default (never overwriting an
 // existing one), evaluated with input = the token claims and data = {plugin, resource-path, query};
 // access needs `data.policy.allow` to be exactly true.
-import { Engine, fromJSON, toJSON } from '@broker/rego';
+import { Engine, fromJSON, toJSON, type Value } from '@broker/rego';
 import { BoundedCache } from '../bounded-cache.js';
 import type { KvStorage } from '../storage/types.js';
 import {
@@ -62,12 +62,20 @@ const ENGINE_OVERHEAD = 64 * 1024;
 
 export class ResourcePolicy {
   /** The compiled form of the last policy text read from storage; recompiled when the text changes. */
-  private compiled: { text: string; engine: Engine } | undefined;
+  private compiled: { text: string; engine: Engine; deterministic: boolean; raw?: Uint8Array } | undefined;
   /**
    * The current policy with a request's data merged in and compiled, per data document. Merging data
    * resets the engine's compiled form, so without this every request would compile the policy again.
    */
   private readonly withData = new BoundedCache<string, Engine>(DATA_ENGINE_CACHE);
+
+  /** Input values per frozen claims object (see inputValue); dropped with the claims. */
+  private readonly inputs = new WeakMap<object, Value>();
+  /**
+   * Decisions of a deterministic policy per frozen claims object and engine (one per policy text and
+   * data document); dropped with either. Failures are not kept: they are evaluated (and fail) again.
+   */
+  private readonly decisions = new WeakMap<object, WeakMap<Engine, PolicyDecision>>();
 
   constructor(private readonly storage: KvStorage) {}
 
@@ -98,8 +106,13 @@ export class ResourcePolicy {
     this.use(text, engine);
   }
 
-  private use(text: string, engine: Engine): void {
-    this.compiled = { text, engine };
+  private use(text: string, engine: Engine, raw?: Uint8Array): void {
+    this.compiled = {
+      text,
+      engine,
+      deterministic: engine.isDeterministic(),
+      ...(raw !== undefined && { raw }),
+    };
     this.withData.clear();
   }
 
@@ -120,20 +133,26 @@ export class ResourcePolicy {
   private async engine(): Promise<Engine> {
     const raw = await this.storage.get(NAMESPACE, RESOURCE_POLICY_ID + SUFFIX);
     if (raw === undefined) throw new PolicyEngineError(`Policy \`${RESOURCE_POLICY_ID}${SUFFIX}\` not found`);
+    // The same bytes as last time: no need to decode and compare the text.
+    const last = this.compiled;
+    if (last?.raw !== undefined && Buffer.compare(last.raw, raw) === 0) return last.engine;
     let text: string;
     try {
       text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
     } catch {
       throw new PolicyEngineError(`Policy \`${RESOURCE_POLICY_ID}${SUFFIX}\` is not a utf-8 string`);
     }
-    if (this.compiled?.text === text) return this.compiled.engine;
+    if (last?.text === text) {
+      last.raw = raw;
+      return last.engine;
+    }
     let engine: Engine;
     try {
       engine = compile(text);
     } catch (e) {
       throw new PolicyEngineError(`Failed to load policy: ${(e as Error).message}`);
     }
-    this.use(text, engine);
+    this.use(text, engine, raw);
     return engine;
   }
 
@@ -157,14 +176,56 @@ export class ResourcePolicy {
     return e;
   }
 
+  /**
+   * The claims as the engine's input value. Verified claims are frozen and the token verifier hands out
+   * the same object for every request with that token, so the conversion (a deep copy of the whole EAR
+   * payload) is made once per token rather than once per request.
+   */
+  private inputValue(engine: Engine, claims: unknown): Value | undefined {
+    if (claims === undefined) return undefined;
+    if (typeof claims !== 'object' || claims === null || !Object.isFrozen(claims)) {
+      return engine.inputValue(claims);
+    }
+    let v = this.inputs.get(claims);
+    if (v === undefined) {
+      v = engine.inputValue(claims);
+      this.inputs.set(claims, v);
+    }
+    return v;
+  }
+
   /** Evaluates `data.policy.allow`; PolicyEngineError when the policy cannot be loaded or evaluated. */
   async evaluate(claims: unknown, data: PolicyData): Promise<PolicyDecision> {
-    const e = (await this.engineFor(data)).clone();
+    const e = await this.engineFor(data);
+    // A deterministic policy gives the same decision for the same (frozen) claims and data: a guest
+    // fetching its resources with one token is judged once per resource path, not once per request.
+    const memo =
+      this.compiled?.deterministic === true &&
+      typeof claims === 'object' &&
+      claims !== null &&
+      Object.isFrozen(claims)
+        ? claims
+        : undefined;
+    if (memo !== undefined) {
+      const known = this.decisions.get(memo)?.get(e);
+      if (known !== undefined) return known;
+    }
+    const decision = this.decide(e, claims);
+    if (memo !== undefined) {
+      let perEngine = this.decisions.get(memo);
+      if (perEngine === undefined) {
+        perEngine = new WeakMap();
+        this.decisions.set(memo, perEngine);
+      }
+      perEngine.set(e, decision);
+    }
+    return decision;
+  }
+
+  private decide(e: Engine, claims: unknown): PolicyDecision {
     let result: unknown;
     try {
-      // The engine converts plain JSON itself (one deep copy).
-      e.setInput(claims);
-      const v = e.evalRule(RESOURCE_POLICY_RULE);
+      const [v] = e.evalRules([RESOURCE_POLICY_RULE], this.inputValue(e, claims));
       result = v === undefined ? undefined : toJSON(v);
     } catch (err) {
       throw new PolicyEngineError(`Failed to eval policy: ${(err as Error).message}`);
