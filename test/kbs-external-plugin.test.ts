@@ -23,7 +23,7 @@ import {
 import { KbsAdminClient, KbsClient, signAdminToken } from '@broker/kbs-client';
 import { jweDecrypt } from '@broker/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, ROOT } from './helpers/process.js';
+import { binary, freePort, ROOT, start, waitForListen } from './helpers/process.js';
 import { makeKbsKeyFiles, openssl } from './helpers/stack.js';
 import { listenOn } from './helpers/upstream-config.js';
 import { vector } from './helpers/vectors.js';
@@ -349,6 +349,32 @@ describe('KBS external plugins (trustee external-plugin*.toml)', () => {
     const jwe = JSON.parse(got.body.toString('utf8'));
     expect(jwe.ciphertext).toBeTypeOf('string');
     expect(jweDecrypt(jwe, teeKeyPair.privateKey).equals(secret)).toBe(true);
+  });
+
+  it("kbs-plugin-example (broker-tools) configured by trustee's PLUGIN_* variables serves the KBS", async () => {
+    const port = await freePort();
+    const proc = start(binary('kbs-plugin-example'), [], {
+      env: {
+        ...process.env,
+        PLUGIN_LISTEN_ADDR: `127.0.0.1:${port}`,
+        PLUGIN_STORE_DATA: 'true',
+        RUST_LOG: 'off',
+      },
+    });
+    closers.push(() => proc.stop());
+    await waitForListen({ port }, proc);
+    const { url } = await kbsFrom('external-plugin-resource.toml', port);
+    const secret = Buffer.from('from the example command');
+    const stored = await call(`${url}/kbs/v0/external/resource/a/b`, {
+      method: 'POST',
+      body: secret,
+      token: 'dummy',
+    });
+    expect(stored.status).toBe(200);
+    await allowPlugins(url, null);
+    const { token } = await attest(url);
+    const got = await call(`${url}/kbs/v0/external/resource/a/b`, { token });
+    expect(got.body.equals(secret)).toBe(true);
   });
 
   it('the plugin down mid-run: 401 PluginInternalError, no hang; served again once it is back', async () => {
