@@ -1,8 +1,11 @@
 /**
  * `--decryption-key` values as skopeo spells them: `jwe:PRIVATE.pem`
- * (repeatable), `pgp:SECRET.gpg` (our spelling; skopeo takes the bare file),
- * or a bare key file (skopeo detects the kind: a PEM, DER or JWK key is for
- * `jwe`, an OpenPGP secret key for `pgp`), and
+ * (repeatable), `pgp:SECRET.gpg` and `pkcs7:PRIVATE.pem` (our spellings;
+ * skopeo takes the bare file), or a bare key file (skopeo detects the kind:
+ * a PEM, DER or JWK key is for `jwe`, and an RSA one for `pkcs7` too, as
+ * ocicrypt shares its private keys between the two; an OpenPGP secret key
+ * is for `pgp`; a certificate, which skopeo needs to pick the `pkcs7`
+ * recipient, is accepted and not needed: every key is tried), and
  * `provider:attestation-agent[:…]` (the CoCo key provider: each layer's KEK
  * is read by its `kbs:///` kid with `readKbsResource`). All keys of one
  * protocol form one unwrapper that tries each of them.
@@ -14,6 +17,7 @@ import type { PrivateKey } from 'openpgp';
 import { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
 import { ATTESTATION_AGENT_PROTOCOL, attestationAgentUnwrapper } from './keyprovider-packet.js';
 import { pgpUnwrapper, readPgpPrivateKeys } from './pgp.js';
+import { pkcs7Unwrapper } from './pkcs7.js';
 import type { KeyUnwrapper } from './unwrap.js';
 
 export class DecryptionKeyArgumentError extends Error {
@@ -29,6 +33,7 @@ export async function unwrappersFromArguments(
 ): Promise<KeyUnwrapper[]> {
   const jweKeys: KeyObject[] = [];
   const pgpKeys: PrivateKey[] = [];
+  const pkcs7Keys: KeyObject[] = [];
   const unwrappers: KeyUnwrapper[] = [];
   for (const value of values) {
     const colon = value.indexOf(':');
@@ -48,9 +53,9 @@ export async function unwrappersFromArguments(
       }
       continue;
     }
-    if (protocol !== '' && protocol !== 'jwe' && protocol !== 'pgp') {
+    if (protocol !== '' && protocol !== 'jwe' && protocol !== 'pgp' && protocol !== 'pkcs7') {
       throw new DecryptionKeyArgumentError(
-        `--decryption-key ${JSON.stringify(value)}: protocol ${JSON.stringify(protocol)} is not supported here (use jwe:PRIVATE.pem, pgp:SECRET.gpg or provider:attestation-agent)`,
+        `--decryption-key ${JSON.stringify(value)}: protocol ${JSON.stringify(protocol)} is not supported here (use jwe:PRIVATE.pem, pgp:SECRET.gpg, pkcs7:PRIVATE.pem or provider:attestation-agent)`,
       );
     }
     const file = protocol === '' ? value : value.slice(colon + 1);
@@ -75,8 +80,14 @@ export async function unwrappersFromArguments(
       }
       continue;
     }
+    if (protocol === '' && bytes.toString('latin1').includes('-----BEGIN CERTIFICATE')) continue;
     try {
-      jweKeys.push(parseJwePrivateKey(bytes, file));
+      const key = parseJwePrivateKey(bytes, file);
+      if (protocol === 'pkcs7' && key.asymmetricKeyType !== 'rsa') {
+        throw new Error(`${file}: a ${key.asymmetricKeyType} key cannot open pkcs7 (RSA only)`);
+      }
+      if (protocol !== 'pkcs7') jweKeys.push(key);
+      if (key.asymmetricKeyType === 'rsa') pkcs7Keys.push(key);
     } catch (e) {
       // A bare file may be an OpenPGP secret key, as skopeo detects.
       if (protocol === '' && isOpenPgpKey(bytes)) {
@@ -93,6 +104,7 @@ export async function unwrappersFromArguments(
   return [
     ...(jweKeys.length > 0 ? [jweUnwrapper(jweKeys)] : []),
     ...(pgpKeys.length > 0 ? [pgpUnwrapper(pgpKeys)] : []),
+    ...(pkcs7Keys.length > 0 ? [pkcs7Unwrapper(pkcs7Keys)] : []),
     ...unwrappers,
   ];
 }

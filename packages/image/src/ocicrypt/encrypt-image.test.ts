@@ -49,7 +49,7 @@ describe('--encryption-key', () => {
     const cases: [string, string][] = [
       [
         'pkcs11:key.yaml',
-        'use jwe:PUBLIC.pem, pgp:KEYRING or provider:attestation-agent:keyid=kbs:///…::keypath=FILE',
+        'use jwe:PUBLIC.pem, pgp:KEYRING, pkcs7:CERT.pem or provider:attestation-agent:keyid=kbs:///…::keypath=FILE',
       ],
       [`pgp:${join(dir, 'absent.gpg')}`, 'cannot read OpenPGP keyring'],
       [`pgp:${ed}`, 'not an OpenPGP keyring'],

@@ -8,6 +8,8 @@
  *   recipient; a value with a `/` is always a file) or `pgp:NAME` (no such
  *   file: as skopeo, `gpg --export NAME` from the user's keyring); all `pgp`
  *   recipients share one message;
+ * - `pkcs7:CERT.pem` (an X.509 certificate with an RSA key, PEM or DER; all
+ *   `pkcs7` recipients share one EnvelopedData);
  * - `provider:attestation-agent:keyid=kbs:///r/t/g::keypath=KEK` (the CoCo
  *   key provider: the private options wrapped with the 32-byte KEK in the
  *   file, under the kid the data hub will fetch it by from the KBS; the KEK
@@ -47,6 +49,7 @@ import { encryptLayerStream } from './encrypt-stream.js';
 import { attestationAgentWrapper, parseAnnotationPacket } from './keyprovider-packet.js';
 import { ENCRYPTED_SUFFIX } from './layer-info.js';
 import { pgpWrapper, readPgpPublicKeys } from './pgp.js';
+import { parsePkcs7Certificate, pkcs7Wrapper } from './pkcs7.js';
 
 const MAX_KEY_FILE_BYTES = 1024 * 1024;
 
@@ -98,7 +101,18 @@ function publicKeyOf(bytes: Buffer, file: string): KeyObject {
 export async function wrappersFromArguments(values: readonly string[]): Promise<KeyWrapper[]> {
   const wrappers: KeyWrapper[] = [];
   const pgpKeys: Awaited<ReturnType<typeof readPgpPublicKeys>> = [];
+  const certs: ReturnType<typeof parsePkcs7Certificate>[] = [];
   for (const value of values) {
+    if (value.startsWith('pkcs7:')) {
+      const file = value.slice(6);
+      try {
+        certs.push(parsePkcs7Certificate(await keyFile(file, 'certificate'), file));
+      } catch (e) {
+        if (e instanceof DecryptionKeyArgumentError) throw e;
+        throw new DecryptionKeyArgumentError(`--encryption-key: ${(e as Error).message}`);
+      }
+      continue;
+    }
     if (value.startsWith('pgp:')) {
       const name = value.slice(4);
       if (name === '')
@@ -149,10 +163,11 @@ export async function wrappersFromArguments(values: readonly string[]): Promise<
       continue;
     }
     throw new DecryptionKeyArgumentError(
-      `--encryption-key ${JSON.stringify(value)}: use jwe:PUBLIC.pem, pgp:KEYRING or provider:attestation-agent:keyid=kbs:///…::keypath=FILE`,
+      `--encryption-key ${JSON.stringify(value)}: use jwe:PUBLIC.pem, pgp:KEYRING, pkcs7:CERT.pem or provider:attestation-agent:keyid=kbs:///…::keypath=FILE`,
     );
   }
   if (pgpKeys.length > 0) wrappers.push(pgpWrapper(pgpKeys));
+  if (certs.length > 0) wrappers.push(pkcs7Wrapper(certs));
   return wrappers;
 }
 

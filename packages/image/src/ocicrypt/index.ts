@@ -42,6 +42,13 @@ export {
 } from './options.js';
 export { PGP_PROTOCOL, pgpUnwrapper, pgpWrapper, readPgpPrivateKeys, readPgpPublicKeys } from './pgp.js';
 export {
+  PKCS7_PROTOCOL,
+  parseEnvelopedData,
+  parsePkcs7Certificate,
+  pkcs7Unwrapper,
+  pkcs7Wrapper,
+} from './pkcs7.js';
+export {
   type KeyUnwrapper,
   LayerKeyError,
   UNWRAP_FAILED,
