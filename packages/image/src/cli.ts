@@ -250,7 +250,7 @@ Options:
   --plain-http               reach every registry over plain http
   --registry-ca FILE         PEM certificate to trust for registries (repeatable)
   --encryption-key KEY       (encrypt) jwe:PUBLIC.pem, pgp:KEYRING.gpg (or pgp:NAME from gpg's
-                             keyring, as skopeo), or
+                             keyring, as skopeo), pkcs7:CERT.pem, or
                              provider:attestation-agent:keyid=kbs:///R/T/G::keypath=KEK32.bin
   --key FILE                 PEM private key: EC P-256/P-384, Ed25519 or RSA (sign)
   --identity REF             docker-reference to sign (default: the reference as given, as skopeo)
@@ -286,6 +286,7 @@ Options:
   --max-image-entries N      tar entries of all layers, at most (default 1000000)
   --decryption-key jwe:FILE  private key (PEM, DER or JWK) for ocicrypt-encrypted layers (repeatable)
   --decryption-key pgp:FILE  OpenPGP secret key (gpg --export-secret-keys; a bare FILE works too)
+  --decryption-key pkcs7:FILE  RSA private key for pkcs7 layers (a bare RSA key serves jwe and pkcs7)
   --decryption-key provider:attestation-agent
                              layer keys wrapped by the CoCo key provider: KEKs from --kbs-url by kid
   --no-progress              no progress output
