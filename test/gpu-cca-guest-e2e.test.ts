@@ -5,10 +5,12 @@
 // `nvidia_verifier.trusted_root_paths` and the realm's CPAK only through CCA_CONFIG_FILE. The
 // agent detects the GPU itself, sends its evidence in `additional_evidence`, and the resource is
 // released only while cpu0 and gpu0 are both affirming.
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import {
   type MockCcaDevice,
   type MockGpu,
@@ -17,6 +19,7 @@ import {
   startMockGpu,
   startMockSnpDevice,
 } from '@broker/mock-tee';
+import { verifyNvidiaDevice } from '@broker/verifier';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, freePort, type Running, start, waitForListen } from './helpers/process.js';
@@ -362,4 +365,45 @@ describe('Arm CCA realm: attestation-agent → KBS → resource', () => {
       realm.config.personalizationValue = bound;
     }
   });
+});
+
+describe('the shipped mock-tee gpu', () => {
+  it('serves its stand-ins from the single executable, with reports the test root verifies', async () => {
+    const state = join(dir, 'shipped-gpu');
+    const device = start(binary('mock-tee'), ['gpu', '--state', state]);
+    try {
+      let out = '';
+      for (let i = 0; i < 600 && !out.includes('MOCK_TEE_GPU_ROOT='); i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        out = device.output();
+      }
+      const settings = Object.fromEntries(
+        out
+          .trim()
+          .split('\n')
+          .filter((l) => /^[A-Z_]+=/.test(l))
+          .map((l) => l.split('=', 2) as [string, string]),
+      );
+      // The stand-ins run the executable itself (a single executable cannot run scripts).
+      expect(readFileSync(settings.BROKER_NVATTEST!, 'utf8')).toContain('mock-tee gpu-tool');
+      const run = promisify(execFile);
+      expect((await run(settings.BROKER_NVIDIA_SMI!, ['conf-compute', '-f'])).stdout).toBe('CC status: ON\n');
+      const nonce = randomBytes(32);
+      const { stdout } = await run(settings.BROKER_NVATTEST!, [
+        'collect-evidence',
+        '--device',
+        'gpu',
+        '--nonce',
+        nonce.toString('hex'),
+      ]);
+      const [entry] = (JSON.parse(stdout) as { evidences: Record<string, string>[] }).evidences;
+      const root = readFileSync(settings.MOCK_TEE_GPU_ROOT!, 'utf8');
+      const device0 = { ...entry, evidence: Buffer.from(entry!.evidence!, 'base64').toString('hex') };
+      expect(verifyNvidiaDevice(device0, nonce, { now: new Date(), trustedRoots: [root] }).arch).toBe(
+        'Hopper',
+      );
+    } finally {
+      expect(await device.stop()).toBe(0);
+    }
+  }, 60_000);
 });
