@@ -452,6 +452,10 @@ describe('KBS external plugins (trustee external-plugin*.toml)', () => {
       expect(opened).toMatchObject({ method: 'GET', path: ['x'], query: { encrypt: 'yes' } });
       const teapot = await call(`${url}/kbs/v0/external/py/teapot`, { token });
       expect([teapot.status, errorType(teapot)]).toEqual([401, 'PluginInternalError']);
+      // A reply over MAX_PLUGIN_RESPONSE_BYTES (16 MiB) is refused by grpc-js; the KBS keeps serving.
+      const huge = await call(`${url}/kbs/v0/external/py/huge`, { token });
+      expect([huge.status, errorType(huge)]).toEqual([401, 'PluginInternalError']);
+      expect((await call(`${url}/kbs/v0/external/py/x`, { token })).status).toBe(200);
     });
   });
 });

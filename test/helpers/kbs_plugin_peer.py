@@ -7,7 +7,7 @@ folder and serves kbs.plugin.v1.KbsPlugin with Debian's python3-grpcio. Nothing 
 Behaviour (chosen to exercise every field): ValidateAuth asks for admin auth on PUT; NeedsEncryption
 on any request whose query has encrypt=yes. Handle answers a JSON description of the request
 (method, path, query, sha256 of the body); a path whose first segment is "teapot" gets status_code
-418 (the KBS must turn that into an error).
+418 (the KBS must turn that into an error), and "huge" a 17 MiB body (over the KBS's reply limit).
 
 Usage: kbs_plugin_peer.py PROTO_DIR
 Prints "PORT <n>" once listening on 127.0.0.1 (a free port), then serves until stdin closes.
@@ -53,6 +53,8 @@ def main() -> None:
                     "body_sha256": hashlib.sha256(request.body).hexdigest(),
                 }
                 status = 418 if request.path[:1] == ["teapot"] else 200
+                if request.path[:1] == ["huge"]:
+                    return pb.PluginResponse(body=b"x" * (17 * 1024 * 1024), status_code=200)
                 return pb.PluginResponse(
                     body=json.dumps(described, sort_keys=True).encode(),
                     status_code=status,
