@@ -2,7 +2,12 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type MockCcaDevice, startMockCcaDevice, startMockSnpDevice } from '@broker/mock-tee';
+import {
+  ConfigfsTsmResponder,
+  type MockCcaDevice,
+  startMockCcaDevice,
+  startMockSnpDevice,
+} from '@broker/mock-tee';
 import { CcaVerifier, VerificationError } from '@broker/verifier';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TsmReportError } from '../configfs-tsm.js';
@@ -113,6 +118,24 @@ describe('cca attester on the simulated realm', () => {
       ).resolves.toHaveLength(1);
     } finally {
       second.close();
+    }
+  });
+});
+
+describe('cca attester refusals', () => {
+  it('refuses an empty token rather than sending it', async () => {
+    const root = join(dir, 'empty-token');
+    const responder = await ConfigfsTsmResponder.start({
+      root,
+      provider: 'arm_cca_guest',
+      respond: () => ({ outblob: new Uint8Array(0) }),
+    });
+    try {
+      await expect(
+        new CcaAttester({ env: { BROKER_TSM_REPORT_ROOT: root } }).getEvidence(sha384('x')),
+      ).rejects.toThrow('CCA Attester: the CCA token is empty');
+    } finally {
+      responder.close();
     }
   });
 });

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -85,6 +86,34 @@ describe('simulated Hopper GPU', () => {
       expect((await run(gpu.env.BROKER_NVATTEST, ['collect-evidence', '--nonce', 'abc'])).code).toBe(1);
       expect((await run(gpu.env.BROKER_NVATTEST, ['collect-evidence', '--device', 'switch'])).code).toBe(1);
       expect((await run(gpu.env.BROKER_NVATTEST, ['attest'])).code).not.toBe(0);
+    } finally {
+      await gpu.close();
+    }
+  });
+
+  it('answers a malformed request with an error instead of a tool answer', async () => {
+    const errors: unknown[] = [];
+    const gpu = await startMockGpu({ stateDir: join(dir, 'hostile'), onError: (e) => errors.push(e) });
+    const ask = (line: string) =>
+      new Promise<string>((resolve, reject) => {
+        const chunks: Buffer[] = [];
+        const s = createConnection(join(gpu.stateDir, GPU_STATE_FILES.socket));
+        s.on('connect', () => s.end(line));
+        s.on('data', (c: Buffer) => chunks.push(c));
+        s.on('end', () => resolve(Buffer.concat(chunks).toString()));
+        s.on('error', reject);
+      });
+    try {
+      for (const line of ['not json\n', '{"tool":"rm","argv":[]}\n', '{"tool":"nvattest","argv":[1]}\n']) {
+        expect(JSON.parse(await ask(line))).toMatchObject({ code: 70, stdout: '' });
+      }
+      expect(errors).toHaveLength(3);
+      expect(gpu.calls).toEqual([]);
+      // A request with no end of line that outgrows the bound is dropped (end of file or reset,
+      // as the kernel has it), and the device goes on serving.
+      await expect(ask('x'.repeat(70 * 1024)).catch(() => '')).resolves.toBe('');
+      const ok = JSON.parse(await ask('{"tool":"nvidia-smi","argv":["conf-compute","-f"]}\n'));
+      expect(ok).toEqual({ stdout: 'CC status: ON\n', code: 0 });
     } finally {
       await gpu.close();
     }
