@@ -37,8 +37,12 @@ export const DEFAULT_NVIDIA_SMI_TIMEOUT_MS = 15_000;
 const MAX_REPORT_BYTES = 256 * 1024;
 const MAX_CHAIN_CHARS = 64 * 1024;
 const MAX_UUID_CHARS = 128;
-/** SPDM 1.1, the version of the GET_MEASUREMENTS request a Hopper report starts with. */
-const SPDM_VERSION_1_1 = 0x11;
+/**
+ * A report starts with the SPDM GET_MEASUREMENTS request: version 1.x (Hopper sends 1.1, later GPUs
+ * may send a later 1.x; the nonce sits at bytes 4..36 in all of them), then the request code.
+ */
+const SPDM_MAJOR_1 = 0x10;
+const SPDM_GET_MEASUREMENTS = 0xe0;
 
 /** nvattest's arch names and the names trustee's verifier reads (serde's upper-case aliases). */
 const ARCHITECTURES: ReadonlyMap<string, string> = new Map([
@@ -102,8 +106,8 @@ function deviceEvidence(entry: unknown, nonce: Buffer, i: number): NvidiaDeviceE
   }
   const report = decodeBase64StdStrict(str(entry, 'evidence', Math.ceil(MAX_REPORT_BYTES / 3) * 4, i));
   if (report === null) throw bad(`evidence ${i}: evidence is not standard base64`);
-  if (report.length < 37 || report[0] !== SPDM_VERSION_1_1) {
-    throw bad(`evidence ${i}: evidence is not an SPDM 1.1 GET_MEASUREMENTS report`);
+  if (report.length < 37 || (report[0]! & 0xf0) !== SPDM_MAJOR_1 || report[1] !== SPDM_GET_MEASUREMENTS) {
+    throw bad(`evidence ${i}: evidence is not an SPDM 1.x GET_MEASUREMENTS report`);
   }
   if (!Buffer.from(report.subarray(4, 4 + NVIDIA_NONCE_SIZE)).equals(nonce)) {
     throw bad(`evidence ${i}: the report's request carries another nonce`);

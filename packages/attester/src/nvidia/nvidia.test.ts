@@ -220,9 +220,14 @@ describe('nvidia attester refuses what nvattest should not have printed', () => 
     ],
     ['evidence that is not base64', () => entry(nonce, { evidence: 'EeAB!!' }), /not standard base64/],
     [
-      'evidence that is not SPDM 1.1',
-      () => entry(nonce, { evidence: Buffer.alloc(64, 0x10).toString('base64') }),
-      /not an SPDM 1.1 GET_MEASUREMENTS report/,
+      'evidence that is not SPDM 1.x',
+      () => entry(nonce, { evidence: Buffer.alloc(64, 0x20).toString('base64') }),
+      /not an SPDM 1.x GET_MEASUREMENTS report/,
+    ],
+    [
+      'evidence that is no GET_MEASUREMENTS request',
+      () => entry(nonce, { evidence: Buffer.alloc(64, 0x11).toString('base64') }),
+      /not an SPDM 1.x GET_MEASUREMENTS report/,
     ],
     [
       'a certificate that is not a PEM chain',
@@ -246,6 +251,17 @@ describe('nvidia attester refuses what nvattest should not have printed', () => 
     gpu.once('nvattest', { stdout: 'text\n', code: 0 });
     answer('still text');
     await expect(collect()).rejects.toThrow('did not print JSON');
+  });
+
+  it('passes a later SPDM 1.x report (a Blackwell) on: the verifier, not the attester, judges it', async () => {
+    const report = gpu.device.report(nonce);
+    report[0] = 0x12;
+    answer(nvattestJson([entry(nonce, { arch: 'BLACKWELL', evidence: report.toString('base64') })]));
+    const evidence = await collect();
+    expect(evidence.device_evidence_list[0]).toMatchObject({
+      arch: 'BLACKWELL',
+      evidence: report.toString('hex'),
+    });
   });
 
   it('keeps a uuid the tool gives and upper-cases the arch', async () => {
