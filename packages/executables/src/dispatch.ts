@@ -5,19 +5,44 @@ import { describeError, helpText, reportUsageError, versionLine } from '@broker/
 
 export type CommandMain = (argv: string[]) => Promise<number>;
 
+/**
+ * A daemon that can share its process with others (`--together`): it stops when `signal` aborts and
+ * calls `ready` once it serves.
+ */
+export type SharedMain = (
+  argv: string[],
+  options: { readonly signal: AbortSignal; readonly ready: () => void },
+) => Promise<number>;
+
+/** Separates the commands of `--together`. */
+export const TOGETHER_SEPARATOR = '--and';
+
 /** The executables' own version (this package's). */
 export const EXECUTABLES_VERSION = '0.1.0';
 
-function usage(selfName: string, commands: readonly string[]): string {
+function usage(selfName: string, commands: readonly string[], shared: readonly string[]): string {
+  const together =
+    shared.length === 0
+      ? ''
+      : `       ${selfName} --together <COMMAND> [ARGS...] ${TOGETHER_SEPARATOR} <COMMAND> [ARGS...]...
+`;
+  const togetherHelp =
+    shared.length === 0
+      ? ''
+      : `
+--together runs several daemons in one process (one Node runtime's memory instead of one each), each
+with its own arguments, in the order given: each starts once the one before serves. When one ends,
+the others stop; the exit status is the first failure's. Commands that can share: ${shared.join(', ')}.
+`;
   return helpText({
     name: selfName,
     version: EXECUTABLES_VERSION,
     help: `Usage: ${selfName} <COMMAND> [ARGS...]
-       <COMMAND> [ARGS...]   (through a link named after the command)
+${together}       <COMMAND> [ARGS...]   (through a link named after the command)
 
 Commands:
 ${commands.map((c) => `  ${c}`).join('\n')}
-
+${togetherHelp}
 Options:
   -h, --help     Print help (each command has its own: ${selfName} <COMMAND> --help)
   -V, --version  Print version
@@ -29,6 +54,7 @@ Options:
 export async function dispatch(
   selfName: string,
   commands: Record<string, () => Promise<CommandMain>>,
+  shared: Record<string, () => Promise<SharedMain>> = {},
 ): Promise<number> {
   const invokedAs = basename(process.argv0 || process.argv[1] || selfName);
   let args = process.argv.slice(2);
@@ -42,8 +68,11 @@ export async function dispatch(
       return 0;
     }
     if (first === '-h' || first === '--help') {
-      process.stdout.write(usage(selfName, names));
+      process.stdout.write(usage(selfName, names, Object.keys(shared)));
       return 0;
+    }
+    if (first === '--together' && Object.keys(shared).length > 0) {
+      return runTogether(selfName, shared, args.slice(1));
     }
     if (first === '-V' || first === '--version') {
       process.stdout.write(`${versionLine(selfName, EXECUTABLES_VERSION)}\n`);
@@ -60,8 +89,68 @@ export async function dispatch(
   return main(args);
 }
 
-export function run(selfName: string, commands: Record<string, () => Promise<CommandMain>>): void {
-  dispatch(selfName, commands).then(
+/** The command lines of `--together`: `[name, ...argv]` each, or a usage error's text. */
+export function splitTogether(
+  args: readonly string[],
+  shareable: readonly string[],
+): { lines: [string, ...string[]][] } | { error: string } {
+  const groups: string[][] = [[]];
+  for (const a of args) {
+    if (a === TOGETHER_SEPARATOR) groups.push([]);
+    else (groups.at(-1) as string[]).push(a);
+  }
+  const lines: [string, ...string[]][] = [];
+  const seen = new Set<string>();
+  for (const [name, ...argv] of groups) {
+    if (name === undefined)
+      return { error: `--together: a command is missing (around '${TOGETHER_SEPARATOR}')` };
+    if (!shareable.includes(name)) {
+      return {
+        error: `--together: '${name.slice(0, 100)}' cannot share a process (one of: ${shareable.join(', ')})`,
+      };
+    }
+    if (seen.has(name)) return { error: `--together: '${name}' given twice` };
+    seen.add(name);
+    lines.push([name, ...argv]);
+  }
+  return { lines };
+}
+
+export async function runTogether(
+  selfName: string,
+  shared: Record<string, () => Promise<SharedMain>>,
+  args: readonly string[],
+): Promise<number> {
+  const split = splitTogether(args, Object.keys(shared));
+  if ('error' in split) return reportUsageError(selfName, split.error);
+  const stop = new AbortController();
+  const ends: Promise<number>[] = [];
+  for (const [name, ...argv] of split.lines) {
+    if (stop.signal.aborted) break;
+    const main = await (shared[name] as () => Promise<SharedMain>)();
+    let ready: () => void = () => {};
+    const serving = new Promise<'ready'>((resolve) => {
+      ready = () => resolve('ready');
+    });
+    // Whichever command ends first (a failed start, a crash, a stop signal) stops the others.
+    const end = main(argv, { signal: stop.signal, ready }).finally(() => stop.abort());
+    ends.push(end);
+    // The next starts once this one serves: the data hub asks the agent for tokens from its start.
+    await Promise.race([serving, end.catch(() => 0)]);
+  }
+  const results = await Promise.allSettled(ends);
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+  const codes = results.map((r) => (r as PromiseFulfilledResult<number>).value);
+  return codes.find((c) => c !== 0) ?? 0;
+}
+
+export function run(
+  selfName: string,
+  commands: Record<string, () => Promise<CommandMain>>,
+  shared: Record<string, () => Promise<SharedMain>> = {},
+): void {
+  dispatch(selfName, commands, shared).then(
     (code) => {
       process.exitCode = code;
     },

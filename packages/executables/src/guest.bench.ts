@@ -1,15 +1,34 @@
-// The guest executable: start to socket ready and idle RSS of each guest service, against `node -e 0`
-// (the floor any Node program pays), and a cold /cdh/resource fetch (attestation included) against a
-// warm one, with the whole stack running as real processes from dist/bin.
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// The guest executable, as real processes from dist/bin against a KBS over HTTPS and a registry:
+// start to socket ready and idle RSS of the attestation agent against `node -e 0` (the floor any Node
+// program pays); the guest chain (attestation-agent, confidential-data-hub, api-server-rest and the
+// agent-policy gate) through the pod's flows A (image pulls under a sigstore policy), B (a cold
+// /cdh/resource fetch, attestation included, against warm ones) and C (sealed-secret-init), with
+// start_to_info_ms (AA started to api-server-rest answering /info) and each service's RSS after the
+// flows. Both layouts run: the one the guest image's units use gives the unprefixed keys, the other
+// its keys prefixed `separate_` (four processes) or `together_` (AA and the hub in one process,
+// `broker-guest --together`); `units_run_aa_cdh_together` says which is which.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { daemon, flowA, flowC, gateRequests, initdataToml, publishImage } from './testing/guest-flows.js';
 
 // Benchmarks run from the repository root (make bench); BROKER_BIN points elsewhere.
 const BIN = resolve(process.env.BROKER_BIN ?? 'dist/bin');
 const NODE = process.execPath;
+// The agent policy and kata agent requests of regorus' `web` suite (copied upstream vectors).
+const GATE_VECTORS = resolve('test/vectors/regorus/kata/web');
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
@@ -63,6 +82,45 @@ async function startup(cmd: string, args: string[], target: { path: string } | {
   return { ms, rss };
 }
 
+/**
+ * RSS, its anonymous part (heap, stacks: the process's own) and PSS (shared pages, such as the
+ * executable's text every service maps, divided among the processes that map them), in MiB.
+ */
+function memoryOf(pid: number): { rss: number; anon: number; pss: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kib = (text: string, key: string) =>
+    Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? 'NaN') / 1024;
+  return { rss: kib(status, 'VmRSS'), anon: kib(status, 'RssAnon'), pss: kib(rollup, 'Pss') };
+}
+
+/** Polls api-server-rest's /info until it answers 200. */
+async function untilInfo(port: number, deadlineMs = 10_000): Promise<void> {
+  const end = Date.now() + deadlineMs;
+  for (;;) {
+    const ok = await fetch(`http://127.0.0.1:${port}/info`).then(
+      async (r) => {
+        await r.arrayBuffer();
+        return r.status === 200;
+      },
+      () => false,
+    );
+    if (ok) return;
+    if (Date.now() > end) throw new Error('api-server-rest: /info never answered');
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/**
+ * Drops `file` from the page cache (dd's iflag=nocache with count=0 does it for the whole file), so
+ * that the services map it as a booted pod VM does, from disk. A file just written (a fresh build)
+ * sits in the cache in large folios that a page fault maps whole: the same executable then showed
+ * ~15 MiB more file-backed RSS per process. Pages other running processes map stay.
+ */
+function dropPageCache(file: string): void {
+  execFileSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+}
+
 function nodeFloorMs(): number {
   const t0 = performance.now();
   execFileSync(NODE, ['-e', '0']);
@@ -73,13 +131,175 @@ function openssl(...args: string[]): void {
   execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
+interface Stack {
+  /** The bench's folder: the KBS's certificate `c` and flow C's keys are in it. */
+  readonly dir: string;
+  /** The KBS's HTTPS port and the registry's host:port. */
+  readonly port: number;
+  readonly reg: string;
+  readonly guestExecutables: ReadonlySet<string>;
+  readonly running: ChildProcess[];
+}
+
+/** Whether the shipped units run the attestation agent and the data hub as one process. */
+function unitsRunTogether(): boolean {
+  const units = resolve('guest-image/rootfs/etc/systemd/system');
+  return readdirSync(units).some(
+    (f) =>
+      f.endsWith('.service') && /^ExecStart=.*\s--together\s/m.test(readFileSync(join(units, f), 'utf8')),
+  );
+}
+
+/**
+ * The guest chain started in its units' order (AA, then the hub once AA serves, then api-server-rest,
+ * and the gate), `together` with AA and the hub in one process, driven through flows A, B and C; then
+ * each service's RSS, a process serving two counted once.
+ */
+async function chainThroughFlows(stack: Stack, together: boolean): Promise<Record<string, number>> {
+  const { port, reg } = stack;
+  const out: Record<string, number> = {};
+  const dir = mkdtempSync(join(stack.dir, together ? 'together-' : 'separate-'));
+  const mine: ChildProcess[] = [];
+  const spawnGuest = (command: string, args: string[]) => {
+    const p = daemon(join(BIN, command), args);
+    stack.running.push(p);
+    mine.push(p);
+    return p;
+  };
+  const aaSock = join(dir, 'aa.sock');
+  const cdhSock = join(dir, 'cdh.sock');
+  const cert = readFileSync(join(stack.dir, 'c'), 'utf8').trim();
+  const aaToml = `[token_configs.kbs]\nurl = "https://127.0.0.1:${port}"\ncert = """\n${cert}\n"""\n`;
+  const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n[aa]\naa_socket = 'unix://${aaSock}'\n[kbc]\nname = "cc_kbc"\nurl = "https://127.0.0.1:${port}"\nkbs_cert = """\n${cert}\n"""\n[image]\nimage_security_policy_uri = "kbs:///default/image-policy/policy"\nwork_dir = "${join(dir, 'image-work')}"\n[[image.registry_config.registry]]\nlocation = "${reg}"\ninsecure = true\n`;
+  writeFileSync(join(dir, 'aa.toml'), aaToml);
+  writeFileSync(join(dir, 'cdh.toml'), cdhToml);
+  writeFileSync(
+    join(dir, 'initdata.toml'),
+    initdataToml(aaToml, cdhToml, readFileSync(join(GATE_VECTORS, 'policy.rego'), 'utf8')),
+  );
+  const aaArgs = ['-c', join(dir, 'aa.toml'), '--attestation_sock', `unix://${aaSock}`];
+  const cdhArgs = ['-c', join(dir, 'cdh.toml')];
+  try {
+    for (const f of stack.guestExecutables) dropPageCache(f);
+    const restPort = await freePort();
+    const t0 = performance.now();
+    let aa: ChildProcess;
+    let cdh: ChildProcess;
+    if (together) {
+      aa = spawnGuest('broker-guest', [
+        '--together',
+        'attestation-agent',
+        ...aaArgs,
+        '--and',
+        'confidential-data-hub',
+        ...cdhArgs,
+      ]);
+      cdh = aa;
+      await untilListening({ path: cdhSock });
+    } else {
+      aa = spawnGuest('attestation-agent', aaArgs);
+      await untilListening({ path: aaSock });
+      const tCdh = performance.now();
+      cdh = spawnGuest('confidential-data-hub', cdhArgs);
+      await untilListening({ path: cdhSock });
+      out['confidential-data-hub_start_to_socket_ms'] = performance.now() - tCdh;
+    }
+    const tRest = performance.now();
+    const rest = spawnGuest('api-server-rest', [
+      '--features',
+      'all',
+      '--cdh_addr',
+      `unix://${cdhSock}`,
+      '--aa_addr',
+      `unix://${aaSock}`,
+      '--bind',
+      `127.0.0.1:${restPort}`,
+    ]);
+    await untilListening({ port: restPort });
+    out['api-server-rest_start_to_socket_ms'] = performance.now() - tRest;
+    await untilInfo(restPort);
+    out.start_to_info_ms = performance.now() - t0;
+    const gatePort = await freePort();
+    const gate = spawnGuest('agent-policy-gate', [
+      'serve',
+      '--listen',
+      `tcp://127.0.0.1:${gatePort}`,
+      '--agent',
+      `unix://${join(dir, 'agent.sock')}`,
+      '--initdata',
+      join(dir, 'initdata.toml'),
+    ]);
+    await untilListening({ port: gatePort });
+
+    await flowA(cdhSock, `${reg}/signed/hello-unsigned:v1`, `${reg}/signed/hello:v1`, dir);
+
+    const url = `http://127.0.0.1:${restPort}/cdh/resource/default/bench/key`;
+    const fetchOnce = async () => {
+      const s = performance.now();
+      const r = await fetch(url);
+      const body = Buffer.from(await r.arrayBuffer());
+      if (r.status !== 200 || body.length !== 32) throw new Error(`fetch failed: ${r.status}`);
+      return performance.now() - s;
+    };
+    out.cold_fetch_with_attestation_ms = await fetchOnce();
+    const warm: number[] = [];
+    for (let i = 0; i < 300; i++) warm.push(await fetchOnce());
+    warm.sort((a, b) => a - b);
+    out.warm_fetch_ms_p50 = percentile(warm, 0.5);
+    out.warm_fetch_ms_p99 = percentile(warm, 0.99);
+    out.cold_to_warm_ratio = out.cold_fetch_with_attestation_ms / out.warm_fetch_ms_p50;
+    await new Promise((r) => setTimeout(r, 1000));
+    out['confidential-data-hub_rss_after_fetches_mib'] = rssMiB(cdh.pid!);
+    out['api-server-rest_rss_after_fetches_mib'] = rssMiB(rest.pid!);
+
+    flowC(BIN, stack.dir, dir, cdhSock, 'db-password-bench');
+    out.gate_requests = await gateRequests(gatePort, GATE_VECTORS);
+
+    // After flows A, B and C.
+    await new Promise((r) => setTimeout(r, 1000));
+    const guests: [string, number][] = [
+      ['attestation-agent', aa.pid!],
+      ['confidential-data-hub', cdh.pid!],
+      ['api-server-rest', rest.pid!],
+      ['agent-policy-gate', gate.pid!],
+    ];
+    const counted = new Set<number>();
+    out.guest_total_rss_mib = 0;
+    out.guest_total_rss_anon_mib = 0;
+    out.guest_total_pss_mib = 0;
+    for (const [name, pid] of guests) {
+      const m = memoryOf(pid);
+      out[`${name}_rss_mib`] = m.rss;
+      if (counted.has(pid)) continue;
+      counted.add(pid);
+      out.guest_total_rss_mib += m.rss;
+      out.guest_total_rss_anon_mib += m.anon;
+      out.guest_total_pss_mib += m.pss;
+    }
+    return out;
+  } finally {
+    for (const p of mine) p.kill('SIGTERM');
+    await Promise.all(mine.map((p) => (p.exitCode === null ? once(p, 'exit') : undefined)));
+  }
+}
+
 export async function run(): Promise<Record<string, number>> {
-  for (const b of ['kbs', 'kbs-client', 'attestation-agent', 'confidential-data-hub', 'api-server-rest']) {
+  for (const b of [
+    'kbs',
+    'kbs-client',
+    'image-policy',
+    'secret',
+    'attestation-agent',
+    'confidential-data-hub',
+    'api-server-rest',
+    'agent-policy-gate',
+    'sealed-secret-init',
+  ]) {
     if (!existsSync(join(BIN, b))) throw new Error(`${join(BIN, b)} missing: run make build`);
   }
   const dir = mkdtempSync(join(tmpdir(), 'broker-guest-bench-'));
   const out: Record<string, number> = {};
-  const running: { kill: (s: NodeJS.Signals) => boolean }[] = [];
+  const running: ChildProcess[] = [];
   try {
     // Start-up and idle memory of each guest service, alone.
     const floors: number[] = [];
@@ -87,6 +307,12 @@ export async function run(): Promise<Record<string, number>> {
     floors.sort((a, b) => a - b);
     out.node_e0_start_ms_p50 = percentile(floors, 0.5);
     writeFileSync(join(dir, 'aa.toml'), '');
+    const guestExecutables = new Set(
+      ['attestation-agent', 'confidential-data-hub', 'api-server-rest', 'agent-policy-gate'].map((c) =>
+        realpathSync(join(BIN, c)),
+      ),
+    );
+    for (const f of guestExecutables) dropPageCache(f);
     const services: [string, string[], () => { path: string } | { port: number }][] = [
       [
         'attestation-agent',
@@ -103,7 +329,7 @@ export async function run(): Promise<Record<string, number>> {
       out[`${name}_idle_rss_mib`] = Math.max(...runs.map((r) => r.rss));
     }
 
-    // The whole stack: KBS over HTTPS, AA, CDH, api-server-rest.
+    // The whole stack: KBS over HTTPS, a registry, then the guest chain through flows A, B and C.
     const port = await freePort();
     openssl(
       'req',
@@ -129,10 +355,9 @@ export async function run(): Promise<Record<string, number>> {
       join(dir, 'kbs.toml'),
       `[http_server]\nsockets = ["127.0.0.1:${port}"]\nprivate_key = "${join(dir, 'k')}"\ncertificate = "${join(dir, 'c')}"\n[attestation_token]\ninsecure_header_jwk = true\n[attestation_service]\ntype = "coco_as_builtin"\n[admin]\nauthorization_mode = "AuthenticatedAuthorization"\n[admin.authentication.bearer_jwt]\nidentity_providers = [{ public_key_uri = "${join(dir, 'admin.pub')}" }]\n[admin.authorization.regex_acl]\nacls = [{ role = "admin", allowed_endpoints = "^/kbs/v0/.+$" }]\n[[plugins]]\nname = "resource"\n`,
     );
-    const kbs = spawn(join(BIN, 'kbs'), ['--config-file', join(dir, 'kbs.toml')], { stdio: 'ignore' });
+    const kbs = daemon(join(BIN, 'kbs'), ['--config-file', join(dir, 'kbs.toml')]);
     running.push(kbs);
     await untilListening({ port });
-    writeFileSync(join(dir, 'key'), Buffer.alloc(32, 7));
     const admin = (...args: string[]) =>
       execFileSync(
         join(BIN, 'kbs-client'),
@@ -148,70 +373,68 @@ export async function run(): Promise<Record<string, number>> {
         ],
         { stdio: 'ignore' },
       );
-    admin('set-resource', '--path', 'default/bench/key', '--resource-file', join(dir, 'key'));
+    const store = (path: string, file: string) =>
+      admin('set-resource', '--path', path, '--resource-file', file);
+    writeFileSync(join(dir, 'key'), Buffer.alloc(32, 7));
+    store('default/bench/key', join(dir, 'key'));
     admin('set-resource-policy', '--allow-all');
-    const cert = readFileSync(join(dir, 'c'), 'utf8').trim();
-    writeFileSync(
-      join(dir, 'aa.toml'),
-      `[token_configs.kbs]\nurl = "https://127.0.0.1:${port}"\ncert = """\n${cert}\n"""\n`,
-    );
-    writeFileSync(
-      join(dir, 'cdh.toml'),
-      `socket = 'unix://${join(dir, 'cdh.sock')}'\ncredentials = []\n[aa]\naa_socket = 'unix://${join(dir, 'aa.sock')}'\n[kbc]\nname = "cc_kbc"\nurl = "https://127.0.0.1:${port}"\nkbs_cert = """\n${cert}\n"""\n`,
-    );
-    const aa = spawn(
-      join(BIN, 'attestation-agent'),
-      ['-c', join(dir, 'aa.toml'), '--attestation_sock', `unix://${join(dir, 'aa.sock')}`],
-      { stdio: 'ignore' },
-    );
-    running.push(aa);
-    await untilListening({ path: join(dir, 'aa.sock') });
-    const cdhStart = await (async () => {
-      const t0 = performance.now();
-      const cdh = spawn(join(BIN, 'confidential-data-hub'), ['-c', join(dir, 'cdh.toml')], {
-        stdio: 'ignore',
-      });
-      running.push(cdh);
-      await untilListening({ path: join(dir, 'cdh.sock') });
-      return { ms: performance.now() - t0, pid: cdh.pid! };
-    })();
-    out['confidential-data-hub_start_to_socket_ms'] = cdhStart.ms;
-    const restPort = await freePort();
-    const t0 = performance.now();
-    const rest = spawn(
-      join(BIN, 'api-server-rest'),
-      [
-        '--features',
-        'resource',
-        '--cdh_addr',
-        `unix://${join(dir, 'cdh.sock')}`,
-        '--bind',
-        `127.0.0.1:${restPort}`,
-      ],
-      { stdio: 'ignore' },
-    );
-    running.push(rest);
-    await untilListening({ port: restPort });
-    out['api-server-rest_start_to_socket_ms'] = performance.now() - t0;
 
-    const url = `http://127.0.0.1:${restPort}/cdh/resource/default/bench/key`;
-    const fetchOnce = async () => {
-      const s = performance.now();
-      const r = await fetch(url);
-      const body = Buffer.from(await r.arrayBuffer());
-      if (r.status !== 200 || body.length !== 32) throw new Error(`fetch failed: ${r.status}`);
-      return performance.now() - s;
-    };
-    out.cold_fetch_with_attestation_ms = await fetchOnce();
-    const warm: number[] = [];
-    for (let i = 0; i < 300; i++) warm.push(await fetchOnce());
-    warm.sort((a, b) => a - b);
-    out.warm_fetch_ms_p50 = percentile(warm, 0.5);
-    out.warm_fetch_ms_p99 = percentile(warm, 0.99);
-    out.cold_to_warm_ratio = out.cold_fetch_with_attestation_ms / out.warm_fetch_ms_p50;
-    await new Promise((r) => setTimeout(r, 1000));
-    out['confidential-data-hub_rss_after_fetches_mib'] = rssMiB(cdhStart.pid);
-    out['api-server-rest_rss_after_fetches_mib'] = rssMiB(rest.pid!);
+    // Flow A's registry: the same image in two repositories, one signed; the policy wants a signature.
+    const regPort = await freePort();
+    const reg = `127.0.0.1:${regPort}`;
+    writeFileSync(
+      join(dir, 'registry.yml'),
+      `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'registry')}\nhttp:\n  addr: ${reg}\n`,
+    );
+    running.push(daemon('docker-registry', ['serve', join(dir, 'registry.yml')]));
+    await untilListening({ port: regPort });
+    for (const repo of ['signed/hello', 'signed/hello-unsigned']) {
+      await publishImage(reg, repo, 'v1', { 'hello.txt': 'hello' });
+    }
+    const imagePolicy = (...args: string[]) =>
+      execFileSync(join(BIN, 'image-policy'), args, { stdio: 'ignore' });
+    imagePolicy('generate-key', join(dir, 'workshop'));
+    imagePolicy(
+      'sign',
+      '--key',
+      join(dir, 'workshop.key'),
+      '--plain-http',
+      `docker://${reg}/signed/hello:v1`,
+    );
+    writeFileSync(
+      join(dir, 'image-policy.json'),
+      JSON.stringify({
+        default: [{ type: 'reject' }],
+        transports: {
+          docker: {
+            [`${reg}/signed`]: [
+              { type: 'sigstoreSigned', keyPath: 'kbs:///default/signature-secret/pub-key' },
+            ],
+          },
+        },
+      }),
+    );
+    store('default/image-policy/policy', join(dir, 'image-policy.json'));
+    store('default/signature-secret/pub-key', join(dir, 'workshop.pub'));
+    // Flow C's keys: the pointer's signing key and the secret it names.
+    mkdirSync(join(dir, 'keys'));
+    execFileSync(
+      join(BIN, 'secret'),
+      ['keygen', '--kid', 'sealed-signing', '--output-dir', join(dir, 'keys')],
+      { stdio: 'ignore' },
+    );
+    store('default/signing-key/jwk_public', join(dir, 'keys', 'sealed-signing-public.json'));
+    writeFileSync(join(dir, 'db-password'), 'db-password-bench');
+    store('default/db/password', join(dir, 'db-password'));
+
+    const units = unitsRunTogether();
+    out.units_run_aa_cdh_together = units ? 1 : 0;
+    const stack = { dir, port, reg, guestExecutables, running };
+    for (const together of [false, true]) {
+      const layout = together ? 'together' : 'separate';
+      const r = await chainThroughFlows(stack, together);
+      for (const [k, v] of Object.entries(r)) out[together === units ? k : `${layout}_${k}`] = v;
+    }
     return out;
   } finally {
     for (const p of running) p.kill('SIGTERM');

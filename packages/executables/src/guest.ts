@@ -1,11 +1,27 @@
 // The guest multi-call executable baked into the pod-VM image: one Node runtime for all guest components.
 import { run } from './dispatch.js';
 
-run('broker-guest', {
-  'attestation-agent': async () => (await import('@broker/attestation-agent')).main,
-  'confidential-data-hub': async () => (await import('@broker/data-hub')).main,
-  'api-server-rest': async () => (await import('@broker/api-server-rest')).main,
-  'agent-policy-gate': async () => (await import('@broker/agent-policy')).main,
-  'sealed-secret-init': async () => (await import('@broker/sealed-secret')).mainInit,
-  'process-user-data': async () => (await import('@broker/provisioner')).processUserDataMain,
-});
+run(
+  'broker-guest',
+  {
+    'attestation-agent': async () => (await import('@broker/attestation-agent')).main,
+    'confidential-data-hub': async () => (await import('@broker/data-hub')).main,
+    'api-server-rest': async () => (await import('@broker/api-server-rest')).main,
+    'agent-policy-gate': async () => (await import('@broker/agent-policy')).main,
+    'sealed-secret-init': async () => (await import('@broker/sealed-secret')).mainInit,
+    'process-user-data': async () => (await import('@broker/provisioner')).processUserDataMain,
+  },
+  // The agent and the hub may share one process (units that ask: `broker-guest --together
+  // attestation-agent ... --and confidential-data-hub ...`); api-server-rest stays alone in the pod's
+  // network namespace, and the host-facing gate stays apart from the secrets.
+  {
+    'attestation-agent': async () => {
+      const { main } = await import('@broker/attestation-agent');
+      return (argv, { signal, ready }) => main(argv, { signal, onListening: ready });
+    },
+    'confidential-data-hub': async () => {
+      const { main } = await import('@broker/data-hub');
+      return (argv, { signal, ready }) => main(argv, { stop: signal, onListening: ready });
+    },
+  },
+);

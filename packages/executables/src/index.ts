@@ -1,1 +1,9 @@
-export { type CommandMain, dispatch, run } from './dispatch.js';
+export {
+  type CommandMain,
+  dispatch,
+  run,
+  runTogether,
+  type SharedMain,
+  splitTogether,
+  TOGETHER_SEPARATOR,
+} from './dispatch.js';
