@@ -29,7 +29,7 @@ import { type ErrorStyle, RegoEvalError, RegoLimitError } from './errors.js';
 import { jsonText, printable } from './format.js';
 import type { AssignmentPlan, DestructuringPlan, HoistedLoop } from './plans.js';
 import { getOrCreate } from './util.js';
-import { equals, keyOf, ObjectValue, SetValue, type Value } from './value.js';
+import { equals, keyOf, ObjectValue, prefixKeys, SetValue, type Value } from './value.js';
 
 export type HostFunction = (args: readonly Value[]) => Value | undefined;
 
@@ -186,6 +186,19 @@ function _isCollection(v: Value | undefined): v is readonly Value[] | SetValue |
 
 function valueToString(v: Value): string {
   return typeof v === 'string' ? v : jsonText(v);
+}
+
+/** `data.a.b` → `['a', 'b']`, kept per path: rule paths are few and looked up on every rule access. */
+const dataPathCache = new Map<string, readonly string[]>();
+const DATA_PATH_CACHE_MAX = 4096;
+function dataPathParts(path: string): readonly string[] {
+  let parts = dataPathCache.get(path);
+  if (parts === undefined) {
+    parts = path.split('.').slice(1);
+    if (dataPathCache.size >= DATA_PATH_CACHE_MAX) dataPathCache.clear();
+    dataPathCache.set(path, parts);
+  }
+  return parts;
 }
 
 export class Interpreter {
@@ -1248,8 +1261,9 @@ export class Interpreter {
   }
 
   private checkRulePath(loc: Loc, path: readonly Value[], value: Value, isSet: boolean): void {
+    const keys = prefixKeys(path);
     for (let i = 1; i <= path.length; i++) {
-      const k = keyOf(path.slice(0, i));
+      const k = keys[i - 1]!;
       const prev = this.ruleValues.get(k);
       if (prev === undefined) continue;
       if (i === path.length && (isSet || equals(prev.value, value))) continue;
@@ -1260,7 +1274,7 @@ export class Interpreter {
         `rule conflicts with the following rule: defined at ${prev.loc.file.name}:${prev.loc.line}:${prev.loc.col}`,
       );
     }
-    this.ruleValues.set(keyOf(path as Value[]), { value, loc });
+    this.ruleValues.set(path.length === 0 ? keyOf([]) : keys[path.length - 1]!, { value, loc });
   }
 
   private evalRule(m: Module, r: Rule): void {
@@ -1407,7 +1421,7 @@ export class Interpreter {
       matched = true;
       for (const d of defaults) this.evalDefaultEntry(d);
     }
-    if (matched) this.processedPaths.mark(path.split('.').slice(1));
+    if (matched) this.processedPaths.mark(dataPathParts(path));
   }
 
   private evalDefaultEntry(d: DefaultEntry): void {

@@ -43,6 +43,21 @@ export function keyOf(v: Value): string {
   return NS + encode(v);
 }
 
+/**
+ * keyOf of every non-empty prefix of `path` (`keyOf(path.slice(0, 1))` … `keyOf(path)`), each component
+ * encoded once.
+ */
+export function prefixKeys(path: readonly Value[]): string[] {
+  const out: string[] = new Array(path.length);
+  let joined = '';
+  for (let i = 0; i < path.length; i++) {
+    const enc = encode(path[i] as Value);
+    joined = i === 0 ? enc : `${joined},${enc}`;
+    out[i] = `${NS}[${joined}]`;
+  }
+  return out;
+}
+
 function encode(v: Value): string {
   if (v === null) return 'n';
   switch (typeof v) {
