@@ -195,7 +195,7 @@ describe('SNP guest with a confidential GPU: attestation-agent → KBS → resou
     expect(runs).toHaveLength(1);
     expect(runs[0]!.argv.slice(0, 4)).toEqual(['collect-evidence', '--device', 'gpu', '--nonce']);
     expect(runs[0]!.argv[4]).toMatch(/^[0-9a-f]{64}$/);
-  });
+  }, 90_000);
 
   it('refuses the GPU resource while gpu0 is not affirming (the driver is not allowed), then releases it', async () => {
     // The data hub keeps a token until the KBS refuses it: this is its first request.
@@ -215,7 +215,7 @@ describe('SNP guest with a confidential GPU: attestation-agent → KBS → resou
     const res = await text(await guest.get('/cdh/resource/default/gpu/key'));
     expect(res.status, res.body.toString()).toBe(200);
     expect(res.body).toEqual(gpuSecret);
-  });
+  }, 90_000);
 
   it('fails the token when the GPU leaves CC mode after detection (no evidence, no token)', async () => {
     gpu.config.ccStatus = 'OFF';
@@ -226,7 +226,7 @@ describe('SNP guest with a confidential GPU: attestation-agent → KBS → resou
     } finally {
       gpu.config.ccStatus = 'ON';
     }
-  });
+  }, 90_000);
 });
 
 describe('SNP guest without a GPU', () => {
@@ -345,14 +345,14 @@ describe('Arm CCA realm: attestation-agent → KBS → resource', () => {
     expect(claims.cca.platform['cca-platform-instance-id']).toBe(
       realm.platform.stores.trustAnchors[0]!.instanceId.toString('base64'),
     );
-  });
+  }, 90_000);
 
   it("releases the realm's resource, not the GPU's", async () => {
     const res = await text(await guest.get('/cdh/resource/default/realm/key'));
     expect(res.status, res.body.toString()).toBe(200);
     expect(res.body).toEqual(realmSecret);
     expect((await guest.get('/cdh/resource/default/gpu/key')).status).not.toBe(200);
-  });
+  }, 90_000);
 
   it('is refused when the realm was created with another personalization value than the initdata digest', async () => {
     const bound = realm.config.personalizationValue;
@@ -364,7 +364,7 @@ describe('Arm CCA realm: attestation-agent → KBS → resource', () => {
     } finally {
       realm.config.personalizationValue = bound;
     }
-  });
+  }, 90_000);
 });
 
 describe('the shipped mock-tee gpu', () => {
