@@ -136,6 +136,9 @@ describe('pkcs7 key protocol', () => {
       [readFileSync(join(dir, 'signed.der')), /ContentInfo: 1\.2\.840\.113549\.1\.7\.2 is not envelopedData/],
       [Buffer.from('{"json":true}'), /^the pkcs7 packet is not an EnvelopedData/],
       [Buffer.alloc(0), /truncated/],
+      [Buffer.from([0x30, 0x85, 1, 0, 0, 0, 0]), /bad length/],
+      [Buffer.from([0x3f, 0x01, 0x00]), /high tag numbers are not used here/],
+      [Buffer.from([0x30, 0x03, 0x06, 0x01, 0x80]), /truncated OID/],
     ];
     for (const [blob, reason] of cases) {
       await expect(pkcs7Unwrapper([key('alice')]).unwrap(blob)).rejects.toThrow(reason);
