@@ -23,10 +23,14 @@ demo: build
 guest-image: build
 	guest-image/build.sh
 
-# Boots the image under QEMU (KVM when it runs guests, else TCG) with swtpm as the vTPM against a KBS on
-# the host; .ci/run runs it after the tests.
+# Boots the measured image (UKI + dm-verity) under QEMU and OVMF (KVM when it runs guests, else TCG)
+# with swtpm as the vTPM against a KBS whose reference values come from the build's manifest; then the
+# two tampered boots (a byte of the verity root, a word of the UKI's command line), which must not get
+# the resource. .ci/run runs the same after the tests.
 guest-image-test: guest-image
 	guest-image/boot-test.sh
+	guest-image/boot-test.sh --tamper verity
+	guest-image/boot-test.sh --tamper cmdline
 
 clean:
 	rm -rf dist .bench-out

@@ -2,18 +2,24 @@
 # Builds the pod-VM guest image: a Debian root file system (debootstrap) carrying the guest multi-call
 # executable, its command links and the systemd units of guest-image/rootfs, enabled.
 #
-#   guest-image/build.sh [--out DIR] [--bin DIR] [--suite bookworm] [--mirror URL] [--size 2G] [--no-kernel]
+#   guest-image/build.sh [--out DIR] [--bin DIR] [--suite bookworm] [--mirror URL] [--no-kernel]
+#                        [--image-tag TAG] [--base DIR]
 #
 # Outputs in --out (default dist/guest-image):
 #   rootfs/        the tree
 #   rootfs.tar     the tree as a tar archive (numeric owners)
-#   podvm.ext4     an ext4 file system image of the tree (mke2fs -d; no loop mount, no partition table)
-#   vmlinuz, initrd.img   the image's kernel and initramfs, for a direct kernel boot:
-#                  qemu ... -kernel vmlinuz -initrd initrd.img -append "root=/dev/vda rw console=ttyS0"
-# --no-kernel leaves out the kernel (a container-style tree for other boot chains), and so the last two.
+#   podvm.ext4     the root file system image (ext4, mke2fs -d; no loop mount), before sealing
+#   vmlinuz, initrd.img   the image's kernel and initramfs (the initramfs opens a verity root)
+#   podvm.efi, podvm.raw, roothash, cmdline, podvm-measurements.json
+#                  the measured image (seal.sh): the UKI, the GPT disk that boots it under OVMF with
+#                  the root behind dm-verity, and the PCRs its boot extends, computed from the UKI
+# --no-kernel leaves out the kernel (a container-style tree for other boot chains), and so all but the
+# first two. --base copies an already debootstrapped tree (of the same packages) instead of running
+# debootstrap: for iterating on the later steps.
 #
-# Needs root (debootstrap, chroot), the Debian packages debootstrap and e2fsprogs, and network access to
-# the Debian mirror. The guest executable comes from `make build` (dist/bin/broker-guest).
+# Needs root (debootstrap, chroot), the Debian packages debootstrap, e2fsprogs and those seal.sh names,
+# and network access to the Debian mirror. The guest executable comes from `make build`
+# (dist/bin/broker-guest).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
@@ -27,11 +33,12 @@ OUT=$REPO/dist/guest-image
 BIN=$REPO/dist/bin
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
-SIZE=2G
 KERNEL=1
+TAG=podvm:dev
+BASE=
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -40,7 +47,8 @@ while [ $# -gt 0 ]; do
     --bin) BIN=$2; shift 2 ;;
     --suite) SUITE=$2; shift 2 ;;
     --mirror) MIRROR=$2; shift 2 ;;
-    --size) SIZE=$2; shift 2 ;;
+    --image-tag) TAG=$2; shift 2 ;;
+    --base) BASE=$2; shift 2 ;;
     --no-kernel) KERNEL=0; shift ;;
     -h|--help) usage ;;
     *) echo "build.sh: unknown argument $1" >&2; usage ;;
@@ -62,7 +70,8 @@ for s in "${SHIMS[@]}"; do [ -x "$BIN/$s" ] || die "$BIN/$s is missing: run make
   die "$GUEST has no process-user-data command: add it to packages/executables/src/guest.ts and run make build"
 
 PACKAGES=systemd,systemd-sysv,udev,dbus,iproute2,ca-certificates,kmod,tpm-udev
-[ "$KERNEL" = 1 ] && PACKAGES=$PACKAGES,linux-image-amd64,initramfs-tools
+# cryptsetup-bin: veritysetup, which the initramfs hook copies to open the verity root.
+[ "$KERNEL" = 1 ] && PACKAGES=$PACKAGES,linux-image-amd64,initramfs-tools,cryptsetup-bin
 
 ROOTFS=$OUT/rootfs
 # debootstrap mounts /proc (and more) inside the tree while it works: never remove a tree that still has
@@ -75,10 +84,16 @@ unmount_tree() {
 trap unmount_tree EXIT
 mkdir -p "$OUT"
 unmount_tree
-rm -rf --one-file-system "$ROOTFS" "$OUT/rootfs.tar" "$OUT/podvm.ext4" "$OUT/vmlinuz" "$OUT/initrd.img"
-echo "build.sh: debootstrap $SUITE ($PACKAGES) from $MIRROR"
-debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$MIRROR" >"$OUT/debootstrap.log" 2>&1 ||
-  die "debootstrap failed; see $OUT/debootstrap.log"
+rm -rf --one-file-system "$ROOTFS" "$OUT/rootfs.tar" "$OUT/podvm.ext4" "$OUT/vmlinuz" "$OUT/initrd.img" \
+  "$OUT/podvm.efi" "$OUT/podvm.raw" "$OUT/roothash" "$OUT/cmdline" "$OUT/podvm-measurements.json"
+if [ -n "$BASE" ]; then
+  echo "build.sh: copying the debootstrapped tree $BASE"
+  cp -a "$BASE" "$ROOTFS"
+else
+  echo "build.sh: debootstrap $SUITE ($PACKAGES) from $MIRROR"
+  debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$MIRROR" >"$OUT/debootstrap.log" 2>&1 ||
+    die "debootstrap failed; see $OUT/debootstrap.log"
+fi
 
 # The guest executable and its command links (dispatch on argv[0]).
 install -D -m 0755 "$GUEST" "$ROOTFS/usr/local/bin/broker-guest"
@@ -98,16 +113,31 @@ DHCP=yes
 NET
 systemctl --root="$ROOTFS" --quiet enable "${ENABLE[@]}"
 
+# PCR 11 holds what systemd-stub measured and nothing else: systemd's boot-phase measurements
+# (systemd-pcrphase) would extend it again at sysinit and when the system is up, so the value an
+# attestation sees would depend on when it runs.
+systemctl --root="$ROOTFS" --quiet mask systemd-pcrphase.service systemd-pcrphase-sysinit.service \
+  systemd-pcrphase-initrd.service
+
 # A fresh identity per boot, no login for anyone.
 echo podvm >"$ROOTFS/etc/hostname"
 : >"$ROOTFS/etc/machine-id"
 chroot "$ROOTFS" passwd --lock root >/dev/null
 rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/log/*.log
 
+if [ "$KERNEL" = 1 ]; then
+  # The initramfs again, now with the verity and overlay scripts of rootfs/etc/initramfs-tools.
+  chroot "$ROOTFS" update-initramfs -u -k all >"$OUT/update-initramfs.log" 2>&1 ||
+    die "update-initramfs failed; see $OUT/update-initramfs.log"
+fi
 tar --numeric-owner -C "$ROOTFS" -cf "$OUT/rootfs.tar" .
 if [ "$KERNEL" = 1 ]; then
   cp "$(readlink -f "$ROOTFS/vmlinuz")" "$OUT/vmlinuz"
   cp "$(readlink -f "$ROOTFS/initrd.img")" "$OUT/initrd.img"
-  mke2fs -q -t ext4 -L podvm-root -d "$ROOTFS" "$OUT/podvm.ext4" "$SIZE"
+  # Read-only once sealed: the tree plus a quarter for the file system's own blocks.
+  ROOT_MIB=$(($(du -sm --apparent-size "$ROOTFS" | cut -f1) * 5 / 4 + 64))
+  mke2fs -q -t ext4 -L podvm-root -d "$ROOTFS" "$OUT/podvm.ext4" "${ROOT_MIB}M"
+  "$HERE/seal.sh" --root "$OUT/podvm.ext4" --kernel "$OUT/vmlinuz" --initrd "$OUT/initrd.img" \
+    --osrel "$ROOTFS/usr/lib/os-release" --out "$OUT" --image-tag "$TAG"
 fi
 echo "build.sh: guest image in $OUT ($(du -sh "$ROOTFS" | cut -f1) root file system)"

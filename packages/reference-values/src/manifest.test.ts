@@ -9,6 +9,8 @@ const h = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(part
 
 /** The mock TEE's sample manifest, the extend-list form this tool must read. */
 const mockSample = readFileSync(new URL('../../mock-tee/manifests/podvm-sample.json', import.meta.url));
+/** A manifest guest-image/seal.sh wrote for the boot test's image, whose boot gave these PCRs. */
+const guestImageManifest = readFileSync(new URL('./testing/guest-image-manifest.json', import.meta.url));
 
 describe('extend-list manifests', () => {
   it('reads the mock TEE sample and replays each PCR from zero', () => {
@@ -35,6 +37,23 @@ describe('extend-list manifests', () => {
       JSON.stringify({ image_tag: 't', pcrs: { '3': [d('a').toUpperCase()] } }),
     );
     expect(m.pcrs.get(3)).toBe(h(Buffer.alloc(32), Buffer.from(d('a'), 'hex')).toString('hex'));
+  });
+});
+
+describe("the measured guest image's manifest (guest-image/measure.ts)", () => {
+  it('reads the extend lists of a real seal and checks its expected values', () => {
+    const m = parseMeasurementManifest(guestImageManifest);
+    const doc = JSON.parse(guestImageManifest.toString()) as { expected: Record<string, string> };
+    expect(m.form).toBe('extend-list');
+    expect([...m.pcrs.keys()]).toEqual([3, 4, 9, 11, 12]);
+    for (const [key, value] of Object.entries(doc.expected))
+      expect(m.pcrs.get(Number(key.slice(3)))).toBe(value);
+  });
+
+  it('refuses the same manifest with one event changed', () => {
+    const doc = JSON.parse(guestImageManifest.toString()) as { pcrs: Record<string, string[]> };
+    doc.pcrs['11'] = [...(doc.pcrs['11'] ?? []).slice(0, -1), d('tampered')];
+    expect(() => parseMeasurementManifest(JSON.stringify(doc))).toThrow(/expected\.pcr11 is not the replay/);
   });
 });
 
@@ -84,6 +103,15 @@ describe('hostile manifests', () => {
     ['a numeric tag', { image_tag: 1, pcrs: {} }, /image_tag/],
     ['a long tag', { image_tag: 'x'.repeat(257), pcrs: {} }, /image_tag/],
     ['a bad description', { description: 1, pcrs: {} }, /description/],
+    [
+      'an expected value that is not the replay',
+      { pcrs: { '3': [d('a')] }, expected: { pcr03: d('b') } },
+      /replay/,
+    ],
+    ['an expected PCR not listed', { pcrs: { '3': [] }, expected: { pcr04: d('a') } }, /does not list/],
+    ['a bad expected key', { pcrs: { '3': [] }, expected: { '3': d('a') } }, /not pcrNN/],
+    ['expected that is not an object', { pcrs: {}, expected: [] }, /expected must be an object/],
+    ['expected beside final values', { measurements: { sha256: {} }, expected: {} }, /extend-list form/],
   ];
   for (const [what, doc, msg] of bad) {
     it(`refuses ${what}`, () => {

@@ -1,9 +1,13 @@
 // The measurement manifest of a pod-VM image: what its boot leaves in the vTPM's SHA-256 PCRs.
 // Two forms are read:
 //
-//   extend lists (the mock TEE's manifest, packages/mock-tee):
-//     {"image_tag": "podvm:1.0", "description": "...", "pcrs": {"3": ["<sha256 hex>", ...], ...}}
-//     each list is the digests extended into that PCR, in order, from reset (all zero);
+//   extend lists (the mock TEE's manifest, packages/mock-tee; guest-image/measure.ts writes this form
+//   for the measured pod-VM image, with the events named and the values it expects):
+//     {"image_tag": "podvm:1.0", "description": "...", "pcrs": {"3": ["<sha256 hex>", ...], ...},
+//      "expected": {"pcr03": "<hex>", ...}}
+//     each list is the digests extended into that PCR, in order, from reset (all zero); "expected",
+//     when present, must equal the replay of the PCRs it names (a manifest that disagrees with itself
+//     is refused). Other members ("events", "uki", "roothash") are descriptive and not read;
 //
 //   final values (cloud-api-adaptor's podvm-measure output, published as an OCI artifact):
 //     {"measurements": {"sha256": {"pcr03": "<hex>", ...}}}
@@ -86,6 +90,22 @@ function parseExtendList(o: Record<string, unknown>): Map<number, string> {
   return out;
 }
 
+/** The extend-list form's optional "expected" values: each must be the replay of its PCR's list. */
+function checkExpected(o: Record<string, unknown>, replayed: ReadonlyMap<number, string>): void {
+  const expected = o.expected;
+  if (expected === undefined) return;
+  if (!isObject(expected)) fail('expected must be an object of pcrNN → hex value');
+  for (const [key, value] of Object.entries(expected)) {
+    const match = /^pcr(\d{1,2})$/.exec(key);
+    if (match === null) fail(`expected key ${JSON.stringify(key.slice(0, 16))} is not pcrNN`);
+    const pcr = Number(match[1]);
+    const hex = sha256Hex(value, `expected.${key}`, false);
+    const actual = replayed.get(pcr);
+    if (actual === undefined) fail(`expected.${key} names a PCR that pcrs does not list`);
+    if (actual !== hex) fail(`expected.${key} is not the replay of pcrs.${pcr} (${actual})`);
+  }
+}
+
 function parseFinalValues(o: Record<string, unknown>): Map<number, string> {
   const m = o.measurements;
   if (!isObject(m)) fail('measurements must be an object');
@@ -138,7 +158,9 @@ export function parseMeasurementManifest(input: string | Uint8Array): PodVmMeasu
   if (description !== undefined && typeof description !== 'string') fail('description must be a string');
   const imageTag = imageTagOf(doc);
   const form: ManifestForm = hasLists ? 'extend-list' : 'final-values';
+  if (!hasLists && Object.hasOwn(doc, 'expected')) fail('"expected" belongs to the extend-list form');
   const pcrs = hasLists ? parseExtendList(doc) : parseFinalValues(doc);
+  if (hasLists) checkExpected(doc, pcrs);
   return {
     form,
     ...(imageTag !== undefined && { imageTag }),
