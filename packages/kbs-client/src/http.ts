@@ -173,8 +173,7 @@ export class HttpTransport {
     }
 
     const abort = new AbortController();
-    const timeout = new KbsUnreachable(`${what}: no complete response within ${this.#timeoutMs} ms`);
-    const timer = setTimeout(() => abort.abort(timeout), this.#timeoutMs);
+    const timer = setTimeout(() => abort.abort(), this.#timeoutMs);
     timer.unref();
     let res: Dispatcher.ResponseData | undefined;
     try {
@@ -202,7 +201,9 @@ export class HttpTransport {
     } catch (err) {
       // An unread or partly read body must not keep the connection (or the memory).
       res?.body.destroy();
-      if (abort.signal.aborted) throw timeout;
+      if (abort.signal.aborted) {
+        throw new KbsUnreachable(`${what}: no complete response within ${this.#timeoutMs} ms`);
+      }
       if (err instanceof KbsBadResponse) throw err;
       throw new KbsUnreachable(`${what}: ${messageOf(err)}`, { cause: err });
     } finally {
@@ -210,9 +211,13 @@ export class HttpTransport {
     }
   }
 
-  /** Closes the kept connections; requests still in flight are failed. */
+  /**
+   * Closes the kept connections once requests in flight have finished (a
+   * graceful close: destroying would fail the idle sockets with an error
+   * each, whose stack is then formatted for nobody).
+   */
   close(): void {
-    this.#agent.destroy().catch(() => undefined);
+    this.#agent.close().catch(() => undefined);
   }
 }
 
