@@ -41,6 +41,14 @@ export const EXECUTABLES = [
     // flows and stays committed; 1 MiB semi-spaces cost more, cheap, scavenges and saved ~15 MiB
     // over the guest chain (packages/executables/README.md).
     execArgv: ['--max-semi-space-size=1'],
+    // The daemons each get a bundle of their own (packages/executables/src/launcher.cjs): command →
+    // the package its entry imports. A command missing here runs from the full bundle.
+    commandBundles: {
+      'attestation-agent': '@broker/attestation-agent',
+      'confidential-data-hub': '@broker/data-hub',
+      'api-server-rest': '@broker/api-server-rest',
+      'agent-policy-gate': '@broker/agent-policy',
+    },
   },
 ];
 
@@ -66,12 +74,33 @@ mkdirSync(work, { recursive: true });
 // The attester's ioctl shims (static C programs), beside broker-guest: packages/attester/README.md.
 const shims = buildShims({ outDir: bin });
 
-const sizes = [];
-for (const exe of EXECUTABLES) {
-  const bundle = join(work, `${exe.name}.cjs`);
+/**
+ * Bundles `entry` into `${work}/${key}.cjs` with the stack-trace banner, and writes the two assets the
+ * banner reads, `${key}.stack-sources.json` and `${key}.stack-mappings.txt`. `only`, when given, is the
+ * one package of the entry's dynamic imports that goes into the bundle; the entry's other dynamic
+ * imports stay outside it (a command bundle never calls them).
+ */
+async function bundleProgram(key, entry, only) {
+  const bundle = join(work, `${key}.cjs`);
+  const entryPath = join(root, entry);
+  const plugins =
+    only === undefined
+      ? []
+      : [
+          {
+            name: 'one-command',
+            setup(pb) {
+              pb.onResolve({ filter: /^@broker\// }, (args) =>
+                args.kind === 'dynamic-import' && args.importer === entryPath && args.path !== only
+                  ? { path: args.path, external: true }
+                  : undefined,
+              );
+            },
+          },
+        ];
   // SEA in Node 24 runs a CommonJS main script.
   await build({
-    entryPoints: [join(root, exe.entry)],
+    entryPoints: [entryPath],
     outfile: bundle,
     bundle: true,
     platform: 'node',
@@ -84,6 +113,7 @@ for (const exe of EXECUTABLES) {
     sourcesContent: false,
     legalComments: 'none',
     logLevel: 'warning',
+    plugins,
     define: {
       'import.meta.url': '__broker_import_meta_url',
       __BROKER_GIT_DESCRIBE__: JSON.stringify(describe),
@@ -92,6 +122,7 @@ for (const exe of EXECUTABLES) {
       js: [
         'const __broker_import_meta_url = require("url").pathToFileURL(__filename).href;',
         `const __broker_bundle_path = ${JSON.stringify(bundle)};`,
+        `const __broker_stack_assets = ${JSON.stringify(key)};`,
         stackTraces,
       ].join('\n'),
     },
@@ -102,21 +133,70 @@ for (const exe of EXECUTABLES) {
   map.sources = map.sources.map((s) => relative(root, resolve(dirname(bundle), s)));
   writeFileSync(mapFile, JSON.stringify(map));
   // What sea-stack-traces.cjs reads: the sources as JSON, the mappings as text it decodes in place.
-  const stackSources = join(work, `${exe.name}.stack-sources.json`);
-  const stackMappings = join(work, `${exe.name}.stack-mappings.txt`);
-  writeFileSync(stackSources, JSON.stringify(map.sources));
-  writeFileSync(stackMappings, map.mappings);
+  const assets = {
+    [`${key}.stack-sources.json`]: join(work, `${key}.stack-sources.json`),
+    [`${key}.stack-mappings.txt`]: join(work, `${key}.stack-mappings.txt`),
+  };
+  writeFileSync(assets[`${key}.stack-sources.json`], JSON.stringify(map.sources));
+  writeFileSync(assets[`${key}.stack-mappings.txt`], map.mappings);
+  return { bundle, assets };
+}
+
+/**
+ * V8's code cache for a bundle as packages/executables/src/launcher.cjs compiles it, made by this
+ * Node with the executable's V8 flags (a cache made under other flags is rejected).
+ */
+function codeCache(bundle, out, execArgv) {
+  const make = `const { Script } = require('node:vm');
+const [bundle, out] = process.argv.slice(1);
+const source = require('node:fs').readFileSync(bundle, 'utf8');
+const script = new Script('(function (exports, require, module, __filename, __dirname) {' + source + '\\n})', { filename: bundle });
+require('node:fs').writeFileSync(out, script.createCachedData());`;
+  execFileSync(process.execPath, [...execArgv, '-e', make, bundle, out], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
+
+const sizes = [];
+for (const exe of EXECUTABLES) {
+  const full = await bundleProgram(exe.name, exe.entry);
+  const bundle = full.bundle;
+  let main = bundle;
+  let assets = full.assets;
+  if (exe.commandBundles !== undefined) {
+    // One bundle per daemon and the full one (`all`), behind a launcher that compiles only one.
+    const bundles = { all: bundle };
+    assets = { ...assets, 'all.cjs': bundle };
+    const programs = [['all', full]];
+    for (const [command, pkg] of Object.entries(exe.commandBundles)) {
+      const program = await bundleProgram(`${exe.name}.${command}`, exe.entry, pkg);
+      bundles[command] = program.bundle;
+      assets = { ...assets, ...program.assets, [`${command}.cjs`]: program.bundle };
+      programs.push([command, program]);
+    }
+    for (const [key, program] of programs) {
+      const cache = `${program.bundle}.cache`;
+      codeCache(program.bundle, cache, exe.execArgv ?? []);
+      assets[`${key}.cache`] = cache;
+    }
+    main = join(work, `${exe.name}.launcher.cjs`);
+    const launch = { self: exe.name, bundles };
+    writeFileSync(
+      main,
+      `const __broker_launch = ${JSON.stringify(launch)};\n${readFileSync(join(root, 'packages/executables/src/launcher.cjs'), 'utf8')}`,
+    );
+  }
   const blob = join(work, `${exe.name}.blob`);
   const seaConfig = join(work, `${exe.name}.sea.json`);
   writeFileSync(
     seaConfig,
     JSON.stringify({
-      main: bundle,
+      main,
       output: blob,
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
       ...(exe.execArgv !== undefined && { execArgv: exe.execArgv }),
-      assets: { 'stack-sources.json': stackSources, 'stack-mappings.txt': stackMappings },
+      assets,
     }),
   );
   execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], {

@@ -2,12 +2,13 @@
 // files and lines: the source map is an asset of the executable, read only when a stack is first
 // formatted, so a start-up that never prints one pays nothing (Node's --enable-source-maps parsed
 // the whole map at every start, ~50 ms). `__broker_bundle_path` is the bundle's path at build time,
-// which V8 reports as the file of the bundle's frames.
+// which V8 reports as the file of the bundle's frames; `__broker_stack_assets` names its map's assets.
 //
 // The map is not handed to node:module's SourceMap: that one expands every mapping into its own
 // array, ~80 MiB of heap for the guest bundle's map, which a daemon then kept for the rest of its life
 // after its first formatted stack (an error any library creates and reads). The build stores the map
-// as two assets, its `sources` (JSON) and its `mappings` text; the mappings are read in place from the
+// as two assets, its `sources` (JSON) and its `mappings` text (`<name>.stack-sources.json`,
+// `<name>.stack-mappings.txt`); the mappings are read in place from the
 // executable (sea.getRawAsset: no copy, file pages the kernel may drop) and the heap keeps only a
 // checkpoint of the decoder's state every CHECKPOINT_EVERY segments (a few hundred KiB). A frame is
 // found by a binary search over the checkpoints and decoding at most that many segments.
@@ -136,8 +137,8 @@
         const sea = require('node:sea');
         if (sea.isSea()) {
           map = indexMap(
-            JSON.parse(sea.getAsset('stack-sources.json', 'utf8')),
-            new Uint8Array(sea.getRawAsset('stack-mappings.txt')),
+            JSON.parse(sea.getAsset(`${__broker_stack_assets}.stack-sources.json`, 'utf8')),
+            new Uint8Array(sea.getRawAsset(`${__broker_stack_assets}.stack-mappings.txt`)),
           );
         }
       } catch {

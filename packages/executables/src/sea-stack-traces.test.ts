@@ -60,10 +60,11 @@ function fakeSea(mapJson: string | undefined) {
     try {
       map = JSON.parse(mapJson);
     } catch {
-      assets.set('stack-sources.json', Buffer.from(mapJson));
+      assets.set('b.stack-sources.json', Buffer.from(mapJson));
     }
-    if (map.sources !== undefined) assets.set('stack-sources.json', Buffer.from(JSON.stringify(map.sources)));
-    if (typeof map.mappings === 'string') assets.set('stack-mappings.txt', Buffer.from(map.mappings));
+    if (map.sources !== undefined)
+      assets.set('b.stack-sources.json', Buffer.from(JSON.stringify(map.sources)));
+    if (typeof map.mappings === 'string') assets.set('b.stack-mappings.txt', Buffer.from(map.mappings));
   }
   const asset = (key: string) => {
     const bytes = assets.get(key);
@@ -88,6 +89,7 @@ function stackOf(mapJson: string | undefined, call: string): string {
       return sea;
     },
     __broker_bundle_path: BUNDLE_PATH,
+    __broker_stack_assets: 'b',
   });
   runInContext(BANNER, context, { filename: '/build/banner.cjs' });
   runInContext(code, context, { filename: BUNDLE_PATH });
@@ -112,6 +114,7 @@ describe('stack traces of a bundled executable', () => {
     const context = createContext({
       require: () => fakeSea(mapText),
       __broker_bundle_path: BUNDLE_PATH,
+      __broker_stack_assets: 'b',
     });
     // Each generated column of the bundle's first lines, through the banner's frame formatter.
     runInContext(BANNER, context);
