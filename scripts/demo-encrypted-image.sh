@@ -41,7 +41,7 @@ done
 line() { printf '  %-74s %s\n' "$1" "$2"; }
 fail() {
   line "$1" "FAILED"
-  echo "    logs: $WORK/encrypted-image.log, $WORK/pull-encrypted*.err" >&2
+  echo "    logs: $WORK/encrypted-image.log, $WORK/pull-encrypted*.log" >&2
   exit 1
 }
 LOG=$WORK/encrypted-image.log
@@ -113,8 +113,8 @@ line "  layer ${types##*/}" "ok"
 line "  layer key wrapped for kid kbs:///default/image-kek/hello-encrypted" "ok"
 line "image-policy encrypt + sign: $WITHHELD" "ok"
 
-digest=$(pull "$ENCRYPTED" "$WORK/bundles/encrypted-pod" 2>"$WORK/pull-encrypted.err") ||
-  fail "PullImage $ENCRYPTED: $(cat "$WORK/pull-encrypted.err")"
+digest=$(pull "$ENCRYPTED" "$WORK/bundles/encrypted-pod" 2>"$WORK/pull-encrypted.log") ||
+  fail "PullImage $ENCRYPTED: $(cat "$WORK/pull-encrypted.log")"
 line "PullImage $ENCRYPTED: pulled ${digest:0:15}..." "ok"
 [ "$(cat "$WORK/bundles/encrypted-pod/rootfs/app/secret.txt")" = "hello from an encrypted layer" ] ||
   fail "the decrypted rootfs lacks app/secret.txt"
@@ -147,15 +147,15 @@ REGO
 admin set-resource-policy --policy-file "$WORK/resource-policy-withhold.rego" ||
   fail "resource policy: withhold default/image-kek/withheld"
 line "resource policy: affirming, except default/image-kek/withheld" "ok"
-if pull "$WITHHELD" "$WORK/bundles/withheld-pod" >"$WORK/pull-encrypted-withheld.out" 2>"$WORK/pull-encrypted-withheld.err"; then
+if pull "$WITHHELD" "$WORK/bundles/withheld-pod" >"$WORK/pull-encrypted-withheld.out.log" 2>"$WORK/pull-encrypted-withheld.log"; then
   admin set-resource-policy --affirming || true
   fail "PullImage $WITHHELD: pulled, but the KBS withholds its KEK"
 fi
 admin set-resource-policy --affirming || fail "resource policy: back to affirming"
 grep -qF 'Failed to decrypt the image layer, please ensure that the decryption key is placed and correct' \
-  "$WORK/pull-encrypted-withheld.err" || fail "PullImage $WITHHELD: unexpected error: $(cat "$WORK/pull-encrypted-withheld.err")"
+  "$WORK/pull-encrypted-withheld.log" || fail "PullImage $WITHHELD: unexpected error: $(cat "$WORK/pull-encrypted-withheld.log")"
 line "PullImage $WITHHELD: refused" "ok"
-echo "    $(cat "$WORK/pull-encrypted-withheld.err")"
+echo "    $(cat "$WORK/pull-encrypted-withheld.log")"
 kbs_denied default/image-kek/withheld || fail "KBS log: no denied GET of default/image-kek/withheld"
 [ ! -f "$WORK/kbs.log" ] || line "KBS log: GET default/image-kek/withheld answered 401 (PolicyDeny)" "ok"
 [ ! -e "$WORK/bundles/withheld-pod/rootfs" ] || fail "the refused image left a rootfs"
