@@ -472,6 +472,9 @@ line "PullImage $SIGNED_IMAGE: pulled ${digest:0:15}..." "ok"
 line "bundle rootfs/app/hello.txt: \"$(cat "$WORK/bundles/signed-pod/rootfs/app/hello.txt")\"" "ok"
 
 echo
+"$ROOT/scripts/demo-encrypted-image.sh" "$WORK" "https://127.0.0.1:$KBS_PORT" "$REG" || exit 1
+
+echo
 echo "6. Flow B: the init container fetches the key, the main container reads it"
 mkdir -p "$WORK/shared-volume"
 curl -fsS -o "$WORK/shared-volume/dataset.key" http://127.0.0.1:8006/cdh/resource/default/app-secret/dataset-key ||
