@@ -1,27 +1,29 @@
 /**
- * HTTP for the registry client: node:http(s) with keep-alive, an idle
- * timeout, bounded bodies, and redirects that never carry credentials to
- * another origin and never downgrade https to http.
+ * HTTP for the registry client: an undici `Agent` (kept connections, at most
+ * 16 per origin, TLS sessions reused), an idle timeout, bounded bodies, and
+ * redirects that never carry credentials to another origin and never
+ * downgrade https to http. Bodies stream: nothing here holds more than
+ * undici's socket buffers.
  */
-import {
-  Agent as HttpAgent,
-  request as httpRequest,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-} from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates } from 'node:tls';
+import { Agent, errors as undiciErrors } from 'undici';
 
 /** Redirects followed for one request. */
 export const MAX_REDIRECTS = 10;
 /** Idle time (no bytes either way) after which a request fails. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+/** Connections kept per registry (or blob store) origin. */
+const CONNECTIONS_PER_ORIGIN = 16;
+/** How long an idle connection is kept (a server's `Keep-Alive: timeout` hint lowers it). */
+const KEEP_ALIVE_MS = 30_000;
 
 export interface HttpResponse {
   readonly status: number;
   readonly headers: IncomingHttpHeaders;
-  readonly body: IncomingMessage;
+  /** The body; transport failures while it is read are `HttpError`s. */
+  readonly body: Readable;
   /** The URL that answered (after redirects). */
   readonly url: URL;
 }
@@ -50,28 +52,65 @@ export interface HttpClientOptions {
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+/** Headers Node's HTTP client keeps once (the first value) when a server repeats them. */
+const SINGLE_VALUED = new Set([
+  'age',
+  'authorization',
+  'content-length',
+  'content-type',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-modified-since',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'referer',
+  'retry-after',
+  'server',
+  'user-agent',
+]);
+
+/** undici's header record in the shape of node:http's `IncomingHttpHeaders`. */
+function nodeHeaders(raw: Record<string, string | string[] | undefined>): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = {};
+  for (const [name, value] of Object.entries(raw)) {
+    if (value === undefined) continue;
+    if (name === 'set-cookie') out[name] = Array.isArray(value) ? value : [value];
+    else if (!Array.isArray(value)) out[name] = value;
+    else out[name] = SINGLE_VALUED.has(name) ? value[0] : value.join(', ');
+  }
+  return out;
+}
 
 export class HttpClient {
-  readonly #http = new HttpAgent({ keepAlive: true, maxSockets: 16 });
-  readonly #https: HttpsAgent;
+  readonly #agent: Agent;
   readonly #idleTimeoutMs: number;
   readonly #userAgent: string;
 
   constructor(options: HttpClientOptions = {}) {
-    this.#https = new HttpsAgent({
-      keepAlive: true,
-      maxSockets: 16,
-      ...(options.ca !== undefined && options.ca.length > 0
-        ? { ca: [...rootCertificates, ...options.ca] }
-        : {}),
-    });
     this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     this.#userAgent = options.userAgent ?? 'broker-image/0.1.0';
+    const ca = options.ca ?? [];
+    this.#agent = new Agent({
+      connections: CONNECTIONS_PER_ORIGIN,
+      keepAliveTimeout: KEEP_ALIVE_MS,
+      keepAliveMaxTimeout: KEEP_ALIVE_MS,
+      // undici's two timers are exactly "no answer" and "no data" for this long.
+      headersTimeout: this.#idleTimeoutMs,
+      bodyTimeout: this.#idleTimeoutMs,
+      // The roots and the extra CAs made into one TLS context once, not at every connection.
+      ...(ca.length > 0
+        ? { connect: { secureContext: createSecureContext({ ca: [...rootCertificates, ...ca] }) } }
+        : {}),
+    });
   }
 
   close(): void {
-    this.#http.destroy();
-    this.#https.destroy();
+    this.#agent.destroy().catch(() => undefined);
   }
 
   /**
@@ -113,47 +152,50 @@ export class HttpClient {
     }
   }
 
-  #once(
+  async #once(
     method: string,
     url: URL,
     headers: Record<string, string>,
     body: HttpRequest['body'],
     signal: AbortSignal | undefined,
   ): Promise<HttpResponse> {
-    return new Promise((resolve, reject) => {
-      const isHttps = url.protocol === 'https:';
-      if (!isHttps && url.protocol !== 'http:') {
-        reject(new HttpError(`unsupported URL scheme ${url.protocol}`));
-        return;
-      }
-      const h: Record<string, string> = { ...headers };
-      if (body instanceof Uint8Array) h['content-length'] = String(body.byteLength);
-      const options = {
-        method,
-        headers: h,
-        agent: isHttps ? this.#https : this.#http,
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw new HttpError(`unsupported URL scheme ${url.protocol}`);
+    }
+    const what = `${method} ${redact(url)}`;
+    const stream = typeof body === 'function' ? body() : undefined;
+    let res: Awaited<ReturnType<Agent['request']>>;
+    try {
+      res = await this.#agent.request({
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
+        method: method as 'GET',
+        headers,
+        ...(body instanceof Uint8Array ? { body } : stream !== undefined ? { body: stream } : {}),
         ...(signal !== undefined ? { signal } : {}),
-      };
-      const onError = (e: Error) =>
-        reject(new HttpError(`${method} ${redact(url)}: ${e.message}`, { cause: e }));
-      const req = (isHttps ? httpsRequest : httpRequest)(url, options, (res) => {
-        res.setTimeout(this.#idleTimeoutMs, () =>
-          res.destroy(new HttpError(`${method} ${redact(url)}: no data for ${this.#idleTimeoutMs} ms`)),
-        );
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: res, url });
       });
-      req.setTimeout(this.#idleTimeoutMs, () =>
-        req.destroy(new HttpError(`${method} ${redact(url)}: no answer for ${this.#idleTimeoutMs} ms`)),
-      );
-      req.on('error', onError);
-      if (body === undefined) req.end();
-      else if (body instanceof Uint8Array) req.end(body);
-      else {
-        const stream = body();
-        stream.on('error', (e) => req.destroy(e));
-        stream.pipe(req);
-      }
-    });
+    } catch (e) {
+      stream?.destroy();
+      throw this.#transportError(what, e);
+    }
+    // A stalled or broken body reads as this client's HttpError, like a failed request.
+    const forward = res.body.emit.bind(res.body);
+    res.body.emit = (event: string | symbol, ...args: unknown[]) =>
+      event === 'error' ? forward('error', this.#transportError(what, args[0])) : forward(event, ...args);
+    return { status: res.statusCode, headers: nodeHeaders(res.headers), body: res.body, url };
+  }
+
+  #transportError(what: string, e: unknown): Error {
+    if (e instanceof HttpError) return e;
+    if (e instanceof undiciErrors.HeadersTimeoutError) {
+      return new HttpError(`${what}: no answer for ${this.#idleTimeoutMs} ms`, { cause: e });
+    }
+    if (e instanceof undiciErrors.BodyTimeoutError) {
+      return new HttpError(`${what}: no data for ${this.#idleTimeoutMs} ms`, { cause: e });
+    }
+    // An abort from the caller's signal stays what the caller aborted with.
+    if ((e as Error | undefined)?.name === 'AbortError') return e as Error;
+    return new HttpError(`${what}: ${(e as Error | undefined)?.message ?? String(e)}`, { cause: e });
   }
 }
 
