@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Engine } from './engine.js';
 import { RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
 import { jsonText } from './format.js';
+import { valueAtPath } from './interpreter.js';
 import { ObjectValue, SetValue, toJSON, type Value } from './value.js';
 
 function engine(src: string, opts: ConstructorParameters<typeof Engine>[0] = {}): Engine {
@@ -431,5 +432,35 @@ c if { false }
     host.registerBuiltin('lookup', 1, () => 1);
     host.addPolicy('h.rego', 'package t\nimport rego.v1\np := 1\n');
     expect(host.isDeterministic()).toBe(false);
+  });
+});
+
+describe('Engine: input reads', () => {
+  it('reports each read of input with the path and the value found', () => {
+    const e = engine(
+      'package t\nimport rego.v1\np if { input.a.b == 1; not input.c }\nq := [x | some x in input.list]\n',
+    );
+    const reads: [string[], unknown][] = [];
+    const input = e.inputValue({ a: { b: 1 }, list: [1, 2], secret: 'never read' });
+    e.evalRules(['data.t.p', 'data.t.q'], input, (path, v) =>
+      reads.push([[...path], v === undefined ? undefined : toJSON(v)]),
+    );
+    expect(reads).toEqual([
+      [['a', 'b'], 1],
+      [['c'], undefined],
+      [['list'], [1, 2]],
+    ]);
+    expect(valueAtPath(input, ['a', 'b'])).toBe(1);
+    expect(valueAtPath(input, ['a', 'x'])).toBeUndefined();
+  });
+
+  it('knows whether a policy uses with, and which host builtins the caller accounts for', () => {
+    expect(engine('package t\nimport rego.v1\np if { input.a == 1 with input.a as 1 }\n').usesWith()).toBe(true);
+    expect(engine('package t\nimport rego.v1\np := input.a\n').usesWith()).toBe(false);
+    const host = new Engine();
+    host.registerBuiltin('lookup', 1, () => 1);
+    host.addPolicy('h.rego', 'package t\nimport rego.v1\np := lookup(1)\n');
+    expect(host.isDeterministic(new Set(['lookup']))).toBe(true);
+    expect(host.isDeterministic(new Set(['other']))).toBe(false);
   });
 });

@@ -11,7 +11,7 @@ import {
   pathString,
 } from './compiler.js';
 import { type ErrorStyle, opaErrorText, RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
-import { type HostBuiltin, type HostFunction, Interpreter } from './interpreter.js';
+import { type HostBuiltin, type HostFunction, type InputReadListener, Interpreter } from './interpreter.js';
 import { parseModule, parseQuery } from './parser.js';
 import { equals, ObjectValue, SetValue, type Value } from './value.js';
 
@@ -249,10 +249,14 @@ export class Engine {
    * it is, without the copy setInput makes, so the caller can convert a document once and evaluate it many
    * times. Evaluation never changes it. The engine's state (its own input included) is not changed.
    */
-  evalRules(refs: readonly string[], input: Value | undefined): (Value | undefined)[] {
+  evalRules(
+    refs: readonly string[],
+    input: Value | undefined,
+    onInputRead?: InputReadListener,
+  ): (Value | undefined)[] {
     return this.styled(() => {
       const c = this.prepared();
-      const interp = this.interpreter(c, { value: input });
+      const interp = this.interpreter(c, { value: input }, onInputRead);
       try {
         return guarded(refs.join(', '), () => interp.evalRulesInPaths(refs));
       } finally {
@@ -264,12 +268,23 @@ export class Engine {
   /**
    * Whether a rule's value depends on nothing but the policies, data and input: no call of a builtin that
    * reads the clock or makes random values (time.now_ns, rand.intn, uuid.rfc4122), and no host builtin
-   * registered. Then a result may be reused for the same policies, data and input.
+   * registered except those in `tracked` (whose answers the caller accounts for itself). Then a result
+   * may be reused for the same policies, data and input.
    */
-  isDeterministic(): boolean {
-    if (this.hostBuiltins.size > 0) return false;
+  isDeterministic(tracked: ReadonlySet<string> = new Set()): boolean {
+    for (const name of this.hostBuiltins.keys()) if (!tracked.has(name)) return false;
     const names = nondeterministicBuiltins();
     return this.modules.every((m) => callsNamed(m, names).length === 0);
+  }
+
+  /**
+   * Whether a policy uses `with`, which evaluates an expression against a modified input or data (reads
+   * of `input` under it see the modified document).
+   */
+  usesWith(): boolean {
+    const targets = new Set<string>();
+    for (const m of this.modules) callsNamed(m, new Set(), targets);
+    return targets.size > 0;
   }
 
   /** Converts a plain JSON document (or Value) to a Value as setInput would, with the engine's depth limit. */
@@ -337,8 +352,10 @@ export class Engine {
   private interpreter(
     c: CompiledPolicy,
     input: { value: Value | undefined } = { value: this.input },
+    onInputRead?: InputReadListener,
   ): Interpreter {
     return new Interpreter(c, this.data, input.value, {
+      ...(onInputRead !== undefined && { onInputRead }),
       strictBuiltinErrors: this.strict,
       gatherPrints: this.gatherPrints,
       limits: this.limits,

@@ -18,7 +18,7 @@ export {
   type RegoLimitKind,
   RegoParseError,
 } from './errors.js';
-export type { HostFunction } from './interpreter.js';
+export { type HostFunction, type InputReadListener, valueAtPath } from './interpreter.js';
 export {
   compare,
   equals,

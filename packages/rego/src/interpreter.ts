@@ -59,7 +59,12 @@ export interface EvalOptions {
   readonly errorStyle?: ErrorStyle;
   /** Builtins the engine does not implement; they can be called only when a `with` modifier replaces them. */
   readonly unsupported?: ReadonlySet<string>;
+  /** Told of every read of `input`: the path read and the value found there (undefined when absent). */
+  readonly onInputRead?: InputReadListener;
 }
+
+/** See EvalOptions.onInputRead. `path` is only valid during the call. */
+export type InputReadListener = (path: readonly string[], value: Value | undefined) => void;
 
 export interface Expression {
   readonly value: Value;
@@ -169,6 +174,11 @@ export function indexValue(obj: Value | undefined, key: Value): Value | undefine
   if (obj instanceof ObjectValue) return obj.get(key);
   if (obj instanceof SetValue) return obj.has(key) ? key : undefined;
   return undefined;
+}
+
+/** The value at `path` under `v` as a policy's `v.a.b` reads it (what InputReadListener reports). */
+export function valueAtPath(v: Value | undefined, path: readonly string[]): Value | undefined {
+  return chained(v, path);
 }
 
 function chained(v: Value | undefined, path: readonly string[]): Value | undefined {
@@ -1438,7 +1448,11 @@ export class Interpreter {
     const name = e.name;
     const local = this.lookupLocal(name);
     if (local !== NOT_FOUND) return chained(local, fields);
-    if (name === 'input') return chained(this.input, fields);
+    if (name === 'input') {
+      const v = chained(this.input, fields);
+      this.opts.onInputRead?.(fields, v);
+      return v;
+    }
     if (name === 'data') {
       if (this.processedPaths.isProcessed(fields)) return chained(this.data, fields);
       if (fields.length === 0 && this.activeRules.length === 0) {
