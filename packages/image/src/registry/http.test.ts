@@ -20,10 +20,7 @@ async function serve(handler: http.RequestListener): Promise<{ url: string }> {
   });
   servers.push(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    connections: () => connections,
-  };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
 function client(idleTimeoutMs?: number): HttpClient {
