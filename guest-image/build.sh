@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pod-VM guest image: a Debian root file system (debootstrap) carrying the guest multi-call
-# executable, its command links and the systemd units of guest-image/rootfs, enabled.
+# executable, its command links and the systemd units of guest-image/rootfs, enabled, sealed by seal.sh
+# into a measured UKI + dm-verity disk.
 #
 #   guest-image/build.sh [--out DIR] [--bin DIR] [--suite bookworm] [--mirror URL] [--no-kernel]
 #                        [--image-tag TAG] [--base DIR]
