@@ -9,9 +9,16 @@
  * other peer.
  */
 import { createSecureContext, rootCertificates, type SecureContext, TLSSocket } from 'node:tls';
-import { Agent, buildConnector, type Dispatcher } from 'undici';
 import type { CookieJar } from './cookies.js';
 import { KbsBadResponse, KbsUnreachable } from './errors.js';
+import {
+  Agent,
+  buildConnector,
+  type Connector,
+  type ConnectorOptions,
+  type Dispatcher,
+  request,
+} from './undici.js';
 
 /** reqwest timeout upstream uses for every KBS request. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -71,7 +78,7 @@ function trustContext(certs: readonly string[]): SecureContext | Error | undefin
  * weakly, and a collected one costs a full handshake.) Trust is unchanged: a
  * session exists only after a handshake verified under the same context.
  */
-function resumingConnector(options: buildConnector.BuildOptions): buildConnector.connector {
+function resumingConnector(options: ConnectorOptions): Connector {
   let session: Buffer | undefined;
   return (target, callback) => {
     const connect = buildConnector({
@@ -177,7 +184,7 @@ export class HttpTransport {
     timer.unref();
     let res: Dispatcher.ResponseData | undefined;
     try {
-      res = await this.#agent.request({
+      res = await request(this.#agent, {
         origin: this.#origin,
         path: this.#prefix + req.path,
         method: req.method,

@@ -8,7 +8,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { Agent, errors as undiciErrors } from 'undici';
+import { Agent, type Dispatcher, request, errors as undiciErrors } from './undici.js';
 
 /** Redirects followed for one request. */
 export const MAX_REDIRECTS = 10;
@@ -164,9 +164,9 @@ export class HttpClient {
     }
     const what = `${method} ${redact(url)}`;
     const stream = typeof body === 'function' ? body() : undefined;
-    let res: Awaited<ReturnType<Agent['request']>>;
+    let res: Dispatcher.ResponseData;
     try {
-      res = await this.#agent.request({
+      res = await request(this.#agent, {
         origin: url.origin,
         path: `${url.pathname}${url.search}`,
         method: method as 'GET',
