@@ -279,7 +279,9 @@ async function chainThroughFlows(stack: Stack, together: boolean): Promise<Recor
     return out;
   } finally {
     for (const p of mine) p.kill('SIGTERM');
-    await Promise.all(mine.map((p) => (p.exitCode === null ? once(p, 'exit') : undefined)));
+    await Promise.all(
+      mine.map((p) => (p.exitCode === null && p.signalCode === null ? once(p, 'exit') : undefined)),
+    );
   }
 }
 
@@ -438,7 +440,14 @@ export async function run(): Promise<Record<string, number>> {
     return out;
   } finally {
     for (const p of running) p.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 300));
-    rmSync(dir, { recursive: true, force: true });
+    // Every process gone before the folder goes: one still writing in it made rmSync fail.
+    const killer = setTimeout(() => {
+      for (const p of running) p.kill('SIGKILL');
+    }, 10_000);
+    await Promise.all(
+      running.map((p) => (p.exitCode === null && p.signalCode === null ? once(p, 'exit') : undefined)),
+    );
+    clearTimeout(killer);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
   }
 }
