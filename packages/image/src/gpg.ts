@@ -13,7 +13,8 @@
  *   longer vouches for anything);
  * - the signature itself must not have expired.
  */
-import * as openpgp from 'openpgp';
+import type * as openpgp from 'openpgp';
+import { type OpenpgpModule, openpgpModule } from './openpgp-module.js';
 import { InvalidSignatureError, parseSimpleSigningPayload, type SigstorePayload } from './sigstore.js';
 
 /** Largest simple-signing blob accepted (skopeo's are under 1 KiB). */
@@ -21,11 +22,9 @@ export const MAX_GPG_SIGNATURE_BYTES = 64 * 1024;
 /** Largest payload a compressed signature may expand to. */
 export const MAX_GPG_PAYLOAD_BYTES = 1024 * 1024;
 
-const PACKET = openpgp.enums.packet;
-
-function pgpConfig(): openpgp.Config {
+function pgpConfig(pgp: OpenpgpModule): openpgp.Config {
   return {
-    ...openpgp.config,
+    ...pgp.config,
     maxDecompressedMessageSize: MAX_GPG_PAYLOAD_BYTES,
     ignoreUnsupportedPackets: false,
     ignoreMalformedPackets: false,
@@ -48,6 +47,7 @@ const ARMOR_START = Buffer.from('-----BEGIN PGP');
  */
 export async function loadGpgKeyring(blobs: readonly Uint8Array[]): Promise<GpgKeyring> {
   const keys: openpgp.PublicKey[] = [];
+  const pgp = await openpgpModule();
   for (const [i, blob] of blobs.entries()) {
     // An empty keyring imports nothing (gpgme does not complain either).
     if (blob.byteLength === 0) continue;
@@ -58,8 +58,8 @@ export async function loadGpgKeyring(blobs: readonly Uint8Array[]): Promise<GpgK
       read =
         start >= 0 &&
         bytes.subarray(0, start).every((b) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09)
-          ? await openpgp.readKeys({ armoredKeys: bytes.toString('utf8') })
-          : await openpgp.readKeys({ binaryKeys: bytes });
+          ? await pgp.readKeys({ armoredKeys: bytes.toString('utf8') })
+          : await pgp.readKeys({ binaryKeys: bytes });
     } catch (e) {
       throw new Error(`parsing GPG key ${i + 1}: ${(e as Error).message}`);
     }
@@ -95,11 +95,11 @@ function packetTag(p: unknown): number {
   return typeof tag === 'number' ? tag : -1;
 }
 
-function describeTags(tags: readonly number[]): string {
+function describeTags(pgp: OpenpgpModule, tags: readonly number[]): string {
   return tags
     .map((t) => {
       try {
-        return t < 0 ? 'unknown' : String(openpgp.enums.read(PACKET, t));
+        return t < 0 ? 'unknown' : String(pgp.enums.read(pgp.enums.packet, t));
       } catch {
         return `tag ${t}`;
       }
@@ -116,10 +116,11 @@ function describeTags(tags: readonly number[]): string {
  * padding packets are dropped by the library while reading, as RFC 9580
  * tells receivers to.
  */
-async function checkSignedLiteralShape(blob: Uint8Array): Promise<void> {
+async function checkSignedLiteralShape(pgp: OpenpgpModule, blob: Uint8Array): Promise<void> {
+  const PACKET = pgp.enums.packet;
   let tags: number[];
   try {
-    const message = await openpgp.readMessage({ binaryMessage: blob, config: pgpConfig() });
+    const message = await pgp.readMessage({ binaryMessage: blob, config: pgpConfig(pgp) });
     const outer = await allPackets(message.packets);
     tags = outer.map(packetTag);
     if (tags.length === 1 && tags[0] === PACKET.compressedData) {
@@ -135,7 +136,7 @@ async function checkSignedLiteralShape(blob: Uint8Array): Promise<void> {
     a.length === b.length && a.every((x, i) => x === b[i]);
   if (!same(tags, onePass) && !same(tags, old)) {
     throw new InvalidSignatureError(
-      `Invalid GPG signature: expected one signed literal data packet, got packets [${describeTags(tags)}]`,
+      `Invalid GPG signature: expected one signed literal data packet, got packets [${describeTags(pgp, tags)}]`,
     );
   }
 }
@@ -160,10 +161,11 @@ export async function verifyGpgSignature(
 ): Promise<VerifiedGpgSignature> {
   if (blob.byteLength > MAX_GPG_SIGNATURE_BYTES)
     throw new InvalidSignatureError(`GPG signature larger than ${MAX_GPG_SIGNATURE_BYTES} bytes`);
-  await checkSignedLiteralShape(blob);
+  const pgp = await openpgpModule();
+  await checkSignedLiteralShape(pgp, blob);
   let message: openpgp.Message<Uint8Array>;
   try {
-    message = await openpgp.readMessage({ binaryMessage: blob, config: pgpConfig() });
+    message = await pgp.readMessage({ binaryMessage: blob, config: pgpConfig(pgp) });
   } catch (e) {
     throw new InvalidSignatureError(`Invalid GPG signature: ${(e as Error).message}`);
   }
@@ -179,13 +181,13 @@ export async function verifyGpgSignature(
   }
   let content: Uint8Array;
   try {
-    const result = await openpgp.verify({
+    const result = await pgp.verify({
       message,
       verificationKeys: [signer],
       expectSigned: true,
       format: 'binary',
       date: now,
-      config: pgpConfig(),
+      config: pgpConfig(pgp),
     });
     for (const s of result.signatures) await s.verified;
     content = result.data;
@@ -195,7 +197,7 @@ export async function verifyGpgSignature(
   // openpgp checks the key as of the signature's creation; a key that has
   // expired or been revoked since no longer vouches for anything.
   try {
-    await signer.getSigningKey(issuer, now, undefined, pgpConfig());
+    await signer.getSigningKey(issuer, now, undefined, pgpConfig(pgp));
   } catch (e) {
     throw new InvalidSignatureError(
       `Invalid GPG signature: key ${signer.getFingerprint().toUpperCase()} is not valid now: ${(e as Error).message}`,

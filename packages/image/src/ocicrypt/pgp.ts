@@ -8,17 +8,18 @@
  * writes (unauthenticated encryption, compression that expands past the
  * options' size limit).
  */
-import * as openpgp from 'openpgp';
+import type * as openpgp from 'openpgp';
+import { type OpenpgpModule, openpgpModule } from '../openpgp-module.js';
 import type { KeyWrapper } from './encrypt.js';
 import { MAX_OPTIONS_BYTES } from './options.js';
 import type { KeyUnwrapper } from './unwrap.js';
 
 export const PGP_PROTOCOL = 'pgp';
 
-function pgpConfig(): openpgp.Config {
+function pgpConfig(pgp: OpenpgpModule): openpgp.Config {
   // No unauthenticated (SED) messages, which is openpgp's default too; compressed content is capped.
   return {
-    ...openpgp.config,
+    ...pgp.config,
     allowUnauthenticatedMessages: false,
     maxDecompressedMessageSize: MAX_OPTIONS_BYTES,
   };
@@ -30,11 +31,12 @@ function isArmored(bytes: Uint8Array): boolean {
 
 /** Public keys of a keyring as `gpg --export` writes it (binary or armored); secret keys give their public part. */
 export async function readPgpPublicKeys(bytes: Uint8Array, name = 'keyring'): Promise<openpgp.PublicKey[]> {
+  const pgp = await openpgpModule();
   let keys: openpgp.Key[];
   try {
     keys = isArmored(bytes)
-      ? await openpgp.readKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
-      : await openpgp.readKeys({ binaryKeys: bytes });
+      ? await pgp.readKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
+      : await pgp.readKeys({ binaryKeys: bytes });
   } catch (e) {
     throw new Error(`${name}: not an OpenPGP keyring: ${(e as Error).message}`);
   }
@@ -44,11 +46,12 @@ export async function readPgpPublicKeys(bytes: Uint8Array, name = 'keyring'): Pr
 
 /** Secret keys as `gpg --export-secret-keys` writes them; passphrase-protected ones are refused. */
 export async function readPgpPrivateKeys(bytes: Uint8Array, name = 'key'): Promise<openpgp.PrivateKey[]> {
+  const pgp = await openpgpModule();
   let keys: openpgp.PrivateKey[];
   try {
     keys = isArmored(bytes)
-      ? await openpgp.readPrivateKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
-      : await openpgp.readPrivateKeys({ binaryKeys: bytes });
+      ? await pgp.readPrivateKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
+      : await pgp.readPrivateKeys({ binaryKeys: bytes });
   } catch (e) {
     throw new Error(`${name}: not an OpenPGP secret key: ${(e as Error).message}`);
   }
@@ -68,8 +71,9 @@ export function pgpWrapper(keys: readonly openpgp.PublicKey[]): KeyWrapper {
   return {
     protocol: PGP_PROTOCOL,
     async wrap(privateOptions) {
-      const message = await openpgp.createMessage({ binary: privateOptions, format: 'binary' });
-      return openpgp.encrypt({ message, encryptionKeys: [...keys], format: 'binary' });
+      const pgp = await openpgpModule();
+      const message = await pgp.createMessage({ binary: privateOptions, format: 'binary' });
+      return pgp.encrypt({ message, encryptionKeys: [...keys], format: 'binary' });
     },
   };
 }
@@ -79,15 +83,16 @@ export function pgpUnwrapper(keys: readonly openpgp.PrivateKey[]): KeyUnwrapper 
   return {
     protocol: PGP_PROTOCOL,
     async unwrap(blob) {
-      const config = pgpConfig();
+      const pgp = await openpgpModule();
+      const config = pgpConfig(pgp);
       let message: openpgp.Message<Uint8Array>;
       try {
-        message = await openpgp.readMessage({ binaryMessage: blob, config });
+        message = await pgp.readMessage({ binaryMessage: blob, config });
       } catch (e) {
         throw new Error(`the pgp packet is not an OpenPGP message: ${(e as Error).message}`);
       }
       try {
-        const { data } = await openpgp.decrypt({
+        const { data } = await pgp.decrypt({
           message,
           decryptionKeys: [...keys],
           format: 'binary',
