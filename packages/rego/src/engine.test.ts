@@ -455,7 +455,9 @@ describe('Engine: input reads', () => {
   });
 
   it('knows whether a policy uses with, and which host builtins the caller accounts for', () => {
-    expect(engine('package t\nimport rego.v1\np if { input.a == 1 with input.a as 1 }\n').usesWith()).toBe(true);
+    expect(engine('package t\nimport rego.v1\np if { input.a == 1 with input.a as 1 }\n').usesWith()).toBe(
+      true,
+    );
     expect(engine('package t\nimport rego.v1\np := input.a\n').usesWith()).toBe(false);
     const host = new Engine();
     host.registerBuiltin('lookup', 1, () => 1);
