@@ -147,10 +147,10 @@ async function bundleProgram(key, entry, only) {
  * Node with the executable's V8 flags (a cache made under other flags is rejected).
  */
 function codeCache(bundle, out, execArgv) {
-  const make = `const { Script } = require('node:vm');
+  const make = `const { Script, constants } = require('node:vm');
 const [bundle, out] = process.argv.slice(1);
 const source = require('node:fs').readFileSync(bundle, 'utf8');
-const script = new Script('(function (exports, require, module, __filename, __dirname) {' + source + '\\n})', { filename: bundle });
+const script = new Script('(function (exports, require, module, __filename, __dirname) {' + source + '\\n})', { filename: bundle, importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER });
 require('node:fs').writeFileSync(out, script.createCachedData());`;
   execFileSync(process.execPath, [...execArgv, '-e', make, bundle, out], {
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -9,7 +9,7 @@
 (() => {
   const sea = require('node:sea');
   const { basename } = require('node:path');
-  const { Script } = require('node:vm');
+  const { Script, constants: vmConstants } = require('node:vm');
   const launch = __broker_launch;
 
   /** The bundle for this command line: the same reading of argv0 and argv as dispatch.ts. */
@@ -31,9 +31,14 @@
   } catch {
     // No cache: V8 compiles the bundle lazily, as it would any script.
   }
+  // A bundle may still `import()` a built-in module (esbuild keeps those); a vm script has no
+  // loader for that unless it is given the main context's.
+  const importModuleDynamically = vmConstants.USE_MAIN_CONTEXT_DEFAULT_LOADER;
   const script = new Script(
     `(function (exports, require, module, __filename, __dirname) {${source}\n})`,
-    cachedData === undefined ? { filename } : { filename, cachedData },
+    cachedData === undefined
+      ? { filename, importModuleDynamically }
+      : { filename, cachedData, importModuleDynamically },
   );
   if (process.env.BROKER_LAUNCH_DEBUG === '1') {
     process.stderr.write(
