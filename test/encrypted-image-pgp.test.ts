@@ -21,13 +21,12 @@ import {
   imagePolicyMain,
   imagePullMain,
   MEDIA_TYPE,
-  parseManifest,
-  RegistryClient,
   type RunningRegistry,
   requireTool,
   startDockerRegistry,
 } from '@broker/image';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { imageLayers, runImageCli } from './helpers/image-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-encrypted-pgp-'));
 const gnupg = join(dir, 'gnupg');
@@ -46,22 +45,6 @@ function makeKey(userId: string): void {
     .find((l) => l.startsWith('fpr:'))
     ?.split(':')[9];
   gpg(['--quick-add-key', fpr ?? '', 'rsa2048', 'encr', 'never']);
-}
-
-type Main = typeof imagePullMain;
-async function cli(main: Main, args: string[]): Promise<{ status: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const status = await main(args, {
-    stdout: (s: string) => {
-      out += s;
-    },
-    stderr: (s: string) => {
-      err += s;
-    },
-    env: {},
-  } as unknown as Parameters<Main>[1]);
-  return { status, out, err };
 }
 
 beforeAll(async () => {
@@ -96,15 +79,7 @@ afterAll(async () => {
 });
 
 async function layers(path: string) {
-  const client = new RegistryClient({ insecure: () => true });
-  try {
-    const m = await client.getManifest({ domain: registry.host, path }, 'v1');
-    const manifest = parseManifest(m.bytes, m.contentType);
-    if (manifest.kind !== 'manifest') throw new Error('expected a manifest');
-    return manifest.layers;
-  } finally {
-    client.close();
-  }
+  return imageLayers(registry.host, path);
 }
 
 describe('an image skopeo encrypted with --encryption-key pgp:NAME', () => {
@@ -117,7 +92,7 @@ describe('an image skopeo encrypted with --encryption-key pgp:NAME', () => {
     ]);
     for (const [n, key] of [join(dir, 'alice.sec.gpg'), `pgp:${join(dir, 'alice.sec.gpg')}`].entries()) {
       const dest = join(dir, `pulled-${n}`);
-      const r = await cli(imagePullMain, [
+      const r = await runImageCli(imagePullMain, [
         '--no-progress',
         '--plain-http',
         '--decryption-key',
@@ -133,7 +108,7 @@ describe('an image skopeo encrypted with --encryption-key pgp:NAME', () => {
 
   it('fails with image-rs text for a key that is not a recipient, and leaves no rootfs', async () => {
     const dest = join(dir, 'pulled-bob');
-    const r = await cli(imagePullMain, [
+    const r = await runImageCli(imagePullMain, [
       '--no-progress',
       '--plain-http',
       '--decryption-key',
@@ -171,7 +146,7 @@ describe('image-policy encrypt --encryption-key pgp:…', () => {
   };
 
   it('makes an image skopeo decrypts with the exported secret key', async () => {
-    const r = await cli(imagePolicyMain, [
+    const r = await runImageCli(imagePolicyMain, [
       'encrypt',
       '--plain-http',
       '--encryption-key',
@@ -198,9 +173,9 @@ describe('image-policy encrypt --encryption-key pgp:…', () => {
   it('reads pgp:NAME from gpg keyring next to a jwe recipient; skopeo opens it with either key', async () => {
     const saved = process.env.GNUPGHOME;
     process.env.GNUPGHOME = gnupg;
-    let r: Awaited<ReturnType<typeof cli>>;
+    let r: Awaited<ReturnType<typeof runImageCli>>;
     try {
-      r = await cli(imagePolicyMain, [
+      r = await runImageCli(imagePolicyMain, [
         'encrypt',
         '--plain-http',
         '--encryption-key',
@@ -210,7 +185,7 @@ describe('image-policy encrypt --encryption-key pgp:…', () => {
         `docker://${registry.host}/pgp/plain:v1`,
         `docker://${registry.host}/pgp/both:v1`,
       ]);
-      const missing = await cli(imagePolicyMain, [
+      const missing = await runImageCli(imagePolicyMain, [
         'encrypt',
         '--plain-http',
         '--encryption-key',

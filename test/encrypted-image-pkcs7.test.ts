@@ -21,34 +21,17 @@ import {
   imagePolicyMain,
   imagePullMain,
   MEDIA_TYPE,
-  parseManifest,
-  RegistryClient,
   type RunningRegistry,
   requireTool,
   startDockerRegistry,
 } from '@broker/image';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { imageLayers, runImageCli } from './helpers/image-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-encrypted-pkcs7-'));
 let registry: RunningRegistry;
 const run = (cmd: string, args: string[]) =>
   execFileSync(requireTool(cmd), args, { cwd: dir, stdio: 'pipe', env: { ...process.env, HOME: dir } });
-
-type Main = typeof imagePullMain;
-async function cli(main: Main, args: string[]): Promise<{ status: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const status = await main(args, {
-    stdout: (s: string) => {
-      out += s;
-    },
-    stderr: (s: string) => {
-      err += s;
-    },
-    env: {},
-  } as unknown as Parameters<Main>[1]);
-  return { status, out, err };
-}
 
 beforeAll(async () => {
   registry = await startDockerRegistry();
@@ -96,15 +79,7 @@ afterAll(async () => {
 });
 
 async function layers(path: string) {
-  const client = new RegistryClient({ insecure: () => true });
-  try {
-    const m = await client.getManifest({ domain: registry.host, path }, 'v1');
-    const manifest = parseManifest(m.bytes, m.contentType);
-    if (manifest.kind !== 'manifest') throw new Error('expected a manifest');
-    return manifest.layers;
-  } finally {
-    client.close();
-  }
+  return imageLayers(registry.host, path);
 }
 
 describe('an image skopeo encrypted with --encryption-key pkcs7:cert.pem', () => {
@@ -120,7 +95,7 @@ describe('an image skopeo encrypted with --encryption-key pkcs7:cert.pem', () =>
       [join(dir, 'recipient.crt'), `pkcs7:${join(dir, 'recipient.key')}`],
     ].entries()) {
       const dest = join(dir, `pulled-${n}`);
-      const r = await cli(imagePullMain, [
+      const r = await runImageCli(imagePullMain, [
         '--no-progress',
         '--plain-http',
         ...keys.flatMap((k) => ['--decryption-key', k]),
@@ -137,7 +112,7 @@ describe('an image skopeo encrypted with --encryption-key pkcs7:cert.pem', () =>
 
   it('fails with image-rs text for a key that is not the recipient, and leaves no rootfs', async () => {
     const dest = join(dir, 'pulled-other');
-    const r = await cli(imagePullMain, [
+    const r = await runImageCli(imagePullMain, [
       '--no-progress',
       '--plain-http',
       '--decryption-key',
@@ -156,7 +131,7 @@ describe('an image skopeo encrypted with --encryption-key pkcs7:cert.pem', () =>
 
 describe('image-policy encrypt --encryption-key pkcs7:cert.pem', () => {
   it('makes an image skopeo decrypts with the key and certificate', async () => {
-    const r = await cli(imagePolicyMain, [
+    const r = await runImageCli(imagePolicyMain, [
       'encrypt',
       '--plain-http',
       '--encryption-key',
