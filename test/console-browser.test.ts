@@ -118,6 +118,15 @@ async function waitText(page: Page, selector: string, want: string): Promise<voi
   );
 }
 
+/**
+ * Clicks the first element matching `selector` in one page task: a view that re-renders its table
+ * (a refresh answered after the one the test waited for) would otherwise detach the row between
+ * puppeteer finding it and clicking it.
+ */
+async function clickNow(page: Page, selector: string): Promise<void> {
+  await page.$eval(selector, (e) => (e as unknown as { click(): void }).click());
+}
+
 describe('KBS operator console in chromium', () => {
   it('shows a denied request with its failing claims, fixes the policy by dry run, and refuses a call without the CSRF token', async () => {
     const base = kbs.urls[0] as string;
@@ -160,7 +169,7 @@ describe('KBS operator console in chromium', () => {
     const row = await text(page, '#verdict-table tbody tr');
     expect(row).toContain('GET default/key/secret');
     expect(row).toMatch(/cpu0 (warning|contraindicated)/);
-    await page.click('#verdict-table tbody tr');
+    await clickNow(page, '#verdict-table tbody tr');
     await waitText(page, '#verdict-claims', 'ear.trustworthiness-vector');
     const failing = await text(page, '#verdict-detail');
     expect(failing).toMatch(/executables=\d+ \((warning|contraindicated)\)/);
@@ -232,7 +241,7 @@ describe('KBS operator console in chromium', () => {
     await page.select('#filter-status', 'affirming');
     await page.click('#verdict-refresh');
     await waitText(page, '#verdict-table tbody', 'affirming');
-    await page.click('#verdict-table tbody tr');
+    await clickNow(page, '#verdict-table tbody tr');
     await waitText(page, '#verdict-detail-title', 'attestation affirming');
     await page.screenshot({ path: join(ARTIFACTS, 'console-affirmed.png'), fullPage: true });
 
@@ -244,14 +253,14 @@ describe('KBS operator console in chromium', () => {
     const svnRow = await page.$$eval('#refvalue-table tbody tr', (rows) =>
       rows.findIndex((r) => (r as unknown as { textContent: string }).textContent.startsWith('svn')),
     );
-    await page.click(`#refvalue-table tbody tr:nth-child(${svnRow + 1}) button`);
+    await clickNow(page, `#refvalue-table tbody tr:nth-child(${svnRow + 1}) button`);
     await waitText(page, '#message', 'Expired svn.');
     expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(3);
 
     await page.click('nav button[data-view="verdicts"]');
     await page.click('#verdict-refresh');
     await waitText(page, '#verdict-table tbody', 'affirming');
-    await page.click('#verdict-table tbody tr');
+    await clickNow(page, '#verdict-table tbody tr');
     await waitText(page, '#verdict-detail-title', 'attestation affirming');
     await page.click('#verdict-att-dry-run');
     await page.waitForFunction(() =>
@@ -351,7 +360,7 @@ describe('KBS operator console in chromium', () => {
     // The reference values: listed, not expired.
     await page.click('nav button[data-view="refvalues"]');
     await waitText(page, '#refvalue-table tbody', 'launch_digest');
-    await page.click('#refvalue-table tbody tr button');
+    await clickNow(page, '#refvalue-table tbody tr button');
     await waitText(page, '#message', '401');
     await page.click('nav button[data-view="refvalues"]');
     await waitText(page, '#refvalue-table tbody', 'launch_digest');

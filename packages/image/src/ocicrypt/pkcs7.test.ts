@@ -100,7 +100,12 @@ describe('pkcs7 key protocol', () => {
 
   it('a key that is no recipient does not open it', async () => {
     const result = await pkcs7Unwrapper([key('eve')]).unwrap(cmsEncrypt('alice', '-aes256'));
-    expect(result).toEqual({ failed: 'none of the RSA private keys opens the EnvelopedData' });
+    // With implicit rejection the wrong key yields a random content key, unless the wrapped key is
+    // numerically larger than eve's modulus: then OpenSSL refuses it ("data too large for modulus"),
+    // which the reason names. Which one happens depends on the random keys.
+    expect(result).toEqual({
+      failed: expect.stringMatching(/^none of the RSA private keys opens the EnvelopedData/),
+    });
   });
 
   it('refuses hostile or foreign DER with the reason', async () => {
