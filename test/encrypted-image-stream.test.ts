@@ -1,9 +1,10 @@
 // `image-policy encrypt` on a layer far larger than its memory: a 256 MiB uncompressed tar layer (random
 // bytes, pushed from disk to Debian's docker-registry) is encrypted by the command in a child process
 // (the CLI bundled with esbuild), whose peak RSS (VmHWM from /proc/self/status as it exits) must stay
-// within 64 MiB of the same command's peak on a 1 MiB layer: the layer streams through the cipher into
-// a spool file. Holding the layer in memory (the earlier implementation) adds more than twice the
-// layer's size. Debian's skopeo then decrypts the result with --decryption-key, and the layer it writes
+// within half the layer's size (128 MiB) of the same command's peak on a 1 MiB layer: the layer streams
+// through the cipher into a spool file. Holding the layer in memory (the earlier implementation) adds
+// more than twice the layer's size (1.09 GB measured); a streaming run adds 40-66 MiB of buffers and
+// heap the garbage collector has not yet returned, so the bound sits between the two. Debian's skopeo then decrypts the result with --decryption-key, and the layer it writes
 // is the original tar, byte for byte.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -163,11 +164,11 @@ async function encryptInChild(repo: string): Promise<number> {
 }
 
 describe('image-policy encrypt on a 256 MiB layer', () => {
-  it('stays within 64 MiB of its peak RSS on a 1 MiB layer, and skopeo decrypts the result to the original tar', async () => {
+  it('stays within half the layer size of its peak RSS on a 1 MiB layer, and skopeo decrypts the result to the original tar', async () => {
     const baseline = await encryptInChild('small');
     const peak = await encryptInChild('big');
     expect(baseline).toBeGreaterThan(0);
-    expect(peak - baseline).toBeLessThan(64 * MiB);
+    expect(peak - baseline).toBeLessThan(BIG_PAYLOAD / 2);
     const { digest: plainDigest, size: plainSize } = plain.get('big/plain') ?? { digest: '', size: 0 };
 
     // What was pushed: one encrypted tar layer of the same size, another digest; the spool is gone.
