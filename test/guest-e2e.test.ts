@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
 import {
   type GuestHandle,
   type KbsHandle,
@@ -53,6 +53,20 @@ afterAll(async () => {
 });
 
 describe('guest components against the KBS, as real processes', () => {
+  // A failure here is usually a timing between processes: their logs say which.
+  beforeEach(() =>
+    onTestFailed(() => {
+      for (const [name, p] of [
+        ['kbs', kbs?.process],
+        ['attestation-agent', guest?.aa],
+        ['confidential-data-hub', guest?.cdh],
+        ['api-server-rest', guest?.rest],
+      ] as const) {
+        console.error(`--- ${name} ---\n${p?.output().slice(-6000) ?? '(not started)'}`);
+      }
+    }),
+  );
+
   it('flow B: the init container gets the key from :8006', async () => {
     const res = await get('/cdh/resource/default/app-secret/key');
     expect(res.status).toBe(200);

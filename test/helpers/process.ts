@@ -1,6 +1,6 @@
 // Real processes for end-to-end tests: spawn, wait until a port or socket answers, stop cleanly.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 
@@ -68,9 +68,51 @@ export function start(
       const code = await exited;
       clearTimeout(timer);
       group('SIGKILL');
+      if (child.pid !== undefined) await groupGone(child.pid);
       return code;
     },
   };
+}
+
+/**
+ * Resolves once no live process is left in process group `pgid`. A wrapper
+ * such as faketime forks its command and may exit first; until the command
+ * has died too it can still hold the port, and a restarted server's "is it
+ * listening" probe would reach the dying one. Zombies waiting to be reaped
+ * hold nothing and do not count.
+ */
+async function groupGone(pgid: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!readdirSync('/proc').some((pid) => /^\d+$/.test(pid) && liveMemberOf(pgid, pid))) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`process group ${pgid} still has live processes after ${timeoutMs} ms`);
+}
+
+/**
+ * Whether process `pid` is in group `pgid` and not yet dead. A leader thread
+ * shows state Z as soon as it exits, while the process's other threads (and
+ * with them its open sockets) may live on for a while: every thread counts.
+ */
+function liveMemberOf(pgid: number, pid: string): boolean {
+  try {
+    const [, pgrp] = statFields(`/proc/${pid}/stat`);
+    if (Number(pgrp) !== pgid) return false;
+    return readdirSync(`/proc/${pid}/task`).some((tid) => {
+      const [state] = statFields(`/proc/${pid}/task/${tid}/stat`);
+      return state !== 'Z' && state !== 'X';
+    });
+  } catch {
+    return false; // gone while we looked
+  }
+}
+
+/** State and process group from a /proc stat file (the fields after the parenthesised command). */
+function statFields(path: string): [state: string | undefined, pgrp: string | undefined] {
+  const stat = readFileSync(path, 'latin1');
+  const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return [state, pgrp];
 }
 
 /** Resolves once a TCP port or unix socket accepts connections; fails with the process output otherwise. */
