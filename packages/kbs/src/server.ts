@@ -151,10 +151,13 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
   const { api, metrics, logger, bodyLimit } = deps;
 
   const send = (res: ServerResponse, reply: Reply): number => {
-    const body = typeof reply.body === 'string' ? Buffer.from(reply.body, 'utf8') : reply.body;
-    res.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.byteLength) });
+    const { body } = reply;
+    const length = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
+    res.writeHead(reply.status, { ...reply.headers, 'content-length': String(length) });
+    // A string body goes out in the same socket write as the head (node:http joins them); a Buffer would
+    // be a second chunk of a writev.
     res.end(body);
-    return body.byteLength;
+    return length;
   };
 
   const handleKbs = async (req: IncomingMessage, rawPath: string, rawQuery: string): Promise<Reply> => {

@@ -2,7 +2,7 @@
 // through scrubClaims/scrubText with the request's secret values, so the log never holds the nonce, the
 // TEE key, the token or resource bytes.
 import { keptClaims, overallStatus, summarizeAppraisals, type VerdictStore } from './log.js';
-import { handshakeSecrets, scrubClaims, scrubText, secretValues } from './scrub.js';
+import { freezeTree, handshakeSecrets, scrubClaims, scrubText, secretValues } from './scrub.js';
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -51,7 +51,22 @@ export interface ResourceEvent {
   readonly reason?: string | undefined;
 }
 
+/** What a resource verdict keeps of one verified token: computed once, shared by its verdicts. */
+interface ScrubbedToken {
+  readonly token: string;
+  readonly secrets: readonly string[];
+  /** The scrubbed claims (frozen), or undefined when too large to keep. */
+  readonly kept: unknown;
+  readonly tee: string | undefined;
+}
+
 export class VerdictRecorder {
+  /**
+   * Per frozen claims object (the token verifier hands out one per verified token): a guest fetching
+   * several resources with one token has its claims scrubbed once, not once per fetch.
+   */
+  private readonly scrubbed = new WeakMap<object, ScrubbedToken>();
+
   constructor(
     readonly log: VerdictStore,
     /** The registered value of a reference value, to show next to the evidence's (best effort). */
@@ -104,10 +119,25 @@ export class VerdictRecorder {
     });
   }
 
+  /** The scrubbed view of a token's claims, cached while the claims object lives (when frozen). */
+  private scrub(token: string, raw: Record<string, unknown>): ScrubbedToken {
+    const hit = this.scrubbed.get(raw);
+    if (hit !== undefined && hit.token === token) return hit;
+    const secrets = [...secretValues(token), ...handshakeSecrets(raw)];
+    const claims = scrubClaims(raw, secrets);
+    const out: ScrubbedToken = {
+      token,
+      secrets,
+      kept: freezeTree(keptClaims(claims)),
+      tee: teeOfClaims(claims),
+    };
+    // Only an immutable claims object can stand for its scrubbed copy later.
+    if (Object.isFrozen(raw)) this.scrubbed.set(raw, out);
+    return out;
+  }
+
   resource(e: ResourceEvent): void {
-    const secrets = [...secretValues(e.token), ...handshakeSecrets(e.claims)];
-    const claims = scrubClaims(e.claims, secrets);
-    const tee = teeOfClaims(claims);
+    const { secrets, kept, tee } = this.scrub(e.token, e.claims);
     this.log.record({
       kind: 'resource',
       status: e.status,
@@ -117,7 +147,7 @@ export class VerdictRecorder {
       ...(e.sessionId !== undefined && { session: e.sessionId.slice(0, 8) }),
       ...(e.source !== undefined && { source: e.source }),
       ...(e.reason !== undefined && { reason: scrubText(e.reason, secrets) }),
-      ...(keptClaims(claims) !== undefined && { claims }),
+      ...(kept !== undefined && { claims: kept }),
     });
   }
 }

@@ -36,29 +36,50 @@ export function secretValues(...items: unknown[]): string[] {
   return out;
 }
 
-function holdsSecret(s: string, secrets: readonly string[]): boolean {
+/** Whether `s` contains one of `secrets`; `shortest` is the length of the shortest secret. */
+function holdsSecret(s: string, secrets: readonly string[], shortest: number): boolean {
+  // Most claim strings (statuses, versions, digests of other things) are shorter than any secret.
+  if (s.length < shortest) return false;
   for (const secret of secrets) if (s.includes(secret)) return true;
   return false;
 }
 
+function shortestLength(secrets: readonly string[]): number {
+  let n = Number.POSITIVE_INFINITY;
+  for (const s of secrets) if (s.length < n) n = s.length;
+  return n;
+}
+
 /** A copy of `value` without handshake keys and with strings holding a secret replaced by `[redacted]`. */
 export function scrubClaims(value: unknown, secrets: readonly string[], depth = 0): unknown {
-  if (typeof value === 'string') return holdsSecret(value, secrets) ? REDACTED : value;
+  return scrubValue(value, secrets, shortestLength(secrets), depth);
+}
+
+function scrubValue(value: unknown, secrets: readonly string[], shortest: number, depth: number): unknown {
+  if (typeof value === 'string') return holdsSecret(value, secrets, shortest) ? REDACTED : value;
   if (typeof value !== 'object' || value === null) return value;
   if (depth >= MAX_DEPTH) return '…';
-  if (Array.isArray(value)) return value.map((v) => scrubClaims(v, secrets, depth + 1));
+  if (Array.isArray(value)) return value.map((v) => scrubValue(v, secrets, shortest, depth + 1));
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) {
+  for (const k of Object.keys(value)) {
     if (DROPPED_KEYS.has(k.toLowerCase())) continue;
-    // defineProperty keeps a `__proto__` claim as data.
-    Object.defineProperty(out, holdsSecret(k, secrets) ? REDACTED : k, {
-      value: scrubClaims(v, secrets, depth + 1),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    const v = scrubValue((value as Record<string, unknown>)[k], secrets, shortest, depth + 1);
+    const name = holdsSecret(k, secrets, shortest) ? REDACTED : k;
+    // defineProperty keeps a `__proto__` claim as data (an assignment would set the prototype).
+    if (name === '__proto__') {
+      Object.defineProperty(out, name, { value: v, enumerable: true, writable: true, configurable: true });
+    } else out[name] = v;
   }
   return out;
+}
+
+/** Freezes a scrubbed tree (plain objects and arrays), so that verdicts may share it. */
+export function freezeTree<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) freezeTree(v);
+  }
+  return value;
 }
 
 /** A free-text reason (an error message) with any secret value cut out. */

@@ -11,6 +11,7 @@ import { type RunningKbs, startKbs } from '../kbs.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from '../testing/client.js';
 import { signJwt } from '../testing/tokens.js';
 import { VerdictLog } from './log.js';
+import { VerdictRecorder } from './recorder.js';
 import { scrubClaims } from './scrub.js';
 
 const running: RunningKbs[] = [];
@@ -179,6 +180,51 @@ describe('VerdictLog', () => {
     ) as { a: Record<string, unknown> };
     expect(out.a).toEqual({ b: ['[redacted]'], ['__proto__']: { c: 1 } });
     expect(Object.getPrototypeOf(out.a)).toBe(Object.prototype);
+  });
+  it("scrubs a frozen token's claims once for all its fetches, and an unfrozen object every time", async () => {
+    const log = new VerdictLog(10, () => 0);
+    const recorder = new VerdictRecorder(log);
+    const token = 'header.payload-of-a-token-long-enough.signature';
+    const key = 'x-coordinate-of-the-tee-key-0123456789';
+    const claims = (tag: string) => ({
+      submods: {
+        cpu0: { 'ear.status': 'affirming', 'ear.veraison.annotated-evidence': { sample: { tag } } },
+      },
+      'ear.veraison.key-attestation': { akpub: key },
+      note: `echo ${key}`,
+    });
+    const fetch = (c: Record<string, unknown>, tok = token) =>
+      recorder.resource({ method: 'GET', resource: 'a/b/c', token: tok, claims: c, status: 'allowed' });
+    const frozen = Object.freeze(claims('one'));
+    fetch(frozen);
+    fetch(frozen);
+    fetch(frozen, 'another.token-of-the-same-claims-object.sig');
+    const mutable: Record<string, unknown> = claims('two');
+    fetch(mutable);
+    mutable.note = 'changed';
+    fetch(mutable);
+    const [changed, first, second, third, fourth] = await log.list();
+    const expected = {
+      submods: {
+        cpu0: { 'ear.status': 'affirming', 'ear.veraison.annotated-evidence': { sample: { tag: 'one' } } },
+      },
+      note: '[redacted]',
+    };
+    expect(first?.claims).toEqual({
+      ...expected,
+      submods: {
+        cpu0: { ...expected.submods.cpu0, 'ear.veraison.annotated-evidence': { sample: { tag: 'two' } } },
+      },
+    });
+    expect(fourth?.claims).toEqual(expected);
+    // One shared, frozen copy for the same token; the claims of another token are scrubbed again.
+    expect(third?.claims).toBe(fourth?.claims);
+    expect(Object.isFrozen(fourth?.claims)).toBe(true);
+    expect(second?.claims).not.toBe(third?.claims);
+    expect(second?.claims).toEqual(expected);
+    // An object that may change is never taken from the cache.
+    expect(changed?.claims).toMatchObject({ note: 'changed' });
+    expect(fourth?.tee).toBe('sample');
   });
 });
 
