@@ -176,6 +176,8 @@ export class KbsAdminClient {
     const res = await this.#http.request({
       method,
       path,
+      // Reads only: a write's second delivery is not for this layer to decide.
+      retryOnStaleConnection: method === 'GET',
       ...(body !== undefined ? { body } : {}),
       ...(contentType !== undefined ? { contentType } : {}),
       ...(bearer !== undefined ? { bearer } : {}),

@@ -282,7 +282,7 @@ export class KbsClient {
     for (let attempt = 1; attempt <= GET_RESOURCE_MAX_ATTEMPTS; attempt++) {
       const generation = this.#generation;
       const key = this.#key;
-      const res = await this.#http.request({ method: 'GET', path });
+      const res = await this.#http.request({ method: 'GET', path, retryOnStaleConnection: true });
       if (res.status === 401) {
         last = rejectionOf(res);
         this.#log.warn(
@@ -304,7 +304,12 @@ export class KbsClient {
       }
       const generation = this.#generation;
       const token = this.#current();
-      const res = await this.#http.request({ method: 'GET', path, bearer: token.token });
+      const res = await this.#http.request({
+        method: 'GET',
+        path,
+        bearer: token.token,
+        retryOnStaleConnection: true,
+      });
       if (res.status === 401) {
         last = rejectionOf(res);
         if (this.#provider === undefined) break; // a fixed token cannot get better by retrying
@@ -426,6 +431,8 @@ export class KbsClient {
       body: JSON.stringify(request),
       contentType: 'application/json',
       maxResponseBytes: MAX_CHALLENGE_BYTES,
+      // A repeated /auth only makes a new challenge (and session) at the KBS.
+      retryOnStaleConnection: true,
     });
     if (authRes.status === 401) throw new KbsUnauthorized('KBS request unauthorized', rejectionOf(authRes));
     if (authRes.status !== 200) throw new KbsRejected('KBS Server Internal Failed', rejectionOf(authRes));
@@ -472,6 +479,8 @@ export class KbsClient {
       body,
       contentType: 'application/json',
       maxResponseBytes: MAX_ATTEST_RESPONSE_BYTES,
+      // The evidence answers a single-use nonce: a second /attest may not be sent blindly.
+      retryOnStaleConnection: false,
     });
     if (attestRes.status === 401)
       throw new KbsUnauthorized('KBS attest unauthorized', rejectionOf(attestRes));

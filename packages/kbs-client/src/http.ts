@@ -7,16 +7,25 @@
  * size cap. Redirects are not followed (reqwest's KBS client follows none
  * either: a 3xx is an error answer). The KBS is untrusted input like any
  * other peer.
+ *
+ * A kept connection can be closed by the KBS (a restart, a load balancer's
+ * idle timeout) while a request is already on its way over it; the request
+ * then fails with a reset or "other side closed" and no answer. A request
+ * that is safe to repeat is sent once more on a new connection, as hyper
+ * (reqwest's pool) does for a request its pooled connection dropped.
  */
 import { createSecureContext, rootCertificates, type SecureContext, TLSSocket } from 'node:tls';
 import type { CookieJar } from './cookies.js';
 import { KbsBadResponse, KbsUnreachable } from './errors.js';
 import {
   Agent,
+  type AgentOptions,
   buildConnector,
+  Client,
   type Connector,
   type ConnectorOptions,
   type Dispatcher,
+  errors,
   request,
 } from './undici.js';
 
@@ -46,6 +55,14 @@ export interface HttpRequest {
   readonly contentType?: string;
   readonly bearer?: string;
   readonly maxResponseBytes?: number;
+  /**
+   * Whether the request may be sent a second time, on a new connection, when
+   * the connection it went out on was closed before any answer arrived. Only
+   * for requests whose repetition changes nothing at the KBS (a GET, a new
+   * `/auth` challenge); never `/attest` (its nonce is single-use) nor an admin
+   * write. Default: true for GET, false for POST and DELETE.
+   */
+  readonly retryOnStaleConnection?: boolean;
 }
 
 /** Response headers with lower-case names; repeated ones (`set-cookie`) as arrays. */
@@ -103,11 +120,26 @@ function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+/**
+ * Whether a request failed because its connection was closed under it: a
+ * reset (ECONNRESET; EPIPE when it came while the request was being
+ * written) or the peer's FIN before an answer (undici's "other side
+ * closed"). Not a refused connection (the KBS is down: the caller's own
+ * retries handle that), a timeout, a TLS failure or a malformed answer.
+ */
+function isClosedConnection(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === 'ECONNRESET' || code === 'EPIPE') return true;
+  return e instanceof errors.SocketError && e.message === 'other side closed';
+}
+
 export class HttpTransport {
   readonly baseUrl: string;
   readonly #origin: string;
   readonly #prefix: string;
   readonly #agent: Agent;
+  readonly #dispatcherOptions: AgentOptions;
   readonly #trustError: Error | undefined;
   readonly #userAgent: string;
   readonly #jar: CookieJar | undefined;
@@ -143,7 +175,7 @@ export class HttpTransport {
     const trust = url.protocol === 'https:' ? trustContext(certs) : undefined;
     this.#trustError = trust instanceof Error ? trust : undefined;
     const secureContext = trust instanceof Error ? undefined : trust;
-    this.#agent = new Agent({
+    this.#dispatcherOptions = {
       keepAliveTimeout: KEEP_ALIVE_MS,
       keepAliveMaxTimeout: KEEP_ALIVE_MS,
       // The whole-request timer below is the one that counts; these only must not fire first.
@@ -152,7 +184,8 @@ export class HttpTransport {
       ...(url.protocol === 'https:'
         ? { connect: resumingConnector(secureContext !== undefined ? { secureContext } : {}) }
         : {}),
-    });
+    };
+    this.#agent = new Agent(this.#dispatcherOptions);
   }
 
   /** The full URL of a path below the root, for messages. */
@@ -182,16 +215,36 @@ export class HttpTransport {
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), this.#timeoutMs);
     timer.unref();
+    const options: Dispatcher.RequestOptions = {
+      origin: this.#origin,
+      path: this.#prefix + req.path,
+      method: req.method,
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      signal: abort.signal,
+    };
+    const mayRepeat = req.retryOnStaleConnection ?? req.method === 'GET';
     let res: Dispatcher.ResponseData | undefined;
+    let retry: Client | undefined;
     try {
-      res = await request(this.#agent, {
-        origin: this.#origin,
-        path: this.#prefix + req.path,
-        method: req.method,
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        signal: abort.signal,
-      });
+      try {
+        res = await request(this.#agent, options);
+      } catch (err) {
+        // No response arrived (`request` settles when the headers do), so the KBS answered nothing.
+        if (!mayRepeat || abort.signal.aborted || !isClosedConnection(err)) throw err;
+        // Not through the pool: the event that closed this connection (a KBS restart) may have
+        // closed its idle siblings too, and the client may not have noticed that yet either.
+        retry = new Client(this.#origin, this.#dispatcherOptions);
+        try {
+          res = await request(retry, options);
+        } catch (again) {
+          if (abort.signal.aborted) throw again;
+          throw new KbsUnreachable(
+            `${what}: ${messageOf(again)} (on a new connection, after ${messageOf(err)} on a kept one)`,
+            { cause: again },
+          );
+        }
+      }
       const declared = Number(res.headers['content-length']);
       if (Number.isFinite(declared) && declared > limit) {
         throw new KbsBadResponse(`${what}: response larger than ${limit} bytes`);
@@ -211,10 +264,12 @@ export class HttpTransport {
       if (abort.signal.aborted) {
         throw new KbsUnreachable(`${what}: no complete response within ${this.#timeoutMs} ms`);
       }
-      if (err instanceof KbsBadResponse) throw err;
+      if (err instanceof KbsBadResponse || err instanceof KbsUnreachable) throw err;
       throw new KbsUnreachable(`${what}: ${messageOf(err)}`, { cause: err });
     } finally {
       clearTimeout(timer);
+      // A one-off connection: closed once its answer is read (or dropped with it).
+      retry?.close().catch(() => undefined);
     }
   }
 

@@ -15,6 +15,8 @@ import connectorModule from 'undici/lib/core/connect.js';
 import errorsModule from 'undici/lib/core/errors.js';
 // @ts-expect-error undici ships no declarations for its internal modules; the types come from its index.
 import AgentModule from 'undici/lib/dispatcher/agent.js';
+// @ts-expect-error as above
+import ClientModule from 'undici/lib/dispatcher/client.js';
 
 const requestOf = requestModule as (
   this: Undici.Dispatcher,
@@ -23,6 +25,10 @@ const requestOf = requestModule as (
 
 export const Agent = AgentModule as typeof Undici.Agent;
 export type Agent = Undici.Agent;
+export type AgentOptions = Undici.Agent.Options;
+/** One origin, its own connection(s): the HTTP layer's one-off connection for a retry. */
+export const Client = ClientModule as typeof Undici.Client;
+export type Client = Undici.Client;
 /** `dispatcher.request(options)`: the index adds `request` to every dispatcher's prototype; this does not. */
 export function request(
   dispatcher: Undici.Dispatcher,
