@@ -1,6 +1,7 @@
 // `[image] decryption_keys` (our addition): jwe private keys from a file or from the KBS let the
 // image-pull service decrypt ocicrypt `jwe` layers; without them the pull fails with image-rs' text;
-// entries that are not jwe keys fail the image client's set-up.
+// entries that are not usable keys fail the image client's set-up (pgp and pkcs7:
+// test/cdh-image-keys.test.ts and decryption-keys.test.ts).
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -94,15 +95,16 @@ describe('[image] decryption_keys', () => {
     expect(existsSync(join(dir, 'w/image-security/kbs'))).toBe(false);
   });
 
-  it('fails without a key, and on entries that are not usable jwe keys', async () => {
+  it('fails without a key, and on entries that are not usable keys', async () => {
     await expect(pullWith('', noKbs, 'c')).rejects.toThrow(
       "Failed to decrypt layer: Failed to decrypt the image layer, please ensure that the decryption key is placed and correct (no decryption key for the layer's key protocols (jwe); configured: provider.attestation-agent)",
     );
-    await expect(pullWith('decryption_keys = ["pgp:/k.asc"]', noKbs, 'd')).rejects.toThrow(
-      'Image Client error: Initialize decryption keys failed: "pgp:/k.asc" is not jwe:PATH or jwe:kbs:///…',
+    await expect(pullWith('decryption_keys = ["pkcs11:/k.pem"]', noKbs, 'd')).rejects.toThrow(
+      'Image Client error: Initialize decryption keys failed: decryption_keys entry "pkcs11:…": not PROTOCOL:SOURCE[:PASSWORD] with PROTOCOL jwe, pgp or pkcs7',
     );
-    await expect(
-      pullWith(`decryption_keys = ["jwe:${join(dir, 'absent.pem')}"]`, noKbs, 'e'),
-    ).rejects.toThrow('Image Client error: Initialize decryption keys failed: Failed to read local file');
+    const absent = join(dir, 'absent.pem');
+    await expect(pullWith(`decryption_keys = ["jwe:${absent}"]`, noKbs, 'e')).rejects.toThrow(
+      `Image Client error: Initialize decryption keys failed: decryption_keys entry "jwe:${absent}": cannot read the key file ${absent}`,
+    );
   });
 });

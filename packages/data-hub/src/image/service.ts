@@ -27,13 +27,11 @@ import {
   attestationAgentUnwrapper,
   type DockerReference,
   ImagePullError,
-  jweUnwrapper,
   type KeyUnwrapper,
   type Platform,
   type Policy,
   parseAuthFile,
   parseImageReference,
-  parseJwePrivateKey,
   parsePolicy,
   parseRegistriesDFile,
   pullImage,
@@ -44,6 +42,7 @@ import {
 import type { Logger } from 'pino';
 import { type CdhConfig, parseRegistryConfiguration, type RegistryConfig } from '../config.js';
 import { DataHubError, GetResourceFailed } from '../errors.js';
+import { decryptionKeyUnwrappers } from './decryption-keys.js';
 import { ImageClientFailed, ImagePullFailed } from './errors.js';
 import { pullAttempts, tidyRegistryConfig } from './registries.js';
 import { ResourceProvider } from './resources.js';
@@ -66,7 +65,7 @@ export interface ImagePullServiceOptions {
 
 interface ImageClient {
   readonly policy: Policy | null;
-  /** `[image] decryption_keys` (jwe), then the attestation-agent key provider. */
+  /** `[image] decryption_keys` (jwe, pgp, pkcs7), then the attestation-agent key provider. */
   readonly decryption: readonly KeyUnwrapper[];
   readonly registryConfig: RegistryConfig | null;
   readonly client: RegistryClient;
@@ -208,7 +207,10 @@ export class ImagePullService {
       ...extra,
       insecure: (host) => insecureHosts.has(host) || (extra.insecure?.(host) ?? false),
     });
-    const decryption = [...(await this.#jweKeys()), attestationAgentUnwrapper((kid) => this.#kek(kid))];
+    const decryption = [
+      ...(await this.#decryptionKeys()),
+      attestationAgentUnwrapper((kid) => this.#kek(kid)),
+    ];
     return {
       policy,
       registryConfig,
@@ -286,25 +288,12 @@ export class ImagePullService {
   }
 
   /** `[image] decryption_keys`: private keys from files or (never cached on disk) from the KBS. */
-  async #jweKeys(): Promise<KeyUnwrapper[]> {
-    const keys = [];
-    for (const entry of this.#config.image.decryptionKeys) {
-      if (!entry.startsWith('jwe:')) {
-        throw new ImageClientFailed(
-          `Initialize decryption keys failed: ${JSON.stringify(entry)} is not jwe:PATH or jwe:kbs:///…`,
-        );
-      }
-      const source = entry.slice(4);
-      try {
-        const bytes = /^kbs(\+[^:]*)?:/.test(source)
-          ? await this.#kek(source)
-          : await this.#resources.get(source);
-        keys.push(parseJwePrivateKey(bytes, source));
-      } catch (e) {
-        throw new ImageClientFailed(`Initialize decryption keys failed: ${messageOf(e)}`, { cause: e });
-      }
+  async #decryptionKeys(): Promise<KeyUnwrapper[]> {
+    try {
+      return await decryptionKeyUnwrappers(this.#config.image.decryptionKeys, (uri) => this.#kek(uri));
+    } catch (e) {
+      throw new ImageClientFailed(`Initialize decryption keys failed: ${messageOf(e)}`, { cause: e });
     }
-    return keys.length > 0 ? [jweUnwrapper(keys)] : [];
   }
 
   async #kek(kid: string): Promise<Uint8Array> {

@@ -44,8 +44,15 @@ export async function readPgpPublicKeys(bytes: Uint8Array, name = 'keyring'): Pr
   return keys.map((k) => (k.isPrivate() ? k.toPublic() : (k as openpgp.PublicKey)));
 }
 
-/** Secret keys as `gpg --export-secret-keys` writes them; passphrase-protected ones are refused. */
-export async function readPgpPrivateKeys(bytes: Uint8Array, name = 'key'): Promise<openpgp.PrivateKey[]> {
+/**
+ * Secret keys as `gpg --export-secret-keys` writes them. Passphrase-protected ones are opened with
+ * `passphrase` when it is given, else refused.
+ */
+export async function readPgpPrivateKeys(
+  bytes: Uint8Array,
+  name = 'key',
+  passphrase?: string,
+): Promise<openpgp.PrivateKey[]> {
   const pgp = await openpgpModule();
   let keys: openpgp.PrivateKey[];
   try {
@@ -56,14 +63,21 @@ export async function readPgpPrivateKeys(bytes: Uint8Array, name = 'key'): Promi
     throw new Error(`${name}: not an OpenPGP secret key: ${(e as Error).message}`);
   }
   if (keys.length === 0) throw new Error(`${name}: no OpenPGP secret key in it`);
+  const opened: openpgp.PrivateKey[] = [];
   for (const key of keys) {
-    if (!key.isDecrypted()) {
-      throw new Error(
-        `${name}: the OpenPGP secret key ${key.getKeyID().toHex().toUpperCase()} is passphrase-protected (not read here)`,
-      );
+    const id = key.getKeyID().toHex().toUpperCase();
+    if (key.isDecrypted()) opened.push(key);
+    else if (passphrase === undefined)
+      throw new Error(`${name}: the OpenPGP secret key ${id} is passphrase-protected (no passphrase given)`);
+    else {
+      try {
+        opened.push(await pgp.decryptKey({ privateKey: key, passphrase }));
+      } catch (e) {
+        throw new Error(`${name}: the OpenPGP secret key ${id} does not open: ${(e as Error).message}`);
+      }
     }
   }
-  return keys;
+  return opened;
 }
 
 /** Wraps the private options in one OpenPGP message to all `keys` (each needs a valid encryption key). */
