@@ -10,6 +10,7 @@
 //    client's set-up with the entry named and no secret in the message or the log.
 import { execFileSync } from 'node:child_process';
 import {
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -26,6 +27,7 @@ import { MEDIA_TYPE, type RunningRegistry, requireTool, startDockerRegistry } fr
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { imageLayers } from './helpers/image-cli.js';
+import { makeServerCert } from './helpers/tls.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-cdh-image-keys-'));
 const gnupg = join(dir, 'gnupg');
@@ -62,22 +64,12 @@ function makeGpgKey(userId: string, passphrase: string): void {
   gpg(['--output', `${name}.sec.gpg`, '--export-secret-keys', userId]);
 }
 
+/** openssl's RSA 2048 self-signed certificate (CN=name) and key, as `<name>.crt` and `<name>.key`. */
 function makeCertificate(name: string): void {
-  run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    `${name}.key`,
-    '-out',
-    `${name}.crt`,
-    '-subj',
-    `/CN=${name}`,
-    '-days',
-    '30',
-  ]);
+  mkdirSync(join(dir, `tls-${name}`));
+  const tls = makeServerCert([name], join(dir, `tls-${name}`));
+  copyFileSync(tls.keyPath, join(dir, `${name}.key`));
+  copyFileSync(tls.certPath, join(dir, `${name}.crt`));
 }
 
 beforeAll(async () => {
@@ -288,7 +280,7 @@ describe('pkcs7: an image skopeo encrypted with --encryption-key pkcs7:cert.pem'
   it('refuses a certificate without its key, a wrong key password and unsupported forms', async () => {
     const stray = await pullWith('pkcs7', [`pkcs7:${file('other.key')}`, `pkcs7:${file('recipient.crt')}`]);
     expect(stray.error).toContain(
-      `decryption_keys entry "pkcs7:${file('recipient.crt')}": the certificate "CN=recipient" belongs to none of the pkcs7 private keys`,
+      `decryption_keys entry "pkcs7:${file('recipient.crt')}": the certificate CN=recipient, O=broker-test belongs to none of the pkcs7 private keys`,
     );
     expectNoLayer(stray);
     const wrong = await pullWith('pkcs7', [`pkcs7:${file('recipient.enc.key')}:pass=wrong password`]);

@@ -189,7 +189,7 @@ export async function decryptionKeyUnwrappers(
   for (const { cert, shown } of certificates) {
     if (!pkcs7.some((key) => samePublicKey(cert, key))) {
       throw new DecryptionKeyError(
-        `decryption_keys entry ${JSON.stringify(shown)}: the certificate ${JSON.stringify(cert.subject)} belongs to none of the pkcs7 private keys`,
+        `decryption_keys entry ${JSON.stringify(shown)}: the certificate ${cert.subject.replaceAll('\n', ', ')} belongs to none of the pkcs7 private keys`,
       );
     }
   }
