@@ -6,10 +6,12 @@ import {
   chmodSync,
   cpSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -87,10 +89,10 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'guest-units-'));
   mkdirSync(join(root, 'usr/lib/systemd'), { recursive: true });
   cpSync(SYSTEM_UNITS, join(root, 'usr/lib/systemd/system'), { recursive: true, verbatimSymlinks: true });
-  cpSync(UNITS, join(root, 'etc/systemd/system'), { recursive: true });
+  cpSync(UNITS, join(root, 'etc/systemd/system'), { recursive: true, verbatimSymlinks: true });
   cpSync(join(HERE, 'rootfs/etc/default'), join(root, 'etc/default'), { recursive: true });
   mkdirSync(join(root, 'usr/local/bin'), { recursive: true });
-  for (const cmd of guestCommands()) {
+  for (const cmd of ['broker-guest', ...guestCommands()]) {
     writeFileSync(join(root, 'usr/local/bin', cmd), '#!/bin/sh\n');
     chmodSync(join(root, 'usr/local/bin', cmd), 0o755);
   }
@@ -115,10 +117,10 @@ describe('guest image units', () => {
 
   it('are refused by systemd-analyze verify when broken (the check can fail)', async () => {
     const dir = join(root, 'etc/systemd/system');
-    const good = readFileSync(join(dir, 'attestation-agent.service'), 'utf8');
+    const good = readFileSync(join(dir, 'agent-policy-gate.service'), 'utf8');
     writeFileSync(
       join(dir, 'broken-exec.service'),
-      good.replace('ExecStart=/usr/local/bin/attestation-agent', 'ExecStart=/usr/local/bin/no-such-command'),
+      good.replace('ExecStart=/usr/local/bin/agent-policy-gate', 'ExecStart=/usr/local/bin/no-such-command'),
     );
     writeFileSync(join(dir, 'broken-key.service'), good.replace('Type=simple', 'Type=simpel'));
     try {
@@ -139,8 +141,13 @@ describe('guest image units', () => {
     for (const [file] of units) {
       for (const key of ['ExecStart', 'ExecStartPre', 'ExecStop']) {
         for (const line of get(file, 'Service', key)) {
-          const program = line.replace(/^[-@:+!]+/, '').split(/\s+/)[0] ?? '';
-          if (program.startsWith('/usr/local/bin/')) {
+          const [program = '', ...args] = line.replace(/^[-@:+!]+/, '').split(/\s+/);
+          if (program === '/usr/local/bin/broker-guest') {
+            // The executable by its own name runs commands together: each one a guest command.
+            expect(args[0], `${file} ${key}`).toBe('--together');
+            const together = args.filter((_, i) => args[i - 1] === '--together' || args[i - 1] === '--and');
+            for (const c of together) expect(commands, `${file} ${key}`).toContain(c);
+          } else if (program.startsWith('/usr/local/bin/')) {
             expect(commands, `${file} ${key}`).toContain(program.slice('/usr/local/bin/'.length));
           } else {
             expect(['/bin/mkdir', '/usr/sbin/ip'], `${file} ${key}`).toContain(program);
@@ -160,7 +167,7 @@ describe('guest image units', () => {
     );
   });
 
-  it('chain provisioning → attestation agent → data hub → api-server-rest, gate and unsealing', () => {
+  it('chain provisioning → attestation agent and data hub → api-server-rest, gate and unsealing', () => {
     // Every path unit starts an existing service.
     for (const [file] of units) {
       if (!file.endsWith('.path')) continue;
@@ -170,15 +177,20 @@ describe('guest image units', () => {
     const waitsFor = (path: string) => get(path, 'Path', 'PathExists')[0];
     // process-user-data writes aa.toml last; the AA starts on it and reads it.
     expect(waitsFor('attestation-agent.path')).toBe('/run/peerpod/aa.toml');
-    const aa = get('attestation-agent.service', 'Service', 'ExecStart')[0] ?? '';
+    // One process runs the AA and then the hub (which asks the AA for tokens from its start).
+    const line = get('attestation-agent.service', 'Service', 'ExecStart')[0] ?? '';
+    const [aa = '', cdh = ''] = line.split(' --and ');
+    expect(aa).toMatch(/^\/usr\/local\/bin\/broker-guest --together attestation-agent /);
     expect(aa).toContain('-c /run/peerpod/aa.toml');
     // PCR8 is bound once, by process-user-data: the AA must not bind the initdata again.
     expect(aa).not.toMatch(/--initdata|-t |-i /);
-    // The data hub waits for the AA socket; api-server-rest, the gate and unsealing for the hub's.
+    expect(cdh).toBe('confidential-data-hub -c /run/peerpod/cdh.toml');
+    // The hub's unit name stays, as another name of the same unit.
+    expect(lstatSync(join(UNITS, 'confidential-data-hub.service')).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(join(UNITS, 'confidential-data-hub.service'))).toBe('attestation-agent.service');
+    expect(existsSync(join(UNITS, 'confidential-data-hub.path'))).toBe(false);
+    // api-server-rest, the gate and unsealing wait for the hub's socket.
     const aaSock = /-a unix:\/\/(\S+)/.exec(aa)?.[1];
-    expect(waitsFor('confidential-data-hub.path')).toBe(aaSock);
-    const cdh = get('confidential-data-hub.service', 'Service', 'ExecStart')[0] ?? '';
-    expect(cdh).toContain('-c /run/peerpod/cdh.toml');
     for (const p of ['api-server-rest.path', 'agent-policy-gate.path', 'sealed-secret-init.path']) {
       expect(waitsFor(p)).toBe('/run/confidential-containers/cdh.sock');
     }

@@ -4,9 +4,10 @@
 // agent-policy gate) through the pod's flows A (image pulls under a sigstore policy), B (a cold
 // /cdh/resource fetch, attestation included, against warm ones) and C (sealed-secret-init), with
 // start_to_info_ms (AA started to api-server-rest answering /info) and each service's RSS after the
-// flows. Both layouts run: the one the guest image's units use gives the unprefixed keys, the other
-// its keys prefixed `separate_` (four processes) or `together_` (AA and the hub in one process,
-// `broker-guest --together`); `units_run_aa_cdh_together` says which is which.
+// flows. Three layouts run: the one the guest image's units use gives the unprefixed keys, the others
+// their keys prefixed `separate_` (four processes), `together_` (AA and the hub in one process,
+// `broker-guest --together`) or `together_gate_` (the gate in that process too);
+// `units_run_aa_cdh_together` and `units_run_gate_together` say which is which.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import {
@@ -141,24 +142,42 @@ interface Stack {
   readonly running: ChildProcess[];
 }
 
-/** Whether the shipped units run the attestation agent and the data hub as one process. */
-function unitsRunTogether(): boolean {
+/** The layouts the bench runs: which services share one `broker-guest --together` process. */
+const LAYOUTS = {
+  separate: [],
+  together: ['attestation-agent', 'confidential-data-hub'],
+  together_gate: ['attestation-agent', 'confidential-data-hub', 'agent-policy-gate'],
+} as const satisfies Record<string, readonly string[]>;
+type Layout = keyof typeof LAYOUTS;
+
+/** The layout of the shipped units: the commands their `--together` line runs, if any. */
+function unitsLayout(): Layout {
   const units = resolve('guest-image/rootfs/etc/systemd/system');
-  return readdirSync(units).some(
-    (f) =>
-      f.endsWith('.service') && /^ExecStart=.*\s--together\s/m.test(readFileSync(join(units, f), 'utf8')),
-  );
+  for (const f of readdirSync(units).filter((n) => n.endsWith('.service'))) {
+    // systemd joins a line ending in a backslash with the next.
+    const text = readFileSync(join(units, f), 'utf8').replace(/\\\n/g, ' ');
+    const line = /^ExecStart=.*\s--together\s.*$/m.exec(text)?.[0];
+    if (line === undefined) continue;
+    const words = line.split(/\s+/);
+    const commands = words.filter((_, i) => words[i - 1] === '--together' || words[i - 1] === '--and');
+    const found = (Object.keys(LAYOUTS) as Layout[]).find(
+      (l) => LAYOUTS[l].length === commands.length && LAYOUTS[l].every((c) => commands.includes(c)),
+    );
+    if (found === undefined) throw new Error(`${f}: a --together layout the bench does not know`);
+    return found;
+  }
+  return 'separate';
 }
 
 /**
  * The guest chain started in its units' order (AA, then the hub once AA serves, then api-server-rest,
- * and the gate), `together` with AA and the hub in one process, driven through flows A, B and C; then
- * each service's RSS, a process serving two counted once.
+ * and the gate), the services of `layout` in one `broker-guest --together` process, driven through
+ * flows A, B and C; then each service's RSS, a process serving several counted once.
  */
-async function chainThroughFlows(stack: Stack, together: boolean): Promise<Record<string, number>> {
+async function chainThroughFlows(stack: Stack, layout: Layout): Promise<Record<string, number>> {
   const { port, reg } = stack;
   const out: Record<string, number> = {};
-  const dir = mkdtempSync(join(stack.dir, together ? 'together-' : 'separate-'));
+  const dir = mkdtempSync(join(stack.dir, `${layout}-`));
   const mine: ChildProcess[] = [];
   const spawnGuest = (command: string, args: string[]) => {
     const p = daemon(join(BIN, command), args);
@@ -177,30 +196,37 @@ async function chainThroughFlows(stack: Stack, together: boolean): Promise<Recor
     join(dir, 'initdata.toml'),
     initdataToml(aaToml, cdhToml, readFileSync(join(GATE_VECTORS, 'policy.rego'), 'utf8')),
   );
-  const aaArgs = ['-c', join(dir, 'aa.toml'), '--attestation_sock', `unix://${aaSock}`];
-  const cdhArgs = ['-c', join(dir, 'cdh.toml')];
+  const gatePort = await freePort();
+  const args: Record<string, string[]> = {
+    'attestation-agent': ['-c', join(dir, 'aa.toml'), '--attestation_sock', `unix://${aaSock}`],
+    'confidential-data-hub': ['-c', join(dir, 'cdh.toml')],
+    'agent-policy-gate': [
+      'serve',
+      '--listen',
+      `tcp://127.0.0.1:${gatePort}`,
+      '--agent',
+      `unix://${join(dir, 'agent.sock')}`,
+      '--initdata',
+      join(dir, 'initdata.toml'),
+    ],
+  };
+  const shared: readonly string[] = LAYOUTS[layout];
   try {
     for (const f of stack.guestExecutables) dropPageCache(f);
     const restPort = await freePort();
     const t0 = performance.now();
-    let aa: ChildProcess;
-    let cdh: ChildProcess;
-    if (together) {
-      aa = spawnGuest('broker-guest', [
-        '--together',
-        'attestation-agent',
-        ...aaArgs,
-        '--and',
-        'confidential-data-hub',
-        ...cdhArgs,
-      ]);
-      cdh = aa;
+    const pids: Record<string, number> = {};
+    if (shared.length > 0) {
+      const line = shared.flatMap((c, i) => [i === 0 ? '--together' : '--and', c, ...(args[c] ?? [])]);
+      const one = spawnGuest('broker-guest', line);
+      for (const c of shared) pids[c] = one.pid!;
       await untilListening({ path: cdhSock });
     } else {
-      aa = spawnGuest('attestation-agent', aaArgs);
+      pids['attestation-agent'] = spawnGuest('attestation-agent', args['attestation-agent']!).pid!;
       await untilListening({ path: aaSock });
       const tCdh = performance.now();
-      cdh = spawnGuest('confidential-data-hub', cdhArgs);
+      pids['confidential-data-hub'] = spawnGuest('confidential-data-hub', args['confidential-data-hub']!)
+        .pid!;
       await untilListening({ path: cdhSock });
       out['confidential-data-hub_start_to_socket_ms'] = performance.now() - tCdh;
     }
@@ -215,20 +241,14 @@ async function chainThroughFlows(stack: Stack, together: boolean): Promise<Recor
       '--bind',
       `127.0.0.1:${restPort}`,
     ]);
+    pids['api-server-rest'] = rest.pid!;
     await untilListening({ port: restPort });
     out['api-server-rest_start_to_socket_ms'] = performance.now() - tRest;
     await untilInfo(restPort);
     out.start_to_info_ms = performance.now() - t0;
-    const gatePort = await freePort();
-    const gate = spawnGuest('agent-policy-gate', [
-      'serve',
-      '--listen',
-      `tcp://127.0.0.1:${gatePort}`,
-      '--agent',
-      `unix://${join(dir, 'agent.sock')}`,
-      '--initdata',
-      join(dir, 'initdata.toml'),
-    ]);
+    if (!shared.includes('agent-policy-gate')) {
+      pids['agent-policy-gate'] = spawnGuest('agent-policy-gate', args['agent-policy-gate']!).pid!;
+    }
     await untilListening({ port: gatePort });
 
     await flowA(cdhSock, `${reg}/signed/hello-unsigned:v1`, `${reg}/signed/hello:v1`, dir);
@@ -249,7 +269,7 @@ async function chainThroughFlows(stack: Stack, together: boolean): Promise<Recor
     out.warm_fetch_ms_p99 = percentile(warm, 0.99);
     out.cold_to_warm_ratio = out.cold_fetch_with_attestation_ms / out.warm_fetch_ms_p50;
     await new Promise((r) => setTimeout(r, 1000));
-    out['confidential-data-hub_rss_after_fetches_mib'] = rssMiB(cdh.pid!);
+    out['confidential-data-hub_rss_after_fetches_mib'] = rssMiB(pids['confidential-data-hub']!);
     out['api-server-rest_rss_after_fetches_mib'] = rssMiB(rest.pid!);
 
     flowC(BIN, stack.dir, dir, cdhSock, 'db-password-bench');
@@ -257,19 +277,14 @@ async function chainThroughFlows(stack: Stack, together: boolean): Promise<Recor
 
     // After flows A, B and C.
     await new Promise((r) => setTimeout(r, 1000));
-    const guests: [string, number][] = [
-      ['attestation-agent', aa.pid!],
-      ['confidential-data-hub', cdh.pid!],
-      ['api-server-rest', rest.pid!],
-      ['agent-policy-gate', gate.pid!],
-    ];
     const counted = new Set<number>();
     out.guest_total_rss_mib = 0;
     out.guest_total_rss_anon_mib = 0;
     out.guest_total_pss_mib = 0;
-    for (const [name, pid] of guests) {
+    for (const [name, pid] of Object.entries(pids)) {
       const m = memoryOf(pid);
       out[`${name}_rss_mib`] = m.rss;
+      out[`${name}_rss_anon_mib`] = m.anon;
       if (counted.has(pid)) continue;
       counted.add(pid);
       out.guest_total_rss_mib += m.rss;
@@ -429,13 +444,13 @@ export async function run(): Promise<Record<string, number>> {
     writeFileSync(join(dir, 'db-password'), 'db-password-bench');
     store('default/db/password', join(dir, 'db-password'));
 
-    const units = unitsRunTogether();
-    out.units_run_aa_cdh_together = units ? 1 : 0;
+    const units = unitsLayout();
+    out.units_run_aa_cdh_together = units === 'separate' ? 0 : 1;
+    out.units_run_gate_together = units === 'together_gate' ? 1 : 0;
     const stack = { dir, port, reg, guestExecutables, running };
-    for (const together of [false, true]) {
-      const layout = together ? 'together' : 'separate';
-      const r = await chainThroughFlows(stack, together);
-      for (const [k, v] of Object.entries(r)) out[together === units ? k : `${layout}_${k}`] = v;
+    for (const layout of Object.keys(LAYOUTS) as Layout[]) {
+      const r = await chainThroughFlows(stack, layout);
+      for (const [k, v] of Object.entries(r)) out[layout === units ? k : `${layout}_${k}`] = v;
     }
     return out;
   } finally {

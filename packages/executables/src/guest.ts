@@ -23,5 +23,9 @@ run(
       const { main } = await import('@broker/data-hub');
       return (argv, { signal, ready }) => main(argv, { stop: signal, onListening: ready });
     },
+    'agent-policy-gate': async () => {
+      const { main } = await import('@broker/agent-policy');
+      return (argv, { signal, ready }) => main(argv, { signal, onListening: () => ready() });
+    },
   },
 );
