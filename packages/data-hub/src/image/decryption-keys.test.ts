@@ -58,6 +58,9 @@ describe('parseDecryptionKeyEntry', () => {
     );
     expect(refused('/bare/key.pem')).toContain('"/bare/key.pem": not PROTOCOL:SOURCE');
     expect(refused(':x')).toContain('decryption_keys entry ":…"');
+    expect(refused(`pgp:/${'a'.repeat(100_000)}:fd=0`)).toBe(
+      `decryption_keys entry "pgp:/${'a'.repeat(295)}…": a password from a file descriptor (fd=) is not supported here`,
+    );
     expect(refused('pgp:')).toBe('decryption_keys entry "pgp:": no key file or kbs:// URI');
     expect(refused('pgp::pass=secret')).toBe('decryption_keys entry "pgp::***": no key file or kbs:// URI');
     expect(refused('jwe:https://example/key.pem')).toBe(
@@ -107,6 +110,10 @@ describe('decryptionKeyUnwrappers', () => {
     writeFileSync(big, Buffer.alloc(MAX_KEY_BYTES + 1, 0x41));
     await expect(decryptionKeyUnwrappers([`pgp:${big}`], noKbs)).rejects.toThrow(
       `decryption_keys entry "pgp:${big}": the key file ${big} is larger than ${MAX_KEY_BYTES} bytes`,
+    );
+    // A file that never ends is read no further than the cap.
+    await expect(decryptionKeyUnwrappers(['pgp:/dev/zero'], noKbs)).rejects.toThrow(
+      `decryption_keys entry "pgp:/dev/zero": the key file /dev/zero is larger than ${MAX_KEY_BYTES} bytes`,
     );
     const huge = async () => new Uint8Array(MAX_KEY_BYTES + 1);
     await expect(decryptionKeyUnwrappers(['pgp:kbs:///r/t/g'], huge)).rejects.toThrow(

@@ -19,7 +19,7 @@
  * Errors name the entry with its password replaced by `***`; secrets are never in a message.
  */
 import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import {
   jweUnwrapper,
   type KeyUnwrapper,
@@ -50,39 +50,59 @@ export interface DecryptionKeyEntry {
   readonly shown: string;
 }
 
+/** How messages name an entry; long ones are cut (a message names the entry, it does not carry it). */
+function entryName(shown: string): string {
+  return `decryption_keys entry ${JSON.stringify(shown.length > 300 ? `${shown.slice(0, 300)}…` : shown)}`;
+}
+
 const KBS_SOURCE = /^(kbs(?:\+[A-Za-z0-9_.-]+)?:\/\/[^/]*\/[^:]*)(?::([\s\S]*))?$/;
 
 export function parseDecryptionKeyEntry(entry: string): DecryptionKeyEntry {
   const colon = entry.indexOf(':');
   const protocol = entry.slice(0, Math.max(colon, 0));
   const rest = entry.slice(colon + 1);
-  const named = (shown: string) => `decryption_keys entry ${JSON.stringify(shown)}`;
   if (colon <= 0 || !(PROTOCOLS as readonly string[]).includes(protocol)) {
     // Nothing after the protocol is shown: it may hold a password.
     throw new DecryptionKeyError(
-      `${named(colon < 0 ? entry : `${entry.slice(0, colon)}:…`)}: not PROTOCOL:SOURCE[:PASSWORD] with PROTOCOL jwe, pgp or pkcs7`,
+      `${entryName(colon < 0 ? entry : `${entry.slice(0, colon)}:…`)}: not PROTOCOL:SOURCE[:PASSWORD] with PROTOCOL jwe, pgp or pkcs7`,
     );
   }
   const kbs = KBS_SOURCE.exec(rest);
   const source = kbs !== null ? (kbs[1] ?? '') : (rest.split(':')[0] ?? '');
   const password = kbs !== null ? kbs[2] : rest.includes(':') ? rest.slice(rest.indexOf(':') + 1) : undefined;
   const shown = `${protocol}:${source}${password !== undefined ? ':***' : ''}`;
-  if (source === '') throw new DecryptionKeyError(`${named(shown)}: no key file or kbs:// URI`);
+  if (source === '') throw new DecryptionKeyError(`${entryName(shown)}: no key file or kbs:// URI`);
   if (kbs === null && /^[a-z][a-z0-9+.-]*:\/\//i.test(`${source}:${password ?? ''}`)) {
-    throw new DecryptionKeyError(`${named(`${protocol}:${source}:…`)}: only local files and kbs:// URIs`);
+    throw new DecryptionKeyError(`${entryName(`${protocol}:${source}:…`)}: only local files and kbs:// URIs`);
   }
   if (password?.startsWith('fd=')) {
     throw new DecryptionKeyError(
-      `${named(shown)}: a password from a file descriptor (fd=) is not supported here`,
+      `${entryName(shown)}: a password from a file descriptor (fd=) is not supported here`,
     );
   }
   return { protocol: protocol as Protocol, source, ...(password !== undefined ? { password } : {}), shown };
 }
 
+/** Reads at most MAX_KEY_BYTES (+1 to tell a larger file), whatever the file claims its size is. */
 async function readLimited(path: string, what: string): Promise<Uint8Array> {
-  const bytes = await readFile(path).catch((e: unknown) => {
+  let bytes: Buffer;
+  try {
+    const file = await open(path, 'r');
+    try {
+      const buffer = Buffer.alloc(MAX_KEY_BYTES + 1);
+      let length = 0;
+      let bytesRead = -1;
+      while (bytesRead !== 0 && length < buffer.byteLength) {
+        ({ bytesRead } = await file.read(buffer, length, buffer.byteLength - length));
+        length += bytesRead;
+      }
+      bytes = buffer.subarray(0, length);
+    } finally {
+      await file.close();
+    }
+  } catch (e) {
     throw new Error(`cannot read the ${what} ${path}: ${(e as Error).message}`);
-  });
+  }
   if (bytes.byteLength > MAX_KEY_BYTES)
     throw new Error(`the ${what} ${path} is larger than ${MAX_KEY_BYTES} bytes`);
   return bytes;
@@ -160,7 +180,7 @@ export async function decryptionKeyUnwrappers(
   const pgp: Awaited<ReturnType<typeof readPgpPrivateKeys>> = [];
   for (const text of entries) {
     const entry = parseDecryptionKeyEntry(text);
-    const named = `decryption_keys entry ${JSON.stringify(entry.shown)}`;
+    const named = entryName(entry.shown);
     try {
       const fromKbs = KBS_SOURCE.test(entry.source);
       const bytes = fromKbs ? await readKbs(entry.source) : await readLimited(entry.source, 'key file');
@@ -189,7 +209,7 @@ export async function decryptionKeyUnwrappers(
   for (const { cert, shown } of certificates) {
     if (!pkcs7.some((key) => samePublicKey(cert, key))) {
       throw new DecryptionKeyError(
-        `decryption_keys entry ${JSON.stringify(shown)}: the certificate ${cert.subject.replaceAll('\n', ', ')} belongs to none of the pkcs7 private keys`,
+        `${entryName(shown)}: the certificate ${cert.subject.replaceAll('\n', ', ')} belongs to none of the pkcs7 private keys`,
       );
     }
   }
