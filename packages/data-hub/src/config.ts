@@ -90,8 +90,8 @@ export interface ImageConfig {
   /** Our addition: caps on what layers expand to (`max_layer_bytes`, …; none upstream). */
   readonly expansionLimits: ExpansionLimits;
   /**
-   * Our addition (`decryption_keys`, none upstream): ocicrypt `jwe` private keys, as
-   * `image-pull --decryption-key` spells them: `jwe:/path/key.pem` or `jwe:kbs:///r/t/g`.
+   * Our addition (`decryption_keys`, none upstream): ocicrypt `jwe`, `pgp` and `pkcs7` private keys,
+   * `PROTOCOL:FILE-OR-KBS-URI[:PASSWORD]`; read by `image/decryption-keys.ts`.
    */
   readonly decryptionKeys: readonly string[];
 }
