@@ -137,7 +137,8 @@ function certificatesIn(bytes: Uint8Array): X509Certificate[] {
 /** An RSA/EC private key, encrypted PEM/DER (PKCS#8) opened with `password`. */
 function privateKey(bytes: Uint8Array, password: string | undefined, name: string): KeyObject {
   const text = Buffer.from(bytes).toString('latin1');
-  const encrypted = text.includes('ENCRYPTED') || text.includes('Proc-Type: 4,ENCRYPTED');
+  // `-----BEGIN ENCRYPTED PRIVATE KEY-----` (PKCS#8) or OpenSSL's `Proc-Type: 4,ENCRYPTED`.
+  const encrypted = isPem(bytes) && text.includes('ENCRYPTED');
   if (password === undefined && !encrypted) return parseJwePrivateKey(bytes, name);
   if (password === undefined) throw new Error(`${name}: the private key is encrypted (no password given)`);
   let key: KeyObject;
@@ -186,16 +187,15 @@ export async function decryptionKeyUnwrappers(
       const bytes = fromKbs ? await readKbs(entry.source) : await readLimited(entry.source, 'key file');
       if (bytes.byteLength > MAX_KEY_BYTES) throw new Error(`the key is larger than ${MAX_KEY_BYTES} bytes`);
       const password = await resolvePassword(entry.password);
-      const name = 'key';
       if (entry.protocol === 'pgp') {
-        pgp.push(...(await readPgpPrivateKeys(bytes, name, password)));
+        pgp.push(...(await readPgpPrivateKeys(bytes, 'key', password)));
       } else if (entry.protocol === 'jwe') {
-        jwe.push(privateKey(bytes, password, name));
+        jwe.push(privateKey(bytes, password, 'key'));
       } else {
         const certs = certificatesIn(bytes);
         for (const cert of certs) certificates.push({ cert, shown: entry.shown });
         if (certs.length === 0 || hasPrivateKey(bytes)) {
-          const key = privateKey(bytes, password, name);
+          const key = privateKey(bytes, password, 'key');
           if (key.asymmetricKeyType !== 'rsa') {
             throw new Error(`a ${key.asymmetricKeyType} key cannot open pkcs7 (RSA only)`);
           }
