@@ -28,7 +28,7 @@ REPO=$(dirname "$HERE")
 # Commands of the guest executable that the image links in /usr/local/bin.
 COMMANDS=(attestation-agent confidential-data-hub api-server-rest agent-policy-gate sealed-secret-init process-user-data)
 # Units enabled at boot: the provisioning step and the path units that start the rest.
-ENABLE=(process-user-data.service attestation-agent.path api-server-rest.path agent-policy-gate.path sealed-secret-init.path systemd-networkd.service)
+ENABLE=(process-user-data.service attestation-agent.path api-server-rest.path systemd-networkd.service)
 
 OUT=$REPO/dist/guest-image
 BIN=$REPO/dist/bin

@@ -38,7 +38,8 @@ type Unit = Map<string, Map<string, string[]>>;
 function parseUnit(text: string): Unit {
   const unit: Unit = new Map();
   let section = '';
-  for (const raw of text.split('\n')) {
+  // systemd joins a line that ends in a backslash with the next.
+  for (const raw of text.replace(/\\\n/g, ' ').split('\n')) {
     const line = raw.trim();
     if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
     const s = /^\[(.+)\]$/.exec(line);
@@ -117,10 +118,10 @@ describe('guest image units', () => {
 
   it('are refused by systemd-analyze verify when broken (the check can fail)', async () => {
     const dir = join(root, 'etc/systemd/system');
-    const good = readFileSync(join(dir, 'agent-policy-gate.service'), 'utf8');
+    const good = readFileSync(join(dir, 'api-server-rest.service'), 'utf8');
     writeFileSync(
       join(dir, 'broken-exec.service'),
-      good.replace('ExecStart=/usr/local/bin/agent-policy-gate', 'ExecStart=/usr/local/bin/no-such-command'),
+      good.replace('ExecStart=/usr/local/bin/api-server-rest', 'ExecStart=/usr/local/bin/no-such-command'),
     );
     writeFileSync(join(dir, 'broken-key.service'), good.replace('Type=simple', 'Type=simpel'));
     try {
@@ -167,7 +168,7 @@ describe('guest image units', () => {
     );
   });
 
-  it('chain provisioning → attestation agent and data hub → api-server-rest, gate and unsealing', () => {
+  it('chain provisioning → one process for the AA, the hub, unsealing and the gate → api-server-rest', () => {
     // Every path unit starts an existing service.
     for (const [file] of units) {
       if (!file.endsWith('.path')) continue;
@@ -177,28 +178,35 @@ describe('guest image units', () => {
     const waitsFor = (path: string) => get(path, 'Path', 'PathExists')[0];
     // process-user-data writes aa.toml last; the AA starts on it and reads it.
     expect(waitsFor('attestation-agent.path')).toBe('/run/peerpod/aa.toml');
-    // One process runs the AA and then the hub (which asks the AA for tokens from its start).
-    const line = get('attestation-agent.service', 'Service', 'ExecStart')[0] ?? '';
-    const [aa = '', cdh = ''] = line.split(' --and ');
+    // One process runs, in this order, the AA, the hub (which asks the AA for tokens from its start),
+    // the unsealing of /sealed once the hub serves, and the gate, which lets the host create containers
+    // only once the volumes are unsealed.
+    const line = (get('attestation-agent.service', 'Service', 'ExecStart')[0] ?? '').replace(/\s+/g, ' ');
+    const [aa = '', cdh = '', unseal = '', gate = '', ...more] = line.split(' --and ');
+    expect(more).toEqual([]);
     expect(aa).toMatch(/^\/usr\/local\/bin\/broker-guest --together attestation-agent /);
     expect(aa).toContain('-c /run/peerpod/aa.toml');
     // PCR8 is bound once, by process-user-data: the AA must not bind the initdata again.
     expect(aa).not.toMatch(/--initdata|-t |-i /);
     expect(cdh).toBe('confidential-data-hub -c /run/peerpod/cdh.toml');
-    // The hub's unit name stays, as another name of the same unit.
+    const cdhSock = 'unix:///run/confidential-containers/cdh.sock';
+    expect(unseal).toBe(`sealed-secret-init --root /sealed --cdh-socket ${cdhSock}`);
+    expect(gate).toBe(
+      'agent-policy-gate serve --listen tcp://0.0.0.0:15150 --agent unix:///run/kata-containers/agent.sock --initdata /run/confidential-containers/initdata/initdata.toml',
+    );
+    // The hub's unit name stays, as another name of the same unit; the others' units are gone.
     expect(lstatSync(join(UNITS, 'confidential-data-hub.service')).isSymbolicLink()).toBe(true);
     expect(readlinkSync(join(UNITS, 'confidential-data-hub.service'))).toBe('attestation-agent.service');
-    expect(existsSync(join(UNITS, 'confidential-data-hub.path'))).toBe(false);
-    // api-server-rest, the gate and unsealing wait for the hub's socket.
-    const aaSock = /-a unix:\/\/(\S+)/.exec(aa)?.[1];
-    for (const p of ['api-server-rest.path', 'agent-policy-gate.path', 'sealed-secret-init.path']) {
-      expect(waitsFor(p)).toBe('/run/confidential-containers/cdh.sock');
+    for (const gone of ['confidential-data-hub.path', 'sealed-secret-init', 'agent-policy-gate']) {
+      expect(unitFiles.filter((f) => f.startsWith(gone))).toEqual([]);
     }
-    expect(get('api-server-rest.service', 'Service', 'ExecStart')[0]).toContain(`--aa_addr unix://${aaSock}`);
-    expect(get('agent-policy-gate.service', 'Service', 'ExecStart')[0]).toContain(
-      '--initdata /run/confidential-containers/initdata/initdata.toml',
-    );
-    expect(get('agent-policy-gate.service', 'Unit', 'After')[0]).toContain('sealed-secret-init.service');
+    // api-server-rest waits for the hub's socket and reaches the AA at its socket.
+    const aaSock = /-a (unix:\/\/\S+)/.exec(aa)?.[1];
+    expect(waitsFor('api-server-rest.path')).toBe(cdhSock.slice('unix://'.length));
+    const rest = get('api-server-rest.service', 'Service', 'ExecStart')[0] ?? '';
+    expect(rest).toContain(`--aa_addr ${aaSock}`);
+    expect(rest).toContain(`--cdh_addr ${cdhSock}`);
+    expect(get('api-server-rest.service', 'Unit', 'Requires')).toEqual(['confidential-data-hub.service']);
     // Only process-user-data and the path units are enabled; the services start through them.
     expect(get('process-user-data.service', 'Install', 'WantedBy')).toEqual(['multi-user.target']);
     for (const f of unitFiles.filter((f) => f.endsWith('.service') && f !== 'process-user-data.service')) {

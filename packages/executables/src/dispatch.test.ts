@@ -1,6 +1,6 @@
 // `--together`: several daemons in one process, started in order, stopped together.
-import { describe, expect, it } from 'vitest';
-import { runTogether, type SharedMain, splitTogether } from './dispatch.js';
+import { describe, expect, it, vi } from 'vitest';
+import { runTogether, type SharedMain, type StepMain, splitTogether } from './dispatch.js';
 
 /** A daemon stand-in: records its life in `log`, serves until stopped, or ends with `exitWith`. */
 function fake(
@@ -104,5 +104,60 @@ describe('runTogether', () => {
       runTogether('x', { a: fake('a', log), b: fake('b', log, { throws: boom }) }, ['a', '--and', 'b']),
     ).rejects.toBe(boom);
     expect(log).toEqual(['a start ', 'a ready', 'b start ', 'a stopped']);
+  });
+
+  it('runs a one-shot step between daemons: the next starts once it has ended, whatever its status', async () => {
+    for (const status of [0, 2]) {
+      const log: string[] = [];
+      const stopper = new AbortController();
+      const step = async (): Promise<StepMain> => async (argv) => {
+        log.push(`s start ${argv.join(' ')}`);
+        await new Promise((r) => setTimeout(r, 5));
+        log.push(`s exit ${status}`);
+        return status;
+      };
+      const b = async (): Promise<SharedMain> => async (argv, options) => {
+        const inner = await fake('b', log)();
+        setTimeout(() => stopper.abort(), 20);
+        return inner(argv, { ...options, signal: AbortSignal.any([options.signal, stopper.signal]) });
+      };
+      const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+      try {
+        const code = await runTogether(
+          'x',
+          { a: fake('a', log), b },
+          ['a', '--and', 's', '-r', '--and', 'b'],
+          {
+            s: step,
+          },
+        );
+        // The step's failure is reported, not the exit status: the daemons served and stopped cleanly.
+        expect(code).toBe(0);
+        expect(stderr.mock.calls.map((c) => String(c[0]))).toEqual(
+          status === 0 ? [] : ['x: s ended with status 2; going on\n'],
+        );
+      } finally {
+        stderr.mockRestore();
+      }
+      expect(log).toEqual([
+        'a start ',
+        'a ready',
+        's start -r',
+        `s exit ${status}`,
+        'b start ',
+        'b ready',
+        'b stopped',
+        'a stopped',
+      ]);
+    }
+  });
+
+  it('refuses a step name that is neither shareable nor a step', async () => {
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      expect(await runTogether('x', { a: fake('a', []) }, ['a', '--and', 's'])).not.toBe(0);
+    } finally {
+      stderr.mockRestore();
+    }
   });
 });

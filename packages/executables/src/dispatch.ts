@@ -14,13 +14,26 @@ export type SharedMain = (
   options: { readonly signal: AbortSignal; readonly ready: () => void },
 ) => Promise<number>;
 
+/**
+ * A one-shot command that may run inside `--together` between daemons, as a oneshot unit ordered
+ * between two services: the commands after it start once it has ended, whatever its status (a
+ * failure is reported on stderr and the daemons go on, as a unit ordered `After=` it without
+ * `Requires=` would).
+ */
+export type StepMain = CommandMain;
+
 /** Separates the commands of `--together`. */
 export const TOGETHER_SEPARATOR = '--and';
 
 /** The executables' own version (this package's). */
 export const EXECUTABLES_VERSION = '0.1.0';
 
-function usage(selfName: string, commands: readonly string[], shared: readonly string[]): string {
+function usage(
+  selfName: string,
+  commands: readonly string[],
+  shared: readonly string[],
+  steps: readonly string[],
+): string {
   const together =
     shared.length === 0
       ? ''
@@ -33,7 +46,12 @@ function usage(selfName: string, commands: readonly string[], shared: readonly s
 --together runs several daemons in one process (one Node runtime's memory instead of one each), each
 with its own arguments, in the order given: each starts once the one before serves. When one ends,
 the others stop; the exit status is the first failure's. Commands that can share: ${shared.join(', ')}.
-`;
+${
+  steps.length === 0
+    ? ''
+    : `One-shot commands that can run between them (the next starts once one has ended, whatever its status): ${steps.join(', ')}.
+`
+}`;
   return helpText({
     name: selfName,
     version: EXECUTABLES_VERSION,
@@ -55,6 +73,7 @@ export async function dispatch(
   selfName: string,
   commands: Record<string, () => Promise<CommandMain>>,
   shared: Record<string, () => Promise<SharedMain>> = {},
+  steps: Record<string, () => Promise<StepMain>> = {},
 ): Promise<number> {
   const invokedAs = basename(process.argv0 || process.argv[1] || selfName);
   let args = process.argv.slice(2);
@@ -68,11 +87,11 @@ export async function dispatch(
       return 0;
     }
     if (first === '-h' || first === '--help') {
-      process.stdout.write(usage(selfName, names, Object.keys(shared)));
+      process.stdout.write(usage(selfName, names, Object.keys(shared), Object.keys(steps)));
       return 0;
     }
     if (first === '--together' && Object.keys(shared).length > 0) {
-      return runTogether(selfName, shared, args.slice(1));
+      return runTogether(selfName, shared, args.slice(1), steps);
     }
     if (first === '-V' || first === '--version') {
       process.stdout.write(`${versionLine(selfName, EXECUTABLES_VERSION)}\n`);
@@ -120,13 +139,23 @@ export async function runTogether(
   selfName: string,
   shared: Record<string, () => Promise<SharedMain>>,
   args: readonly string[],
+  steps: Record<string, () => Promise<StepMain>> = {},
 ): Promise<number> {
-  const split = splitTogether(args, Object.keys(shared));
+  const split = splitTogether(args, [...Object.keys(shared), ...Object.keys(steps)]);
   if ('error' in split) return reportUsageError(selfName, split.error);
   const stop = new AbortController();
   const ends: Promise<number>[] = [];
   for (const [name, ...argv] of split.lines) {
     if (stop.signal.aborted) break;
+    if (Object.hasOwn(steps, name)) {
+      const step = await (steps[name] as () => Promise<StepMain>)();
+      const code = await step(argv).catch((err: unknown) => {
+        process.stderr.write(`${selfName}: ${name}: ${describeError(err)}\n`);
+        return 1;
+      });
+      if (code !== 0) process.stderr.write(`${selfName}: ${name} ended with status ${code}; going on\n`);
+      continue;
+    }
     const main = await (shared[name] as () => Promise<SharedMain>)();
     let ready: () => void = () => {};
     const serving = new Promise<'ready'>((resolve) => {
@@ -149,8 +178,9 @@ export function run(
   selfName: string,
   commands: Record<string, () => Promise<CommandMain>>,
   shared: Record<string, () => Promise<SharedMain>> = {},
+  steps: Record<string, () => Promise<StepMain>> = {},
 ): void {
-  dispatch(selfName, commands, shared).then(
+  dispatch(selfName, commands, shared, steps).then(
     (code) => {
       process.exitCode = code;
     },

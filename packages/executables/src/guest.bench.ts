@@ -23,7 +23,16 @@ import {
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { daemon, flowA, flowC, gateRequests, initdataToml, publishImage } from './testing/guest-flows.js';
+import {
+  checkFlowC,
+  daemon,
+  flowA,
+  flowC,
+  gateRequests,
+  initdataToml,
+  publishImage,
+  sealFlowC,
+} from './testing/guest-flows.js';
 
 // Benchmarks run from the repository root (make bench); BROKER_BIN points elsewhere.
 const BIN = resolve(process.env.BROKER_BIN ?? 'dist/bin');
@@ -140,15 +149,42 @@ interface Stack {
   readonly reg: string;
   readonly guestExecutables: ReadonlySet<string>;
   readonly running: ChildProcess[];
+  /** The guest services' environment: the bench's, plus the units' `Environment=`. */
+  readonly env: NodeJS.ProcessEnv;
 }
 
-/** The layouts the bench runs: which services share one `broker-guest --together` process. */
+/**
+ * The layouts the bench runs: which services share one `broker-guest --together` process, in the
+ * order given (sealed-secret-init, a one-shot step there, runs flow C's unsealing at start).
+ */
 const LAYOUTS = {
   separate: [],
   together: ['attestation-agent', 'confidential-data-hub'],
-  together_gate: ['attestation-agent', 'confidential-data-hub', 'agent-policy-gate'],
+  together_gate: ['attestation-agent', 'confidential-data-hub', 'sealed-secret-init', 'agent-policy-gate'],
 } as const satisfies Record<string, readonly string[]>;
 type Layout = keyof typeof LAYOUTS;
+
+/**
+ * The `Environment=` the shipped units give the guest services (MALLOC_ARENA_MAX), which every layout
+ * runs with; one value per variable across the units.
+ */
+function unitsEnvironment(): Record<string, string> {
+  const units = resolve('guest-image/rootfs/etc/systemd/system');
+  const env: Record<string, string> = {};
+  for (const f of readdirSync(units).filter((n) => n.endsWith('.service'))) {
+    for (const [, assignments] of readFileSync(join(units, f), 'utf8').matchAll(/^Environment=(.*)$/gm)) {
+      for (const a of (assignments ?? '').trim().split(/\s+/)) {
+        const eq = a.indexOf('=');
+        const [k, v] = [a.slice(0, eq), a.slice(eq + 1)];
+        if (eq <= 0 || (env[k] !== undefined && env[k] !== v)) {
+          throw new Error(`${f}: Environment=${a} is not one value across the units`);
+        }
+        env[k] = v;
+      }
+    }
+  }
+  return env;
+}
 
 /** The layout of the shipped units: the commands their `--together` line runs, if any. */
 function unitsLayout(): Layout {
@@ -180,7 +216,7 @@ async function chainThroughFlows(stack: Stack, layout: Layout): Promise<Record<s
   const dir = mkdtempSync(join(stack.dir, `${layout}-`));
   const mine: ChildProcess[] = [];
   const spawnGuest = (command: string, args: string[]) => {
-    const p = daemon(join(BIN, command), args);
+    const p = daemon(join(BIN, command), args, stack.env);
     stack.running.push(p);
     mine.push(p);
     return p;
@@ -200,6 +236,7 @@ async function chainThroughFlows(stack: Stack, layout: Layout): Promise<Record<s
   const args: Record<string, string[]> = {
     'attestation-agent': ['-c', join(dir, 'aa.toml'), '--attestation_sock', `unix://${aaSock}`],
     'confidential-data-hub': ['-c', join(dir, 'cdh.toml')],
+    'sealed-secret-init': ['--root', join(dir, 'sealed'), '--cdh-socket', `unix://${cdhSock}`],
     'agent-policy-gate': [
       'serve',
       '--listen',
@@ -211,7 +248,9 @@ async function chainThroughFlows(stack: Stack, layout: Layout): Promise<Record<s
     ],
   };
   const shared: readonly string[] = LAYOUTS[layout];
+  const unsealAtStart = shared.includes('sealed-secret-init');
   try {
+    if (unsealAtStart) sealFlowC(BIN, stack.dir, dir);
     for (const f of stack.guestExecutables) dropPageCache(f);
     const restPort = await freePort();
     const t0 = performance.now();
@@ -219,7 +258,8 @@ async function chainThroughFlows(stack: Stack, layout: Layout): Promise<Record<s
     if (shared.length > 0) {
       const line = shared.flatMap((c, i) => [i === 0 ? '--together' : '--and', c, ...(args[c] ?? [])]);
       const one = spawnGuest('broker-guest', line);
-      for (const c of shared) pids[c] = one.pid!;
+      // The services it serves (a one-shot step has ended by now).
+      for (const c of shared) if (c !== 'sealed-secret-init') pids[c] = one.pid!;
       await untilListening({ path: cdhSock });
     } else {
       pids['attestation-agent'] = spawnGuest('attestation-agent', args['attestation-agent']!).pid!;
@@ -272,7 +312,8 @@ async function chainThroughFlows(stack: Stack, layout: Layout): Promise<Record<s
     out['confidential-data-hub_rss_after_fetches_mib'] = rssMiB(pids['confidential-data-hub']!);
     out['api-server-rest_rss_after_fetches_mib'] = rssMiB(rest.pid!);
 
-    flowC(BIN, stack.dir, dir, cdhSock, 'db-password-bench');
+    if (unsealAtStart) checkFlowC(dir, 'db-password-bench');
+    else flowC(BIN, stack.dir, dir, cdhSock, 'db-password-bench');
     out.gate_requests = await gateRequests(gatePort, GATE_VECTORS);
 
     // After flows A, B and C.
@@ -447,7 +488,9 @@ export async function run(): Promise<Record<string, number>> {
     const units = unitsLayout();
     out.units_run_aa_cdh_together = units === 'separate' ? 0 : 1;
     out.units_run_gate_together = units === 'together_gate' ? 1 : 0;
-    const stack = { dir, port, reg, guestExecutables, running };
+    const env = unitsEnvironment();
+    out.units_malloc_arena_max = Number(env.MALLOC_ARENA_MAX ?? 0);
+    const stack = { dir, port, reg, guestExecutables, running, env: { ...process.env, ...env } };
     for (const layout of Object.keys(LAYOUTS) as Layout[]) {
       const r = await chainThroughFlows(stack, layout);
       for (const [k, v] of Object.entries(r)) out[layout === units ? k : `${layout}_${k}`] = v;

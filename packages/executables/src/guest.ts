@@ -11,9 +11,9 @@ run(
     'sealed-secret-init': async () => (await import('@broker/sealed-secret')).mainInit,
     'process-user-data': async () => (await import('@broker/provisioner')).processUserDataMain,
   },
-  // The agent and the hub may share one process (units that ask: `broker-guest --together
-  // attestation-agent ... --and confidential-data-hub ...`); api-server-rest stays alone in the pod's
-  // network namespace, and the host-facing gate stays apart from the secrets.
+  // The daemons that may share one process (the units ask: `broker-guest --together
+  // attestation-agent ... --and confidential-data-hub ... --and sealed-secret-init ... --and
+  // agent-policy-gate serve ...`); api-server-rest stays alone in the pod's network namespace.
   {
     'attestation-agent': async () => {
       const { main } = await import('@broker/attestation-agent');
@@ -27,5 +27,10 @@ run(
       const { main } = await import('@broker/agent-policy');
       return (argv, { signal, ready }) => main(argv, { signal, onListening: () => ready() });
     },
+  },
+  // One-shot commands that may run between them: unsealing /sealed once the hub serves and before
+  // the gate lets the host create containers.
+  {
+    'sealed-secret-init': async () => (await import('@broker/sealed-secret')).mainInit,
   },
 );

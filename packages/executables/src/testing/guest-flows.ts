@@ -44,11 +44,8 @@ export async function flowA(cdhSock: string, unsigned: string, signed: string, d
   }
 }
 
-/**
- * Flow C: a pointer sealed with `secret` (signing key under `keysDir/keys`), unsealed in place by
- * `sealed-secret-init` in a volume under `dir/sealed`.
- */
-export function flowC(bin: string, keysDir: string, dir: string, cdhSock: string, expected: string): void {
+/** Flow C's volume: a pointer sealed to the KBS resource db/password in `dir`/sealed/db-credentials. */
+export function sealFlowC(bin: string, keysDir: string, dir: string): void {
   const pointer = execFileSync(
     join(bin, 'secret'),
     [
@@ -68,14 +65,27 @@ export function flowC(bin: string, keysDir: string, dir: string, cdhSock: string
   const volume = join(dir, 'sealed', 'db-credentials');
   mkdirSync(volume, { recursive: true });
   writeFileSync(join(volume, 'password'), pointer);
+}
+
+/** Whether flow C's pointer was replaced by the secret. */
+export function checkFlowC(dir: string, expected: string): void {
+  if (readFileSync(join(dir, 'sealed', 'db-credentials', 'password'), 'utf8') !== expected) {
+    throw new Error('flow C: the sealed secret was not replaced');
+  }
+}
+
+/**
+ * Flow C: a pointer sealed with `secret` (signing key under `keysDir/keys`), unsealed in place by
+ * `sealed-secret-init` in a volume under `dir/sealed`.
+ */
+export function flowC(bin: string, keysDir: string, dir: string, cdhSock: string, expected: string): void {
+  sealFlowC(bin, keysDir, dir);
   execFileSync(
     join(bin, 'sealed-secret-init'),
     ['--root', join(dir, 'sealed'), '--cdh-socket', `unix://${cdhSock}`],
     { stdio: 'ignore' },
   );
-  if (readFileSync(join(volume, 'password'), 'utf8') !== expected) {
-    throw new Error('flow C: the sealed secret was not replaced');
-  }
+  checkFlowC(dir, expected);
 }
 
 /**
