@@ -7,7 +7,7 @@ import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import { byteArrayMember, evidenceObject } from '../evidence.js';
 import { regularize } from '../tdx/index.js';
-import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
+import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
 import { decodeCbor, verifyCoseSign1 } from './cose.js';
 import { claimsFromEar, type VeraisonOptions, verifyWithVeraison } from './remote.js';
 import {
@@ -180,6 +180,15 @@ export class CcaVerifier implements Verifier {
   async evaluate(evidence: unknown, expected: ExpectedData): Promise<VerifierResult[]> {
     const obj = evidenceObject(evidence, 'cca');
     const bytes = byteArrayMember(obj, 'token', { maxLength: MAX_CCA_TOKEN_BYTES });
+    // trustee's cca verifier refuses ReportData::NotProvided: comparing with the empty report data
+    // instead would accept any realm token whose challenge is all zeros. Refused before the config
+    // file is read or Veraison asked.
+    if (!reportDataExpected(expected)) {
+      throw new VerificationError(
+        'REPORT_DATA_MISMATCH',
+        'CCA evidence needs runtime data: none was provided to check the realm challenge against',
+      );
+    }
     const nonce = regularize(expected.reportData, CCA_CHALLENGE_SIZE);
     const source = sourceFor(expected.cca);
     let claims: CcaClaims;

@@ -6,7 +6,7 @@ import { decodeBase64StdStrict } from '@broker/protocol';
 import { quote, VerificationError } from '../errors.js';
 import { arrayMember, evidenceObject, stringMember } from '../evidence.js';
 import { regularize } from '../tdx/index.js';
-import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
+import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
 import { parsePemChain, verifyNvidiaChain } from './chain.js';
 import { attestWithNras, fetchNrasKeys, NRAS_JWKS_URL, type NrasOptions } from './nras.js';
 import { OPAQUE_FWID } from './opaque.js';
@@ -132,6 +132,15 @@ export class NvidiaVerifier implements Verifier {
   async evaluate(evidence: unknown, expected: ExpectedData): Promise<VerifierResult[]> {
     const obj = evidenceObject(evidence, 'nvidia');
     const devices = arrayMember(obj, 'device_evidence_list', MAX_NVIDIA_DEVICES);
+    // trustee's nvidia verifier refuses ReportData::NotProvided: a GPU report only counts bound to
+    // this request's nonce. Comparing with the empty report data instead would accept every report
+    // requested with an all-zero nonce. Refused before any device is parsed or sent to NRAS.
+    if (!reportDataExpected(expected)) {
+      throw new VerificationError(
+        'REPORT_DATA_MISMATCH',
+        'NVIDIA evidence needs runtime data: none was provided to check the report nonce against',
+      );
+    }
     // trustee's regularize_data: the SPDM nonce is the report data cut (or zero-padded) to 32 bytes.
     const nonce = regularize(expected.reportData, SPDM_NONCE_SIZE);
     const now = expected.now ?? new Date();
