@@ -26,12 +26,12 @@ import { DataHubClient } from '@broker/guest-api';
 import { MEDIA_TYPE, type RunningRegistry, requireTool, startDockerRegistry } from '@broker/image';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gpgHome } from './helpers/gpg.js';
 import { imageLayers } from './helpers/image-cli.js';
 import { makeServerCert } from './helpers/tls.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-cdh-image-keys-'));
-const gnupg = join(dir, 'gnupg');
-const env = { ...process.env, GNUPGHOME: gnupg, HOME: dir };
+const { env, gpg, makeKey } = gpgHome(dir);
 const run = (cmd: string, args: string[]) =>
   execFileSync(requireTool(cmd), args, { cwd: dir, stdio: 'pipe', env });
 const PASSPHRASE = 'alice opens: with a colon';
@@ -39,29 +39,12 @@ const KEY_PASSWORD = 'pkcs8 password';
 const SECRET = 'released to whoever holds the key\n';
 let registry: RunningRegistry;
 
-/** An RSA key that gpg and skopeo's Go OpenPGP both handle: a signing primary and an encryption subkey. */
+/** A gpg key pair exported as `<name>.sec.asc` (armored) and `<name>.sec.gpg`, `name` from the user id. */
 function makeGpgKey(userId: string, passphrase: string): void {
-  const gpg = (args: string[]) =>
-    run('gpg', [
-      '--batch',
-      '--yes',
-      '--no-tty',
-      '--pinentry-mode',
-      'loopback',
-      '--passphrase',
-      passphrase,
-      ...args,
-    ]);
-  gpg(['--quick-gen-key', userId, 'rsa2048', 'cert,sign', 'never']);
-  const fpr = gpg(['--with-colons', '--list-keys', userId])
-    .toString()
-    .split('\n')
-    .find((l) => l.startsWith('fpr:'))
-    ?.split(':')[9];
-  gpg(['--quick-add-key', fpr ?? '', 'rsa2048', 'encr', 'never']);
+  makeKey(userId, passphrase);
   const name = userId.split(' ')[0]?.toLowerCase() ?? '';
-  gpg(['--armor', '--output', `${name}.sec.asc`, '--export-secret-keys', userId]);
-  gpg(['--output', `${name}.sec.gpg`, '--export-secret-keys', userId]);
+  gpg(['--armor', '--output', `${name}.sec.asc`, '--export-secret-keys', userId], passphrase);
+  gpg(['--output', `${name}.sec.gpg`, '--export-secret-keys', userId], passphrase);
 }
 
 /** openssl's RSA 2048 self-signed certificate (CN=name) and key, as `<name>.crt` and `<name>.key`. */
@@ -74,7 +57,6 @@ function makeCertificate(name: string): void {
 
 beforeAll(async () => {
   registry = await startDockerRegistry();
-  mkdirSync(gnupg, { mode: 0o700 });
   makeGpgKey('Alice <alice@example.com>', PASSPHRASE);
   makeGpgKey('Bob <bob@example.com>', '');
   makeCertificate('recipient');

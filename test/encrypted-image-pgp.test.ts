@@ -26,30 +26,17 @@ import {
   startDockerRegistry,
 } from '@broker/image';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gpgHome } from './helpers/gpg.js';
 import { imageLayers, runImageCli } from './helpers/image-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-encrypted-pgp-'));
-const gnupg = join(dir, 'gnupg');
+const { home: gnupg, env, gpg, makeKey } = gpgHome(dir);
 let registry: RunningRegistry;
-const env = { ...process.env, GNUPGHOME: gnupg, HOME: dir };
 const run = (cmd: string, args: string[]) =>
   execFileSync(requireTool(cmd), args, { cwd: dir, stdio: 'pipe', env });
-const gpg = (args: string[]) =>
-  run('gpg', ['--batch', '--yes', '--no-tty', '--pinentry-mode', 'loopback', '--passphrase', '', ...args]);
-
-function makeKey(userId: string): void {
-  gpg(['--quick-gen-key', userId, 'rsa2048', 'cert,sign', 'never']);
-  const fpr = gpg(['--with-colons', '--list-keys', userId])
-    .toString()
-    .split('\n')
-    .find((l) => l.startsWith('fpr:'))
-    ?.split(':')[9];
-  gpg(['--quick-add-key', fpr ?? '', 'rsa2048', 'encr', 'never']);
-}
 
 beforeAll(async () => {
   registry = await startDockerRegistry();
-  mkdirSync(gnupg, { mode: 0o700 });
   makeKey('Alice <alice@example.com>');
   makeKey('Bob <bob@example.com>');
   gpg(['--output', 'alice.pub.gpg', '--export', 'alice@example.com']);
