@@ -200,7 +200,10 @@ export function pkcs7Unwrapper(keys: readonly KeyObject[]): KeyUnwrapper {
             // A Node whose OpenSSL lacks it refuses PKCS#1 v1.5 decryption outright (CVE-2023-46809).
             contentKey = privateDecrypt({ key, padding: constants.RSA_PKCS1_PADDING }, encryptedKey);
           } catch (e) {
-            refused = (e as Error).message;
+            // A ciphertext above the modulus is only another key's: the normal "not this key", which
+            // random keys give about half the time. Any other refusal is worth naming.
+            const message = (e as Error).message;
+            if (!/too large for modulus|greater than mod len/i.test(message)) refused = message;
             continue;
           }
           const plain = decryptContent(data, contentKey);
