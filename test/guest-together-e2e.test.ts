@@ -1,8 +1,9 @@
 // `broker-guest --together`: the attestation agent and the data hub in one process (one Node runtime's
 // memory), serving the pod through a separate api-server-rest against the real KBS, and stopping
-// together; a failed start of the first stops the whole process before the second starts.
+// together; a failed start of the first stops the whole process before the second starts; the guest
+// image's chain, with sealed-secret-init's unsealing before the agent policy gate listens.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -109,5 +110,75 @@ describe('attestation agent and data hub in one process', () => {
     const r = await runToEnd(binary('broker-guest'), ['--together', 'api-server-rest', '--features', 'all']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/'api-server-rest' cannot share a process/);
+  });
+
+  it("runs the guest image's chain: the agent, the hub, unsealing /sealed, then the gate", async () => {
+    const sub = join(dir, 'chain');
+    const keys = join(sub, 'keys');
+    mkdirSync(keys, { recursive: true });
+    const password = `pw-${randomBytes(8).toString('hex')}`;
+    writeFileSync(join(sub, 'password'), password);
+    await mustSucceed(runToEnd(binary('secret'), ['keygen', '--kid', 'chain-signing', '--output-dir', keys]));
+    const store = (path: string, file: string) =>
+      mustSucceed(kbs.admin('set-resource', '--path', path, '--resource-file', file));
+    await store('default/chain-signing/jwk_public', join(keys, 'chain-signing-public.json'));
+    await store('default/chain/password', join(sub, 'password'));
+    const pointer = await mustSucceed(
+      runToEnd(binary('secret'), [
+        'seal',
+        '--signing-kid',
+        'kbs:///default/chain-signing/jwk_public',
+        '--signing-jwk-path',
+        join(keys, 'chain-signing-private.json'),
+        'vault',
+        '--resource-uri',
+        'kbs:///default/chain/password',
+        '--provider',
+        'kbs',
+      ]),
+    );
+    const volume = join(sub, 'sealed', 'db');
+    mkdirSync(volume, { recursive: true });
+    writeFileSync(join(volume, 'password'), pointer.trim());
+    const { aaSock, cdhSock, aaToml, cdhToml } = guestConfig(kbs, sub);
+    writeFileSync(join(sub, 'aa.toml'), aaToml);
+    writeFileSync(join(sub, 'cdh.toml'), cdhToml);
+    const gatePort = await freePort();
+    // guest-image/rootfs/etc/systemd/system/attestation-agent.service, with the test's paths.
+    const shared = start(binary('broker-guest'), [
+      '--together',
+      'attestation-agent',
+      '-c',
+      join(sub, 'aa.toml'),
+      '-a',
+      `unix://${aaSock}`,
+      '--and',
+      'confidential-data-hub',
+      '-c',
+      join(sub, 'cdh.toml'),
+      '--and',
+      'sealed-secret-init',
+      '--root',
+      join(sub, 'sealed'),
+      '--cdh-socket',
+      `unix://${cdhSock}`,
+      '--and',
+      'agent-policy-gate',
+      'serve',
+      '--listen',
+      `tcp://127.0.0.1:${gatePort}`,
+      '--agent',
+      `unix://${join(sub, 'agent.sock')}`,
+      '--no-initdata',
+    ]);
+    try {
+      await waitForListen({ port: gatePort }, shared);
+      // The gate listens only once unsealing has ended: the volume already holds the secret.
+      expect(readFileSync(join(volume, 'password'), 'utf8')).toBe(password);
+    } finally {
+      expect(await shared.stop()).toBe(0);
+    }
+    expect(shared.output()).toMatch(/sealed-secret volumes processed/);
+    expect(existsSync(cdhSock)).toBe(false);
   });
 });
