@@ -202,7 +202,9 @@ for (const exe of EXECUTABLES) {
       assets,
     }),
   );
-  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], {
+  // Under the executable's V8 flags: the blob's code cache for the main script is otherwise rejected
+  // (with a warning at every start) by a V8 whose flags differ, such as --no-maglev.
+  execFileSync(process.execPath, [...(exe.execArgv ?? []), '--experimental-sea-config', seaConfig], {
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const out = join(bin, exe.name);
