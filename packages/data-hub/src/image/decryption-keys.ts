@@ -19,6 +19,7 @@
  * Errors name the entry with its password replaced by `***`; secrets are never in a message.
  */
 import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
+import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import {
   jweUnwrapper,
@@ -87,8 +88,14 @@ export function parseDecryptionKeyEntry(entry: string): DecryptionKeyEntry {
 async function readLimited(path: string, what: string): Promise<Uint8Array> {
   let bytes: Buffer;
   try {
-    const file = await open(path, 'r');
+    // Non-blocking: opening a FIFO for reading would otherwise wait (a thread of the pool with it)
+    // until some writer opened it, which may be never.
+    const file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
     try {
+      const stat = await file.stat();
+      if (stat.isFIFO() || stat.isSocket()) {
+        throw new Error(`not a regular file (a ${stat.isFIFO() ? 'FIFO' : 'socket'})`);
+      }
       const buffer = Buffer.alloc(MAX_KEY_BYTES + 1);
       let length = 0;
       let bytesRead = -1;

@@ -1,0 +1,84 @@
+// Hostile `decryption_keys` sources and passwords beyond decryption-keys.test.ts: files that are not
+// files (a FIFO nobody writes to), passwords that must not reach a message whichever step fails.
+import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { closeSync, constants, openSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { tempDir } from '../testing/helpers.js';
+import { decryptionKeyUnwrappers } from './decryption-keys.js';
+
+describe('decryption_keys against hostile sources', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  const fifos: string[] = [];
+  beforeEach(async () => {
+    ({ dir, cleanup } = await tempDir('cdh-decryption-keys-adv-'));
+  });
+  afterEach(async () => {
+    // A reader still blocked in open() (the defect) is let go, so the worker can end.
+    for (const fifo of fifos.splice(0)) {
+      try {
+        closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        // ENXIO: nobody is reading it.
+      }
+    }
+    await cleanup();
+  });
+  const noKbs = async (): Promise<Uint8Array> => {
+    throw new Error('no KBS in this test');
+  };
+  const fifo = (name: string): string => {
+    const path = join(dir, name);
+    execFileSync('mkfifo', [path]);
+    fifos.push(path);
+    return path;
+  };
+
+  it('refuses a FIFO as the key file instead of waiting forever for a writer', async () => {
+    const path = fifo('key.fifo');
+    await expect(decryptionKeyUnwrappers([`jwe:${path}`], noKbs)).rejects.toThrow(
+      `decryption_keys entry "jwe:${path}": cannot read the key file ${path}: not a regular file (a FIFO)`,
+    );
+  });
+
+  it('refuses a FIFO as the password file, the password form not shown', async () => {
+    const key = join(dir, 'k.pem');
+    const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    writeFileSync(
+      key,
+      privateKey.export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'pw' }),
+    );
+    const path = fifo('password.fifo');
+    await expect(decryptionKeyUnwrappers([`jwe:${key}:file=${path}`], noKbs)).rejects.toThrow(
+      `decryption_keys entry "jwe:${key}:***": cannot read the password file ${path}: not a regular file (a FIFO)`,
+    );
+  });
+
+  it('never shows a pass= password, whichever step refuses the entry', async () => {
+    const secret = 'Sup3r-Secret-Passphrase';
+    const key = join(dir, 'k.pem');
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    writeFileSync(
+      key,
+      privateKey.export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'other' }),
+    );
+    const failures = [
+      `jwe:${key}:pass=${secret}`, // wrong password
+      `pgp:${key}:pass=${secret}`, // not an OpenPGP key
+      `pkcs7:${join(dir, 'absent')}:pass=${secret}`, // no such file
+      `jwe:kbs:///r/t/g:pass=${secret}`, // the KBS fails
+      `jwe:${key}:${secret}:with:colons`, // the bare form, colons kept in the password
+    ];
+    for (const entry of failures) {
+      const err = await decryptionKeyUnwrappers([entry], noKbs).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(err, entry).toBeInstanceOf(Error);
+      expect(err?.message, entry).toContain(':***');
+      expect(`${err?.message} ${String((err?.cause as Error | undefined)?.message)}`).not.toContain(secret);
+    }
+  });
+});
