@@ -39,11 +39,12 @@ export const EXECUTABLES = [
     entry: 'packages/executables/src/guest.ts',
     // The pod VM's daemons: V8's new space had grown to 8 MiB (agent) and 16 MiB (gate) after the
     // flows and stays committed; 1 MiB semi-spaces cost more, cheap, scavenges and saved ~15 MiB
-    // over the guest chain. No Maglev (V8's mid-tier compiler): its code in the executable is never
-    // paged in and its compilations never allocated, ~3 MiB less RSS per process, and the warm
-    // resource fetch did not slow down (TurboFan still optimizes what runs hot). The flags that stop
-    // optimizing altogether saved more but doubled the warm fetch (packages/executables/README.md).
-    execArgv: ['--max-semi-space-size=1', '--no-maglev'],
+    // over the guest chain. No Maglev (V8's mid-tier compiler) nor Sparkplug (its baseline
+    // compiler): their code in the executable is never paged in and their output never allocated,
+    // ~3 MiB less RSS per process each, and the warm resource fetch did not slow down (TurboFan
+    // still optimizes what runs hot). The flags that stop optimizing altogether saved more but
+    // doubled the warm fetch (packages/executables/README.md).
+    execArgv: ['--max-semi-space-size=1', '--no-maglev', '--no-sparkplug'],
     // The daemons each get a bundle of their own (packages/executables/src/launcher.cjs): command →
     // the package its entry imports. A command missing here runs from the full bundle.
     commandBundles: {
