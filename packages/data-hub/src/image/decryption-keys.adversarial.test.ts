@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { closeSync, constants, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { deflateSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { tempDir } from '../testing/helpers.js';
 import { decryptionKeyUnwrappers } from './decryption-keys.js';
@@ -53,6 +54,19 @@ describe('decryption_keys against hostile sources', () => {
     const path = fifo('password.fifo');
     await expect(decryptionKeyUnwrappers([`jwe:${key}:file=${path}`], noKbs)).rejects.toThrow(
       `decryption_keys entry "jwe:${key}:***": cannot read the password file ${path}: not a regular file (a FIFO)`,
+    );
+  });
+
+  it('refuses an OpenPGP compressed packet in a key file without inflating it (a compression bomb)', async () => {
+    // 16 MiB of zeros deflated to a few KiB: far below the read cap, far above it once inflated.
+    const body = Buffer.concat([Buffer.of(2), deflateSync(Buffer.alloc(16 * 1024 * 1024))]);
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(body.length);
+    // New-format packet, tag 8 (compressed data), five-octet length.
+    const bomb = join(dir, 'bomb.pgp');
+    writeFileSync(bomb, Buffer.concat([Buffer.of(0xc8, 0xff), length, body]));
+    await expect(decryptionKeyUnwrappers([`pgp:${bomb}`], noKbs)).rejects.toThrow(
+      `decryption_keys entry "pgp:${bomb}": key: not an OpenPGP secret key: Packet not allowed in this context: compressedData`,
     );
   });
 
