@@ -230,7 +230,8 @@ export class HttpTransport {
       try {
         res = await request(this.#agent, options);
       } catch (err) {
-        // No response arrived (`request` settles when the headers do), so the KBS answered nothing.
+        // No complete response head arrived (`request` settles when the headers do); part of one may
+        // have, which is why only a request whose repetition changes nothing is sent again.
         if (!mayRepeat || abort.signal.aborted || !isClosedConnection(err)) throw err;
         // Not through the pool: the event that closed this connection (a KBS restart) may have
         // closed its idle siblings too, and the client may not have noticed that yet either.
