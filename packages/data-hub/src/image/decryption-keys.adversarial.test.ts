@@ -70,6 +70,25 @@ describe('decryption_keys against hostile sources', () => {
     );
   });
 
+  it('opens a key with a file= password of any bytes, not only UTF-8 (ocicrypt takes the bytes as they are)', async () => {
+    const password = Buffer.from([0xff, 0xfe, 0x00, 0x80, 0x41, 0x0a]);
+    const passwordFile = join(dir, 'password.bin');
+    writeFileSync(passwordFile, password);
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    for (const [name, type] of [
+      ['k.pem', 'pem'],
+      ['k.der', 'der'],
+    ] as const) {
+      const key = join(dir, name);
+      writeFileSync(
+        key,
+        privateKey.export({ type: 'pkcs8', format: type, cipher: 'aes-256-cbc', passphrase: password }),
+      );
+      const unwrappers = await decryptionKeyUnwrappers([`jwe:${key}:file=${passwordFile}`], noKbs);
+      expect(unwrappers.map((u) => u.protocol)).toEqual(['jwe']);
+    }
+  });
+
   it('never shows a pass= password, whichever step refuses the entry', async () => {
     const secret = 'Sup3r-Secret-Passphrase';
     const key = join(dir, 'k.pem');

@@ -115,13 +115,12 @@ async function readLimited(path: string, what: string): Promise<Uint8Array> {
   return bytes;
 }
 
-async function resolvePassword(password: string | undefined): Promise<string | undefined> {
+/** The password's bytes: a `file=` password is the file's bytes as they are, UTF-8 or not. */
+async function resolvePassword(password: string | undefined): Promise<Buffer | undefined> {
   if (password === undefined) return undefined;
-  if (password.startsWith('pass=')) return password.slice(5);
-  if (password.startsWith('file=')) {
-    return Buffer.from(await readLimited(password.slice(5), 'password file')).toString('utf8');
-  }
-  return password;
+  if (password.startsWith('pass=')) return Buffer.from(password.slice(5), 'utf8');
+  if (password.startsWith('file=')) return Buffer.from(await readLimited(password.slice(5), 'password file'));
+  return Buffer.from(password, 'utf8');
 }
 
 function isPem(bytes: Uint8Array): boolean {
@@ -142,7 +141,7 @@ function certificatesIn(bytes: Uint8Array): X509Certificate[] {
 }
 
 /** An RSA/EC private key, encrypted PEM/DER (PKCS#8) opened with `password`. */
-function privateKey(bytes: Uint8Array, password: string | undefined, name: string): KeyObject {
+function privateKey(bytes: Uint8Array, password: Buffer | undefined, name: string): KeyObject {
   const text = Buffer.from(bytes).toString('latin1');
   // `-----BEGIN ENCRYPTED PRIVATE KEY-----` (PKCS#8) or OpenSSL's `Proc-Type: 4,ENCRYPTED`.
   const encrypted = isPem(bytes) && text.includes('ENCRYPTED');
@@ -195,7 +194,8 @@ export async function decryptionKeyUnwrappers(
       if (bytes.byteLength > MAX_KEY_BYTES) throw new Error(`the key is larger than ${MAX_KEY_BYTES} bytes`);
       const password = await resolvePassword(entry.password);
       if (entry.protocol === 'pgp') {
-        pgp.push(...(await readPgpPrivateKeys(bytes, 'key', password)));
+        // openpgp takes a passphrase as text only.
+        pgp.push(...(await readPgpPrivateKeys(bytes, 'key', password?.toString('utf8'))));
       } else if (entry.protocol === 'jwe') {
         jwe.push(privateKey(bytes, password, 'key'));
       } else {
