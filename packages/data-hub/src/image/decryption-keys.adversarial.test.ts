@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { tempDir } from '../testing/helpers.js';
-import { decryptionKeyUnwrappers } from './decryption-keys.js';
+import { DecryptionKeyError, decryptionKeyUnwrappers, parseDecryptionKeyEntry } from './decryption-keys.js';
 
 describe('decryption_keys against hostile sources', () => {
   let dir: string;
@@ -112,6 +112,22 @@ describe('decryption_keys against hostile sources', () => {
       expect(err, entry).toBeInstanceOf(Error);
       expect(err?.message, entry).toContain(':***');
       expect(`${err?.message} ${String((err?.cause as Error | undefined)?.message)}`).not.toContain(secret);
+    }
+  });
+});
+
+describe('a decryption_keys entry without its source', () => {
+  it('is refused without showing the password that took the source place', () => {
+    for (const entry of ['pgp:pass=Sup3r-Secret', 'jwe:file=/run/Sup3r-Secret', 'pkcs7:fd=3Sup3r-Secret']) {
+      let err: unknown;
+      try {
+        parseDecryptionKeyEntry(entry);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, entry).toBeInstanceOf(DecryptionKeyError);
+      expect((err as Error).message, entry).not.toContain('Sup3r-Secret');
+      expect((err as Error).message, entry).toContain('no key file or kbs:// URI before the password');
     }
   });
 });

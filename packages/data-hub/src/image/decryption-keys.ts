@@ -73,6 +73,12 @@ export function parseDecryptionKeyEntry(entry: string): DecryptionKeyEntry {
   const password = kbs !== null ? kbs[2] : rest.includes(':') ? rest.slice(rest.indexOf(':') + 1) : undefined;
   const shown = `${protocol}:${source}${password !== undefined ? ':***' : ''}`;
   if (source === '') throw new DecryptionKeyError(`${entryName(shown)}: no key file or kbs:// URI`);
+  // `pgp:pass=SECRET`: the source was left out, and the password would be shown as a path.
+  if (kbs === null && /^(?:pass|file|fd)=/.test(source)) {
+    throw new DecryptionKeyError(
+      `${entryName(`${protocol}:***`)}: no key file or kbs:// URI before the password`,
+    );
+  }
   if (kbs === null && /^[a-z][a-z0-9+.-]*:\/\//i.test(`${source}:${password ?? ''}`)) {
     throw new DecryptionKeyError(`${entryName(`${protocol}:${source}:…`)}: only local files and kbs:// URIs`);
   }
