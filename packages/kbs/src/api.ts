@@ -12,6 +12,7 @@ import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
 import { type AttestationService, explainAppraisals } from './attestation/index.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
+import type { BuiltinPluginHost } from './plugins/builtin.js';
 import type { ExternalPlugin } from './plugins/external.js';
 import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
 import type { Rcar } from './rcar.js';
@@ -53,6 +54,8 @@ export interface ApiDeps {
   readonly verdicts?: VerdictRecorder;
   /** `[[plugins]] name = "external"`: gRPC plugins under `/kbs/v0/external/<backend>/`. */
   readonly external?: ExternalPlugin;
+  /** `[[plugins]] name = "sample"` / `"nebula-ca"`: under `/kbs/v0/<name>/`. */
+  readonly builtinPlugins?: BuiltinPluginHost;
 }
 
 const TEXT_XML = { 'content-type': 'text/xml' };
@@ -140,6 +143,8 @@ export class Api {
     }
     const external = this.deps.external;
     if (plugin === 'external' && external !== undefined) return external.handle(req, rest);
+    const builtin = this.deps.builtinPlugins;
+    if (builtin?.has(plugin)) return builtin.handle(req, plugin, rest);
     throw new KbsError('PluginNotFound', `Plugin ${plugin} not found`);
   }
 

@@ -7,6 +7,11 @@ import { extname, isAbsolute } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { type AttestationServiceConfig, parseAttestationServiceConfig } from './attestation/index.js';
 import { ConfigError, isTable, Section } from './config-reader.js';
+import {
+  BUILTIN_PLUGIN_NAMES,
+  type BuiltinPluginsConfig,
+  parseBuiltinPlugin,
+} from './plugins/builtin-registry.js';
 import { type ExternalPluginConfig, parseExternalPlugin } from './plugins/external-config.js';
 import { DEFAULT_LOCAL_FS_DIR } from './storage/local-fs.js';
 import { DEFAULT_LOCAL_JSON_DIR } from './storage/local-json.js';
@@ -138,6 +143,8 @@ export interface KbsConfig {
   readonly resourcePlugin?: ResourcePluginConfig;
   /** `[[plugins]] name = "external"`: gRPC plugin backends under `/kbs/v0/external/<name>/`. */
   readonly externalPlugin?: ExternalPluginConfig;
+  /** `[[plugins]] name = "sample"` / `"nebula-ca"`: trustee's other built-in plugins. */
+  readonly builtinPlugins?: BuiltinPluginsConfig;
   /** Files loaded into the store and watched; absent when `[mounted_files]` is not configured. */
   readonly mountedFiles?: MountedFilesConfig;
   /** Accepted but unused settings, for the operator to see at startup. */
@@ -515,6 +522,7 @@ function checkWorkers(
 interface PluginsConfig {
   readonly resource?: ResourcePluginConfig;
   readonly external?: ExternalPluginConfig;
+  readonly builtin?: BuiltinPluginsConfig;
 }
 
 function parseResourcePlugin(p: Section): ResourcePluginConfig {
@@ -546,10 +554,11 @@ function parseResourcePlugin(p: Section): ResourcePluginConfig {
   return resource;
 }
 
-/** `[[plugins]]`: the built-in `resource` plugin and the `external` gRPC gateway, each at most once. */
+/** `[[plugins]]`: `resource`, the `external` gRPC gateway, `sample` and `nebula-ca`, each at most once. */
 function parsePlugins(list: Section[]): PluginsConfig {
   let resource: ResourcePluginConfig | undefined;
   let external: ExternalPluginConfig | undefined;
+  let builtin: BuiltinPluginsConfig | undefined;
   for (const p of list) {
     const name = p.string('name');
     if (name === 'resource' || name === 'ResourceStorage') {
@@ -559,12 +568,20 @@ function parsePlugins(list: Section[]): PluginsConfig {
       if (external !== undefined) throw new ConfigError(`${p.where} the external plugin is configured twice`);
       external = parseExternalPlugin(p);
     } else {
-      throw new ConfigError(
-        `${p.where} plugin ${JSON.stringify(name)} is not supported by this KBS (supported: resource, external)`,
-      );
+      builtin = parseBuiltinPlugin(name, p, builtin ?? {});
+      if (builtin === undefined) {
+        const supported = ['resource', 'external', ...BUILTIN_PLUGIN_NAMES].join(', ');
+        throw new ConfigError(
+          `${p.where} plugin ${JSON.stringify(name)} is not supported by this KBS (supported: ${supported})`,
+        );
+      }
     }
   }
-  return { ...(resource !== undefined && { resource }), ...(external !== undefined && { external }) };
+  return {
+    ...(resource !== undefined && { resource }),
+    ...(external !== undefined && { external }),
+    ...(builtin !== undefined && { builtin }),
+  };
 }
 
 /**
@@ -627,9 +644,11 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     'the top level',
     'session_storage_type',
   );
-  const { resource: resourcePlugin, external: externalPlugin } = parsePlugins(
-    root.sectionArray('plugins', '[[plugins]]'),
-  );
+  const {
+    resource: resourcePlugin,
+    external: externalPlugin,
+    builtin: builtinPlugins,
+  } = parsePlugins(root.sectionArray('plugins', '[[plugins]]'));
   // This KBS's own table stays strict: trustee would ignore all of it, so a misspelt key here is ours.
   const mounted = root.raw('mounted_files');
   const mountedFiles = parseMountedFiles(
@@ -676,6 +695,7 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
     ...(sessionStorageType !== undefined && { sessionStorageType }),
     ...(resourcePlugin !== undefined && { resourcePlugin }),
     ...(externalPlugin !== undefined && { externalPlugin }),
+    ...(builtinPlugins !== undefined && { builtinPlugins }),
     ...(mountedFiles !== undefined && { mountedFiles }),
     warnings,
   };

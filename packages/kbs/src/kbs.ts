@@ -11,6 +11,7 @@ import { consoleDeps } from './console/deps.js';
 import { createAdminRoutes } from './console/routes.js';
 import { consolePage } from './console/static.js';
 import { KbsMetrics } from './metrics.js';
+import { startBuiltinPlugins } from './plugins/builtin-registry.js';
 import { ExternalPlugin } from './plugins/external.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
@@ -265,6 +266,10 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
             ExternalPlugin.connect(externalConfig, { admin, sessions, tokens, policy, metrics, logger }),
           );
     if (external !== undefined) cleanups.push(() => external.close());
+    const builtinPlugins = await step('PluginManager initialization failed', () =>
+      startBuiltinPlugins(config.builtinPlugins, { admin, sessions, tokens, policy, metrics, logger }),
+    );
+    if (builtinPlugins !== undefined) cleanups.push(() => builtinPlugins.close());
     const api = new Api({
       rcar,
       sessions,
@@ -277,6 +282,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       logger,
       verdicts,
       ...(external !== undefined && { external }),
+      ...(builtinPlugins !== undefined && { builtinPlugins }),
     });
     const handler = createRequestHandler({
       api,

@@ -1,0 +1,39 @@
+// `[[plugins]] name = "sample"` (trustee kbs/src/plugins/implementations/sample.rs): the example of a
+// built-in client plugin. Its one config key, `item` (required string), is read and kept, not used.
+// Every method and path under `/kbs/v0/sample/` answers the fixed body `sample plugin response`, behind
+// admin credentials (its validate_auth is true), never encrypted.
+import type { Section } from '../config-reader.js';
+import type { BuiltinPlugin } from './builtin.js';
+
+export const SAMPLE_PLUGIN_NAME = 'sample';
+export const SAMPLE_PLUGIN_RESPONSE = 'sample plugin response';
+
+export interface SamplePluginConfig {
+  readonly item: string;
+}
+
+/** The `sample` entry of `[[plugins]]` (its `name` already read). */
+export function parseSamplePlugin(p: Section): SamplePluginConfig {
+  const item = p.string('item');
+  p.finish();
+  return { item };
+}
+
+export class SamplePlugin implements BuiltinPlugin {
+  readonly name = SAMPLE_PLUGIN_NAME;
+  private readonly reply = new TextEncoder().encode(SAMPLE_PLUGIN_RESPONSE);
+
+  constructor(readonly config: SamplePluginConfig) {}
+
+  async handle(): Promise<Uint8Array> {
+    return this.reply;
+  }
+
+  validateAuth(): boolean {
+    return true;
+  }
+
+  encrypted(): boolean {
+    return false;
+  }
+}
