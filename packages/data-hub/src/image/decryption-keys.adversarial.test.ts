@@ -75,15 +75,14 @@ describe('decryption_keys against hostile sources', () => {
     const passwordFile = join(dir, 'password.bin');
     writeFileSync(passwordFile, password);
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-    for (const [name, type] of [
-      ['k.pem', 'pem'],
-      ['k.der', 'der'],
-    ] as const) {
+    const encrypted = { type: 'pkcs8', cipher: 'aes-256-cbc', passphrase: password } as const;
+    const files: [string, string | Buffer][] = [
+      ['k.pem', privateKey.export({ ...encrypted, format: 'pem' })],
+      ['k.der', privateKey.export({ ...encrypted, format: 'der' })],
+    ];
+    for (const [name, bytes] of files) {
       const key = join(dir, name);
-      writeFileSync(
-        key,
-        privateKey.export({ type: 'pkcs8', format: type, cipher: 'aes-256-cbc', passphrase: password }),
-      );
+      writeFileSync(key, bytes);
       const unwrappers = await decryptionKeyUnwrappers([`jwe:${key}:file=${passwordFile}`], noKbs);
       expect(unwrappers.map((u) => u.protocol)).toEqual(['jwe']);
     }
