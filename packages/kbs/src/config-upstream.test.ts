@@ -27,8 +27,6 @@ const INTEL_TA = /\[attestation_service\] type: "intel_ta" \(Intel Trust Authori
 
 describe("trustee's kbs/test_data/configs", () => {
   it.each([
-    // Its remote AS is read; its "sample" plugin is what is refused.
-    ['coco-as-grpc-1.toml', /plugin "sample" is not supported/],
     // Its remote RVPS is read; HTTPS without a key or certificate is what is refused.
     ['coco-as-builtin-1.toml', /private_key and certificate missing/],
     ['intel-ta-1.toml', INTEL_TA],
@@ -55,6 +53,14 @@ describe("trustee's kbs/test_data/configs", () => {
       expect(c.attestationService.timeoutMin).toBe(timeoutMin);
     },
   );
+
+  it('coco-as-grpc-1.toml selects the remote service and configures the sample plugin beside resource', () => {
+    const c = read(`${TEST_DATA}/coco-as-grpc-1.toml`);
+    expect(c.attestationService.type).toBe('coco_as_grpc');
+    expect(c.attestationService.grpc).toEqual({ asAddr: 'http://127.0.0.1:50001', poolSize: 100 });
+    expect(c.builtinPlugins).toEqual({ sample: { item: 'value1' } });
+    expect(c.resourcePlugin).toEqual({ backend: 'kvstorage' });
+  });
 
   it('coco-as-builtin-1.toml selects the built-in service with a remote RVPS (GrpcRemote)', () => {
     // As shipped it asks for HTTPS without a key (refused above); with plain HTTP it parses.
