@@ -115,6 +115,8 @@ describe('[[plugins]] name = "external"', () => {
   it('refuses a second external entry and names the supported plugins for others', () => {
     const e = { name: 'external', backends: [{ name: 'a', endpoint: 'http://127.0.0.1:1' }] };
     expect(() => plugins(e, e)).toThrow(/the external plugin is configured twice/);
-    expect(() => plugins({ name: 'nebula-ca' })).toThrow(/supported: resource, external/);
+    expect(() => plugins({ name: 'pkcs11' })).toThrow(/supported: resource, external, sample, nebula-ca/);
+    const sample = { name: 'sample', item: 'x' };
+    expect(() => plugins(sample, sample)).toThrow(/the sample plugin is configured twice/);
   });
 });
