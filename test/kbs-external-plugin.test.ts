@@ -1,4 +1,5 @@
-// trustee's external plugin configs (kbs/test/config/external-plugin*.toml) start our KBS unchanged
+// trustee's external plugin configs (kbs/test/config/external-plugin*.toml and
+// kbs/test/test_data/configs/external-plugin-test.toml, which adds the built-in sample plugin) start our KBS unchanged
 // (listen address, plugin ports and ./work file locations aside) and forward /kbs/v0/external/<backend>/
 // to gRPC plugins: our example plugin (plaintext and TLS, admin- and attestation-gated, JWE replies) and
 // a plugin written in Python against plugin.proto with Debian's python3-grpcio.
@@ -244,6 +245,42 @@ describe('KBS external plugins (trustee external-plugin*.toml)', () => {
     const metrics = await kbs.metrics.text();
     expect(metrics).toMatch(/kbs_plugin_requests_total\{plugin_name="echo-test"\} 2/);
     expect(metrics).toMatch(/kbs_plugin_request_duration_seconds_count\{plugin_name="echo-test"\} 2/);
+  });
+
+  it('external-plugin-test.toml: the built-in sample plugin starts beside the external gateway (with its [admin] in the current form)', async () => {
+    const p = await plugin();
+    const port = await freePort();
+    const file = 'trustee/configs/kbs/test/test_data/configs/external-plugin-test.toml';
+    const shipped = listenOn(readFileSync(vector(file), 'utf8'), port).replace(
+      /127\.0\.0\.1:50051/,
+      `127.0.0.1:${p.port}`,
+    );
+    // The file (referenced by nothing upstream) predates two of trustee's config changes: its [admin]
+    // says `type`, which trustee's AdminConfig (tag authorization_mode, deny_unknown_fields) refuses
+    // too, and it has no [attestation_token] trust material. Its plugins are not what is refused.
+    expect(() => parseKbsConfigText(shipped, file)).toThrow(/\[admin\] authorization_mode is required/);
+    const text = shipped.replace(
+      '[admin]\ntype = "InsecureAllowAll"',
+      '[attestation_token]\ninsecure_header_jwk = true\n\n[admin]\nauthorization_mode = "InsecureAllowAll"',
+    );
+    const kbs = await startKbs(parseKbsConfigText(text, file), { logger: silent });
+    closers.push(() => kbs.close());
+    const url = `http://127.0.0.1:${port}`;
+    // sample is admin-gated ([admin] InsecureAllowAll here) and answers its fixed body.
+    const sample = await call(`${url}/kbs/v0/sample/anything?x=1`);
+    expect([sample.status, sample.type, sample.body.toString()]).toEqual([
+      200,
+      'text/xml',
+      'sample plugin response',
+    ]);
+    const echoed = await call(`${url}/kbs/v0/external/echo-plugin/hello`, {
+      method: 'POST',
+      body: Buffer.from('a'),
+    });
+    expect([echoed.status, echoed.body.toString()]).toEqual([
+      200,
+      'Echo: method=POST, path=["hello"], query={}, body_len=1',
+    ]);
   });
 
   it('the resource policy sees plugin "external" and the backend name first', async () => {
