@@ -1,19 +1,12 @@
-// trustee's built-in client plugins other than `resource` (plugin arm of api_server.rs `api`): the
-// plugin's validate_auth picks the gate — admin credentials, or an attestation token and the resource
-// policy with data `{"plugin":<name>,"resource-path":[…],"query":{…}}` — and, on the token path, its
-// encrypted() asks for the reply to be JWE-encrypted to the token's TEE key. Every plugin failure is
-// trustee's 401 PluginInternalError; replies are `text/xml` unless encrypted, as trustee.
+// trustee's built-in client plugins other than `resource` (plugin arm of api_server.rs `api`), behind the
+// gate of gate.ts chosen by the plugin's validate_auth; its encrypted() asks, on the token path, for the
+// reply to be JWE-encrypted to the TEE key. Every plugin failure is trustee's 401 PluginInternalError;
+// replies are `text/xml` unless encrypted, as trustee.
 import { KbsError } from '@broker/protocol';
-import type { Logger } from 'pino';
-import { type AdminAuthorizer, AdminError, bearerToken } from '../admin.js';
 import type { ApiRequest } from '../api.js';
-import { explainAppraisals } from '../attestation/index.js';
 import { JweEncrypter } from '../jwe-encrypter.js';
-import type { KbsMetrics } from '../metrics.js';
-import { PolicyEngineError, type ResourcePolicy } from '../policy/resource-policy.js';
-import { jsonReply, type Reply } from '../reply.js';
-import type { SessionStore } from '../session.js';
-import type { AttestationTokenVerifier } from '../token.js';
+import type { Reply } from '../reply.js';
+import { authorizePluginCall, checkPluginAdmin, encryptToTee, type PluginGateDeps } from './gate.js';
 
 /** What a built-in plugin sees of a request: the path after `/kbs/v0/<plugin>/`. */
 export interface PluginCall {
@@ -34,14 +27,7 @@ export interface BuiltinPlugin {
   close?(): Promise<void>;
 }
 
-export interface BuiltinPluginDeps {
-  readonly admin: AdminAuthorizer;
-  readonly sessions: SessionStore;
-  readonly tokens: AttestationTokenVerifier;
-  readonly policy: ResourcePolicy;
-  readonly metrics: KbsMetrics;
-  readonly logger: Logger;
-}
+export type BuiltinPluginDeps = PluginGateDeps;
 
 const TEXT_XML = { 'content-type': 'text/xml' };
 
@@ -84,81 +70,12 @@ export class BuiltinPluginHost {
         },
       );
     if (plugin.validateAuth(call)) {
-      this.checkAdmin(req);
+      checkPluginAdmin(this.deps.admin, req);
       return { status: 200, headers: TEXT_XML, body: await run() };
     }
-    const claims = await this.authorize(req, name, rest);
+    const claims = await authorizePluginCall(this.deps, req, name, rest);
     const body = await run();
     if (!plugin.encrypted(call)) return { status: 200, headers: TEXT_XML, body };
-    let teeKey: ReturnType<AttestationTokenVerifier['teePublicKey']>;
-    try {
-      teeKey = this.deps.tokens.teePublicKey(claims);
-    } catch (e) {
-      throw new KbsError('TokenVerifierError', undefined, { cause: e });
-    }
-    try {
-      return jsonReply(JSON.stringify(this.jwe.encrypt(body, teeKey)));
-    } catch (e) {
-      throw new KbsError('JweError', undefined, { cause: e });
-    }
-  }
-
-  private checkAdmin(req: ApiRequest): void {
-    try {
-      this.deps.admin.check({ authorization: req.authorization, path: `/kbs/v0/${req.segments.join('/')}` });
-    } catch (e) {
-      // trustee reports a denied plugin admin call as AdminAuthInitialization (as for the resource plugin).
-      const msg = e instanceof AdminError ? e.message : 'Admin access denied';
-      throw new KbsError('AdminAuthInitialization', `failed to initialize [admin] configuration: ${msg}`, {
-        cause: e,
-      });
-    }
-  }
-
-  /** The attestation token (attested session, else Bearer), verified, then the resource policy. */
-  private async authorize(
-    req: ApiRequest,
-    name: string,
-    rest: readonly string[],
-  ): Promise<Record<string, unknown>> {
-    const { sessions, tokens, policy, metrics, logger } = this.deps;
-    const session = await sessions.get(req.sessionId);
-    const token = session?.status === 'Attested' ? session.token : bearerToken(req.authorization);
-    if (token === undefined) throw new KbsError('TokenNotFound');
-    let claims: Record<string, unknown>;
-    try {
-      claims = tokens.verify(token);
-    } catch (e) {
-      throw new KbsError('TokenVerifierError', undefined, { cause: e });
-    }
-    metrics.policyEvaluations.inc();
-    let allow: boolean;
-    try {
-      const decision = await policy.evaluate(claims, {
-        plugin: name,
-        'resource-path': rest,
-        query: req.query,
-      });
-      if (decision.anomaly !== undefined) {
-        metrics.policyErrors.inc();
-        logger.warn(decision.anomaly);
-      }
-      allow = decision.allow;
-    } catch (e) {
-      metrics.policyErrors.inc();
-      if (e instanceof PolicyEngineError) {
-        throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`, { cause: e });
-      }
-      throw e;
-    }
-    if (!allow) {
-      metrics.policyViolations.inc();
-      const why = explainAppraisals(claims);
-      throw new KbsError('PolicyDeny', undefined, {
-        cause: new Error(why ?? 'every appraisal in the token is affirming; the resource policy refused it'),
-      });
-    }
-    metrics.policyApprovals.inc();
-    return claims;
+    return encryptToTee(this.jwe, this.deps.tokens, claims, body);
   }
 }

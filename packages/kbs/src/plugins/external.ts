@@ -1,33 +1,20 @@
 // The `external` plugin (trustee's ExternalPlugin with the plugin arm of api_server.rs `api`): requests
 // under `/kbs/v0/external/<backend>/...` go to that backend over kbs.plugin.v1.KbsPlugin. The plugin's
-// ValidateAuth picks the gate: admin credentials, or an attestation token and the resource policy (data
-// `{"plugin":"external","resource-path":[<backend>,…],"query":{…}}`); on the token path NeedsEncryption
-// may ask for the reply to be JWE-encrypted to the TEE key in the token. Every plugin failure is
+// ValidateAuth picks the gate (gate.ts): admin credentials, or an attestation token and the resource policy
+// (data `{"plugin":"external","resource-path":[<backend>,…],"query":{…}}`); on the token path
+// NeedsEncryption may ask for the reply to be JWE-encrypted to the TEE key in the token. Every plugin failure is
 // trustee's 401 PluginInternalError.
 import { KbsError } from '@broker/protocol';
-import type { Logger } from 'pino';
-import { type AdminAuthorizer, AdminError, bearerToken } from '../admin.js';
 import type { ApiRequest } from '../api.js';
-import { explainAppraisals } from '../attestation/index.js';
 import { JweEncrypter } from '../jwe-encrypter.js';
-import type { KbsMetrics } from '../metrics.js';
-import { PolicyEngineError, type ResourcePolicy } from '../policy/resource-policy.js';
-import { jsonReply, type Reply } from '../reply.js';
-import type { SessionStore } from '../session.js';
-import type { AttestationTokenVerifier } from '../token.js';
+import type { Reply } from '../reply.js';
 import type { ExternalPluginConfig } from './external-config.js';
+import { authorizePluginCall, checkPluginAdmin, encryptToTee, type PluginGateDeps } from './gate.js';
 import { type ForwardedRequest, PluginBackend, PluginCallError } from './grpc-backend.js';
 
 export const EXTERNAL_PLUGIN_NAME = 'external';
 
-export interface ExternalPluginDeps {
-  readonly admin: AdminAuthorizer;
-  readonly sessions: SessionStore;
-  readonly tokens: AttestationTokenVerifier;
-  readonly policy: ResourcePolicy;
-  readonly metrics: KbsMetrics;
-  readonly logger: Logger;
-}
+export type ExternalPluginDeps = PluginGateDeps;
 
 export interface ExternalPluginOptions {
   /** How long start-up waits for each backend to accept a connection. */
@@ -122,12 +109,12 @@ export class ExternalPlugin {
       throw grpcFailure(e);
     }
     if (admin) {
-      this.checkAdmin(req);
+      checkPluginAdmin(this.deps.admin, req);
       const body = await callHandle();
       return { status: 200, headers: TEXT_XML, body };
     }
 
-    const claims = await this.authorize(req, rest);
+    const claims = await authorizePluginCall(this.deps, req, EXTERNAL_PLUGIN_NAME, rest);
     const body = await callHandle();
     let encrypt: boolean;
     try {
@@ -136,71 +123,6 @@ export class ExternalPlugin {
       throw grpcFailure(e);
     }
     if (!encrypt) return { status: 200, headers: TEXT_XML, body };
-    let teeKey: ReturnType<AttestationTokenVerifier['teePublicKey']>;
-    try {
-      teeKey = this.deps.tokens.teePublicKey(claims);
-    } catch (e) {
-      throw new KbsError('TokenVerifierError', undefined, { cause: e });
-    }
-    try {
-      return jsonReply(JSON.stringify(this.jwe.encrypt(body, teeKey)));
-    } catch (e) {
-      throw new KbsError('JweError', undefined, { cause: e });
-    }
-  }
-
-  private checkAdmin(req: ApiRequest): void {
-    try {
-      this.deps.admin.check({ authorization: req.authorization, path: `/kbs/v0/${req.segments.join('/')}` });
-    } catch (e) {
-      // trustee reports a denied plugin admin call as AdminAuthInitialization (as for the resource plugin).
-      const msg = e instanceof AdminError ? e.message : 'Admin access denied';
-      throw new KbsError('AdminAuthInitialization', `failed to initialize [admin] configuration: ${msg}`, {
-        cause: e,
-      });
-    }
-  }
-
-  /** The attestation token (attested session, else Bearer), verified, then the resource policy. */
-  private async authorize(req: ApiRequest, rest: readonly string[]): Promise<Record<string, unknown>> {
-    const { sessions, tokens, policy, metrics, logger } = this.deps;
-    const session = await sessions.get(req.sessionId);
-    const token = session?.status === 'Attested' ? session.token : bearerToken(req.authorization);
-    if (token === undefined) throw new KbsError('TokenNotFound');
-    let claims: Record<string, unknown>;
-    try {
-      claims = tokens.verify(token);
-    } catch (e) {
-      throw new KbsError('TokenVerifierError', undefined, { cause: e });
-    }
-    metrics.policyEvaluations.inc();
-    let allow: boolean;
-    try {
-      const decision = await policy.evaluate(claims, {
-        plugin: EXTERNAL_PLUGIN_NAME,
-        'resource-path': rest,
-        query: req.query,
-      });
-      if (decision.anomaly !== undefined) {
-        metrics.policyErrors.inc();
-        logger.warn(decision.anomaly);
-      }
-      allow = decision.allow;
-    } catch (e) {
-      metrics.policyErrors.inc();
-      if (e instanceof PolicyEngineError) {
-        throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`, { cause: e });
-      }
-      throw e;
-    }
-    if (!allow) {
-      metrics.policyViolations.inc();
-      const why = explainAppraisals(claims);
-      throw new KbsError('PolicyDeny', undefined, {
-        cause: new Error(why ?? 'every appraisal in the token is affirming; the resource policy refused it'),
-      });
-    }
-    metrics.policyApprovals.inc();
-    return claims;
+    return encryptToTee(this.jwe, this.deps.tokens, claims, body);
   }
 }
