@@ -348,7 +348,7 @@ allowed_endpoints = "^/kbs/v0/resource/.+$"
         /unknown key "policies" in \[mounted_files\]/,
       ],
       ['LocalFs without dir_path table', `${MIN}\n[storage_backend]\nstorage_type = "LocalFs"`, /local_fs/],
-      ['another plugin', `${MIN}\n[[plugins]]\nname = "nebula-ca"`, /nebula-ca" is not supported/],
+      ['another plugin', `${MIN}\n[[plugins]]\nname = "pkcs11"`, /pkcs11" is not supported/],
       [
         'a Vault resource backend',
         `${MIN}\n[[plugins]]\nname = "resource"\nstorage_backend_type = "Vault"`,
