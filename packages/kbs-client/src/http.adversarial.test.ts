@@ -1,13 +1,4 @@
-/**
- * The one-time repeat of a request whose kept connection dropped, as an
- * attacker on the path would try it (http.test.ts has the ordinary cases):
- * the repeat's new connection reaching a server with a certificate the
- * client does not trust, and the repeat stalling so as to outlast the
- * whole-request timeout. A TCP relay in front sends each new connection to
- * the next backend in its list.
- */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo, type Socket } from 'node:net';
@@ -16,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KbsUnreachable } from './errors.js';
 import { HttpTransport } from './http.js';
+import { makeLoopbackCert } from './testing/loopback-cert.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -135,33 +127,7 @@ beforeAll(() => {
   tlsDir = mkdtempSync(join(tmpdir(), 'kbs-client-http-adv-'));
   for (const name of ['trusted', 'untrusted'] as const) {
     // Both name 127.0.0.1: only the trust anchor tells them apart.
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-        '-keyout',
-        join(tlsDir, `${name}.key`),
-        '-out',
-        join(tlsDir, `${name}.pem`),
-      ],
-      { stdio: 'ignore' },
-    );
-    tls[name] = {
-      cert: readFileSync(join(tlsDir, `${name}.pem`), 'utf8'),
-      key: readFileSync(join(tlsDir, `${name}.key`), 'utf8'),
-    };
+    tls[name] = makeLoopbackCert(tlsDir, name);
   }
 });
 afterAll(() => rmSync(tlsDir, { recursive: true, force: true }));

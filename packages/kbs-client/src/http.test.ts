@@ -1,14 +1,5 @@
-/**
- * The HTTP layer when the KBS closes a kept connection just as a request goes
- * out on it (a restart, a load balancer's idle timeout): real node:http(s)
- * servers that answer the first request of a connection and drop the
- * connection, unanswered, when a later request arrives on it. What the
- * client cannot tell from a race is made deterministic this way: the drop
- * always comes after the request was sent and before any answer.
- */
-import { execFileSync } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
@@ -20,6 +11,7 @@ import { KbsClient } from './client.js';
 import { KbsUnreachable } from './errors.js';
 import { HttpTransport } from './http.js';
 import { FakeKbs } from './testing/fake-kbs.js';
+import { makeLoopbackCert } from './testing/loopback-cert.js';
 
 /** What the server does with a request: answer it, reset its connection (RST), or close it (FIN). */
 type Fate = 'answer' | 'reset' | 'close';
@@ -348,32 +340,6 @@ let tlsDir: string;
 let tlsFiles: { cert: string; key: string };
 beforeAll(() => {
   tlsDir = mkdtempSync(join(tmpdir(), 'kbs-client-http-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-      '-keyout',
-      join(tlsDir, 'key.pem'),
-      '-out',
-      join(tlsDir, 'cert.pem'),
-    ],
-    { stdio: 'ignore' },
-  );
-  tlsFiles = {
-    cert: readFileSync(join(tlsDir, 'cert.pem'), 'utf8'),
-    key: readFileSync(join(tlsDir, 'key.pem'), 'utf8'),
-  };
+  tlsFiles = makeLoopbackCert(tlsDir, 'server');
 });
 afterAll(() => rmSync(tlsDir, { recursive: true, force: true }));
