@@ -9,11 +9,12 @@ import {
 } from '@broker/protocol';
 import type { Logger } from 'pino';
 import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
-import { type AttestationService, explainAppraisals } from './attestation/index.js';
+import type { AttestationService } from './attestation/index.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import type { BuiltinPluginHost } from './plugins/builtin.js';
 import type { ExternalPlugin } from './plugins/external.js';
+import { requirePolicyAllows } from './policy/decide.js';
 import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
 import type { Rcar } from './rcar.js';
 import { emptyReply, jsonReply, type Reply } from './reply.js';
@@ -307,34 +308,7 @@ export class Api {
         reason,
       });
     const data: PolicyData = { plugin: 'resource', 'resource-path': rest, query: req.query };
-    metrics.policyEvaluations.inc();
-    let allow: boolean;
-    try {
-      const decision = await this.deps.policy.evaluate(claims, data);
-      if (decision.anomaly !== undefined) {
-        metrics.policyErrors.inc();
-        logger.warn(decision.anomaly);
-      }
-      allow = decision.allow;
-    } catch (e) {
-      metrics.policyErrors.inc();
-      record('error', (e as Error).message);
-      if (e instanceof PolicyEngineError) {
-        throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`, { cause: e });
-      }
-      throw e;
-    }
-    if (!allow) {
-      metrics.policyViolations.inc();
-      // The client only learns "denied"; the log says which appraisal claims kept it from release.
-      const why = explainAppraisals(claims);
-      record('denied', why ?? 'every appraisal in the token is affirming; the resource policy refused it');
-      throw new KbsError('PolicyDeny', undefined, {
-        cause: new Error(why ?? 'every appraisal in the token is affirming; the resource policy refused it'),
-      });
-    }
-    metrics.policyApprovals.inc();
-    record('allowed');
+    await requirePolicyAllows(this.deps, claims, data, record);
     if (req.method !== 'GET') {
       throw new KbsError('PluginInternalError', undefined, {
         cause: new Error('Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`'),

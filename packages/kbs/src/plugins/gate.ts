@@ -6,10 +6,10 @@ import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
 import { type AdminAuthorizer, AdminError, bearerToken } from '../admin.js';
 import type { ApiRequest } from '../api.js';
-import { explainAppraisals } from '../attestation/index.js';
 import type { JweEncrypter } from '../jwe-encrypter.js';
 import type { KbsMetrics } from '../metrics.js';
-import { PolicyEngineError, type ResourcePolicy } from '../policy/resource-policy.js';
+import { requirePolicyAllows } from '../policy/decide.js';
+import type { ResourcePolicy } from '../policy/resource-policy.js';
 import { jsonReply, type Reply } from '../reply.js';
 import type { SessionStore } from '../session.js';
 import type { AttestationTokenVerifier } from '../token.js';
@@ -42,7 +42,7 @@ export async function authorizePluginCall(
   plugin: string,
   rest: readonly string[],
 ): Promise<Record<string, unknown>> {
-  const { sessions, tokens, policy, metrics, logger } = deps;
+  const { sessions, tokens } = deps;
   const session = await sessions.get(req.sessionId);
   const token = session?.status === 'Attested' ? session.token : bearerToken(req.authorization);
   if (token === undefined) throw new KbsError('TokenNotFound');
@@ -52,30 +52,7 @@ export async function authorizePluginCall(
   } catch (e) {
     throw new KbsError('TokenVerifierError', undefined, { cause: e });
   }
-  metrics.policyEvaluations.inc();
-  let allow: boolean;
-  try {
-    const decision = await policy.evaluate(claims, { plugin, 'resource-path': rest, query: req.query });
-    if (decision.anomaly !== undefined) {
-      metrics.policyErrors.inc();
-      logger.warn(decision.anomaly);
-    }
-    allow = decision.allow;
-  } catch (e) {
-    metrics.policyErrors.inc();
-    if (e instanceof PolicyEngineError) {
-      throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`, { cause: e });
-    }
-    throw e;
-  }
-  if (!allow) {
-    metrics.policyViolations.inc();
-    const why = explainAppraisals(claims);
-    throw new KbsError('PolicyDeny', undefined, {
-      cause: new Error(why ?? 'every appraisal in the token is affirming; the resource policy refused it'),
-    });
-  }
-  metrics.policyApprovals.inc();
+  await requirePolicyAllows(deps, claims, { plugin, 'resource-path': rest, query: req.query });
   return claims;
 }
 

@@ -1,0 +1,54 @@
+// The resource policy's decision on a verified token's claims, as every client call gets it (the
+// `resource` plugin and the others behind trustee's plugin gate): counted, an anomaly logged, and a
+// refusal thrown as trustee's PolicyDeny with the appraisals that kept it from release as its cause
+// (the client only learns "denied"). `record` hears every outcome, for the verdict log.
+import { KbsError } from '@broker/protocol';
+import type { Logger } from 'pino';
+import { explainAppraisals } from '../attestation/index.js';
+import type { KbsMetrics } from '../metrics.js';
+import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './resource-policy.js';
+
+export type PolicyOutcome = 'allowed' | 'denied' | 'error';
+
+export interface PolicyGateDeps {
+  readonly policy: ResourcePolicy;
+  readonly metrics: KbsMetrics;
+  readonly logger: Logger;
+}
+
+/** Resolves when the policy allows; throws PolicyDeny or PolicyEngineError otherwise. */
+export async function requirePolicyAllows(
+  deps: PolicyGateDeps,
+  claims: Record<string, unknown>,
+  data: PolicyData,
+  record?: (outcome: PolicyOutcome, reason?: string) => void,
+): Promise<void> {
+  const { policy, metrics, logger } = deps;
+  metrics.policyEvaluations.inc();
+  let allow: boolean;
+  try {
+    const decision = await policy.evaluate(claims, data);
+    if (decision.anomaly !== undefined) {
+      metrics.policyErrors.inc();
+      logger.warn(decision.anomaly);
+    }
+    allow = decision.allow;
+  } catch (e) {
+    metrics.policyErrors.inc();
+    record?.('error', (e as Error).message);
+    if (e instanceof PolicyEngineError) {
+      throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`, { cause: e });
+    }
+    throw e;
+  }
+  if (!allow) {
+    metrics.policyViolations.inc();
+    const why =
+      explainAppraisals(claims) ??
+      'every appraisal in the token is affirming; the resource policy refused it';
+    record?.('denied', why);
+    throw new KbsError('PolicyDeny', undefined, { cause: new Error(why) });
+  }
+  metrics.policyApprovals.inc();
+  record?.('allowed');
+}
