@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { VerificationError } from '../errors.js';
+import { verificationFailure } from '../testing/failure.js';
 import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { CcaVerifier } from './index.js';
@@ -25,25 +25,18 @@ const NOT_PROVIDED = { reportData: new Uint8Array(0), reportDataNotProvided: tru
 
 const verifier = new CcaVerifier();
 
-async function failure(p: Promise<unknown>): Promise<VerificationError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(VerificationError);
-  return e as VerificationError;
-}
-
 describe('cca without runtime data (ReportData::NotProvided), local stores', () => {
   it('refuses a realm token with the all-zero challenge, as trustee does; provided runtime data still decides', async () => {
     expect(parseCcaToken(Buffer.from(ZERO_CHALLENGE_TOKEN.token)).realmClaims.challenge).toEqual(
       Buffer.alloc(64),
     );
-    const e = await failure(verifier.evaluate(ZERO_CHALLENGE_TOKEN, { ...NOT_PROVIDED, cca: { stores } }));
+    const e = await verificationFailure(
+      verifier.evaluate(ZERO_CHALLENGE_TOKEN, { ...NOT_PROVIDED, cca: { stores } }),
+    );
     expect(e.code).toBe('REPORT_DATA_MISMATCH');
     expect(e.message).toMatch(/needs runtime data: none was provided/);
     // The same token when runtime data was provided: bound to nothing, refused.
-    const provided = await failure(
+    const provided = await verificationFailure(
       verifier.evaluate(ZERO_CHALLENGE_TOKEN, { reportData: REPORT_DATA, cca: { stores } }),
     );
     expect(provided.code).toBe('REPORT_DATA_MISMATCH');
@@ -56,7 +49,7 @@ describe('cca without runtime data (ReportData::NotProvided), local stores', () 
 
   it('the flag decides: even report data matching the challenge is not compared when marked not provided', async () => {
     const bound = { token: [...platform.token(REPORT_DATA)] };
-    const e = await failure(
+    const e = await verificationFailure(
       verifier.evaluate(bound, { reportData: REPORT_DATA, reportDataNotProvided: true, cca: { stores } }),
     );
     expect(e.message).toMatch(/needs runtime data/);
@@ -69,9 +62,11 @@ describe('cca without runtime data (ReportData::NotProvided), local stores', () 
       trustAnchors: parseTaStore(file('tastore.json').toString()),
       platformRefValues: parseRvStore(file('rvstore.json').toString()),
     };
-    const e = await failure(verifier.evaluate(example, { ...NOT_PROVIDED, cca: { stores: trusteeStores } }));
+    const e = await verificationFailure(
+      verifier.evaluate(example, { ...NOT_PROVIDED, cca: { stores: trusteeStores } }),
+    );
     expect(e.message).toMatch(/needs runtime data/);
-    const noConfig = await failure(
+    const noConfig = await verificationFailure(
       verifier.evaluate(example, { ...NOT_PROVIDED, cca: { configPath: '/nonexistent/cca-config.json' } }),
     );
     expect(noConfig.code).toBe('REPORT_DATA_MISMATCH');
@@ -96,7 +91,7 @@ describe('cca without runtime data, remote mode (Veraison)', () => {
   });
 
   it('refuses without opening a Veraison session, even for a token whose challenge is all zeros', async () => {
-    const e = await failure(verifier.evaluate(ZERO_CHALLENGE_TOKEN, remote(NOT_PROVIDED)));
+    const e = await verificationFailure(verifier.evaluate(ZERO_CHALLENGE_TOKEN, remote(NOT_PROVIDED)));
     expect(e.code).toBe('REPORT_DATA_MISMATCH');
     expect(e.message).toMatch(/needs runtime data/);
     expect(veraison.submissions).toHaveLength(0);

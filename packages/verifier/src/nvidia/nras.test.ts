@@ -2,7 +2,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { VerificationError } from '../errors.js';
+import { verificationFailure } from '../testing/failure.js';
 import { vector } from '../testing/vectors.js';
 import { NvidiaVerifier } from './index.js';
 import { type MockNras, startMockNras } from './mock-nras.js';
@@ -31,15 +31,6 @@ const expected = (reportData = NONCE) => ({
   nvidia: { remote: { verifierUrl: nras.url, jwksUrl: nras.jwksUrl } },
 });
 
-async function failure(p: Promise<unknown>): Promise<VerificationError> {
-  const e = await p.then(
-    () => undefined,
-    (x: unknown) => x,
-  );
-  expect(e).toBeInstanceOf(VerificationError);
-  return e as VerificationError;
-}
-
 describe('nvidia remote mode (NRAS)', () => {
   it("sends trustee's request and returns the device token claims with the overall result", async () => {
     const [r] = await verifier.evaluate(EVIDENCE, expected());
@@ -60,33 +51,39 @@ describe('nvidia remote mode (NRAS)', () => {
   });
 
   it('a nonce NRAS reports as not matching fails the report data check', async () => {
-    const e = await failure(verifier.evaluate(EVIDENCE, expected(Buffer.alloc(32, 1))));
+    const e = await verificationFailure(verifier.evaluate(EVIDENCE, expected(Buffer.alloc(32, 1))));
     expect(e.code).toBe('REPORT_DATA_MISMATCH');
   });
 
   it('tokens signed by a key outside the JWKS, with an unknown kid, or expired, are refused', async () => {
     nras.tamper = { signWith: generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey };
-    expect((await failure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(
+    expect((await verificationFailure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(
       /signature does not verify/,
     );
     nras.tamper = { kid: 'other' };
-    expect((await failure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(/kid is not in/);
+    expect((await verificationFailure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(
+      /kid is not in/,
+    );
     nras.tamper = { payload: { exp: 1000 } };
-    expect((await failure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(/device token expired/);
+    expect((await verificationFailure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(
+      /device token expired/,
+    );
     nras.tamper = { payload: { nbf: 'soon' } };
-    expect((await failure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(/integer exp, iat, nbf/);
+    expect((await verificationFailure(verifier.evaluate(EVIDENCE, expected()))).message).toMatch(
+      /integer exp, iat, nbf/,
+    );
   });
 
   it('answers not in NRAS shape are refused', async () => {
     for (const answer of ['{}', '[["JWT","a.b.c"],{}]', '[["JWT","a.b.c"],{"a":"x","b":"y"}]', 'not json']) {
       nras.tamper = { answer };
-      const e = await failure(verifier.evaluate(EVIDENCE, expected()));
+      const e = await verificationFailure(verifier.evaluate(EVIDENCE, expected()));
       expect(e.code).toBe('COLLATERAL_INVALID');
     }
   });
 
   it('an unreachable NRAS fails closed, naming the URL', async () => {
-    const e = await failure(
+    const e = await verificationFailure(
       verifier.evaluate(EVIDENCE, {
         reportData: NONCE,
         nvidia: { remote: { verifierUrl: 'http://127.0.0.1:1/v4/attest', jwksUrl: nras.jwksUrl } },

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { VerificationError } from '../errors.js';
+import { verificationFailure } from '../testing/failure.js';
 import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { NvidiaVerifier } from './index.js';
@@ -35,23 +35,16 @@ const REPORT_DATA = createHash('sha384').update('{"nonce":"n","tee-pubkey":{}}')
 const verifier = new NvidiaVerifier();
 const NOT_PROVIDED = { reportData: new Uint8Array(0), reportDataNotProvided: true } as const;
 
-async function failure(p: Promise<unknown>): Promise<VerificationError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(VerificationError);
-  return e as VerificationError;
-}
-
 describe('nvidia without runtime data (ReportData::NotProvided), local mode', () => {
   it('refuses a report requested with the all-zero nonce, as trustee does; provided runtime data still decides', async () => {
     const zero = device.evidence(ZERO_NONCE);
-    const e = await failure(verifier.evaluate(zero, { ...NOT_PROVIDED, nvidia: { trustedRoots } }));
+    const e = await verificationFailure(
+      verifier.evaluate(zero, { ...NOT_PROVIDED, nvidia: { trustedRoots } }),
+    );
     expect(e.code).toBe('REPORT_DATA_MISMATCH');
     expect(e.message).toMatch(/needs runtime data: none was provided/);
     // The same zero-nonce report when runtime data was provided: bound to nothing, refused.
-    const provided = await failure(
+    const provided = await verificationFailure(
       verifier.evaluate(zero, { reportData: REPORT_DATA, nvidia: { trustedRoots } }),
     );
     expect(provided.code).toBe('REPORT_DATA_MISMATCH');
@@ -64,7 +57,7 @@ describe('nvidia without runtime data (ReportData::NotProvided), local mode', ()
 
   it('the flag decides: even report data matching the nonce is not compared when marked not provided', async () => {
     const bound = device.evidence(REPORT_DATA.subarray(0, 32));
-    const e = await failure(
+    const e = await verificationFailure(
       verifier.evaluate(bound, {
         reportData: REPORT_DATA,
         reportDataNotProvided: true,
@@ -75,11 +68,11 @@ describe('nvidia without runtime data (ReportData::NotProvided), local mode', ()
   });
 
   it("refuses trustee's Hopper vector without runtime data before checking the device", async () => {
-    const e = await failure(verifier.evaluate(TRUSTEE_EVIDENCE, NOT_PROVIDED));
+    const e = await verificationFailure(verifier.evaluate(TRUSTEE_EVIDENCE, NOT_PROVIDED));
     expect(e.code).toBe('REPORT_DATA_MISMATCH');
     expect(e.message).toMatch(/needs runtime data/);
     // A device list that is not even a device is refused the same way: nothing is parsed.
-    const junk = await failure(verifier.evaluate({ device_evidence_list: [42] }, NOT_PROVIDED));
+    const junk = await verificationFailure(verifier.evaluate({ device_evidence_list: [42] }, NOT_PROVIDED));
     expect(junk.message).toMatch(/needs runtime data/);
     await expect(verifier.evaluate(TRUSTEE_EVIDENCE, { reportData: TRUSTEE_NONCE })).resolves.toHaveLength(1);
   });
@@ -103,12 +96,12 @@ describe('nvidia without runtime data, remote mode (NRAS)', () => {
 
   it('refuses without asking NRAS, even for a report NRAS would find matching the all-zero nonce', async () => {
     const zero = device.evidence(ZERO_NONCE);
-    const e = await failure(verifier.evaluate(zero, remote(NOT_PROVIDED)));
+    const e = await verificationFailure(verifier.evaluate(zero, remote(NOT_PROVIDED)));
     expect(e.code).toBe('REPORT_DATA_MISMATCH');
     expect(e.message).toMatch(/needs runtime data/);
     expect(nras.requests).toHaveLength(0);
     // With runtime data provided, NRAS is asked with its nonce and says the zero-nonce report is not ours.
-    const provided = await failure(verifier.evaluate(zero, remote({ reportData: REPORT_DATA })));
+    const provided = await verificationFailure(verifier.evaluate(zero, remote({ reportData: REPORT_DATA })));
     expect(provided.message).toMatch(/NRAS: the device report nonce is not ours/);
     expect(nras.requests.map((r) => r.nonce)).toEqual([REPORT_DATA.subarray(0, 32).toString('hex')]);
   });

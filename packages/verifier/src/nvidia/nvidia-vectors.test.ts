@@ -3,8 +3,8 @@
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { VerificationError } from '../errors.js';
 import { getVerifier } from '../registry.js';
+import { verificationFailure } from '../testing/failure.js';
 import { vector } from '../testing/vectors.js';
 import { parsePemChain, verifyNvidiaChain } from './chain.js';
 import { NVIDIA_DEVICE_ROOT_PEM, NVIDIA_DEVICE_ROOT_SHA1 } from './device-root.js';
@@ -26,15 +26,6 @@ function evidence(report: string, chain: string, arch = 'HOPPER') {
       { arch, uuid: UUID, evidence: report, certificate: Buffer.from(chain).toString('base64') },
     ],
   };
-}
-
-async function failure(p: Promise<unknown>): Promise<VerificationError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(VerificationError);
-  return e as VerificationError;
 }
 
 const verifier = new NvidiaVerifier();
@@ -88,7 +79,9 @@ describe('trustee Hopper vectors', () => {
     const bytes = Buffer.from(REPORT, 'hex');
     // Block 1 takes 55 bytes (4 + 3 + 48): this is byte 10 of block 2's value.
     bytes[37 + 8 + 55 + 7 + 10]! ^= 0x01;
-    const e = await failure(verifier.evaluate(evidence(bytes.toString('hex'), CHAIN), { reportData: NONCE }));
+    const e = await verificationFailure(
+      verifier.evaluate(evidence(bytes.toString('hex'), CHAIN), { reportData: NONCE }),
+    );
     expect(e.code).toBe('REPORT_SIGNATURE_INVALID');
     expect(e.message).toMatch(/signature/);
   });
@@ -96,14 +89,16 @@ describe('trustee Hopper vectors', () => {
   it('a flipped signature byte fails', async () => {
     const bytes = Buffer.from(REPORT, 'hex');
     bytes[bytes.length - 1]! ^= 0x80;
-    const e = await failure(verifier.evaluate(evidence(bytes.toString('hex'), CHAIN), { reportData: NONCE }));
+    const e = await verificationFailure(
+      verifier.evaluate(evidence(bytes.toString('hex'), CHAIN), { reportData: NONCE }),
+    );
     expect(e.code).toBe('REPORT_SIGNATURE_INVALID');
   });
 
   it('a wrong nonce fails the report data check', async () => {
     const reportData = Buffer.from(NONCE);
     reportData[0]! ^= 1;
-    const e = await failure(verifier.evaluate(evidence(REPORT, CHAIN), { reportData }));
+    const e = await verificationFailure(verifier.evaluate(evidence(REPORT, CHAIN), { reportData }));
     expect(e.code).toBe('REPORT_DATA_MISMATCH');
     expect(e.message).toMatch(/nonce/);
   });
@@ -112,7 +107,7 @@ describe('trustee Hopper vectors', () => {
     const other = createTestDevice();
     const certs = CHAIN.split(/(?=-----BEGIN CERTIFICATE-----)/);
     const chain = `${certs.slice(0, -1).join('')}${other.chainPem.split(/(?=-----BEGIN CERTIFICATE-----)/).at(-1)}`;
-    const e = await failure(verifier.evaluate(evidence(REPORT, chain), { reportData: NONCE }));
+    const e = await verificationFailure(verifier.evaluate(evidence(REPORT, chain), { reportData: NONCE }));
     expect(e.code).toBe('CERT_CHAIN_INVALID');
     expect(e.message).toMatch(/root/);
   });
@@ -120,7 +115,7 @@ describe('trustee Hopper vectors', () => {
   it('a simulated device trusted by its own root is refused without that root', async () => {
     const device = createTestDevice();
     const ev = device.evidence(NONCE);
-    const e = await failure(verifier.evaluate(ev, { reportData: NONCE }));
+    const e = await verificationFailure(verifier.evaluate(ev, { reportData: NONCE }));
     expect(e.code).toBe('CERT_CHAIN_INVALID');
     const [r] = await verifier.evaluate(ev, {
       reportData: NONCE,
@@ -134,7 +129,9 @@ describe('trustee Hopper vectors', () => {
     ['case3: missing ICA', 'hopper_cert_chain_case3.txt', 'CERT_CHAIN_INVALID'],
     ['case4: missing leaf', 'hopper_cert_chain_case4.txt', 'REPORT_SIGNATURE_INVALID'],
   ])('trustee chain %s fails', async (_name, file, code) => {
-    const e = await failure(verifier.evaluate(evidence(REPORT, text(file)), { reportData: NONCE }));
+    const e = await verificationFailure(
+      verifier.evaluate(evidence(REPORT, text(file)), { reportData: NONCE }),
+    );
     expect(e.code).toBe(code);
   });
 
@@ -149,7 +146,7 @@ describe('trustee Hopper vectors', () => {
   });
 
   it('the certificates must be valid at the verification time', async () => {
-    const e = await failure(
+    const e = await verificationFailure(
       verifier.evaluate(evidence(REPORT, CHAIN), {
         reportData: NONCE,
         now: new Date('2019-01-01T00:00:00Z'),
@@ -167,9 +164,13 @@ describe('trustee Hopper vectors', () => {
   });
 
   it('local mode verifies Hopper only; an unknown arch is malformed', async () => {
-    const e1 = await failure(verifier.evaluate(evidence(REPORT, CHAIN, 'BLACKWELL'), { reportData: NONCE }));
+    const e1 = await verificationFailure(
+      verifier.evaluate(evidence(REPORT, CHAIN, 'BLACKWELL'), { reportData: NONCE }),
+    );
     expect(e1.code).toBe('UNSUPPORTED_PROCESSOR');
-    const e2 = await failure(verifier.evaluate(evidence(REPORT, CHAIN, 'hopper'), { reportData: NONCE }));
+    const e2 = await verificationFailure(
+      verifier.evaluate(evidence(REPORT, CHAIN, 'hopper'), { reportData: NONCE }),
+    );
     expect(e2.code).toBe('EVIDENCE_MALFORMED');
   });
 

@@ -9,8 +9,8 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AzTdxVtpmVerifier } from '../az-tdx-vtpm/index.js';
 import { makeAzTdxTestEvidence } from '../az-tdx-vtpm/test-evidence.js';
-import { VerificationError } from '../errors.js';
 import { createHttpGet } from '../http/get.js';
+import { verificationFailure } from '../testing/failure.js';
 import {
   MOCK_PCCS_PATHS,
   type MockPccsCollateral,
@@ -95,16 +95,6 @@ const options = (s: PcsCollateralService | ReturnType<typeof intelCollateralSour
   collateralService: s,
 });
 
-async function failure(p: Promise<unknown>): Promise<VerificationError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof VerificationError) return e;
-    throw e;
-  }
-  throw new Error('verification succeeded');
-}
-
 const verify = (s: PcsCollateralService | ReturnType<typeof intelCollateralSource>) =>
   verifier.evaluate(evidence, { reportData: REPORT_DATA, tdx: options(s) });
 
@@ -139,7 +129,7 @@ describe('tdx collateral from a PCCS', () => {
   it('refuses a quote whose PCK the PCK CA has revoked', async () => {
     const serial = new X509Certificate(pck.der).serialNumber;
     collateral.current = testPccsCollateral(pki, PLATFORM, TEE_TCB_SVN, { revokedPcks: [serial] });
-    const e = await failure(verify(service()));
+    const e = await verificationFailure(verify(service()));
     expect(e.code).toBe('CERT_REVOKED');
     expect(e.message).toMatch(/PCK certificate is revoked/);
   });
@@ -147,7 +137,7 @@ describe('tdx collateral from a PCCS', () => {
   it('fails closed, naming the URL and status, when the service answers 500', async () => {
     pccs.override = (url, answer) =>
       url.pathname === MOCK_PCCS_PATHS.qeIdentity ? { status: 500, body: 'boom' } : answer;
-    const e = await failure(verify(service()));
+    const e = await verificationFailure(verify(service()));
     expect(e.code).toBe('COLLATERAL_UNAVAILABLE');
     expect(e.message).toBe(
       `QE identity: GET ${pccs.url}${MOCK_PCCS_PATHS.qeIdentity}?update=early answered HTTP 500`,
@@ -156,7 +146,7 @@ describe('tdx collateral from a PCCS', () => {
 
   it('gives up on a service that never answers after the configured timeout', async () => {
     pccs.override = (url, answer) => (url.pathname === MOCK_PCCS_PATHS.tcb ? 'hang' : answer);
-    const e = await failure(verify(service({ timeoutMs: 300 })));
+    const e = await verificationFailure(verify(service({ timeoutMs: 300 })));
     expect(e.code).toBe('COLLATERAL_UNAVAILABLE');
     expect(e.message).toContain(`GET ${pccs.url}${MOCK_PCCS_PATHS.tcb}?fmspc=${FMSPC}&update=early failed`);
     expect(e.message).toContain('no complete answer within 300 ms');
@@ -168,7 +158,7 @@ describe('tdx collateral from a PCCS', () => {
         ? { ...answer, body: String(answer.body).replace('"pcesvn":13', '"pcesvn":12') }
         : answer;
     const s = service();
-    const e = await failure(verify(s));
+    const e = await verificationFailure(verify(s));
     expect(e.code).toBe('COLLATERAL_INVALID');
     expect(e.message).toBe(
       `TCB info from ${pccs.url}${MOCK_PCCS_PATHS.tcb}?fmspc=${FMSPC}&update=early is not signed by a trusted TCB signing certificate`,
@@ -181,27 +171,29 @@ describe('tdx collateral from a PCCS', () => {
     const other = createTestSgxPki();
     const forged = testPccsCollateral(other, PLATFORM, TEE_TCB_SVN);
     collateral.current = { ...good, tcbInfo: forged.tcbInfo, signingChainPem: forged.signingChainPem };
-    const e = await failure(verify(service()));
+    const e = await verificationFailure(verify(service()));
     expect(e.code).toBe('CERT_CHAIN_INVALID');
     expect(e.message).toContain(`TCB info from ${pccs.url}`);
     expect(e.message).toContain('issuer chain does not chain to a trusted SGX root');
     // The right document with a chain swapped for another PKI's: still refused.
     collateral.current = { ...good, signingChainPem: forged.signingChainPem };
-    expect((await failure(verify(service()))).code).toBe('CERT_CHAIN_INVALID');
+    expect((await verificationFailure(verify(service()))).code).toBe('CERT_CHAIN_INVALID');
     pccs.override = (url, answer) =>
       url.pathname === MOCK_PCCS_PATHS.tcb && answer !== undefined
         ? { ...answer, headers: { 'TCB-Info-Issuer-Chain': '%ZZnot-pem' } }
         : answer;
-    expect((await failure(verify(service()))).code).toBe('CERT_MALFORMED');
+    expect((await verificationFailure(verify(service()))).code).toBe('CERT_MALFORMED');
     pccs.override = (url, answer) =>
       url.pathname === MOCK_PCCS_PATHS.tcb && answer !== undefined ? { ...answer, headers: {} } : answer;
-    expect((await failure(verify(service()))).message).toMatch(/has no tcb-info-issuer-chain header/);
+    expect((await verificationFailure(verify(service()))).message).toMatch(
+      /has no tcb-info-issuer-chain header/,
+    );
   });
 
   it('refuses a PCK CRL that its issuer did not sign', async () => {
     const other = createTestSgxPki();
     collateral.current = { ...good, pckCrl: testPccsCollateral(other, PLATFORM, TEE_TCB_SVN).pckCrl };
-    const e = await failure(verify(service()));
+    const e = await verificationFailure(verify(service()));
     expect(e.code).toBe('COLLATERAL_INVALID');
     expect(e.message).toBe(
       `PCK CRL from ${pccs.url}${MOCK_PCCS_PATHS.pckCrl}?ca=platform&encoding=der is not signed by its issuer`,
@@ -228,7 +220,7 @@ describe('tdx collateral from a PCCS', () => {
     expect(s.cacheStats.refreshFailures).toBe(4);
     // Past nextUpdate (30 days after issue) nothing cached may be served: fail closed.
     clock += 30 * 86_400_000;
-    const e = await failure(verify(s));
+    const e = await verificationFailure(verify(s));
     expect(e.code).toBe('COLLATERAL_UNAVAILABLE');
     expect(e.message).toMatch(/answered HTTP 503/);
   });
@@ -274,7 +266,7 @@ describe('hostile collateral answers', () => {
     ],
   ])('refuses %s', async (_name, f, code, message) => {
     answerTcb(f);
-    const e = await failure(verify(service()));
+    const e = await verificationFailure(verify(service()));
     expect(e.code).toBe(code);
     expect(e.message).toMatch(message);
   });
@@ -292,7 +284,7 @@ describe('hostile collateral answers', () => {
       ] as const) {
         const file = join(dir, 'c.json');
         writeFileSync(file, text);
-        const e = await failure(verify(intelCollateralSource({ url: pathToFileURL(file).href })));
+        const e = await verificationFailure(verify(intelCollateralSource({ url: pathToFileURL(file).href })));
         expect(e.message).toMatch(msg);
       }
     } finally {
@@ -311,9 +303,9 @@ describe('az-tdx-vtpm with collateral from a PCCS', () => {
     expect(pccs.requests).toHaveLength(4);
     const serial = new X509Certificate(pck.der).serialNumber;
     collateral.current = testPccsCollateral(pki, PLATFORM, TEE_TCB_SVN, { revokedPcks: [serial] });
-    expect((await failure(az.evaluate(ev, { reportData: nonce, tdx: options(service()) }))).code).toBe(
-      'CERT_REVOKED',
-    );
+    expect(
+      (await verificationFailure(az.evaluate(ev, { reportData: nonce, tdx: options(service()) }))).code,
+    ).toBe('CERT_REVOKED');
   });
 });
 
@@ -375,7 +367,7 @@ describe("the PCS Client Tool's file (file://)", () => {
     const [r] = await verify(source);
     expect(r!.claims).toMatchObject({ tcb_status: 'UpToDate', pck_crl_num: 1 });
     const empty = toolFile({ tcbinfos: [] });
-    const e = await failure(verify(intelCollateralSource({ url: pathToFileURL(empty).href })));
+    const e = await verificationFailure(verify(intelCollateralSource({ url: pathToFileURL(empty).href })));
     expect(e.code).toBe('COLLATERAL_MISMATCH');
     expect(e.message).toBe(`no TCB info for the PCK's FMSPC ${FMSPC} in ${empty}`);
   });
@@ -383,16 +375,16 @@ describe("the PCS Client Tool's file (file://)", () => {
   it('early prefers the _early entry; standard never reads it', async () => {
     const broken = { enclaveIdentity: { id: 'TD_QE' }, signature: '00' };
     const file = toolFile({ tdqeidentity_early: broken });
-    expect((await failure(verify(intelCollateralSource({ url: pathToFileURL(file).href })))).code).toBe(
-      'COLLATERAL_INVALID',
-    );
+    expect(
+      (await verificationFailure(verify(intelCollateralSource({ url: pathToFileURL(file).href })))).code,
+    ).toBe('COLLATERAL_INVALID');
     await expect(
       verify(intelCollateralSource({ url: pathToFileURL(file).href, tcbUpdateType: 'standard' })),
     ).resolves.toHaveLength(1);
   });
 
   it('says which file is missing', async () => {
-    const e = await failure(
+    const e = await verificationFailure(
       verify(intelCollateralSource({ url: pathToFileURL(join(dir, 'nope.json')).href })),
     );
     expect(e.code).toBe('COLLATERAL_UNAVAILABLE');
@@ -424,7 +416,7 @@ describe("trustee's tdx_quote_4.dat against a service serving trustee's tcbInfo.
   it("asks for the quote's own FMSPC and refuses the TCB info for another by name", async () => {
     const quote4 = readFileSync(join(VECTORS, 'tdx_quote_4.dat'));
     const s = new PcsCollateralService({ url: intel.url, httpGet });
-    const e = await failure(
+    const e = await verificationFailure(
       new TdxVerifier().evaluate(
         { cc_eventlog: null, quote: quote4.toString('base64') },
         {
