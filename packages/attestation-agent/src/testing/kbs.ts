@@ -1,12 +1,10 @@
-// Test-only helpers (not exported from index.ts): a real in-process KBS over HTTPS with an
-// allow-all resource policy, and a capture of the agent's log lines.
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { parseKbsConfigText, type RunningKbs, startKbs } from '@broker/kbs';
 import { ALLOW_ALL_RESOURCE_POLICY, KbsAdminClient } from '@broker/kbs-client';
+import { makeLoopbackCert } from '@broker/kbs-client/testing';
 import pino from 'pino';
 
 export interface TestKbs {
@@ -24,31 +22,8 @@ export async function startTestKbs(options: { https?: boolean } = {}): Promise<T
   let http = 'sockets = ["127.0.0.1:0"]\ninsecure_http = true\n';
   let certPem: string | undefined;
   if (https) {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        'key.pem',
-        '-out',
-        'cert.pem',
-        '-days',
-        '2',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { cwd: dir, stdio: 'pipe' },
-    );
-    certPem = await readFile(join(dir, 'cert.pem'), 'utf8');
-    http = `sockets = ["127.0.0.1:0"]\nprivate_key = "${join(dir, 'key.pem')}"\ncertificate = "${join(dir, 'cert.pem')}"\n`;
+    certPem = makeLoopbackCert(dir, 'tls').cert;
+    http = `sockets = ["127.0.0.1:0"]\nprivate_key = "${join(dir, 'tls.key')}"\ncertificate = "${join(dir, 'tls.pem')}"\n`;
   }
   const config = parseKbsConfigText(`
 [http_server]

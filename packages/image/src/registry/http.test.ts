@@ -1,10 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { makeLoopbackCert } from '@broker/kbs-client/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HttpClient, HttpError, MAX_REDIRECTS, readBody } from './http.js';
 
@@ -69,26 +69,8 @@ describe('HttpClient', () => {
 
     const dir = mkdtempSync(join(tmpdir(), 'registry-http-'));
     try {
-      execFileSync(
-        'openssl',
-        [
-          'req',
-          '-x509',
-          '-newkey',
-          'ec',
-          '-pkeyopt',
-          'ec_paramgen_curve:P-256',
-          '-nodes',
-          '-days',
-          '1',
-        ].concat(
-          ['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
-          ['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')],
-        ),
-        { stdio: 'ignore' },
-      );
-      const cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
-      const tls = https.createServer({ cert, key: readFileSync(join(dir, 'key.pem')) }, (_q, res) =>
+      const { cert, key } = makeLoopbackCert(dir, 'server');
+      const tls = https.createServer({ cert, key }, (_q, res) =>
         res.writeHead(301, { location: `${loop.url}/plain` }).end(),
       );
       servers.push(tls);
