@@ -10,7 +10,7 @@ import { RVPS_MESSAGE_VERSION } from '@broker/kbs-client';
 import { compactVerify, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, freePort, type Running, runToEnd, start, waitForListen } from './helpers/process.js';
-import { openssl } from './helpers/stack.js';
+import { openssl, startApiServerRest } from './helpers/stack.js';
 
 interface Cpu0 {
   readonly 'ear.status': string;
@@ -88,15 +88,9 @@ describe('attestation agent coco_as token from the REST attestation service', ()
     ]);
     procs.push(aa);
     await waitForListen({ path: aaSock }, aa);
-    restPort = await freePort();
-    const rest = start(binary('api-server-rest'), [
-      '--features',
-      'attestation',
-      '--aa_addr',
-      `unix://${aaSock}`,
-      '--bind',
-      `127.0.0.1:${restPort}`,
-    ]);
+    const started = await startApiServerRest({ aaSock });
+    restPort = started.restPort;
+    const rest = started.rest;
     procs.push(rest);
     await waitForListen({ port: restPort }, rest);
   });

@@ -22,13 +22,14 @@ import {
 import { verifyNvidiaDevice } from '@broker/verifier';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binary, freePort, type Running, start, waitForListen } from './helpers/process.js';
+import { binary, type Running, start, waitForListen } from './helpers/process.js';
 import {
   type GuestHandle,
   guestConfig,
   type KbsHandle,
   mustSucceed,
   prepareKbs,
+  startApiServerRest,
   startGuest,
 } from './helpers/stack.js';
 
@@ -286,21 +287,11 @@ async function realmGuest(name: string): Promise<RealmGuest> {
   await waitForListen({ path: cfg.aaSock }, aa);
   const cdh = start(binary('confidential-data-hub'), ['-c', join(files, 'cdh.toml')], { env });
   await waitForListen({ path: cfg.cdhSock }, cdh);
-  const port = await freePort();
-  const rest = start(
-    binary('api-server-rest'),
-    [
-      '--features',
-      'all',
-      '--cdh_addr',
-      `unix://${cfg.cdhSock}`,
-      '--aa_addr',
-      `unix://${cfg.aaSock}`,
-      '--bind',
-      `127.0.0.1:${port}`,
-    ],
-    { env },
-  );
+  const { rest, restPort: port } = await startApiServerRest({
+    aaSock: cfg.aaSock,
+    cdhSock: cfg.cdhSock,
+    env,
+  });
   await waitForListen({ port }, rest);
   return {
     aa,

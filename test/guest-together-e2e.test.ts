@@ -14,6 +14,7 @@ import {
   mustSucceed,
   prepareKbs,
   SAMPLE_REFERENCE_VALUES,
+  startApiServerRest,
 } from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-together-'));
@@ -52,17 +53,7 @@ describe('attestation agent and data hub in one process', () => {
       '-c',
       join(dir, 'cdh.toml'),
     ]);
-    const restPort = await freePort();
-    const rest = start(binary('api-server-rest'), [
-      '--features',
-      'all',
-      '--cdh_addr',
-      `unix://${cdhSock}`,
-      '--aa_addr',
-      `unix://${aaSock}`,
-      '--bind',
-      `127.0.0.1:${restPort}`,
-    ]);
+    const { rest, restPort } = await startApiServerRest({ aaSock, cdhSock });
     try {
       await waitForListen({ path: cdhSock }, shared);
       await waitForListen({ port: restPort }, rest);

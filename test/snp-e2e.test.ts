@@ -26,8 +26,8 @@ import {
 } from '@broker/verifier';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binary, freePort, type Running, runToEnd, start, waitForListen } from './helpers/process.js';
-import { type KbsHandle, prepareKbs } from './helpers/stack.js';
+import { binary, type Running, runToEnd, start, waitForListen } from './helpers/process.js';
+import { type KbsHandle, prepareKbs, startApiServerRest } from './helpers/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-snp-e2e-'));
 const sha256 = (b: string | Uint8Array) => createHash('sha256').update(b).digest();
@@ -183,15 +183,7 @@ async function startGuest(name: string, aaToml: string, initdata: string): Promi
     { env },
   );
   await waitForListen({ path: aaSock }, aa);
-  const restPort = await freePort();
-  const rest = start(binary('api-server-rest'), [
-    '--features',
-    'attestation',
-    '--aa_addr',
-    `unix://${aaSock}`,
-    '--bind',
-    `127.0.0.1:${restPort}`,
-  ]);
+  const { rest, restPort } = await startApiServerRest({ aaSock });
   await waitForListen({ port: restPort }, rest);
   return {
     aa,

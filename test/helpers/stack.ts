@@ -236,21 +236,7 @@ export async function startGuest(
   await waitForListen({ path: aaSock }, aa);
   const cdh = start(binary('confidential-data-hub'), ['-c', join(initdataDir, 'cdh.toml')], opts);
   await waitForListen({ path: cdhSock }, cdh);
-  const restPort = await freePort();
-  const rest = start(
-    binary('api-server-rest'),
-    [
-      '--features',
-      'all',
-      '--cdh_addr',
-      `unix://${cdhSock}`,
-      '--aa_addr',
-      `unix://${aaSock}`,
-      '--bind',
-      `127.0.0.1:${restPort}`,
-    ],
-    opts,
-  );
+  const { rest, restPort } = await startApiServerRest({ aaSock, cdhSock, env: opts.env });
   await waitForListen({ port: restPort }, rest);
   return {
     aaSock,
@@ -265,4 +251,31 @@ export async function startGuest(
       await Promise.all([rest.stop(), cdh.stop(), aa.stop()]);
     },
   };
+}
+
+/**
+ * api-server-rest on a free loopback port in front of the agent's socket and, when given, the data
+ * hub's (`--features all`; `attestation` without a hub). Not waited for: callers wait on its port.
+ */
+export async function startApiServerRest(o: {
+  aaSock: string;
+  cdhSock?: string;
+  env?: NodeJS.ProcessEnv;
+}): Promise<{ rest: Running; restPort: number }> {
+  const restPort = await freePort();
+  const hub = o.cdhSock === undefined ? [] : ['--cdh_addr', `unix://${o.cdhSock}`];
+  const rest = start(
+    binary('api-server-rest'),
+    [
+      '--features',
+      o.cdhSock === undefined ? 'attestation' : 'all',
+      ...hub,
+      '--aa_addr',
+      `unix://${o.aaSock}`,
+      '--bind',
+      `127.0.0.1:${restPort}`,
+    ],
+    o.env === undefined ? {} : { env: o.env },
+  );
+  return { rest, restPort };
 }
