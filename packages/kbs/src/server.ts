@@ -197,6 +197,15 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       body,
       peer: req.socket.remoteAddress,
     };
+    const reply = await answer(apiReq, req);
+    // Admin answers (verdicts with claims, the console's CSRF token, policies) are never for a cache.
+    return segments[0] === 'admin'
+      ? { ...reply, headers: { ...reply.headers, 'cache-control': 'no-store' } }
+      : reply;
+  };
+
+  const answer = async (apiReq: ApiRequest, req: IncomingMessage): Promise<Reply> => {
+    const { segments } = apiReq;
     try {
       const routed = deps.preRoute === undefined ? apiReq : await deps.preRoute(apiReq, req.headers);
       if (!('segments' in routed)) return routed;

@@ -24,8 +24,12 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const jwt = (role: string) =>
-  signJwt({ alg: 'ES256' }, { role, exp: Math.floor(Date.now() / 1000) + 600 }, idp.privateKey);
+const jwt = (role: string, sub?: string) =>
+  signJwt(
+    { alg: 'ES256' },
+    { role, exp: Math.floor(Date.now() / 1000) + 600, ...(sub !== undefined && { sub }) },
+    idp.privateKey,
+  );
 
 async function start(consoleOn = true): Promise<string> {
   const toml = `[http_server]
@@ -56,11 +60,11 @@ interface Signed {
   csrf: string;
 }
 
-async function signIn(base: string, role: string): Promise<Signed> {
+async function signIn(base: string, role: string, sub?: string): Promise<Signed> {
   const r = await send(`${base}/kbs/v0/admin/console/session`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token: jwt(role) }),
+    body: JSON.stringify({ token: jwt(role, sub) }),
   });
   expect(r.status).toBe(200);
   const setCookie = String(r.headers['set-cookie']);
@@ -132,6 +136,78 @@ describe('operator console', () => {
     expect((await call(base, s, 'DELETE', '/admin/console/session')).status).toBe(200);
     expect((await call(base, s, 'GET', '/admin/console/session')).status).toBe(401);
     expect((await call(base, s, 'GET', '/admin/verdicts')).status).toBe(401);
+  });
+
+  it('takes sign-in as application/json only, parameters allowed', async () => {
+    const base = await start();
+    const post = (type: string) =>
+      send(`${base}/kbs/v0/admin/console/session`, {
+        method: 'POST',
+        headers: { 'content-type': type },
+        body: JSON.stringify({ token: jwt('admin') }),
+      });
+    for (const type of [
+      'application/json-patch',
+      'application/json-patch+json',
+      'application/jsonx',
+      'application/json2; charset=utf-8',
+      'text/plain',
+      'text/plain; application/json',
+      '',
+    ]) {
+      const r = await post(type);
+      expect(r.status, type).toBe(415);
+      expect(r.headers['set-cookie'], type).toBeUndefined();
+    }
+    for (const type of [
+      'application/json',
+      'application/json; charset=utf-8',
+      'Application/JSON ;charset=UTF-8',
+    ]) {
+      expect((await post(type)).status, type).toBe(200);
+    }
+  });
+
+  it('answers every admin call with Cache-Control: no-store, the sign-in and its CSRF token too', async () => {
+    const base = await start();
+    const signInAnswer = await send(`${base}/kbs/v0/admin/console/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: jwt('admin') }),
+    });
+    expect(signInAnswer.status).toBe(200);
+    expect(signInAnswer.headers['cache-control']).toBe('no-store');
+    const s: Signed = {
+      cookie: String(signInAnswer.headers['set-cookie']).split(';')[0] as string,
+      csrf: (signInAnswer.json() as { csrf: string }).csrf,
+    };
+    const answers = [
+      await call(base, s, 'GET', '/admin/console/session'),
+      await call(base, s, 'GET', '/admin/verdicts'),
+      await call(base, s, 'GET', '/admin/resources'),
+      await call(base, s, 'GET', '/admin/health'),
+      await call(base, s, 'GET', '/admin/resource-policy'),
+      await call(base, s, 'POST', '/admin/resource-policy/check', { policy: ALLOW_ALL }),
+      await send(`${base}/kbs/v0/admin/verdicts`),
+      await call(base, s, 'DELETE', '/admin/console/session'),
+      await send(`${base}/kbs/v0/admin/console/session`),
+    ];
+    for (const r of answers) expect(r.headers['cache-control']).toBe('no-store');
+  });
+
+  it('caps sessions per identity: one subject signing in again and again signs nobody else out', async () => {
+    const base = await start();
+    const other = await signIn(base, 'admin', 'operator-b');
+    const unnamed = await signIn(base, 'viewer');
+    const first = await signIn(base, 'admin', 'operator-a');
+    let last = first;
+    for (let i = 0; i < 70; i++) last = await signIn(base, 'admin', 'operator-a');
+    expect((await call(base, other, 'GET', '/admin/console/session')).status).toBe(200);
+    expect((await call(base, other, 'GET', '/admin/verdicts')).status).toBe(200);
+    expect((await call(base, unnamed, 'GET', '/admin/console/session')).status).toBe(200);
+    expect((await call(base, last, 'GET', '/admin/console/session')).status).toBe(200);
+    // The repeated identity's oldest session is the one that went.
+    expect((await call(base, first, 'GET', '/admin/console/session')).status).toBe(401);
   });
 
   it('refuses every state-changing call without the CSRF token', async () => {

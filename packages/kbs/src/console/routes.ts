@@ -22,6 +22,7 @@ import {
 import type { Health } from './health.js';
 import {
   CLEAR_CONSOLE_COOKIE,
+  ConsoleSessionError,
   type ConsoleSessions,
   CSRF_HEADER,
   consoleCookie,
@@ -61,6 +62,17 @@ export interface AdminRoutesDeps {
 
 const SESSION_PATH = ['admin', 'console', 'session'];
 const MAX_LISTED_RESOURCES = 1000;
+
+/**
+ * Whether a Content-Type header names exactly `application/json`, parameters allowed
+ * (`application/json; charset=utf-8`), and no other type that merely starts the same.
+ */
+export function isJsonContentType(header: string | string[] | undefined): boolean {
+  if (typeof header !== 'string') return false;
+  const semi = header.indexOf(';');
+  const type = (semi < 0 ? header : header.slice(0, semi)).trim().toLowerCase();
+  return type === 'application/json';
+}
 
 const json = (status: number, v: unknown, headers: Record<string, string> = {}): Reply => ({
   status,
@@ -250,14 +262,20 @@ export function createAdminRoutes(
       if (req.method === 'POST') {
         // A cross-site form cannot send this content type (it would need a CORS preflight), so another
         // site cannot sign a browser in to a session of its choosing.
-        if (!String(headers['content-type'] ?? '').startsWith('application/json')) {
+        if (!isJsonContentType(headers['content-type'])) {
           return json(415, { error: 'sign-in takes application/json' });
         }
         const body = bodyJson(req.body);
         const token = body !== undefined && typeof body.token === 'string' ? body.token.trim() : '';
         const authorization = `Bearer ${token}`;
         const role = checkAdmin(admin, authorization, path(req));
-        const s = sessions.create(token, role);
+        let s: ReturnType<ConsoleSessions['create']>;
+        try {
+          s = sessions.create(token, role);
+        } catch (e) {
+          if (e instanceof ConsoleSessionError) return json(503, { error: e.message });
+          throw e;
+        }
         return json(200, { role, csrf: s.csrf }, { 'set-cookie': consoleCookie(s) });
       }
       if (req.method === 'GET') {

@@ -2,14 +2,52 @@
 // SameSite=Strict) and a CSRF token. The JWT stays on the server with the session, and every console
 // call is authorized with it by the admin API's own check, so the ACL and the token's expiry apply to
 // each action; the cookie alone never changes state without the CSRF header.
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const CONSOLE_COOKIE = 'kbs-console';
 export const CSRF_HEADER = 'x-csrf-token';
 /** A console session lasts at most this long, whatever the token's own expiry. */
 export const CONSOLE_SESSION_MS = 60 * 60 * 1000;
-/** Sign-ins kept; the oldest goes first. Operators are few. */
-export const MAX_CONSOLE_SESSIONS = 64;
+/**
+ * Sign-ins kept per identity (the token's issuer and subject); a further sign-in of the same identity
+ * ends its oldest session. Another operator's sessions are never touched.
+ */
+export const MAX_CONSOLE_SESSIONS_PER_IDENTITY = 16;
+/** Sign-ins kept in all; past this a sign-in is refused (nobody is signed out to make room). */
+export const MAX_CONSOLE_SESSIONS = 4096;
+
+/** Why a sign-in was refused. */
+export class ConsoleSessionError extends Error {
+  override readonly name = 'ConsoleSessionError';
+  constructor(
+    readonly code: 'TooManySessions',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Whom a verified admin JWT speaks for: its issuer and subject, or, for a token without `sub`, the
+ * token itself (each such token counts as an identity of its own).
+ */
+export function tokenIdentity(token: string): string {
+  const payload = token.split('.')[1];
+  if (payload !== undefined) {
+    try {
+      const claims: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+      if (typeof claims === 'object' && claims !== null) {
+        const { iss, sub } = claims as { iss?: unknown; sub?: unknown };
+        if (typeof sub === 'string' && sub !== '') {
+          return `sub:${JSON.stringify([typeof iss === 'string' ? iss : '', sub])}`;
+        }
+      }
+    } catch {
+      // Not a JWT (InsecureAllowAll takes any token): fall through.
+    }
+  }
+  return `token:${createHash('sha256').update(token).digest('hex')}`;
+}
 
 export interface ConsoleSession {
   readonly id: string;
@@ -17,6 +55,8 @@ export interface ConsoleSession {
   /** The admin JWT, sent as `Authorization: Bearer` on the operator's behalf. */
   readonly token: string;
   readonly role: string;
+  /** tokenIdentity() of the token. */
+  readonly identity: string;
   readonly expires: number;
 }
 
@@ -25,22 +65,36 @@ export class ConsoleSessions {
 
   constructor(private readonly now: () => number = Date.now) {}
 
+  /** Throws ConsoleSessionError when the global bound is reached. */
   create(token: string, role: string): ConsoleSession {
     this.prune();
-    while (this.byId.size >= MAX_CONSOLE_SESSIONS) {
-      const oldest = this.byId.keys().next().value;
-      if (oldest === undefined) break;
-      this.byId.delete(oldest);
+    const identity = tokenIdentity(token);
+    // Insertion order is sign-in order: the first of this identity's sessions is its oldest.
+    const own = [...this.byId.values()].filter((s) => s.identity === identity);
+    for (const s of own.slice(0, Math.max(0, own.length - MAX_CONSOLE_SESSIONS_PER_IDENTITY + 1))) {
+      this.byId.delete(s.id);
+    }
+    if (this.byId.size >= MAX_CONSOLE_SESSIONS) {
+      throw new ConsoleSessionError(
+        'TooManySessions',
+        `${MAX_CONSOLE_SESSIONS} console sessions are open; sign out of one or wait for one to expire`,
+      );
     }
     const s: ConsoleSession = {
       id: randomBytes(32).toString('base64url'),
       csrf: randomBytes(32).toString('base64url'),
       token,
       role,
+      identity,
       expires: this.now() + CONSOLE_SESSION_MS,
     };
     this.byId.set(s.id, s);
     return s;
+  }
+
+  /** Live sessions (for tests and the health view). */
+  get size(): number {
+    return this.byId.size;
   }
 
   /** The live session named by the request's console cookie, if any. */
