@@ -235,6 +235,42 @@ describe('Engine: limits', () => {
     expect(() => e.evalRule('data.t.p')).toThrow(/collection exceeds/);
   });
 
+  it('bounds the memory an evaluation builds: a million distinct 8 KiB strings stop at the budget', () => {
+    const bomb = `package policy
+pad := sprintf("%08192d", [0])
+bomb := {s | some i in numbers.range(1, 1000000); s := sprintf("%d%s", [i, pad])}
+allow if count(bomb) > 0
+`;
+    const e = engine(bomb, { limits: { maxMemoryBytes: 16 * 1024 * 1024 } });
+    let err: unknown;
+    try {
+      e.evalRule('data.policy.allow');
+    } catch (x) {
+      err = x;
+    }
+    expect(err).toBeInstanceOf(RegoLimitError);
+    expect((err as RegoLimitError).limit).toBe('memory');
+    expect((err as Error).message).toBe('evaluation exceeded the memory limit of 16777216 bytes');
+  });
+
+  it('charges composite set members by their key, and clones by their entries', () => {
+    const members = engine('package t\np := {[i, input] | some i in numbers.range(1, 100000)}\n', {
+      limits: { maxMemoryBytes: 4 * 1024 * 1024 },
+    });
+    members.setInput('x'.repeat(1024));
+    expect(() => members.evalRule('data.t.p')).toThrow(/memory limit/);
+    const unions = engine(
+      'package t\nbig := {sprintf("%d", [i]): i | some i in numbers.range(1, 10000)}\np := [object.union(big, {"k": i}) | some i in numbers.range(1, 10000)]\n',
+      { limits: { maxMemoryBytes: 16 * 1024 * 1024 } },
+    );
+    expect(() => unions.evalRule('data.t.p')).toThrow(/memory limit/);
+  });
+
+  it('leaves ordinary evaluations well under the default memory budget', () => {
+    const e = engine('package t\np := {sprintf("%d", [i]) | some i in numbers.range(1, 1000)}\n');
+    expect((e.evalRule('data.t.p') as SetValue).size).toBe(1000);
+  });
+
   it('bounds policy size', () => {
     const e = new Engine({ limits: { maxPolicyBytes: 100 } });
     expect(() => e.addPolicy('big.rego', `package t\n${'# padding\n'.repeat(20)}`)).toThrow(RegoLimitError);

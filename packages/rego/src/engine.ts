@@ -13,7 +13,7 @@ import {
 import { type ErrorStyle, opaErrorText, RegoEvalError, RegoLimitError, RegoParseError } from './errors.js';
 import { type HostBuiltin, type HostFunction, type InputReadListener, Interpreter } from './interpreter.js';
 import { parseModule, parseQuery } from './parser.js';
-import { equals, ObjectValue, SetValue, type Value } from './value.js';
+import { equals, ObjectValue, SetValue, type Value, withMeter } from './value.js';
 
 export interface EngineLimits {
   /** Maximum size of one policy source, in UTF-16 code units. */
@@ -26,6 +26,12 @@ export interface EngineLimits {
   readonly maxCallDepth: number;
   /** Maximum elements of a collection built during evaluation. */
   readonly maxCollectionSize: number;
+  /**
+   * Maximum bytes of strings, arrays, sets and objects built during one evaluation (an estimate: string
+   * characters, collection slots and the keys of sets and objects; garbage counts too). Exceeding it is a
+   * RegoLimitError with limit `memory`.
+   */
+  readonly maxMemoryBytes: number;
   /** Maximum nesting depth of input and data documents. */
   readonly maxDocumentDepth: number;
   /** Maximum length of a regex pattern given to regex builtins. */
@@ -38,6 +44,7 @@ export const DEFAULT_LIMITS: EngineLimits = {
   maxSteps: 50_000_000,
   maxCallDepth: 256,
   maxCollectionSize: 1_000_000,
+  maxMemoryBytes: 256 * 1024 * 1024,
   maxDocumentDepth: 512,
   maxRegexLength: 16 * 1024,
 };
@@ -231,7 +238,7 @@ export class Engine {
       const c = this.prepared();
       const interp = this.interpreter(c);
       try {
-        return guarded(ref, () => interp.evalRuleInPath(ref));
+        return guarded(ref, () => withMeter(interp, () => interp.evalRuleInPath(ref)));
       } finally {
         this.collectPrints(interp);
       }
@@ -258,7 +265,7 @@ export class Engine {
       const c = this.prepared();
       const interp = this.interpreter(c, { value: input }, onInputRead);
       try {
-        return guarded(refs.join(', '), () => interp.evalRulesInPaths(refs));
+        return guarded(refs.join(', '), () => withMeter(interp, () => interp.evalRulesInPaths(refs)));
       } finally {
         this.collectPrints(interp);
       }
@@ -304,22 +311,26 @@ export class Engine {
         const cq = compileQuery(q, c, this.compileOptions());
         const interp = this.interpreter(cq);
         try {
-          interp.createRulePrefixes();
-          if (query.trim() === 'data') interp.evalModules();
-          this.queryModule ??= parseModule(QUERY_MODULE_FILE, { regoV1: this.regoV1, maxNesting: 8 });
-          const results = interp.evalUserQuery(q, this.queryModule);
-          return {
-            result: results.map((r) => {
-              const bindings: Record<string, Value> = {};
-              for (const [k, v] of r.bindings.sortedEntries()) bindings[k as string] = v;
-              return { expressions: r.expressions, bindings };
-            }),
-          };
+          return withMeter(interp, () => this.runQuery(interp, q, query));
         } finally {
           this.collectPrints(interp);
         }
       });
     });
+  }
+
+  private runQuery(interp: Interpreter, q: ReturnType<typeof parseQuery>, query: string): QueryResults {
+    interp.createRulePrefixes();
+    if (query.trim() === 'data') interp.evalModules();
+    this.queryModule ??= parseModule(QUERY_MODULE_FILE, { regoV1: this.regoV1, maxNesting: 8 });
+    const results = interp.evalUserQuery(q, this.queryModule);
+    return {
+      result: results.map((r) => {
+        const bindings: Record<string, Value> = {};
+        for (const [k, v] of r.bindings.sortedEntries()) bindings[k as string] = v;
+        return { expressions: r.expressions, bindings };
+      }),
+    };
   }
 
   /** Runs `f`; in OPA's error style, engine errors it throws get OPA's text. */

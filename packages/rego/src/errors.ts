@@ -71,6 +71,7 @@ export type RegoLimitKind =
   | 'steps'
   | 'call_depth'
   | 'collection_size'
+  | 'memory'
   | 'input_size'
   | 'regex_size';
 

@@ -29,7 +29,15 @@ import { type ErrorStyle, RegoEvalError, RegoLimitError } from './errors.js';
 import { jsonText, printable } from './format.js';
 import type { AssignmentPlan, DestructuringPlan, HoistedLoop } from './plans.js';
 import { getOrCreate } from './util.js';
-import { equals, keyOf, ObjectValue, prefixKeys, SetValue, type Value } from './value.js';
+import {
+  type AllocationMeter,
+  equals,
+  keyOf,
+  ObjectValue,
+  prefixKeys,
+  SetValue,
+  type Value,
+} from './value.js';
 
 export type HostFunction = (args: readonly Value[]) => Value | undefined;
 
@@ -45,6 +53,8 @@ export interface EvalLimits {
   readonly maxCallDepth: number;
   /** Elements of any array, set or object built during evaluation. */
   readonly maxCollectionSize: number;
+  /** Bytes of strings, arrays, sets and objects built during one evaluation (an estimate, see charge). */
+  readonly maxMemoryBytes: number;
   readonly maxRegexLength: number;
 }
 
@@ -211,7 +221,7 @@ function dataPathParts(path: string): readonly string[] {
   return parts;
 }
 
-export class Interpreter {
+export class Interpreter implements AllocationMeter {
   prints: string[] = [];
   private data: ObjectValue;
   private input: Value | undefined;
@@ -232,6 +242,10 @@ export class Interpreter {
   private modulePath = '';
   private steps = 0;
   private depth = 0;
+  /** Bytes charged so far against limits.maxMemoryBytes. */
+  private allocated = 0;
+  /** Arrays, sets and objects a builtin returned that were charged already. */
+  private readonly measured = new WeakSet<object>();
   private readonly builtinCtx: BuiltinContext;
   private readonly builtinCache = new Map<string, Value | undefined>();
 
@@ -271,6 +285,53 @@ export class Interpreter {
 
   private leaveCall(): void {
     this.depth--;
+  }
+
+  /**
+   * Charges `bytes` against the memory budget. Sets and objects charge their entries as they are built
+   * (see withMeter in value.ts); arrays are charged here as they are built, and what a builtin returns is
+   * charged by chargeResult. The sum counts what was built, garbage included, so it bounds the peak.
+   */
+  charge(bytes: number): void {
+    this.allocated += bytes;
+    if (this.allocated > this.opts.limits.maxMemoryBytes) {
+      throw new RegoLimitError(
+        'memory',
+        `evaluation exceeded the memory limit of ${this.opts.limits.maxMemoryBytes} bytes`,
+      );
+    }
+  }
+
+  /** Bytes charged so far in this evaluation. */
+  get allocatedBytes(): number {
+    return this.allocated;
+  }
+
+  /**
+   * Charges a builtin's result: new strings by their length, arrays by their slots, and what sets and
+   * objects hold; an argument returned unchanged (or a part already charged) costs nothing.
+   */
+  private chargeResult(v: Value | undefined, args: readonly (Value | undefined)[]): void {
+    if (v === undefined || v === null || (typeof v !== 'string' && typeof v !== 'object')) return;
+    for (const a of args) if (a === v) return;
+    this.charge(this.sizeOf(v, 0));
+  }
+
+  private sizeOf(v: Value, depth: number): number {
+    if (typeof v === 'string') return STRING_BYTES + v.length;
+    if (v === null || typeof v !== 'object' || depth > 64 || this.measured.has(v)) return 0;
+    this.measured.add(v);
+    if (Array.isArray(v)) {
+      let n = ARRAY_BYTES + SLOT_BYTES * v.length;
+      for (const x of v) n += this.sizeOf(x, depth + 1);
+      return n;
+    }
+    let n = 0;
+    if (v instanceof SetValue) for (const x of v.values()) n += this.sizeOf(x, depth + 1);
+    else
+      for (const [k, x] of (v as ObjectValue).entries.values())
+        n += this.sizeOf(k, depth + 1) + this.sizeOf(x, depth + 1);
+    return n;
   }
 
   private checkSize(n: number): void {
@@ -1144,6 +1205,7 @@ export class Interpreter {
         if (Array.isArray(ctx.value)) {
           ctx.value.push(out);
           this.checkSize(ctx.value.length);
+          this.charge(SLOT_BYTES);
         } else if (ctx.value instanceof SetValue) {
           ctx.value.add(out);
           this.checkSize(ctx.value.size);
@@ -1529,6 +1591,7 @@ export class Interpreter {
           out.push(v);
         }
         this.checkSize(out.length);
+        this.charge(ARRAY_BYTES + SLOT_BYTES * out.length);
         return out;
       }
       case 'set': {
@@ -1653,8 +1716,9 @@ export class Interpreter {
   }
 
   private invokeBuiltin(name: string, def: BuiltinDef, args: readonly Value[], loc: Loc): Value | undefined {
+    let v: Value | undefined;
     try {
-      return def.fn(args, this.builtinCtx);
+      v = def.fn(args, this.builtinCtx);
     } catch (err) {
       if (err instanceof RegoLimitError) throw err;
       if (err instanceof BuiltinError) {
@@ -1665,6 +1729,8 @@ export class Interpreter {
       if (!this.opts.strictBuiltinErrors) return undefined;
       throw this.err('eval_builtin_error', loc, `${name}: ${(err as Error).message}`);
     }
+    this.chargeResult(v, args);
+    return v;
   }
 
   private evalMembership(e: Expr & { k: 'member' }): Value | undefined {
@@ -1891,7 +1957,9 @@ export class Interpreter {
           throw this.err('rego_type_error', e.loc, 'incorrect number of parameters supplied to extension');
         }
         try {
-          return target.host.fn(args as Value[]);
+          const v = target.host.fn(args as Value[]);
+          this.chargeResult(v, args);
+          return v;
         } catch (err) {
           if (err instanceof RegoLimitError || err instanceof RegoEvalError) throw err;
           throw this.err('eval_builtin_error', e.loc, `${target.name}: ${(err as Error).message}`);
@@ -1900,7 +1968,12 @@ export class Interpreter {
       case 'print':
         return this.evalPrint(e, params);
       case 'walk':
-        return args[0] === undefined ? undefined : walkPairs(args[0]!);
+        if (args[0] === undefined) return undefined;
+        {
+          const pairs = walkPairs(args[0]!);
+          this.chargeResult(pairs, []);
+          return pairs;
+        }
       case 'builtin': {
         const def = target.def;
         const name = target.name;
@@ -2168,6 +2241,11 @@ function setIn(base: Value | undefined, path: readonly string[], value: Value): 
 }
 
 /** `walk(x)`: every [path, value] pair of x in pre-order, objects by sorted key. */
+/** Estimated bytes of a string beyond its characters, of an array, and of one array slot. */
+const STRING_BYTES = 24;
+const ARRAY_BYTES = 32;
+const SLOT_BYTES = 8;
+
 function walkPairs(root: Value): Value[] {
   const out: Value[] = [];
   const path: Value[] = [];

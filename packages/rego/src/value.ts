@@ -79,6 +79,31 @@ function encode(v: Value): string {
     .join(',')}}`;
 }
 
+/**
+ * Receives the bytes that sets and objects allocate while an evaluation runs (see withMeter): one slot per
+ * new member or key, plus the canonical key string of a non-string member or key, plus a slot per entry
+ * copied by clone. The interpreter charges these against its memory budget.
+ */
+export interface AllocationMeter {
+  charge(bytes: number): void;
+}
+
+/** Estimated bytes of one Map entry holding a member or key (the entry, its hash slot, a tuple). */
+export const ENTRY_BYTES = 64;
+
+let meter: AllocationMeter | undefined;
+
+/** Runs `f` with `m` receiving the allocations of sets and objects; the previous meter is restored after. */
+export function withMeter<T>(m: AllocationMeter, f: () => T): T {
+  const previous = meter;
+  meter = m;
+  try {
+    return f();
+  } finally {
+    meter = previous;
+  }
+}
+
 export class SetValue {
   readonly items = new Map<string, Value>();
   private sortedCache: Value[] | undefined;
@@ -89,7 +114,14 @@ export class SetValue {
     return s;
   }
   add(v: Value): void {
-    this.items.set(keyOf(v), v);
+    const k = keyOf(v);
+    if (meter !== undefined) {
+      const before = this.items.size;
+      this.items.set(k, v);
+      if (this.items.size !== before) meter.charge(ENTRY_BYTES + (typeof v === 'string' ? 0 : k.length));
+    } else {
+      this.items.set(k, v);
+    }
     this.sortedCache = undefined;
   }
   has(v: Value): boolean {
@@ -98,6 +130,7 @@ export class SetValue {
   /** A shallow copy (members are shared). */
   clone(): SetValue {
     const s = new SetValue();
+    meter?.charge(ENTRY_BYTES * this.items.size);
     for (const [k, v] of this.items) s.items.set(k, v);
     return s;
   }
@@ -124,7 +157,14 @@ export class ObjectValue {
     return o;
   }
   set(k: Value, v: Value): void {
-    this.entries.set(keyOf(k), [k, v]);
+    const key = keyOf(k);
+    if (meter !== undefined) {
+      const before = this.entries.size;
+      this.entries.set(key, [k, v]);
+      if (this.entries.size !== before) meter.charge(ENTRY_BYTES + (typeof k === 'string' ? 0 : key.length));
+    } else {
+      this.entries.set(key, [k, v]);
+    }
     this.sortedCache = undefined;
   }
   get(k: Value): Value | undefined {
@@ -140,6 +180,7 @@ export class ObjectValue {
   /** A shallow copy (keys and values are shared). */
   clone(): ObjectValue {
     const o = new ObjectValue();
+    meter?.charge(ENTRY_BYTES * this.entries.size);
     for (const [k, e] of this.entries) o.entries.set(k, e);
     return o;
   }
