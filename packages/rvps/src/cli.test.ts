@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rvpsMain, rvpsToolMain } from './cli.js';
 import { RvpsClient } from './client.js';
 import { type RunningRvpsServer, startRvpsServer } from './server.js';
-import { sampleMessage } from './testing/index.js';
+import { makeTestPki, sampleMessage } from './testing/index.js';
 
 function capture() {
   const out: string[] = [];
@@ -90,6 +90,52 @@ describe('rvps command', () => {
       }),
     ).toBe(0);
     expect(io.err.join('')).toBe('');
+  });
+
+  it('with --admin-public-key, rvps-tool registers only with --auth-private-key of that key', async () => {
+    process.env.RUST_LOG = 'off';
+    const pki = makeTestPki(dir);
+    const msg = join(dir, 'auth-message.json');
+    writeFileSync(msg, sampleMessage({ authed: 1 }));
+    const address = `127.0.0.1:${await server0Port()}`;
+    const io = capture();
+    expect(
+      await rvpsMain(
+        ['--config', join(dir, 'none.json'), '--address', address, '--admin-public-key', pki.adminPub],
+        io.io,
+        async () => {
+          const url = `http://${address}`;
+          const open = capture();
+          expect(await rvpsToolMain(['register', '-p', msg, '-a', url], open.io)).toBe(1);
+          expect(open.err.join('')).toMatch(/needs authentication/);
+          const wrong = capture();
+          expect(
+            await rvpsToolMain(
+              ['register', '-p', msg, '-a', url, '--auth-private-key', pki.otherKey],
+              wrong.io,
+            ),
+          ).toBe(1);
+          expect(wrong.err.join('')).toMatch(/admin token was refused/);
+          const signed = capture();
+          expect(
+            await rvpsToolMain(
+              ['register', '-p', msg, '-a', url, '--auth-private-key', pki.adminKey],
+              signed.io,
+            ),
+          ).toBe(0);
+          const q = capture();
+          expect(await rvpsToolMain(['query', '-r', 'authed', '-a', url], q.io)).toBe(0);
+          expect(q.out.join('')).toBe('1\n');
+        },
+      ),
+    ).toBe(0);
+  });
+
+  it('refuses --client-ca without TLS, and one of -t/-k without the other, as usage errors', async () => {
+    const a = capture();
+    expect(await rvpsMain(['--client-ca', '/nonexistent/ca.pem'], a.io, async () => {})).toBe(2);
+    expect(a.err.join('')).toMatch(/--client-ca needs --https-pubkey-cert/);
+    expect(await rvpsMain(['-t', '/nonexistent/cert.pem'], capture().io, async () => {})).toBe(2);
   });
 
   it('stops with 1 on an invalid configuration', async () => {

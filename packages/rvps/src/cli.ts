@@ -11,13 +11,18 @@ import {
   processIo,
   required,
   runCommand,
+  UsageError,
   untilStopSignal,
 } from '@broker/cli';
 import { createRvps, MAX_RVPS_MESSAGE_LENGTH } from '@broker/kbs';
-import { DEFAULT_RVPS_CLIENT_ADDRESS, RvpsClient } from './client.js';
+import { signAdminToken } from '@broker/kbs-client';
+import { DEFAULT_RVPS_CLIENT_ADDRESS, RvpsClient, type RvpsClientOptions } from './client.js';
 import { DEFAULT_RVPS_ADDRESS, DEFAULT_RVPS_CONFIG_PATH, loadRvpsConfig } from './config.js';
+import { SECURITY_HELP, SECURITY_OPTIONS, serverSecurity } from './security.js';
 import { startRvpsServer } from './server.js';
 import { openRvpsStorage } from './storage.js';
+import { readPemFile } from './tls.js';
+import { openWritesWarning } from './write-auth.js';
 
 export const RVPS_VERSION = '0.1.0';
 
@@ -25,11 +30,13 @@ const RVPS_HELP = `Usage: rvps [-c FILE] [-a HOST:PORT]
 
 trustee's reference value provider service over gRPC (reference.ReferenceValueProviderService):
 RegisterReferenceValue stores a message's reference values, QueryReferenceValue reads one back.
-Storage as the KBS's: Memory, LocalFs or LocalJson, from the configuration file. Stops on SIGTERM or SIGINT.
+Storage as the KBS's: Memory, LocalFs or LocalJson, from the configuration file. Also serves
+grpc.health.v1.Health (Kubernetes grpc probes). Stops on SIGTERM or SIGINT.
 
 Options:
   -c, --config <FILE>      trustee's rvps.json (or .toml) [default: ${DEFAULT_RVPS_CONFIG_PATH}; missing = Memory]
-  -a, --address <ADDRESS>  Listen address, plaintext HTTP/2 [default: ${DEFAULT_RVPS_ADDRESS}]
+  -a, --address <ADDRESS>  Listen address, HTTP/2 (plaintext unless -t/-k) [default: ${DEFAULT_RVPS_ADDRESS}]
+${SECURITY_HELP}
 ${LOG_FORMAT_HELP}
   -h, --help               Print help
   -V, --version            Print version
@@ -48,21 +55,40 @@ export function rvpsMain(
       options: {
         config: { type: 'string', short: 'c' },
         address: { type: 'string', short: 'a' },
+        ...SECURITY_OPTIONS,
         ...LOG_FORMAT_OPTION,
       },
     },
     argv,
     async ({ values }) => {
       const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
+      const security = await serverSecurity(values);
       const logger = createLogger({ name: 'rvps', ...(format !== undefined && { format }) });
+      if (!security.auth.enabled)
+        logger.warn(openWritesWarning('this RVPS', 'register reference values (RegisterReferenceValue)'));
       const configPath = values.config ?? DEFAULT_RVPS_CONFIG_PATH;
       const config = loadRvpsConfig(configPath);
       for (const w of config.warnings) logger.warn(w);
       const storage = await openRvpsStorage(config);
       try {
         const address = values.address ?? DEFAULT_RVPS_ADDRESS;
-        const server = await startRvpsServer({ rvps: createRvps(storage), address, logger });
-        logger.info({ address, port: server.port, storage: config.storageType }, 'rvps listening');
+        const server = await startRvpsServer({
+          rvps: createRvps(storage),
+          address,
+          logger,
+          auth: security.auth,
+          ...(security.tls !== undefined && { tls: security.tls }),
+        });
+        logger.info(
+          {
+            address,
+            port: server.port,
+            storage: config.storageType,
+            tls: security.tls !== undefined,
+            writes: security.auth.enabled ? security.auth.methods : 'open',
+          },
+          'rvps listening',
+        );
         const signal = await stop();
         logger.info({ signal }, 'rvps stopping');
         await server.close();
@@ -88,7 +114,40 @@ Options:
   -V, --version  Print version
 `;
 
-const ADDR_HELP = `  -a, --addr <ADDR>  The address of the RVPS, http://HOST:PORT or https://HOST:PORT [default: ${DEFAULT_RVPS_CLIENT_ADDRESS}]`;
+const ADDR_HELP = `  -a, --addr <ADDR>  The address of the RVPS, http://HOST:PORT or https://HOST:PORT [default: ${DEFAULT_RVPS_CLIENT_ADDRESS}]
+      --cert-file <FILE>    PEM CA certificates trusted for an https:// RVPS [default: the system roots]
+      --client-cert <FILE>  PEM client certificate for mutual TLS (needs --client-key)
+      --client-key <FILE>   PEM private key of that certificate`;
+const AUTH_HELP = `      --auth-private-key <FILE>  PEM private key: sign a short-lived admin JWT (role "admin") and send it as
+                                 \`authorization: Bearer\` (for an RVPS started with --admin-public-key)`;
+
+const CLIENT_OPTIONS = {
+  addr: { type: 'string', short: 'a' },
+  'cert-file': { type: 'string' },
+  'client-cert': { type: 'string' },
+  'client-key': { type: 'string' },
+} as const;
+
+function clientOptions(values: {
+  'cert-file'?: string | undefined;
+  'client-cert'?: string | undefined;
+  'client-key'?: string | undefined;
+  'auth-private-key'?: string | undefined;
+}): RvpsClientOptions {
+  const cert = values['client-cert'];
+  const key = values['client-key'];
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new UsageError('--client-cert and --client-key go together');
+  }
+  const authKey = values['auth-private-key'];
+  const pem = authKey === undefined ? undefined : readPemFile(authKey).toString('utf8');
+  return {
+    ...(values['cert-file'] !== undefined && { caCert: readPemFile(values['cert-file']) }),
+    ...(cert !== undefined &&
+      key !== undefined && { clientCert: { certChain: readPemFile(cert), privateKey: readPemFile(key) } }),
+    ...(pem !== undefined && { token: () => signAdminToken(pem, { lifetimeSeconds: 300 }) }),
+  };
+}
 
 function readMessage(path: string): string {
   if (statSync(path).size > MAX_RVPS_MESSAGE_LENGTH) {
@@ -107,13 +166,21 @@ export function rvpsToolMain(argv: string[], io: CommandIo = processIo): Promise
             {
               name: 'rvps-tool register',
               version: RVPS_VERSION,
-              help: `Usage: rvps-tool register --path <FILE> [-a <ADDR>]\n\nSends the file's text as the registration message.\n\nOptions:\n${ADDR_HELP}\n  -p, --path <PATH>  The path to the provenance json file\n  -h, --help         Print help\n`,
-              options: { addr: { type: 'string', short: 'a' }, path: { type: 'string', short: 'p' } },
+              help: `Usage: rvps-tool register --path <FILE> [-a <ADDR>] [--auth-private-key <FILE>]\n\nSends the file's text as the registration message.\n\nOptions:\n${ADDR_HELP}\n${AUTH_HELP}\n  -p, --path <PATH>  The path to the provenance json file\n  -h, --help         Print help\n`,
+              options: {
+                ...CLIENT_OPTIONS,
+                'auth-private-key': { type: 'string' },
+                path: { type: 'string', short: 'p' },
+              },
             },
             rest,
             async ({ values }) => {
               const message = readMessage(required('path', values.path));
-              const client = new RvpsClient(values.addr ?? DEFAULT_RVPS_CLIENT_ADDRESS);
+              const client = new RvpsClient(
+                values.addr ?? DEFAULT_RVPS_CLIENT_ADDRESS,
+                undefined,
+                clientOptions(values),
+              );
               try {
                 await client.register(message);
               } finally {
@@ -130,14 +197,18 @@ export function rvpsToolMain(argv: string[], io: CommandIo = processIo): Promise
               version: RVPS_VERSION,
               help: `Usage: rvps-tool query --reference-value-id <ID> [-a <ADDR>]\n\nPrints the stored value's JSON on stdout; nothing when the id is unknown.\n\nOptions:\n${ADDR_HELP}\n  -r, --reference-value-id <ID>  The id of the reference value\n  -h, --help                     Print help\n`,
               options: {
-                addr: { type: 'string', short: 'a' },
+                ...CLIENT_OPTIONS,
                 'reference-value-id': { type: 'string', short: 'r' },
               },
             },
             rest,
             async ({ values }) => {
               const id = required('reference-value-id', values['reference-value-id']);
-              const client = new RvpsClient(values.addr ?? DEFAULT_RVPS_CLIENT_ADDRESS);
+              const client = new RvpsClient(
+                values.addr ?? DEFAULT_RVPS_CLIENT_ADDRESS,
+                undefined,
+                clientOptions(values),
+              );
               try {
                 const value = await client.query(id);
                 if (value === undefined) io.err('No reference values found for the given id\n');

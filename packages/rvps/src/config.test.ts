@@ -23,6 +23,22 @@ describe('rvps.json', () => {
     ).toEqual({ storageType: 'LocalJson', localJsonDir: '/j', warnings: [] });
   });
 
+  it("takes key_value_storage's default directory for a backend table without its path, and the snake_case type names", () => {
+    expect(parseRvpsConfig({ storage: { storage_type: 'LocalFs', backends: { local_fs: {} } } })).toEqual({
+      storageType: 'LocalFs',
+      localFsDir: '/opt/confidential-containers/storage/local_fs',
+      warnings: [],
+    });
+    expect(
+      parseRvpsConfig({ storage: { storage_type: 'local_json', backends: { local_json: {} } } }),
+    ).toEqual({
+      storageType: 'LocalJson',
+      localJsonDir: '/opt/confidential-containers/storage/local_json',
+      warnings: [],
+    });
+    expect(parseRvpsConfig({ storage: { storage_type: 'memory' } }).storageType).toBe('Memory');
+  });
+
   it("runs trustee's docker-compose rvps.json on Memory, as trustee does, and says why", () => {
     const c = parseRvpsConfig({
       storage: {

@@ -3,6 +3,7 @@
 // misspelt key (trustee's own docker-compose rvps.json says `type`/`file_path`) is visible.
 import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
+import { DEFAULT_LOCAL_FS_DIR, DEFAULT_LOCAL_JSON_DIR } from '@broker/kbs';
 import { parse as parseToml } from 'smol-toml';
 import { RvpsConfigError } from './errors.js';
 
@@ -11,6 +12,12 @@ export const DEFAULT_RVPS_ADDRESS = '127.0.0.1:50003';
 const MAX_CONFIG_BYTES = 1024 * 1024;
 
 export type RvpsStorageType = 'Memory' | 'LocalFs' | 'LocalJson';
+
+const STORAGE_ALIASES: Readonly<Record<string, RvpsStorageType>> = {
+  memory: 'Memory',
+  local_fs: 'LocalFs',
+  local_json: 'LocalJson',
+};
 
 export interface RvpsConfig {
   readonly storageType: RvpsStorageType;
@@ -81,7 +88,9 @@ export function parseStorageBackend(
   if (storage === undefined || storage === null) return { storageType: 'Memory' };
   if (!isObject(storage)) throw new RvpsConfigError(`${where.replace(/\.$/, '')} must be an object`);
   unknownKeys(storage, ['storage_type', 'backends'], where, warnings);
-  const type = text(storage, 'storage_type', where) ?? 'Memory';
+  const given = text(storage, 'storage_type', where) ?? 'Memory';
+  // key_value_storage also takes the snake_case spellings.
+  const type = STORAGE_ALIASES[given] ?? given;
   if (type !== 'Memory' && type !== 'LocalFs' && type !== 'LocalJson') {
     throw new RvpsConfigError(
       `${where}storage_type ${JSON.stringify(type.slice(0, 64))} is not supported (supported: Memory, LocalFs, LocalJson)`,
@@ -90,8 +99,11 @@ export function parseStorageBackend(
   const backends = section(storage, 'backends', where) ?? {};
   const localFs = section(backends, 'local_fs', `${where}backends.`);
   const localJson = section(backends, 'local_json', `${where}backends.`);
-  const localFsDir = localFs && text(localFs, 'dir_path', `${where}backends.local_fs.`);
-  const localJsonDir = localJson && text(localJson, 'file_dir_path', `${where}backends.local_json.`);
+  // A backend table without its path takes key_value_storage's default directory.
+  const localFsDir =
+    localFs && (text(localFs, 'dir_path', `${where}backends.local_fs.`) ?? DEFAULT_LOCAL_FS_DIR);
+  const localJsonDir =
+    localJson && (text(localJson, 'file_dir_path', `${where}backends.local_json.`) ?? DEFAULT_LOCAL_JSON_DIR);
   if (type === 'LocalFs' && localFsDir === undefined) {
     throw new RvpsConfigError(
       `${where}storage_type "LocalFs" needs ${where}backends.local_fs.dir_path (Local FS configuration is required)`,

@@ -4,7 +4,10 @@ import type { Logger } from '@broker/cli';
 import type { Rvps } from '@broker/kbs';
 import { MAX_RVPS_MESSAGE_LENGTH } from '@broker/kbs';
 import { reference } from '@broker/trustee-protos';
-import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { addHealthService } from './health.js';
+import { grpcServerCredentials, type ServerTls } from './tls.js';
+import { grpcWriteCredentials, OPEN_WRITES, WriteAuthError, type WriteAuthorizer } from './write-auth.js';
 
 /**
  * The largest request accepted: a registration message at the KBS RVPS's own limit plus the protobuf
@@ -19,6 +22,10 @@ export interface RvpsServerOptions {
   /** `host:port` as trustee's `-a` takes it; port 0 picks a free one. */
   readonly address: string;
   readonly logger?: Logger;
+  /** Who may register reference values; open to anyone when absent (trustee's behaviour). */
+  readonly auth?: WriteAuthorizer;
+  /** Serve TLS (HTTP/2 over TLS), asking for client certificates when it has a client CA. */
+  readonly tls?: ServerTls;
 }
 
 export interface RunningRvpsServer {
@@ -31,8 +38,25 @@ function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-/** Handlers as trustee writes them: every failure is ABORTED with a fixed prefix. */
-export function rvpsHandlers(rvps: Rvps, logger?: Logger): reference.ReferenceValueProviderServiceServer {
+const REGISTER_PATH = '/reference.ReferenceValueProviderService/RegisterReferenceValue';
+
+/** A refused write as its gRPC status: UNAUTHENTICATED, or PERMISSION_DENIED for a token that may not write. */
+export function writeRefusal(e: WriteAuthError): { code: status; details: string } {
+  return {
+    code: e.code === 'PERMISSION_DENIED' ? status.PERMISSION_DENIED : status.UNAUTHENTICATED,
+    details: e.message,
+  };
+}
+
+/**
+ * Handlers as trustee writes them: every failure is ABORTED with a fixed prefix. Registration first
+ * passes `auth` (refused with UNAUTHENTICATED or PERMISSION_DENIED); queries are open.
+ */
+export function rvpsHandlers(
+  rvps: Rvps,
+  logger?: Logger,
+  auth: WriteAuthorizer = OPEN_WRITES,
+): reference.ReferenceValueProviderServiceServer {
   return {
     queryReferenceValue(
       call: ServerUnaryCall<reference.ReferenceValueQueryRequest, reference.ReferenceValueQueryResponse>,
@@ -57,10 +81,18 @@ export function rvpsHandlers(rvps: Rvps, logger?: Logger): reference.ReferenceVa
       >,
       callback: sendUnaryData<reference.ReferenceValueRegisterResponse>,
     ) {
+      let who: string;
+      try {
+        who = auth.check(REGISTER_PATH, grpcWriteCredentials(call));
+      } catch (e) {
+        if (!(e instanceof WriteAuthError)) throw e;
+        logger?.warn({ err: e.message, peer: call.getPeer() }, 'register reference value refused');
+        return callback(writeRefusal(e));
+      }
       rvps.register(call.request.message).then(
         (names) => {
           logger?.info(
-            names.length > 32 ? { count: names.length } : { names },
+            names.length > 32 ? { count: names.length, by: who } : { names, by: who },
             'reference values registered',
           );
           callback(null, {});
@@ -81,16 +113,20 @@ export async function startRvpsServer(options: RvpsServerOptions): Promise<Runni
   });
   server.addService(
     reference.ReferenceValueProviderServiceService,
-    rvpsHandlers(options.rvps, options.logger),
+    rvpsHandlers(options.rvps, options.logger, options.auth),
   );
+  const health = addHealthService(server, ['reference.ReferenceValueProviderService']);
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(options.address, ServerCredentials.createInsecure(), (err, bound) =>
+    server.bindAsync(options.address, grpcServerCredentials(options.tls), (err, bound) =>
       err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
     );
   });
   return {
     port,
-    close: () => shutdown(server),
+    close: () => {
+      health.close();
+      return shutdown(server);
+    },
   };
 }
 

@@ -6,3 +6,4 @@ export function sampleMessage(values: Record<string, unknown>, version = '0.1.0'
     payload: Buffer.from(JSON.stringify(values)).toString('base64'),
   });
 }
+export { makeTestPki, pem, type TestPki } from './pki.js';
