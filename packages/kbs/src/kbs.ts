@@ -15,9 +15,8 @@ import { startBuiltinPlugins } from './plugins/builtin-registry.js';
 import { ExternalPlugin } from './plugins/external.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
-import { MountedFiles } from './reload/mounted.js';
+import { MountedFiles, type MountedFilesOptions } from './reload/mounted.js';
 import { type TlsReloader, watchTlsFiles } from './reload/tls.js';
-import type { DirectoryWatcherOptions } from './reload/watcher.js';
 import { ResourceRepository } from './repository.js';
 import { createRequestHandler, type Listening, listen } from './server.js';
 import { type SessionLimits, SessionStore } from './session.js';
@@ -42,8 +41,8 @@ export interface KbsOptions {
   readonly sessionLimits?: SessionLimits;
   /** Clock in epoch milliseconds for sessions and token checks (tests). */
   readonly now?: () => number;
-  /** How file changes are noticed (quiet period, fallback poll); tests shorten them. */
-  readonly watch?: DirectoryWatcherOptions;
+  /** How file changes are noticed (quiet period, fallback poll, settle window); tests shorten them. */
+  readonly watch?: MountedFilesOptions;
 }
 
 export interface RunningKbs {

@@ -8,9 +8,11 @@
 // periodic rescan costs reads, not writes, and several replicas applying the same files agree.
 // Resources whose file disappears are deleted; policies and reference values are not (the attestation
 // service and the RVPS have no delete, and a policy removed by mistake would stop every attestation).
+// A file is read only once it has settled (settle.ts): one being rewritten in place is left alone, the
+// previous value served, and looked at again after the settle window.
 import { createHash } from 'node:crypto';
 import type { Dirent } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AttestationService } from '../attestation/index.js';
@@ -19,7 +21,13 @@ import type { ResourcePolicy } from '../policy/resource-policy.js';
 import type { ResourceRepository } from '../repository.js';
 import { referenceValueMessages } from '../rvps/document.js';
 import { isValidSegment } from '../storage/keys.js';
+import { DEFAULT_SETTLE_MS, SettledFiles } from './settle.js';
 import { DirectoryWatcher, type DirectoryWatcherOptions } from './watcher.js';
+
+export interface MountedFilesOptions extends DirectoryWatcherOptions {
+  /** How long a file must stay unchanged before it is applied; default DEFAULT_SETTLE_MS. */
+  readonly settleMs?: number;
+}
 
 /** Largest mounted file read (resources, policies, reference values). */
 export const MAX_MOUNTED_FILE_BYTES = 8 * 1024 * 1024;
@@ -52,18 +60,6 @@ function errno(e: unknown): string | undefined {
 }
 
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-
-async function readBounded(path: string): Promise<Buffer> {
-  const st = await stat(path);
-  if (st.size > MAX_MOUNTED_FILE_BYTES) {
-    throw new MountedFileError(`${path} is larger than ${MAX_MOUNTED_FILE_BYTES} bytes`);
-  }
-  const b = await readFile(path);
-  if (b.length > MAX_MOUNTED_FILE_BYTES) {
-    throw new MountedFileError(`${path} is larger than ${MAX_MOUNTED_FILE_BYTES} bytes`);
-  }
-  return b;
-}
 
 function utf8(b: Buffer, path: string): string {
   try {
@@ -125,11 +121,17 @@ export class MountedFiles {
   /** The failure last reported per source, so a broken file is logged once, not at every rescan. */
   private readonly reported = new Map<string, string>();
   private readonly watcher: DirectoryWatcher;
+  private readonly settled: SettledFiles;
+  /** During a scan: the shortest wait until a file that had not settled may have. */
+  private pendingMs: number | undefined;
+  /** During a scan: whether it is the one at start (which waits for files to settle). */
+  private initial = false;
 
   private constructor(
     private readonly deps: MountedFilesDeps,
-    options: DirectoryWatcherOptions,
+    options: MountedFilesOptions,
   ) {
+    this.settled = new SettledFiles(options.settleMs ?? DEFAULT_SETTLE_MS, MAX_MOUNTED_FILE_BYTES);
     this.watcher = new DirectoryWatcher(() => this.scan(false).then(() => undefined), {
       ...options,
       onWatchError: (dir, e) =>
@@ -138,7 +140,7 @@ export class MountedFiles {
   }
 
   /** Applies every configured file; a file that cannot be applied fails the start, naming it. */
-  static async start(deps: MountedFilesDeps, options: DirectoryWatcherOptions = {}): Promise<MountedFiles> {
+  static async start(deps: MountedFilesDeps, options: MountedFilesOptions = {}): Promise<MountedFiles> {
     if (deps.config.resources.length > 0 && deps.repository === undefined) {
       throw new MountedFileError(
         '[mounted_files] resources needs the resource plugin ([[plugins]] name = "resource")',
@@ -196,7 +198,33 @@ export class MountedFiles {
     }
   }
 
+  /**
+   * The file's content once it has settled. Undefined while it is still changing: the caller keeps the
+   * previous value and the scan runs again after the settle window. At start, waits for it instead.
+   */
+  private async readSettled(path: string): Promise<Buffer | undefined> {
+    if (this.initial) return this.settled.readWaiting(path);
+    const r = await this.settled.read(path);
+    if (r.bytes !== undefined) return r.bytes;
+    this.pendingMs = Math.min(this.pendingMs ?? r.waitMs, r.waitMs);
+    return undefined;
+  }
+
   private async scan(initial: boolean): Promise<Problem[]> {
+    this.initial = initial;
+    this.pendingMs = undefined;
+    this.settled.beginScan();
+    try {
+      return await this.scanFiles(initial);
+    } finally {
+      this.settled.endScan();
+      this.initial = false;
+      // A file still being written: look again once it may have settled.
+      if (this.pendingMs !== undefined) this.watcher.trigger(this.pendingMs + 1);
+    }
+  }
+
+  private async scanFiles(initial: boolean): Promise<Problem[]> {
     const problems: Problem[] = [];
     const watch = new Set<string>();
     const { config, attestation, policy, logger } = this.deps;
@@ -219,7 +247,8 @@ export class MountedFiles {
       for (const f of await listing(path, '.rego')) {
         const id = f.name.slice(0, -'.rego'.length);
         try {
-          const bytes = await readBounded(f.path);
+          const bytes = await this.readSettled(f.path);
+          if (bytes === undefined) continue;
           await this.applyOnce(
             `policy:${id}`,
             f.path,
@@ -237,7 +266,8 @@ export class MountedFiles {
     for (const path of config.referenceValues) {
       for (const f of await listing(path, '.json')) {
         try {
-          const bytes = await readBounded(f.path);
+          const bytes = await this.readSettled(f.path);
+          if (bytes === undefined) continue;
           await this.applyOnce(
             `rv:${f.path}`,
             f.path,
@@ -275,14 +305,16 @@ export class MountedFiles {
         this.report('resource-policy', problem, files.map((f) => f.name).join());
       } else if (chosen !== undefined) {
         try {
-          const bytes = await readBounded(chosen.path);
-          await this.applyOnce(
-            'resource-policy',
-            chosen.path,
-            bytes,
-            () => policy.set(utf8(bytes, chosen.path)),
-            problems,
-          );
+          const bytes = await this.readSettled(chosen.path);
+          if (bytes !== undefined) {
+            await this.applyOnce(
+              'resource-policy',
+              chosen.path,
+              bytes,
+              () => policy.set(utf8(bytes, chosen.path)),
+              problems,
+            );
+          }
         } catch (e) {
           problems.push({ what: chosen.path, error: e as Error });
           this.report('resource-policy', { what: chosen.path, error: e as Error }, (e as Error).message);
@@ -307,6 +339,8 @@ export class MountedFiles {
     const repository = this.deps.repository;
     if (repository === undefined) return;
     const found = new Map<string, { path: string; bytes: Buffer }>();
+    /** Keys whose file is still being written: neither written nor deleted this time. */
+    const unsettled = new Set<string>();
     let complete = true;
     const walk = async (dir: string, segments: string[]): Promise<void> => {
       let listing: { files: FileEntry[]; dirs: FileEntry[] };
@@ -324,8 +358,11 @@ export class MountedFiles {
       if (segments.length === 2) {
         for (const f of listing.files) {
           if (!isValidSegment(f.name)) continue;
+          const key = [...segments, f.name].join('/');
           try {
-            found.set([...segments, f.name].join('/'), { path: f.path, bytes: await readBounded(f.path) });
+            const bytes = await this.readSettled(f.path);
+            if (bytes === undefined) unsettled.add(key);
+            else found.set(key, { path: f.path, bytes });
           } catch (e) {
             complete = false;
             problems.push({ what: f.path, error: e as Error });
@@ -342,6 +379,10 @@ export class MountedFiles {
 
     const before = this.resources.get(root) ?? new Map<string, string>();
     const after = new Map<string, string>();
+    for (const key of unsettled) {
+      const h = before.get(key);
+      if (h !== undefined) after.set(key, h);
+    }
     for (const [key, { path, bytes }] of found) {
       const h = sha256(bytes);
       after.set(key, h);
@@ -359,7 +400,7 @@ export class MountedFiles {
     // Deleting needs a complete picture: a directory that could not be read says nothing about its files.
     if (complete) {
       for (const key of before.keys()) {
-        if (after.has(key)) continue;
+        if (after.has(key) || unsettled.has(key)) continue;
         const [repo, type, tag] = key.split('/') as [string, string, string];
         try {
           await repository.delete({ repository: repo, type, tag });
