@@ -1,5 +1,6 @@
-// `attestation-service`: trustee's grpc-as command line (`-c` config, `-s` socket).
-import { readFileSync, statSync } from 'node:fs';
+// The attestation service's commands: `grpc-as` and `restful-as` with trustee's command lines (the
+// binaries its docker-compose, Helm chart and operator run), and `attestation-service`, both front ends
+// in one process.
 import {
   type CommandIo,
   choice,
@@ -13,97 +14,163 @@ import {
   UsageError,
   untilStopSignal,
 } from '@broker/cli';
-import { DEFAULT_AS_SOCKET, loadAsConfig, parseAsConfig } from './config.js';
+import { openWritesWarning, SECURITY_HELP, SECURITY_OPTIONS, serverSecurity } from '@broker/rvps';
+import { DEFAULT_AS_SOCKET, DEFAULT_RESTFUL_AS_SOCKET, loadAsConfig, parseAsConfig } from './config.js';
 import { startAsGrpcServer } from './grpc.js';
 import { startAsRestServer } from './rest.js';
 import { openAttestationService } from './service.js';
 
 export const AS_VERSION = '0.1.0';
 
-const HELP = `Usage: attestation-service [-c FILE] [-s HOST:PORT] [--rest HOST:PORT]
+const WRITES =
+  'set attestation policies (SetAttestationPolicy, POST /policy) and register reference values (RegisterReferenceValue)';
 
-trustee's attestation service (grpc-as) on the KBS's built-in one: attestation.AttestationService
-(AttestationEvaluate, SetAttestationPolicy, GetAttestationChallenge) and, on the same port, the RVPS
-service (reference.ReferenceValueProviderService); with --rest also trustee's restful-as routes
-(POST /attestation, POST /challenge, POST and GET /policy, GET /.well-known/jwks.json, GET /healthz).
-Stops on SIGTERM or SIGINT.
+const GRPC_DESCRIPTION = `attestation.AttestationService (AttestationEvaluate, SetAttestationPolicy, GetAttestationChallenge),
+the RVPS service (reference.ReferenceValueProviderService) and grpc.health.v1.Health on one port.`;
 
-Options:
-  -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]
-  -s, --socket <ADDRESS>    gRPC listen address, HTTP/2 [default: ${DEFAULT_AS_SOCKET}]
-      --rest <ADDRESS>      REST listen address, HTTP/1.1 (off unless given)
-  -t, --https-pubkey-cert <FILE>  PEM certificate chain: both listeners serve TLS (needs -k)
-  -k, --https-prikey <FILE>       PEM private key of that certificate (needs -t)
+const REST_ROUTES = `POST /attestation, POST /challenge, POST and GET /policy, GET /.well-known/jwks.json, GET /healthz`;
+
+const COMMON_HELP = `  -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]`;
+
+const TAIL_HELP = `${SECURITY_HELP}
 ${LOG_FORMAT_HELP}
   -h, --help                Print help
   -V, --version             Print version
 `;
 
-const MAX_PEM_BYTES = 1024 * 1024;
+function grpcHelp(name: string): string {
+  return `Usage: ${name} [-c FILE] [-s HOST:PORT]${name === 'attestation-service' ? ' [--rest HOST:PORT]' : ''} [OPTIONS]
 
-function readPem(path: string): Buffer {
-  if (statSync(path).size > MAX_PEM_BYTES) throw new Error(`${path} is larger than ${MAX_PEM_BYTES} bytes`);
-  return readFileSync(path);
+trustee's gRPC attestation service (grpc-as) on the KBS's built-in one: ${GRPC_DESCRIPTION}${
+    name === 'attestation-service' ? `\nWith --rest also trustee's restful-as routes (${REST_ROUTES}).` : ''
+  }
+Stops on SIGTERM or SIGINT.
+
+Options:
+${COMMON_HELP}
+  -s, --socket <ADDRESS>    gRPC listen address, HTTP/2 [default: ${DEFAULT_AS_SOCKET}]
+${name === 'attestation-service' ? '      --rest <ADDRESS>      REST listen address, HTTP/1.1 (off unless given)\n' : ''}${TAIL_HELP}`;
 }
 
-export function attestationServiceMain(
-  argv: string[],
-  io: CommandIo = processIo,
-  stop: () => Promise<unknown> = untilStopSignal,
-): Promise<number> {
+const RESTFUL_HELP = `Usage: restful-as [-c FILE] [-s HOST:PORT] [-r ORIGIN...] [OPTIONS]
+
+trustee's RESTful attestation service (restful-as) on the KBS's built-in one: ${REST_ROUTES}.
+Stops on SIGTERM or SIGINT.
+
+Options:
+${COMMON_HELP}
+  -s, --socket <ADDRESS>    REST listen address, HTTP/1.1 [default: ${DEFAULT_RESTFUL_AS_SOCKET}]
+  -r, --allowed_origin <ORIGIN>  browser origin (http(s)://host[:port]) allowed by CORS; repeatable or
+                            comma-separated [default: none]
+${TAIL_HELP}`;
+
+type Mode = 'attestation-service' | 'grpc-as' | 'restful-as';
+
+const OPTIONS = {
+  'config-file': { type: 'string', short: 'c' },
+  socket: { type: 'string', short: 's' },
+  rest: { type: 'string' },
+  allowed_origin: { type: 'string', short: 'r', multiple: true },
+  ...SECURITY_OPTIONS,
+  ...LOG_FORMAT_OPTION,
+} as const;
+
+function optionsOf(mode: Mode) {
+  const { rest, allowed_origin, ...common } = OPTIONS;
+  if (mode === 'attestation-service') return { ...common, rest };
+  if (mode === 'restful-as') return { ...common, allowed_origin };
+  return common;
+}
+
+function origins(values: readonly string[] | undefined): string[] {
+  const list = (values ?? [])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  for (const o of list) {
+    if (!/^https?:\/\/[^/\s]+$/.test(o)) {
+      throw new UsageError(
+        `--allowed_origin ${JSON.stringify(o.slice(0, 100))}: must be http(s)://host[:port]`,
+      );
+    }
+  }
+  return list;
+}
+
+function serve(mode: Mode, argv: string[], io: CommandIo, stop: () => Promise<unknown>): Promise<number> {
   return runCommand(
     {
-      name: 'attestation-service',
+      name: mode,
       version: AS_VERSION,
-      help: HELP,
-      options: {
-        'config-file': { type: 'string', short: 'c' },
-        socket: { type: 'string', short: 's' },
-        rest: { type: 'string' },
-        'https-pubkey-cert': { type: 'string', short: 't' },
-        'https-prikey': { type: 'string', short: 'k' },
-        ...LOG_FORMAT_OPTION,
-      },
+      help: mode === 'restful-as' ? RESTFUL_HELP : grpcHelp(mode),
+      options: optionsOf(mode) as typeof OPTIONS,
     },
     argv,
     async ({ values }) => {
-      const certPath = values['https-pubkey-cert'];
-      const keyPath = values['https-prikey'];
-      if ((certPath === undefined) !== (keyPath === undefined)) {
-        // trustee's grpc-as refuses one without the other (its restful-as silently serves plain HTTP).
-        throw new UsageError('HTTPS public key cert and private key must be provided to enable HTTPS.');
-      }
-      const tls =
-        certPath === undefined || keyPath === undefined
-          ? undefined
-          : { certChain: readPem(certPath), privateKey: readPem(keyPath) };
       const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
-      const logger = createLogger({ name: 'attestation-service', ...(format !== undefined && { format }) });
+      const allowedOrigins = origins(values.allowed_origin);
+      const security = await serverSecurity(values);
+      const logger = createLogger({ name: mode, ...(format !== undefined && { format }) });
       const path = values['config-file'];
       const settings = path === undefined ? parseAsConfig({}) : loadAsConfig(path);
       for (const w of settings.warnings) logger.warn(w);
+      if (!security.auth.enabled) logger.warn(openWritesWarning('this attestation service', WRITES));
+      const tls = security.tls;
+      const writes = security.auth.enabled ? security.auth.methods : 'open';
       const opened = await openAttestationService(settings, logger);
       try {
-        const address = values.socket ?? DEFAULT_AS_SOCKET;
-        const server = await startAsGrpcServer({
-          service: opened.service,
-          rvps: opened.rvps,
-          address,
-          logger,
-          ...(tls !== undefined && { tls }),
-        });
-        logger.info(
-          { address, port: server.port, rvps: settings.rvps.type },
-          'attestation service listening',
-        );
+        const grpcAddress = mode === 'restful-as' ? undefined : (values.socket ?? DEFAULT_AS_SOCKET);
+        const restAddress =
+          mode === 'restful-as' ? (values.socket ?? DEFAULT_RESTFUL_AS_SOCKET) : values.rest;
+        const server =
+          grpcAddress === undefined
+            ? undefined
+            : await startAsGrpcServer({
+                service: opened.service,
+                rvps: opened.rvps,
+                address: grpcAddress,
+                logger,
+                auth: security.auth,
+                ...(tls !== undefined && { tls }),
+              });
+        if (server !== undefined) {
+          logger.info(
+            {
+              address: grpcAddress,
+              port: server.port,
+              rvps: settings.rvps.type,
+              tls: tls !== undefined,
+              writes,
+            },
+            'attestation service listening',
+          );
+        }
         const rest =
-          values.rest === undefined ? undefined : await startAsRestServer(opened, values.rest, logger, tls);
-        if (rest !== undefined)
-          logger.info({ address: values.rest, port: rest.port }, 'REST attestation service listening');
+          restAddress === undefined
+            ? undefined
+            : await startAsRestServer(opened, restAddress, logger, tls, {
+                auth: security.auth,
+                allowedOrigins,
+              }).catch(async (e: unknown) => {
+                await server?.close();
+                throw e;
+              });
+        if (rest !== undefined) {
+          logger.info(
+            {
+              address: restAddress,
+              port: rest.port,
+              rvps: settings.rvps.type,
+              tls: tls !== undefined,
+              writes,
+            },
+            'REST attestation service listening',
+          );
+        }
         const signal = await stop();
         logger.info({ signal }, 'attestation service stopping');
         await rest?.close();
-        await server.close();
+        await server?.close();
       } finally {
         await opened.close();
       }
@@ -111,4 +178,31 @@ export function attestationServiceMain(
     },
     io,
   );
+}
+
+/** `attestation-service`: the gRPC service (`-s`), and the REST one too with `--rest`. */
+export function attestationServiceMain(
+  argv: string[],
+  io: CommandIo = processIo,
+  stop: () => Promise<unknown> = untilStopSignal,
+): Promise<number> {
+  return serve('attestation-service', argv, io, stop);
+}
+
+/** `grpc-as`: trustee's gRPC attestation service command line. */
+export function grpcAsMain(
+  argv: string[],
+  io: CommandIo = processIo,
+  stop: () => Promise<unknown> = untilStopSignal,
+): Promise<number> {
+  return serve('grpc-as', argv, io, stop);
+}
+
+/** `restful-as`: trustee's RESTful attestation service command line. */
+export function restfulAsMain(
+  argv: string[],
+  io: CommandIo = processIo,
+  stop: () => Promise<unknown> = untilStopSignal,
+): Promise<number> {
+  return serve('restful-as', argv, io, stop);
 }

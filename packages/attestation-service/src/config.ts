@@ -6,7 +6,10 @@ import { readFileSync, statSync } from 'node:fs';
 import { type AttestationServiceConfig, parseAttestationServiceConfig } from '@broker/kbs';
 import { parseStorageBackend, type StorageBackendSettings } from '@broker/rvps';
 
+/** trustee's grpc-as default listen address. */
 export const DEFAULT_AS_SOCKET = '127.0.0.1:3000';
+/** The address trustee's restful-as image listens on (its command line has no default). */
+export const DEFAULT_RESTFUL_AS_SOCKET = '0.0.0.0:8080';
 /** trustee's default remote RVPS. */
 export const DEFAULT_GRPC_RVPS_ADDRESS = '127.0.0.1:50003';
 const MAX_CONFIG_BYTES = 1024 * 1024;

@@ -3,9 +3,19 @@
 import type { Logger } from '@broker/cli';
 import { AttestationFailed, type AttestationService, type Rvps } from '@broker/kbs';
 import { isTee, type ReportDataHashAlgorithm, type Tee } from '@broker/protocol';
-import { rvpsHandlers } from '@broker/rvps';
+import {
+  addHealthService,
+  grpcServerCredentials,
+  grpcWriteCredentials,
+  OPEN_WRITES,
+  rvpsHandlers,
+  type ServerTls,
+  WriteAuthError,
+  type WriteAuthorizer,
+  writeRefusal,
+} from '@broker/rvps';
 import { attestation, reference } from '@broker/trustee-protos';
-import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
 
 /**
  * Largest request accepted: evidence of a TPM or a GPU with its certificate chains fits in well under
@@ -148,9 +158,16 @@ function fail<T>(callback: sendUnaryData<T>, details: string): void {
   callback({ code: status.ABORTED, details });
 }
 
+const SET_POLICY_PATH = '/attestation.AttestationService/SetAttestationPolicy';
+
+/**
+ * trustee's handlers; SetAttestationPolicy first passes `auth` (refused with UNAUTHENTICATED or
+ * PERMISSION_DENIED), evaluation and challenges are open as upstream.
+ */
 export function attestationHandlers(
   service: AttestationService,
   logger?: Logger,
+  auth: WriteAuthorizer = OPEN_WRITES,
 ): attestation.AttestationServiceServer {
   return {
     attestationEvaluate(
@@ -177,6 +194,14 @@ export function attestationHandlers(
       call: ServerUnaryCall<attestation.SetPolicyRequest, attestation.SetPolicyResponse>,
       callback: sendUnaryData<attestation.SetPolicyResponse>,
     ) {
+      let who: string;
+      try {
+        who = auth.check(SET_POLICY_PATH, grpcWriteCredentials(call));
+      } catch (e) {
+        if (!(e instanceof WriteAuthError)) throw e;
+        logger?.warn({ err: e.message, peer: call.getPeer() }, 'set attestation policy refused');
+        return callback(writeRefusal(e));
+      }
       const { policyId, policy } = call.request;
       let rego: string;
       try {
@@ -185,7 +210,10 @@ export function attestationHandlers(
         return fail(callback, `Set Attestation Policy Failed: ${(e as Error).message}`);
       }
       service.setPolicy(policyId, rego).then(
-        () => callback(null, {}),
+        () => {
+          logger?.info({ policyId: policyId.slice(0, 100), by: who }, 'attestation policy set');
+          callback(null, {});
+        },
         (e: unknown) => fail(callback, `Set Attestation Policy Failed: ${(e as Error).message}`),
       );
     },
@@ -217,8 +245,13 @@ export interface AsGrpcServerOptions {
   /** `host:port`; port 0 picks a free one. */
   readonly address: string;
   readonly logger?: Logger;
-  /** PEM certificate chain and private key: serve TLS (HTTP/2 over TLS) instead of plaintext. */
-  readonly tls?: { readonly certChain: Buffer; readonly privateKey: Buffer };
+  /**
+   * PEM certificate chain and private key: serve TLS (HTTP/2 over TLS) instead of plaintext; with a
+   * client CA, client certificates are requested (not required) for writes.
+   */
+  readonly tls?: ServerTls;
+  /** Who may set policies and register reference values; anyone when absent (trustee's behaviour). */
+  readonly auth?: WriteAuthorizer;
 }
 
 export interface RunningAsGrpcServer {
@@ -233,26 +266,27 @@ export async function startAsGrpcServer(options: AsGrpcServerOptions): Promise<R
   });
   server.addService(
     attestation.AttestationServiceService,
-    attestationHandlers(options.service, options.logger),
+    attestationHandlers(options.service, options.logger, options.auth),
   );
   server.addService(
     reference.ReferenceValueProviderServiceService,
-    rvpsHandlers(options.rvps, options.logger),
+    rvpsHandlers(options.rvps, options.logger, options.auth),
   );
+  const health = addHealthService(server, [
+    'attestation.AttestationService',
+    'reference.ReferenceValueProviderService',
+  ]);
   const port = await new Promise<number>((resolve, reject) => {
-    const creds =
-      options.tls === undefined
-        ? ServerCredentials.createInsecure()
-        : ServerCredentials.createSsl(null, [
-            { cert_chain: options.tls.certChain, private_key: options.tls.privateKey },
-          ]);
-    server.bindAsync(options.address, creds, (err, bound) =>
+    server.bindAsync(options.address, grpcServerCredentials(options.tls), (err, bound) =>
       err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
     );
   });
   return {
     port,
-    close: () => shutdown(server),
+    close: () => {
+      health.close();
+      return shutdown(server);
+    },
   };
 }
 

@@ -1,10 +1,11 @@
-export { AS_VERSION, attestationServiceMain } from './cli.js';
+export { AS_VERSION, attestationServiceMain, grpcAsMain, restfulAsMain } from './cli.js';
 export {
   AsConfigError,
   type AsRvpsSettings,
   type AsSettings,
   DEFAULT_AS_SOCKET,
   DEFAULT_GRPC_RVPS_ADDRESS,
+  DEFAULT_RESTFUL_AS_SOCKET,
   loadAsConfig,
   parseAsConfig,
 } from './config.js';
@@ -21,6 +22,7 @@ export {
   grpcRequestOfRest,
   MAX_REST_BODY_BYTES,
   REST_AS_TEES,
+  type RestOptions,
   type RunningRestServer,
   restHandler,
   startAsRestServer,

@@ -3,7 +3,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Logger } from '@broker/cli';
+import { OPEN_WRITES, type ServerTls, WriteAuthError, type WriteAuthorizer } from '@broker/rvps';
 import type { attestation } from '@broker/trustee-protos';
 import { causeChain, GRPC_AS_TEES, verifyRequestOf } from './grpc.js';
 import type { OpenedAttestationService } from './service.js';
@@ -88,12 +90,40 @@ export function grpcRequestOfRest(body: unknown): attestation.AttestationRequest
   return { verificationRequests, policyIds: ids as string[] };
 }
 
-function send(res: ServerResponse, status: number, body: string | Buffer = '', type?: string): void {
+function send(
+  res: ServerResponse,
+  status: number,
+  body: string | Buffer = '',
+  type?: string,
+  extra: Record<string, string> = {},
+): void {
   res.writeHead(status, {
+    ...extra,
     ...(type !== undefined && { 'content-type': type }),
     'content-length': Buffer.byteLength(body),
   });
   res.end(body);
+}
+
+export interface RestOptions {
+  /** Who may `POST /policy`; anyone when absent (trustee's behaviour). */
+  readonly auth?: WriteAuthorizer;
+  /**
+   * Origins (`http(s)://host[:port]`) whose browser pages may call the routes (restful-as's
+   * `--allowed_origin`); none when empty.
+   */
+  readonly allowedOrigins?: readonly string[];
+}
+
+const CORS_MAX_AGE_SECONDS = '86400';
+
+/** The CORS answer headers for `origin`, or undefined when it is not allowed. */
+function corsHeaders(
+  origin: string | undefined,
+  allowed: readonly string[],
+): Record<string, string> | undefined {
+  if (origin === undefined || !allowed.includes(origin)) return undefined;
+  return { 'access-control-allow-origin': origin, vary: 'Origin' };
 }
 
 function b64urlText(text: string): string {
@@ -102,11 +132,24 @@ function b64urlText(text: string): string {
   return Buffer.from(text, 'base64url').toString('utf8');
 }
 
-export function restHandler(opened: OpenedAttestationService, logger?: Logger) {
+export function restHandler(opened: OpenedAttestationService, logger?: Logger, options: RestOptions = {}) {
   const { service } = opened;
+  const auth = options.auth ?? OPEN_WRITES;
+  const origins = options.allowedOrigins ?? [];
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     const route = `${req.method} ${path}`;
+    const cors = corsHeaders(req.headers.origin, origins);
+    if (req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
+      if (cors === undefined) return send(res, 400, 'Origin is not allowed to make this request');
+      return send(res, 200, '', undefined, {
+        ...cors,
+        'access-control-allow-methods': 'POST, GET, OPTIONS',
+        'access-control-allow-headers': 'content-type, authorization',
+        'access-control-max-age': CORS_MAX_AGE_SECONDS,
+      });
+    }
+    if (cors !== undefined) for (const [k, v] of Object.entries(cors)) res.setHeader(k, v);
     try {
       switch (route) {
         case 'POST /attestation': {
@@ -114,10 +157,17 @@ export function restHandler(opened: OpenedAttestationService, logger?: Logger) {
           return send(res, 200, await service.verify(request));
         }
         case 'POST /policy': {
+          const socket = req.socket as Partial<TLSSocket>;
+          const who = auth.check(route, {
+            authorization: req.headers.authorization,
+            // Set only on a TLS listener with a client CA, when the client's certificate chained to it.
+            verifiedClientCertificate: socket.authorized === true,
+          });
           const body = await readJson(req);
           if (!isObject(body)) throw new HttpError(400, 'Json deserialize error: expected an object');
           const id = str(body, 'policy_id', '');
           await service.setPolicy(id, b64urlText(str(body, 'policy', '')));
+          logger?.info({ policyId: id.slice(0, 100), by: who }, 'attestation policy set');
           return send(res, 200);
         }
         case 'GET /policy': {
@@ -151,6 +201,15 @@ export function restHandler(opened: OpenedAttestationService, logger?: Logger) {
       }
     } catch (e) {
       if (e instanceof HttpError) return send(res, e.status, e.message);
+      if (e instanceof WriteAuthError) {
+        logger?.warn({ route, err: e.message }, 'write refused');
+        const status = e.code === 'PERMISSION_DENIED' ? 403 : 401;
+        // The body is not read: close the connection rather than drain an unauthenticated upload.
+        return send(res, status, e.message, 'text/plain', {
+          ...(status === 401 && { 'www-authenticate': 'Bearer' }),
+          connection: 'close',
+        });
+      }
       logger?.warn({ route, err: causeChain(e) }, 'request failed');
       return send(res, 500, `An internal error occured: \n${causeChain(e)}`);
     }
@@ -167,16 +226,29 @@ export async function startAsRestServer(
   opened: OpenedAttestationService,
   address: string,
   logger?: Logger,
-  tls?: { readonly certChain: Buffer; readonly privateKey: Buffer },
+  tls?: ServerTls,
+  options: RestOptions = {},
 ): Promise<RunningRestServer> {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
-  if (m === null) throw new Error(`--rest ${JSON.stringify(address.slice(0, 100))}: expected HOST:PORT`);
-  const handler = restHandler(opened, logger);
+  if (m === null) throw new Error(`${JSON.stringify(address.slice(0, 100))}: expected HOST:PORT`);
+  const handler = restHandler(opened, logger, options);
   const listener = (req: IncomingMessage, res: ServerResponse) => void handler(req, res);
   const server: Server =
     tls === undefined
       ? createServer(listener)
-      : createHttpsServer({ cert: tls.certChain, key: tls.privateKey }, listener);
+      : createHttpsServer(
+          {
+            cert: tls.certChain,
+            key: tls.privateKey,
+            // A client certificate is asked for, not required: only writes need one.
+            ...(tls.clientCa !== undefined && {
+              ca: tls.clientCa,
+              requestCert: true,
+              rejectUnauthorized: false,
+            }),
+          },
+          listener,
+        );
   server.requestTimeout = 60_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -14,6 +14,8 @@ run('broker-tools', {
   'image-pull': async () => (await import('@broker/image')).imagePullMain,
   'reference-values': async () => (await import('@broker/reference-values')).referenceValuesMain,
   'attestation-service': async () => (await import('@broker/attestation-service')).attestationServiceMain,
+  'grpc-as': async () => (await import('@broker/attestation-service')).grpcAsMain,
+  'restful-as': async () => (await import('@broker/attestation-service')).restfulAsMain,
   rvps: async () => (await import('@broker/rvps')).rvpsMain,
   'rvps-tool': async () => (await import('@broker/rvps')).rvpsToolMain,
   'kbs-plugin-example': async () => (await import('@broker/kbs')).kbsPluginExampleMain,
