@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseKbsConfigText, validateAdminConfig } from './config.js';
+import { ConfigError, parseKbsConfigText, sessionStorageOf, validateAdminConfig } from './config.js';
 
 const VECTORS = join(import.meta.dirname, '..', '..', '..', 'test', 'vectors');
 const read = (path: string) => parseKbsConfigText(readFileSync(join(VECTORS, path), 'utf8'), path);
@@ -155,16 +155,18 @@ describe('LocalJson storage settings', () => {
     });
   });
 
-  it('warns when the sessions would land in LocalJson (every /auth rewrites the file)', () => {
+  it('keeps the sessions of one process in memory unless session_storage_type says LocalJson, and then warns', () => {
     const table = '[storage_backend.backends.local_json]\nfile_dir_path = "/a"';
-    expect(lj(table).warnings).toEqual([
+    const main = lj(table);
+    expect(main.warnings).toEqual([]);
+    expect(sessionStorageOf(main)).toBe('Memory');
+    const explicit = parseKbsConfigText(
+      `session_storage_type = "LocalJson"\n${MIN}[storage_backend]\nstorage_type = "LocalJson"\n${table}`,
+    );
+    expect(sessionStorageOf(explicit)).toBe('LocalJson');
+    expect(explicit.warnings).toEqual([
       'the RCAR sessions are kept in LocalJson, one file rewritten whole on every /auth and /attest: set session_storage_type = "Memory" (or LocalFs, Redis) unless the load is small',
     ]);
-    expect(
-      parseKbsConfigText(
-        `session_storage_type = "Memory"\n${MIN}[storage_backend]\nstorage_type = "LocalJson"\n${table}`,
-      ).warnings,
-    ).toEqual([]);
   });
 
   it('refuses LocalJson without its table, and two different directories', () => {
@@ -198,9 +200,10 @@ describe('worker_count', () => {
       `${WORKERS(2)}[storage_backend]\nstorage_type = "LocalJson"\n[storage_backend.backends.local_json]\nfile_dir_path = "/j"`,
     );
     expect(c.httpServer.workerCount).toBeUndefined();
-    // The other warning is the sessions' (LocalJson).
-    expect(c.warnings).toHaveLength(2);
-    expect(c.warnings[1]).toMatch(
+    // One process: its sessions are kept in memory, so there is no warning about them.
+    expect(sessionStorageOf(c)).toBe('Memory');
+    expect(c.warnings).toHaveLength(1);
+    expect(c.warnings[0]).toMatch(
       /worker_count = 2 .* the sessions, \[storage_backend\] storage_type, the attestation policies, the reference values use LocalJson/,
     );
   });

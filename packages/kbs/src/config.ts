@@ -519,6 +519,21 @@ function checkWorkers(
   );
 }
 
+/**
+ * Where the RCAR sessions are kept. `session_storage_type` when set; otherwise trustee keeps them in the
+ * main store, and so does this KBS for Memory and Redis and for several worker processes (which must share
+ * them). A single process on LocalFs or LocalJson keeps them in memory instead: a full or read-only volume
+ * then still lets guests attest and fetch, and a handshake writes nothing to disk.
+ */
+export function sessionStorageOf(
+  config: Pick<KbsConfig, 'sessionStorageType' | 'storageBackend' | 'httpServer'>,
+): StorageType {
+  if (config.sessionStorageType !== undefined) return config.sessionStorageType;
+  const main = config.storageBackend.storageType;
+  const oneProcess = (config.httpServer.workerCount ?? 1) <= 1;
+  return oneProcess && (main === 'LocalFs' || main === 'LocalJson') ? 'Memory' : main;
+}
+
 interface PluginsConfig {
   readonly resource?: ResourcePluginConfig;
   readonly external?: ExternalPluginConfig;
@@ -664,7 +679,7 @@ export function parseKbsConfig(doc: unknown): KbsConfig {
   }
   const main = storageBackend.storageType;
   const asType = (as.storageType ?? main) as StorageType;
-  if ((sessionStorageType ?? main) === 'LocalJson') {
+  if (sessionStorageType === 'LocalJson') {
     // Every /auth (unauthenticated) would rewrite the whole file of sessions.
     warnings.push(
       'the RCAR sessions are kept in LocalJson, one file rewritten whole on every /auth and /attest: set session_storage_type = "Memory" (or LocalFs, Redis) unless the load is small',

@@ -6,7 +6,7 @@ import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
 import { Api } from './api.js';
 import { createGrpcAttestationService } from './attestation/grpc-remote.js';
 import { type AttestationService, createAttestationService } from './attestation/index.js';
-import { type KbsConfig, validateAdminConfig } from './config.js';
+import { type KbsConfig, sessionStorageOf, validateAdminConfig } from './config.js';
 import { consoleDeps } from './console/deps.js';
 import { createAdminRoutes } from './console/routes.js';
 import { consolePage } from './console/static.js';
@@ -118,8 +118,9 @@ async function openStorage(config: KbsConfig, opened: KvStorage[], logger: Logge
   const main = await backend(config.storageBackend.storageType, '[storage_backend] storage_type');
   const as = config.attestationService;
   const routes: Partial<Record<Namespace, KvStorage>> = {};
-  if (config.sessionStorageType !== undefined) {
-    routes.kbs_protocol_session = await backend(config.sessionStorageType, 'session_storage_type');
+  const sessionType = sessionStorageOf(config);
+  if (sessionType !== config.storageBackend.storageType) {
+    routes.kbs_protocol_session = await backend(sessionType, 'session_storage_type');
   }
   if (as.storageType !== undefined) {
     routes.attestation_service_policy = await backend(as.storageType, '[attestation_service] storage_type');
@@ -164,7 +165,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     logger.info(
       {
         storage: config.storageBackend.storageType,
-        sessions: config.sessionStorageType ?? config.storageBackend.storageType,
+        sessions: sessionStorageOf(config),
       },
       'KBS storage backend',
     );

@@ -19,7 +19,7 @@ import type { HttpServerConfig, SocketAddress, TlsConfig } from './config.js';
 import type { KbsMetrics } from './metrics.js';
 import { errorReply, type Reply } from './reply.js';
 import { sessionIdFromCookieHeader } from './session.js';
-import { StorageUnavailable } from './storage/errors.js';
+import { StorageUnavailable, storageFault } from './storage/errors.js';
 
 const KBS_PREFIX = '/kbs/v0/';
 /** actix-web's request head limit; large Bearer tokens must fit. */
@@ -127,6 +127,14 @@ export function queryObject(raw: string): Record<string, string> {
   return raw === '' ? {} : Object.fromEntries(new URLSearchParams(raw));
 }
 
+/** Whether a request is an operator's (admin API, resource writes): its answers may name the cause. */
+function isAdminCall(req: ApiRequest): boolean {
+  const plugin = req.segments[0];
+  if (plugin === 'resource') return req.method === 'POST' || req.method === 'DELETE';
+  if (plugin === 'reference-value' || plugin === 'resource-policy') return req.method === 'POST';
+  return plugin === 'admin' || plugin === 'attestation-policy';
+}
+
 /** The StorageUnavailable in an error's cause chain, if any. */
 function storageUnavailable(e: unknown): StorageUnavailable | undefined {
   let cur: unknown = e;
@@ -212,6 +220,18 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       return await api.handle(routed);
     } catch (e) {
       const plugin = segments[0] ?? '';
+      const fault = storageFault(e);
+      if (fault !== undefined) {
+        // A full or read-only volume: the operator's to fix, so the log and an admin's answer name it.
+        const err = e instanceof KbsError ? e : fallbackError(plugin);
+        logger.error(
+          { kind: err.kind, plugin, storage: fault.code, cause: causeChain(e) },
+          `${err.detail}: ${fault.message}`,
+        );
+        return errorReply(
+          isAdminCall(apiReq) ? new KbsError(err.kind, `${err.detail}: ${fault.message}`) : err,
+        );
+      }
       if (e instanceof KbsError) {
         logger.warn({ kind: e.kind, plugin, cause: causeChain(e.cause) || undefined }, e.detail);
         return errorReply(e);

@@ -2,7 +2,7 @@
 // store, reference values from the built-in RVPS's namespace, health from the metrics (and over Redis
 // the replica count).
 import type { AttestationService } from '../attestation/index.js';
-import type { KbsConfig } from '../config.js';
+import { type KbsConfig, sessionStorageOf } from '../config.js';
 import type { KbsMetrics } from '../metrics.js';
 import { expireReferenceValue, listReferenceValues } from '../rvps/admin.js';
 import type { KvStorage } from '../storage/types.js';
@@ -59,7 +59,7 @@ export function consoleDeps(w: ConsoleWiring): ConsoleDeps {
       w.metrics,
       {
         backend: config.storageBackend.storageType,
-        sessions: config.sessionStorageType ?? config.storageBackend.storageType,
+        sessions: sessionStorageOf(config),
         verdictLog: w.verdicts.store.backend,
       },
       w.now,

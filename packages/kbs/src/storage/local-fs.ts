@@ -18,6 +18,14 @@ export const DEFAULT_LOCAL_FS_DIR = '/opt/confidential-containers/storage/local_
 // and deleted so that a trustee storage directory keeps working.
 const LEGACY_SLASH = '\\x2F';
 const MAX_LIST_DEPTH = 32;
+/** The name `set` gives its temp file, beside the key's file. */
+const TEMP_FILE_RE = /^\.[0-9a-f]{16}\.tmp$/;
+/**
+ * A temp file this old is a crashed write's (killed between creating and renaming it) and is removed at
+ * open. Younger ones are left: the tree is shared, and another process (a worker, a replica) may be
+ * writing one right now.
+ */
+export const STALE_TEMP_FILE_MS = 10 * 60 * 1000;
 
 export interface LocalFsOptions {
   /** Root directory; namespace `ns` lives in `<dirPath>/<ns>`. */
@@ -80,7 +88,51 @@ export class LocalFsStorage implements KvStorage {
         },
       );
     }
+    s.staleTempFilesRemoved = await s.removeStaleTempFiles(Date.now() - STALE_TEMP_FILE_MS);
     return s;
+  }
+
+  /** How many crashed writes' temp files `open` removed. */
+  staleTempFilesRemoved = 0;
+
+  /**
+   * Removes the temp files of writes that never finished (the process was killed between creating and
+   * renaming one): only names of `set`'s own pattern, only regular files last changed before `before`,
+   * only inside the store's directories (never through a symlink or into a hidden directory such as a
+   * Kubernetes volume's `..data`). A file that cannot be removed (a read-only volume) is left.
+   */
+  private async removeStaleTempFiles(before: number): Promise<number> {
+    let removed = 0;
+    const walk = async (dir: string, depth: number): Promise<void> => {
+      let entries: Dirent[];
+      try {
+        entries = await readdir(dir, { withFileTypes: true });
+      } catch {
+        return;
+      }
+      for (const ent of entries) {
+        const p = join(dir, ent.name);
+        if (ent.isFile() && TEMP_FILE_RE.test(ent.name)) {
+          try {
+            const st = await lstat(p);
+            if (st.isFile() && st.mtimeMs < before) {
+              await unlink(p);
+              removed++;
+            }
+          } catch {
+            // Gone meanwhile, or a read-only volume: leave it.
+          }
+        } else if (ent.isDirectory() && !ent.name.startsWith('.') && depth < MAX_LIST_DEPTH) {
+          await walk(p, depth + 1);
+        }
+      }
+    };
+    const roots = [this.root, ...Object.values(this.dirs)].filter(
+      (d, i, all): d is string =>
+        d !== undefined && !all.some((o, j) => j !== i && o !== undefined && d.startsWith(o + sep)),
+    );
+    for (const d of new Set(roots)) await walk(d, 0);
+    return removed;
   }
 
   /** Directory of a namespace. */

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -108,5 +108,20 @@ describe('LocalJsonStorage', () => {
       expect(dec(await s.get('kbs', '__proto__'))).toBe('v');
       expect(await s.list('kbs')).toEqual(['__proto__']);
     });
+  });
+  it('removes at open the temp files of rewrites a crash interrupted, and nothing else', async () => {
+    const lj = join(dir, 'lj');
+    await mkdir(lj);
+    await writeFile(join(lj, 'kbs'), JSON.stringify({ k: 'YQ==' }));
+    await writeFile(join(lj, '.kbs.0123456789abcdef.tmp'), '{"k":');
+    await writeFile(join(lj, '.reference_value.fedcba9876543210.tmp'), '');
+    await writeFile(join(lj, '.kbs.tmp'), 'not ours');
+    await writeFile(join(dir, '.kbs.0123456789abcdef.tmp'), 'outside the store');
+    await mkdir(join(lj, '.kbs.aaaaaaaaaaaaaaaa.tmp'));
+    const s = await LocalJsonStorage.open({ dirPath: lj });
+    expect(s.staleTempFilesRemoved).toBe(2);
+    expect((await readdir(lj)).sort()).toEqual(['.kbs.aaaaaaaaaaaaaaaa.tmp', '.kbs.tmp', 'kbs']);
+    expect(await readdir(dir)).toContain('.kbs.0123456789abcdef.tmp');
+    expect(dec(await s.get('kbs', 'k'))).toBe('a');
   });
 });

@@ -2,11 +2,12 @@
 // namespace, `<file_dir_path>/<namespace>`, holding `{"<key>": "<URL-safe base64 of the value>"}`, the
 // layout trustee reads and writes, so a trustee directory keeps working. Every change rewrites the whole
 // file atomically (temp file in the same directory, fsync, rename, fsync of the directory), one change
-// at a time per namespace; a reader or a crash sees the old or the new file, never a partial one.
+// at a time per namespace; a reader or a crash sees the old or the new file, never a partial one. A delete
+// on a full volume, which has no room for the new copy, overwrites the file in place instead.
 // The file is rewritten whole by this process, so it is not shared with other processes (workers).
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { mkdir, open, rename, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { KvStorage, Namespace, SetOptions } from './types.js';
 
@@ -15,6 +16,8 @@ export const DEFAULT_LOCAL_JSON_DIR = '/opt/confidential-containers/storage/loca
 /** A namespace file larger than this is refused rather than parsed (it is rewritten whole on each change). */
 export const MAX_LOCAL_JSON_FILE_BYTES = 64 * 1024 * 1024;
 const MAX_KEY_LENGTH = 1024;
+/** The name `store` gives its temp file: `.<namespace>.<16 hex digits>.tmp`. */
+const TEMP_FILE_RE = /^\.[a-z_]+\.[0-9a-f]{16}\.tmp$/;
 
 export interface LocalJsonOptions {
   /** Directory of the namespace files. */
@@ -75,6 +78,8 @@ export class LocalJsonStorage implements KvStorage {
   private readonly fsync: boolean;
   /** The tail of each namespace's chain of changes: one read-modify-write at a time. */
   private readonly queues = new Map<Namespace, Promise<unknown>>();
+  /** A namespace file being overwritten in place (a delete on a full volume): reads wait for it. */
+  private readonly overwriting = new Map<Namespace, Promise<void>>();
 
   private constructor(options: LocalJsonOptions) {
     this.dir = resolve(options.dirPath);
@@ -91,7 +96,38 @@ export class LocalJsonStorage implements KvStorage {
         cause: e,
       });
     }
+    s.staleTempFilesRemoved = await s.removeStaleTempFiles();
     return s;
+  }
+
+  /** How many crashed writes' temp files `open` removed. */
+  staleTempFilesRemoved = 0;
+
+  /**
+   * Removes the temp files of rewrites that never finished (the process was killed before the rename):
+   * only names of `store`'s own pattern, only regular files, only in the store's directory. The files are
+   * written by this process alone, so none of them can be another's write in progress.
+   */
+  private async removeStaleTempFiles(): Promise<number> {
+    let removed = 0;
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch {
+      return 0;
+    }
+    for (const name of names) {
+      if (!TEMP_FILE_RE.test(name)) continue;
+      const p = join(this.dir, name);
+      try {
+        if (!(await lstat(p)).isFile()) continue;
+        await unlink(p);
+        removed++;
+      } catch {
+        // Gone meanwhile, or a read-only volume: leave it.
+      }
+    }
+    return removed;
   }
 
   /** The file holding a namespace. */
@@ -101,6 +137,7 @@ export class LocalJsonStorage implements KvStorage {
 
   /** The namespace's entries, still encoded; an absent file is an empty namespace. */
   private async load(ns: Namespace): Promise<Map<string, unknown>> {
+    await this.overwriting.get(ns);
     const file = this.fileOf(ns);
     let text: string;
     try {
@@ -159,6 +196,30 @@ export class LocalJsonStorage implements KvStorage {
     }
   }
 
+  /**
+   * Writes a namespace's entries, smaller than what the file holds, over the file itself: what a delete
+   * does when the volume is full, since the atomic rewrite needs room for a second copy. The new text is
+   * padded with spaces to the old length (JSON allows them), so the file is valid JSON whether a crash
+   * comes before or after the single write; once that is on disk, the file is cut to the new length,
+   * which frees the space.
+   */
+  private async overwriteSmaller(ns: Namespace, entries: Map<string, unknown>, full: unknown): Promise<void> {
+    const text = Buffer.from(JSON.stringify(Object.fromEntries(entries)), 'utf8');
+    const h = await open(this.fileOf(ns), constants.O_WRONLY);
+    try {
+      const { size } = await h.stat();
+      if (text.length > size) throw full;
+      const padded = Buffer.alloc(size, 0x20);
+      text.copy(padded);
+      await h.write(padded, 0, size, 0);
+      await h.sync();
+      await h.truncate(text.length);
+      if (this.fsync) await h.sync();
+    } finally {
+      await h.close();
+    }
+  }
+
   /** Runs `change` after every earlier change of the namespace has finished, failed or not. */
   private serial<T>(ns: Namespace, change: () => Promise<T>): Promise<T> {
     const run = (this.queues.get(ns) ?? Promise.resolve()).then(change, change);
@@ -193,7 +254,23 @@ export class LocalJsonStorage implements KvStorage {
     return this.serial(ns, async () => {
       const entries = await this.load(ns);
       if (!entries.delete(key)) return false;
-      await this.store(ns, entries);
+      try {
+        await this.store(ns, entries);
+      } catch (e) {
+        const code = errno(e);
+        // No room for the new copy: deleting is how an operator frees space, so it must still work.
+        if (code !== 'ENOSPC' && code !== 'EDQUOT') throw e;
+        const over = this.overwriteSmaller(ns, entries, e);
+        this.overwriting.set(
+          ns,
+          over.catch(() => undefined),
+        );
+        try {
+          await over;
+        } finally {
+          this.overwriting.delete(ns);
+        }
+      }
       return true;
     });
   }

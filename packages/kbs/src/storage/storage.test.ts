@@ -1,9 +1,9 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { InvalidStorageKey } from './keys.js';
-import { LocalFsStorage } from './local-fs.js';
+import { LocalFsStorage, STALE_TEMP_FILE_MS } from './local-fs.js';
 import { MemoryStorage } from './memory.js';
 import { RoutedStorage } from './routed.js';
 import type { KvStorage } from './types.js';
@@ -121,6 +121,33 @@ describe('LocalFsStorage', () => {
     await writeFile(join(dir, 'repository', 'r', 't', '.deadbeef.tmp'), 'partial');
     expect(await s.list('repository')).toEqual(['r/t/k']);
     expect(dec(await s.get('repository', 'r/t/k'))).toBe('v19');
+  });
+
+  it("removes at open the temp files of crashed writes, old enough not to be another process's", async () => {
+    const keyDir = join(dir, 'repository', 'r', 't');
+    await mkdir(keyDir, { recursive: true });
+    await mkdir(join(dir, 'repository', '..data'), { recursive: true });
+    const old = new Date(Date.now() - STALE_TEMP_FILE_MS - 60_000);
+    const plant = async (path: string, age: Date) => {
+      await writeFile(path, 'partial');
+      await utimes(path, age, age);
+    };
+    await plant(join(keyDir, '.0123456789abcdef.tmp'), old);
+    await mkdir(join(dir, 'kbs'));
+    await plant(join(dir, 'kbs', '.fedcba9876543210.tmp'), old);
+    // Another process's write in progress, a name of another pattern, a Kubernetes volume's internals.
+    await plant(join(keyDir, '.aaaaaaaaaaaaaaaa.tmp'), new Date());
+    await plant(join(keyDir, '.notours.tmp'), old);
+    await plant(join(dir, 'repository', '..data', '.bbbbbbbbbbbbbbbb.tmp'), old);
+    await writeFile(join(dir, 'outside.tmp'), 'x');
+    const s = await LocalFsStorage.open({ dirPath: join(dir, 'store-unused') });
+    expect(s.staleTempFilesRemoved).toBe(0);
+    const opened = await LocalFsStorage.open({ dirPath: dir });
+    expect(opened.staleTempFilesRemoved).toBe(2);
+    expect((await readdir(keyDir)).sort()).toEqual(['.aaaaaaaaaaaaaaaa.tmp', '.notours.tmp']);
+    expect(await readdir(join(dir, 'repository', '..data'))).toEqual(['.bbbbbbbbbbbbbbbb.tmp']);
+    expect((await readdir(join(dir, 'repository'))).sort()).toEqual(['..data', 'r']);
+    expect(await readdir(join(dir, 'kbs'))).toEqual([]);
   });
 
   it('never shows a reader a partial value while a writer replaces it', async () => {
