@@ -136,6 +136,54 @@ describe('grpc-as --admin-public-key', () => {
   });
 });
 
+describe('grpc-as --rvps-auth-private-key', () => {
+  it('forwards registrations to an RVPS that requires an admin JWT with one it signs', async () => {
+    const { createRvps, MemoryStorage } = await import('@broker/kbs');
+    const { createWriteAuthorizer, startRvpsServer } = await import('@broker/rvps');
+    const { writeFileSync } = await import('node:fs');
+    const rvps = await startRvpsServer({
+      rvps: createRvps(new MemoryStorage()),
+      address: '127.0.0.1:0',
+      auth: await createWriteAuthorizer({ adminPublicKeys: [pki.adminPub] }),
+    });
+    const config = join(dir, 'remote-rvps.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ rvps_config: { type: 'GrpcRemote', address: `127.0.0.1:${rvps.port}` } }),
+    );
+    const rv = (name: string) =>
+      JSON.stringify({
+        version: '0.1.0',
+        type: 'sample',
+        payload: Buffer.from(`{"${name}":1}`).toString('base64'),
+      });
+    const seen: unknown[] = [];
+    for (const extra of [[], ['--rvps-auth-private-key', pki.adminKey]]) {
+      const port = await freePort();
+      const code = await grpcAsMain(['-c', config, '-s', `127.0.0.1:${port}`, ...extra], silent, async () => {
+        const client = new RvpsClient(`http://127.0.0.1:${port}`);
+        const name = extra.length === 0 ? 'unsigned' : 'signed';
+        seen.push(
+          await client.register(rv(name)).then(
+            () => 'ok',
+            (e: unknown) => (e as Error).message,
+          ),
+        );
+        seen.push(await client.query(name));
+        client.close();
+      });
+      expect(code).toBe(0);
+    }
+    await rvps.close();
+    expect(seen).toEqual([
+      expect.stringMatching(/RegisterReferenceValue needs authentication/),
+      undefined,
+      'ok',
+      '1',
+    ]);
+  });
+});
+
 describe('grpc-as --client-ca (mutual TLS)', () => {
   it('lets a client certificate from the CA write, refuses none or another CA, and reads without one', async () => {
     const port = await freePort();

@@ -14,7 +14,14 @@ import {
   UsageError,
   untilStopSignal,
 } from '@broker/cli';
-import { openWritesWarning, SECURITY_HELP, SECURITY_OPTIONS, serverSecurity } from '@broker/rvps';
+import { signAdminToken } from '@broker/kbs-client';
+import {
+  openWritesWarning,
+  readPemFile,
+  SECURITY_HELP,
+  SECURITY_OPTIONS,
+  serverSecurity,
+} from '@broker/rvps';
 import { DEFAULT_AS_SOCKET, DEFAULT_RESTFUL_AS_SOCKET, loadAsConfig, parseAsConfig } from './config.js';
 import { startAsGrpcServer } from './grpc.js';
 import { startAsRestServer } from './rest.js';
@@ -30,7 +37,9 @@ the RVPS service (reference.ReferenceValueProviderService) and grpc.health.v1.He
 
 const REST_ROUTES = `POST /attestation, POST /challenge, POST and GET /policy, GET /.well-known/jwks.json, GET /healthz`;
 
-const COMMON_HELP = `  -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]`;
+const COMMON_HELP = `  -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]
+      --rvps-auth-private-key <FILE>  PEM private key: registrations forwarded to a GrpcRemote RVPS
+                            carry an admin JWT it signs (for an RVPS started with --admin-public-key)`;
 
 const TAIL_HELP = `${SECURITY_HELP}
 ${LOG_FORMAT_HELP}
@@ -70,6 +79,7 @@ const OPTIONS = {
   'config-file': { type: 'string', short: 'c' },
   socket: { type: 'string', short: 's' },
   rest: { type: 'string' },
+  'rvps-auth-private-key': { type: 'string' },
   allowed_origin: { type: 'string', short: 'r', multiple: true },
   ...SECURITY_OPTIONS,
   ...LOG_FORMAT_OPTION,
@@ -117,7 +127,16 @@ function serve(mode: Mode, argv: string[], io: CommandIo, stop: () => Promise<un
       if (!security.auth.enabled) logger.warn(openWritesWarning('this attestation service', WRITES));
       const tls = security.tls;
       const writes = security.auth.enabled ? security.auth.methods : 'open';
-      const opened = await openAttestationService(settings, logger);
+      const rvpsKeyPath = values['rvps-auth-private-key'];
+      const rvpsKey = rvpsKeyPath === undefined ? undefined : readPemFile(rvpsKeyPath).toString('utf8');
+      if (rvpsKey !== undefined && settings.rvps.type !== 'GrpcRemote') {
+        logger.warn('--rvps-auth-private-key is not used: rvps_config is not GrpcRemote');
+      }
+      const opened = await openAttestationService(settings, logger, {
+        ...(rvpsKey !== undefined && {
+          remoteRvps: { token: () => signAdminToken(rvpsKey, { lifetimeSeconds: 300 }) },
+        }),
+      });
       try {
         const grpcAddress = mode === 'restful-as' ? undefined : (values.socket ?? DEFAULT_AS_SOCKET);
         const restAddress =

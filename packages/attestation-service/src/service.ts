@@ -2,7 +2,7 @@
 // with its RVPS either built in (the same storage, namespace `reference_value`) or remote over gRPC.
 import type { Logger } from '@broker/cli';
 import { type AttestationService, createAttestationService, createRvps, type Rvps } from '@broker/kbs';
-import { openRvpsStorage, RvpsClient } from '@broker/rvps';
+import { openRvpsStorage, RvpsClient, type RvpsClientOptions } from '@broker/rvps';
 import type { AsSettings } from './config.js';
 
 export interface OpenedAttestationService {
@@ -36,6 +36,8 @@ function remoteRvps(client: RvpsClient): Rvps {
 export interface OpenOptions {
   /** Clock in epoch ms; tests replace it. */
   readonly now?: () => number;
+  /** The credential (admin JWT) presented to a GrpcRemote RVPS when registrations are forwarded to it. */
+  readonly remoteRvps?: RvpsClientOptions;
 }
 
 export async function openAttestationService(
@@ -48,7 +50,7 @@ export async function openAttestationService(
   try {
     let rvps: Rvps;
     if (settings.rvps.type === 'GrpcRemote') {
-      client = new RvpsClient(settings.rvps.address, 10_000);
+      client = new RvpsClient(settings.rvps.address, 10_000, options.remoteRvps ?? {});
       // As trustee: the service does not start while its RVPS is unreachable.
       await client.query('__healthcheck__');
       rvps = remoteRvps(client);
