@@ -3,6 +3,8 @@
 import {
   decodeBase64UrlStrict,
   KbsError,
+  type KbsErrorKind,
+  kbsErrorBody,
   parseJson,
   parseResourcePath,
   type ResourcePath,
@@ -15,6 +17,7 @@ import type { KbsMetrics } from './metrics.js';
 import type { BuiltinPluginHost } from './plugins/builtin.js';
 import type { ExternalPlugin } from './plugins/external.js';
 import { requirePolicyAllows } from './policy/decide.js';
+import { PolicyCheckError } from './policy/limits.js';
 import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
 import type { Rcar } from './rcar.js';
 import { emptyReply, jsonReply, type Reply } from './reply.js';
@@ -22,6 +25,28 @@ import type { ResourceRepository } from './repository.js';
 import type { SessionStore } from './session.js';
 import type { AttestationTokenVerifier } from './token.js';
 import type { VerdictRecorder } from './verdicts/recorder.js';
+
+/**
+ * A policy refused by its checks (missing rule, a limit exceeded on the representative input): 400 with
+ * the KBS error body naming why (503 while too many checks wait). An administrator's mistake, so not the
+ * 401 that makes guests re-attest.
+ */
+function policyCheckReply(e: PolicyCheckError, kind: KbsErrorKind, prefix: string): Reply {
+  const body = kbsErrorBody(new KbsError(kind, `${prefix}${e.message}`));
+  return {
+    status: e.code === 'busy' ? 503 : 400,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  };
+}
+
+/** The PolicyCheckError an error is or was caused by. */
+function policyCheckOf(e: unknown): PolicyCheckError | undefined {
+  for (let c: unknown = e, i = 0; c instanceof Error && i < 8; c = c.cause, i++) {
+    if (c instanceof PolicyCheckError) return c;
+  }
+  return undefined;
+}
 
 export interface ApiRequest {
   readonly method: string;
@@ -168,6 +193,18 @@ export class Api {
     try {
       await this.deps.attestation.setPolicy(input.policy_id, text);
     } catch (e) {
+      const check = policyCheckOf(e);
+      if (check !== undefined) {
+        this.deps.logger.warn(
+          { policyId: input.policy_id, err: check.message },
+          'attestation policy refused',
+        );
+        return policyCheckReply(
+          check,
+          'AttestationError',
+          'Attestation error: Set Attestation Policy failed: ',
+        );
+      }
       throw failed(e);
     }
     this.deps.logger.info({ policyId: input.policy_id }, 'attestation policy set');
@@ -232,6 +269,10 @@ export class Api {
     try {
       await this.deps.policy.set(text);
     } catch (e) {
+      if (e instanceof PolicyCheckError) {
+        this.deps.logger.warn({ err: e.message }, 'resource policy refused');
+        return policyCheckReply(e, 'PolicyEngineError', 'Policy engine error: ');
+      }
       if (e instanceof PolicyEngineError)
         throw new KbsError('PolicyEngineError', `Policy engine error: ${e.message}`);
       throw e;

@@ -205,7 +205,10 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       );
     }
 
-    const policy = new ResourcePolicy(storage);
+    const policy = new ResourcePolicy(storage, {
+      // `metrics` is made below; the policy is evaluated only once requests are served.
+      onLimit: (remembered) => metrics.policyLimitRefusals.labels(String(remembered)).inc(),
+    });
     await step('resource policy initialization failed', () => policy.seedDefault());
 
     const remoteAs = config.attestationService.grpc;

@@ -18,6 +18,11 @@ export class KbsMetrics {
   readonly policyApprovals: Counter;
   readonly policyViolations: Counter;
   readonly policyErrors: Counter;
+  /**
+   * This KBS's own: requests refused because the resource policy's evaluation exceeded a limit;
+   * `remembered="true"` when it was not evaluated again (an earlier request exceeded it with this text).
+   */
+  readonly policyLimitRefusals: Counter<'remembered'>;
   readonly attestationRequests: Counter;
   readonly attestationSuccesses: Counter<'tee_type'>;
   readonly attestationFailures: Counter<'tee_type'>;
@@ -89,6 +94,12 @@ export class KbsMetrics {
       'Total count of requests denied by KBS policy',
     );
     this.policyErrors = counter('kbs_policy_errors_total', 'Total count of errors during KBS evaluation');
+    this.policyLimitRefusals = new Counter({
+      name: 'kbs_policy_limit_refusals_total',
+      help: 'Requests refused because the resource policy exceeded an evaluation limit (remembered: not evaluated again)',
+      labelNames: ['remembered'],
+      registers,
+    });
     this.attestationRequests = counter(
       'kbs_attestation_requests_total',
       'Total count of attestation requests',

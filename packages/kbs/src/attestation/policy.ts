@@ -8,12 +8,20 @@
 // is fetched and the evaluation repeats. Results of a run that missed a value
 // are discarded, so the answer is always computed from complete data.
 import { createHash } from 'node:crypto';
+import type { RegoLimitError } from '@broker/rego';
 import type { Logger } from 'pino';
+import {
+  limitErrorOf,
+  limitFailures,
+  limitRefusal,
+  PolicyCheckError,
+  policyChecks,
+} from '../policy/limits.js';
 import type { KvStorage } from '../storage/types.js';
 import { BROKER_DEFAULT_POLICY_CPU } from './broker-policy.js';
 import { EAR_DEFAULT_POLICY_CPU, EAR_DEFAULT_POLICY_GPU } from './default-policies.gen.js';
 import { AttestationFailed, InvalidPolicyId, ParsePolicyError } from './errors.js';
-import { type CompiledPolicy, compilePolicy } from './rego-engine.js';
+import { type CompiledPolicy, compilePolicy, TRUST_CLAIMS_RULE } from './rego-engine.js';
 
 const NAMESPACE = 'attestation_service_policy';
 const SUFFIX = '.rego';
@@ -50,6 +58,56 @@ export function checkPolicyId(id: string): void {
   }
 }
 
+/**
+ * What the check evaluates a new policy on: annotated evidence as the sample verifier gives it (with the
+ * init data and runtime data claims every verifier adds); every reference value reads as null.
+ */
+export const REPRESENTATIVE_EVIDENCE: Readonly<Record<string, unknown>> = Object.freeze({
+  sample: { svn: '1', launch_digest: 'abcde', productId: '0', platform_version: { major: 1, minor: 4 } },
+  init_data: '',
+  report_data: '',
+  init_data_claims: {},
+  runtime_data_claims: { 'tee-pubkey': { kty: 'EC', crv: 'P-256', alg: 'ES256' } },
+});
+
+/**
+ * The checks an attestation policy passes before it is stored (admin API, gRPC and REST of the attestation
+ * service, hot reload) and that the console's check runs: it compiles (ParsePolicyError), defines
+ * `trust_claims` in package `policy` (trustee's attestation service reads the EAR trust vector from
+ * `data.policy.trust_claims` and fails every appraisal without it; `extensions` is optional), and its
+ * evaluation on REPRESENTATIVE_EVIDENCE stays within the limits (PolicyCheckError). Synchronous: call it
+ * through `policyChecks`.
+ */
+export function checkAttestationPolicy(id: string, text: string): CompiledPolicy {
+  if (text.length > MAX_POLICY_LENGTH) {
+    throw new ParsePolicyError(id, `policy ${id} is larger than ${MAX_POLICY_LENGTH} characters`);
+  }
+  let compiled: CompiledPolicy;
+  try {
+    compiled = compilePolicy(id + SUFFIX, text);
+  } catch (e) {
+    throw new ParsePolicyError(id, `policy ${id} does not compile: ${(e as Error).message}`, { cause: e });
+  }
+  if (!compiled.rules.includes(TRUST_CLAIMS_RULE)) {
+    throw new PolicyCheckError(
+      'missing_rule',
+      `policy ${id} defines no \`trust_claims\` rule in package \`policy\` (${TRUST_CLAIMS_RULE}): the EAR trust vector is read from it, and without it every appraisal fails`,
+    );
+  }
+  const known = limitFailures.get('attestation', text);
+  if (known !== undefined) throw limitRefusal(`policy ${id}`, known, true);
+  try {
+    compiled.evaluate(REPRESENTATIVE_EVIDENCE, () => ({ found: true, value: undefined }));
+  } catch (e) {
+    const limit = limitErrorOf(e);
+    if (limit !== undefined) {
+      limitFailures.remember('attestation', text, limit);
+      throw limitRefusal(`policy ${id}`, limit, false);
+    }
+  }
+  return compiled;
+}
+
 /** Reads reference values for the policy builtin; `undefined` when there is none. */
 export type ReferenceValueSource = (name: string) => Promise<unknown>;
 
@@ -66,6 +124,8 @@ interface CacheEntry {
   /** Reference value ids this policy has asked for, fetched before the next evaluation. */
   readonly rvIds: Set<string>;
   checkedAt: number;
+  /** Set once an evaluation of this text exceeded a limit: later ones are refused at once. */
+  limit?: RegoLimitError;
 }
 
 export interface PolicyStoreOptions {
@@ -76,12 +136,18 @@ export interface PolicyStoreOptions {
    */
   readonly revalidateMs?: number;
   readonly now?: () => number;
+  /**
+   * Hears each evaluation refused because the policy exceeded a limit: `remembered` when it was not
+   * evaluated again (an earlier evaluation of this text exceeded it).
+   */
+  readonly onLimit?: (remembered: boolean) => void;
 }
 
 export class PolicyStore {
   private readonly cache = new Map<string, CacheEntry>();
   private readonly revalidateMs: number;
   private readonly now: () => number;
+  private readonly onLimit: ((remembered: boolean) => void) | undefined;
 
   constructor(
     private readonly storage: KvStorage,
@@ -90,6 +156,7 @@ export class PolicyStore {
   ) {
     this.revalidateMs = options.revalidateMs ?? 1000;
     this.now = options.now ?? Date.now;
+    this.onLimit = options.onLimit;
   }
 
   /** Writes the built-in policies unless a policy of that id is already stored. */
@@ -109,10 +176,10 @@ export class PolicyStore {
     }
   }
 
-  /** Compiles, then stores (overwriting). A policy that does not compile is not stored. */
+  /** checkAttestationPolicy, then stores (overwriting). A policy that fails the checks is not stored. */
   async set(id: string, text: string): Promise<void> {
     checkPolicyId(id);
-    const compiled = this.compile(id, text);
+    const compiled = await policyChecks.run(() => checkAttestationPolicy(id, text));
     await this.storage.set(NAMESPACE, id + SUFFIX, Buffer.from(text, 'utf8'), { overwrite: true });
     this.cache.set(id, { text, compiled, rvIds: new Set(), checkedAt: this.now() });
   }
@@ -187,6 +254,14 @@ export class PolicyStore {
         snapshot.set(n, values[i]);
       });
     };
+    if (entry.limit !== undefined) {
+      this.onLimit?.(true);
+      throw new AttestationFailed(
+        'POLICY',
+        `attestation policy ${id} failed: ${entry.limit.message} (an earlier evaluation of this policy exceeded the limit; it is not evaluated again until it changes)`,
+        { cause: entry.limit },
+      );
+    }
     await fetch(entry.rvIds);
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const misses = new Set<string>();
@@ -201,6 +276,11 @@ export class PolicyStore {
           return { found: false };
         });
       } catch (e) {
+        const limit = limitErrorOf(e);
+        if (limit !== undefined) {
+          entry.limit = limit;
+          this.onLimit?.(false);
+        }
         throw new AttestationFailed('POLICY', `attestation policy ${id} failed: ${(e as Error).message}`, {
           cause: e,
         });

@@ -18,6 +18,7 @@ import {
   type Value,
   valueAtPath,
 } from '@broker/rego';
+import { POLICY_EVAL_LIMITS } from '../policy/limits.js';
 
 export const TRUST_CLAIMS_RULE = 'data.policy.trust_claims';
 export const EXTENSIONS_RULE = 'data.policy.extensions';
@@ -27,6 +28,8 @@ const REFERENCE_VALUE_BUILTIN = 'query_reference_value';
 export type ReferenceValueLookup = (name: string) => { found: true; value: unknown } | { found: false };
 
 export interface CompiledPolicy {
+  /** The rules the attestation service reads (TRUST_CLAIMS_RULE, EXTENSIONS_RULE) that the policy defines. */
+  readonly rules: readonly string[];
   /** Synchronous: `lookup` is only called while this runs. Results are plain JSON. */
   evaluate(input: unknown, lookup: ReferenceValueLookup): { trustClaims: unknown; extensions: unknown };
 }
@@ -56,7 +59,12 @@ export function compilePolicy(path: string, text: string): CompiledPolicy {
   let current: ReferenceValueLookup | undefined;
   /** Set while an evaluation is being recorded. */
   let recording: { reads: (readonly [string, unknown, Value])[]; missed: boolean } | undefined;
-  const engine = new Engine({ regoVersion: 'v1', strictBuiltinErrors: true, gatherPrints: false });
+  const engine = new Engine({
+    regoVersion: 'v1',
+    strictBuiltinErrors: true,
+    gatherPrints: false,
+    limits: POLICY_EVAL_LIMITS,
+  });
   engine.registerBuiltin(REFERENCE_VALUE_BUILTIN, 1, (args: readonly Value[]): Value => {
     const name = args[0];
     if (typeof name !== 'string') {
@@ -104,6 +112,7 @@ export function compilePolicy(path: string, text: string): CompiledPolicy {
   };
 
   return {
+    rules: present,
     evaluate(input, lookup) {
       const inputValue = input === undefined ? undefined : engine.inputValue(input);
       if (reusable) {

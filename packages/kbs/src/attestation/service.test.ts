@@ -5,6 +5,7 @@ import { VerificationError } from '@broker/verifier';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { PolicyCheckError } from '../policy/limits.js';
 import { RvpsError } from '../rvps/index.js';
 import type { KvStorage, Namespace, SetOptions } from '../storage/types.js';
 import { vector } from '../testing/vectors.js';
@@ -533,9 +534,17 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
     }
   });
 
-  it('sets every claim to 0 when a policy has no trust_claims rule', async () => {
-    const as = await service();
-    await as.setPolicy('none_cpu', 'package policy\nimport rego.v1\nx := 1\n');
+  it('refuses to store a policy without trust_claims, and appraises one stored anyway with every claim 0', async () => {
+    const kv = new MemoryKv();
+    const as = await service(undefined, kv);
+    const text = 'package policy\nimport rego.v1\nx := 1\n';
+    const refused = await as.setPolicy('none_cpu', text).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(PolicyCheckError);
+    expect(refused).toMatchObject({ code: 'missing_rule' });
+    expect((refused as Error).message).toContain('`trust_claims`');
+    expect(await kv.get('attestation_service_policy', 'none_cpu.rego')).toBeUndefined();
+    // A store written by an earlier version may hold one.
+    await kv.set('attestation_service_policy', 'none_cpu.rego', Buffer.from(text));
     const cpu0 = (await claimsOf(as, await as.verify(request({ policyIds: ['none'] })))).submods.cpu0;
     expect(cpu0['ear.status']).toBe('none');
     expect(Object.values(cpu0['ear.trustworthiness-vector'])).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);

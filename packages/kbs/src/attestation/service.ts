@@ -71,7 +71,10 @@ export interface VerifyRequest {
 export interface AttestationService {
   /** Returns the EAR JWT, even when the appraisal is contraindicated; throws AttestationFailed. */
   verify(req: VerifyRequest): Promise<string>;
-  /** Compiles, then stores `<id>.rego`; throws ParsePolicyError (nothing stored) or InvalidPolicyId. */
+  /**
+   * Checks, then stores `<id>.rego`; throws (nothing stored) ParsePolicyError when it does not compile,
+   * PolicyCheckError when it lacks `trust_claims` or exceeds an evaluation limit, or InvalidPolicyId.
+   */
   setPolicy(id: string, regoText: string): Promise<void>;
   /** Registers an RVPS message; throws RvpsError. */
   registerReferenceValue(message: unknown): Promise<void>;

@@ -4,8 +4,9 @@
 // log) with the reference values registered now. Saving goes through the admin API's
 // `POST /kbs/v0/attestation-policy`, which compiles again before storing.
 import { statusOf, type TrustVector, trustVectorFromPolicy } from '../attestation/ear.js';
-import { checkPolicyId, MAX_POLICY_LENGTH } from '../attestation/policy.js';
+import { checkAttestationPolicy, checkPolicyId, MAX_POLICY_LENGTH } from '../attestation/policy.js';
 import { type CompiledPolicy, compilePolicy } from '../attestation/rego-engine.js';
+import { limitErrorOf, limitFailures, limitRefusal } from '../policy/limits.js';
 
 export interface AttestationPolicyAccess {
   list(): Promise<string[]>;
@@ -20,12 +21,19 @@ export function compileAttestationPolicy(text: string): CompiledPolicy {
   return compilePolicy('console-check.rego', text);
 }
 
+/** The checks the attestation service makes before storing a policy (see checkAttestationPolicy). */
+export function checkAttestationPolicyText(text: string): CompiledPolicy {
+  return checkAttestationPolicy('console-check', text);
+}
+
 export interface AttestationDryRun {
   /** The appraisal (submod) evaluated, e.g. `cpu0`. */
   readonly submod: string;
   readonly status?: string;
   readonly trustVector?: TrustVector;
   readonly error?: string;
+  /** The limit the evaluation exceeded (now or in an earlier check, upload or dry run of this text). */
+  readonly limit?: string;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -52,6 +60,10 @@ export async function dryRunAttestationPolicy(
   const appraisal = name !== undefined && Object.hasOwn(submods, name) ? submods[name] : undefined;
   const input = isObject(appraisal) ? appraisal['ear.veraison.annotated-evidence'] : undefined;
   if (name === undefined || input === undefined) return undefined;
+  const known = limitFailures.get('attestation', text);
+  if (known !== undefined) {
+    return { submod: name, error: limitRefusal('the policy', known, true).message, limit: known.limit };
+  }
   try {
     const compiled = compileAttestationPolicy(text);
     const values = new Map<string, unknown>();
@@ -71,6 +83,11 @@ export async function dryRunAttestationPolicy(
     }
     throw new Error('the policy kept asking for new reference values');
   } catch (e) {
+    const limit = limitErrorOf(e);
+    if (limit !== undefined) {
+      limitFailures.remember('attestation', text, limit);
+      return { submod: name, error: limitRefusal('the policy', limit, false).message, limit: limit.limit };
+    }
     return { submod: name, error: (e as Error).message };
   }
 }

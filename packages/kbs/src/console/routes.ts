@@ -8,14 +8,22 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Engine, fromJSON, toJSON } from '@broker/rego';
 import type { AdminAuthorizer } from '../admin.js';
 import type { ApiRequest } from '../api.js';
-import { MAX_POLICY_BYTES, RESOURCE_POLICY_RULE } from '../policy/resource-policy.js';
+import {
+  limitErrorOf,
+  limitFailures,
+  limitRefusal,
+  POLICY_EVAL_LIMITS,
+  PolicyCheckError,
+  policyChecks,
+} from '../policy/limits.js';
+import { checkResourcePolicy, MAX_POLICY_BYTES, RESOURCE_POLICY_RULE } from '../policy/resource-policy.js';
 import { jsonReply, type Reply } from '../reply.js';
 import type { ListedReferenceValue } from '../rvps/admin.js';
 import { checkAdmin, verdictRoute } from '../verdicts/endpoint.js';
 import type { VerdictStore } from '../verdicts/log.js';
 import {
   type AttestationPolicyAccess,
-  compileAttestationPolicy,
+  checkAttestationPolicyText,
   dryRunAttestationPolicy,
   policyIdOf,
 } from './attestation-policies.js';
@@ -99,17 +107,34 @@ function compilePolicy(text: string): Engine {
   if (Buffer.byteLength(text, 'utf8') > MAX_POLICY_BYTES) {
     throw new Error(`larger than ${MAX_POLICY_BYTES} bytes`);
   }
-  const engine = new Engine({ regoVersion: 'v1', strictBuiltinErrors: true, gatherPrints: false });
+  const engine = new Engine({
+    regoVersion: 'v1',
+    strictBuiltinErrors: true,
+    gatherPrints: false,
+    limits: POLICY_EVAL_LIMITS,
+  });
   engine.addPolicy('resource-policy.rego', text);
   return engine;
 }
 
-/** The resource policy's decision on recorded claims, as the KBS would take it (allow only when exactly true). */
+/**
+ * The resource policy's decision on recorded claims, as the KBS would take it (allow only when exactly
+ * true), under the KBS's evaluation limits. A text that exceeded a limit (here, in a check or at upload)
+ * is not evaluated again: `limit` names it. Synchronous: call it through `policyChecks`.
+ */
 export function dryRun(
   text: string,
   claims: unknown,
   resourcePath: readonly string[],
-): { allow: boolean; result?: unknown; error?: string } {
+): { allow: boolean; result?: unknown; error?: string; limit?: string } {
+  const known = limitFailures.get('resource', text);
+  if (known !== undefined) {
+    return {
+      allow: false,
+      error: limitRefusal('the resource policy', known, true).message,
+      limit: known.limit,
+    };
+  }
   let engine: Engine;
   try {
     engine = compilePolicy(text);
@@ -119,8 +144,48 @@ export function dryRun(
     const result = v === undefined ? undefined : toJSON(v);
     return { allow: result === true, ...(result !== undefined && { result }) };
   } catch (e) {
+    const limit = limitErrorOf(e);
+    if (limit !== undefined) {
+      limitFailures.remember('resource', text, limit);
+      return {
+        allow: false,
+        error: limitRefusal('the resource policy', limit, false).message,
+        limit: limit.limit,
+      };
+    }
     return { allow: false, error: (e as Error).message };
   }
+}
+
+/** A check's answer: `ok`, or why not (`limit` naming an exceeded limit, `missing_rule`); 503 when busy. */
+async function checkReply(check: () => unknown): Promise<Reply> {
+  try {
+    await policyChecks.run(check);
+    return json(200, { ok: true });
+  } catch (e) {
+    if (e instanceof PolicyCheckError && e.code === 'busy') return json(503, { error: e.message });
+    const why =
+      e instanceof PolicyCheckError ? { code: e.code, ...(e.limit !== undefined && { limit: e.limit }) } : {};
+    return json(200, { ok: false, error: (e as Error).message, ...why });
+  }
+}
+
+/**
+ * A dry run in the queue of checks: 503 when too many wait, 400 when the policy exceeded a limit, 404
+ * when the run found nothing to evaluate.
+ */
+async function dryRunReply<T extends { limit?: string }>(
+  run: () => T | undefined | Promise<T | undefined>,
+): Promise<Reply> {
+  let result: T | undefined;
+  try {
+    result = await policyChecks.run(run);
+  } catch (e) {
+    if (e instanceof PolicyCheckError && e.code === 'busy') return json(503, { error: e.message });
+    throw e;
+  }
+  if (result === undefined) return json(404, { error: 'no recorded appraisal claims for that verdict' });
+  return json(result.limit !== undefined ? 400 : 200, result);
 }
 
 export function createAdminRoutes(
@@ -159,28 +224,18 @@ export function createAdminRoutes(
       return json(400, { error: 'the body must be {"policy": "<rego text>", …}' });
     }
     if (second === 'check') {
-      try {
-        compileAttestationPolicy(body.policy);
-        return json(200, { ok: true });
-      } catch (e) {
-        return json(200, { ok: false, error: (e as Error).message });
-      }
+      const text = body.policy;
+      return checkReply(() => checkAttestationPolicyText(text));
     }
     if (body.submod !== undefined && (typeof body.submod !== 'string' || body.submod.length > 64)) {
       return json(400, { error: 'submod must be the name of an appraisal, e.g. "cpu0"' });
     }
     const v = typeof body.verdict === 'number' ? await verdicts.get(body.verdict) : undefined;
-    const run =
-      v?.claims === undefined
-        ? undefined
-        : await dryRunAttestationPolicy(
-            body.policy,
-            v.claims,
-            body.submod as string | undefined,
-            policies.referenceValue,
-          );
-    if (run === undefined) return json(404, { error: 'no recorded appraisal claims for that verdict' });
-    return json(200, run);
+    const claims = v?.claims;
+    const text = body.policy;
+    const submod = body.submod as string | undefined;
+    if (claims === undefined) return json(404, { error: 'no recorded appraisal claims for that verdict' });
+    return dryRunReply(() => dryRunAttestationPolicy(text, claims, submod, policies.referenceValue));
   };
 
   const referenceValueRoute = async (
@@ -233,12 +288,8 @@ export function createAdminRoutes(
           return json(400, { error: 'the body must be {"policy": "<rego text>", …}' });
         }
         if (second === 'check') {
-          try {
-            compilePolicy(body.policy);
-            return json(200, { ok: true });
-          } catch (e) {
-            return json(200, { ok: false, error: (e as Error).message });
-          }
+          const text = body.policy;
+          return checkReply(() => checkResourcePolicy(text));
         }
         const v = typeof body.verdict === 'number' ? await verdicts.get(body.verdict) : undefined;
         if (v?.claims === undefined) return json(404, { error: 'no recorded claims for that verdict' });
@@ -247,7 +298,9 @@ export function createAdminRoutes(
         if (segments.length !== 3 || segments.some((s) => s === '')) {
           return json(400, { error: 'resource must be <repository>/<type>/<tag>' });
         }
-        return json(200, dryRun(body.policy, v.claims, segments));
+        const text = body.policy;
+        const claims = v.claims;
+        return dryRunReply(() => dryRun(text, claims, segments));
       }
     }
     if (first === 'attestation-policy') {

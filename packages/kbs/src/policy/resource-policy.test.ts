@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryStorage } from '../storage/memory.js';
+import { PolicyCheckError } from './limits.js';
 import { BUILTIN_RESOURCE_POLICIES, PolicyEngineError, ResourcePolicy } from './resource-policy.js';
 
 const data = { plugin: 'resource', 'resource-path': ['default', 'key', '1'], query: {} };
@@ -88,6 +89,60 @@ describe('ResourcePolicy', () => {
     await expect(p.set('package policy\nallow if {')).rejects.toBeInstanceOf(PolicyEngineError);
     await expect(p.set('package policy\nallow if {')).rejects.toThrow(/Failed to load policy/);
     expect((await p.evaluate(snpClaims, data)).allow).toBe(true);
+  });
+
+  it('refuses a policy without `allow`, naming it, and keeps the old one', async () => {
+    const p = await withPolicy(BUILTIN_RESOURCE_POLICIES.allow_all);
+    for (const text of ['package policy\n', 'package other\nallow := true\n']) {
+      const e = await p.set(text).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(PolicyCheckError);
+      expect(e).toMatchObject({ code: 'missing_rule' });
+      expect((e as Error).message).toMatch(/no `allow` rule in package `policy`/);
+    }
+    expect((await p.evaluate(snpClaims, data)).allow).toBe(true);
+  });
+
+  it('refuses a policy whose evaluation on the representative request exceeds the memory limit', async () => {
+    const p = await withPolicy(BUILTIN_RESOURCE_POLICIES.allow_all);
+    const bomb = `package policy
+pad := sprintf("%08192d", [0])
+bomb := {s | some i in numbers.range(1, 1000000); s := sprintf("%d%s", [i, pad])}
+allow if count(bomb) > 0
+`;
+    const e = await p.set(bomb).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(PolicyCheckError);
+    expect(e).toMatchObject({ code: 'limit_exceeded', limit: 'memory' });
+    expect((e as Error).message).toMatch(/exceeded the memory limit of 67108864 bytes/);
+    // Refused again from memory, without evaluating.
+    await expect(p.set(bomb)).rejects.toThrow(/remembered/);
+    const steps =
+      'package policy\nallow if count([x | some i in numbers.range(1, 1000000); x := i * i]) > 0\n';
+    await expect(p.set(steps)).rejects.toMatchObject({ code: 'limit_exceeded', limit: 'steps' });
+    expect((await p.evaluate(snpClaims, data)).allow).toBe(true);
+  });
+
+  it('evaluates a policy that exceeds a limit on some claims once, then refuses without evaluating until it changes', async () => {
+    const heard: boolean[] = [];
+    const p = new ResourcePolicy(new MemoryStorage(), { onLimit: (remembered) => heard.push(remembered) });
+    // Exceeds the step limit for the sample TEE only, so the upload check (no sample evidence) passes.
+    await p.set(`package policy
+default allow := false
+svn := input.submods.cpu0["ear.veraison.annotated-evidence"].sample.svn
+allow if { svn == "1"; count([x | some i in numbers.range(1, 1000000); x := i * i]) > 0 }
+allow if { not svn }
+`);
+    expect((await p.evaluate(snpClaims, data)).allow).toBe(true);
+    await expect(p.evaluate(sampleClaims, data)).rejects.toThrow(/limit of 2000000 steps/);
+    expect(heard).toEqual([false]);
+    // Every later request is refused at once, whatever its claims: not evaluated again.
+    await expect(p.evaluate(sampleClaims, data)).rejects.toThrow(/not evaluated again until it changes/);
+    await expect(p.evaluate(snpClaims, { ...data, 'resource-path': ['a', 'b', 'c'] })).rejects.toBeInstanceOf(
+      PolicyEngineError,
+    );
+    expect(heard).toEqual([false, true, true]);
+    await p.set(BUILTIN_RESOURCE_POLICIES.allow_all);
+    expect((await p.evaluate(sampleClaims, data)).allow).toBe(true);
+    expect(heard).toEqual([false, true, true]);
   });
 
   it('reports a missing policy', async () => {

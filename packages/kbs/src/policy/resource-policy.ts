@@ -2,9 +2,17 @@
 // `resource-policy.rego` in the `kbs` namespace, seeded with trustee's default (never overwriting an
 // existing one), evaluated with input = the token claims and data = {plugin, resource-path, query};
 // access needs `data.policy.allow` to be exactly true.
-import { Engine, fromJSON, toJSON, type Value } from '@broker/rego';
+import { Engine, fromJSON, type RegoLimitError, toJSON, type Value } from '@broker/rego';
 import { BoundedCache } from '../bounded-cache.js';
 import type { KvStorage } from '../storage/types.js';
+import {
+  limitErrorOf,
+  limitFailures,
+  limitRefusal,
+  POLICY_EVAL_LIMITS,
+  PolicyCheckError,
+  policyChecks,
+} from './limits.js';
 import {
   AFFIRMING_RESOURCE_POLICY,
   ALLOW_ALL_RESOURCE_POLICY,
@@ -45,8 +53,90 @@ export interface PolicyDecision {
 }
 
 function compile(text: string): Engine {
-  const engine = new Engine({ regoVersion: 'v1', strictBuiltinErrors: true, gatherPrints: false });
+  const engine = new Engine({
+    regoVersion: 'v1',
+    strictBuiltinErrors: true,
+    gatherPrints: false,
+    limits: POLICY_EVAL_LIMITS,
+  });
   engine.addPolicy('resource-policy.rego', text);
+  return engine;
+}
+
+/**
+ * What the check evaluates a new policy on: the claims of an EAR token of one affirming appraisal, and a
+ * `resource` plugin request. A policy that reaches a limit on it would do so on the first guest's.
+ */
+export const REPRESENTATIVE_CLAIMS: Readonly<Record<string, unknown>> = Object.freeze({
+  eat_profile: 'tag:github.com,2023:veraison/ear',
+  iat: 1_700_000_000,
+  'ear.verifier-id': { developer: 'https://confidentialcontainers.org', build: 'check' },
+  submods: {
+    cpu0: {
+      'ear.status': 'affirming',
+      'ear.trustworthiness-vector': {
+        configuration: 2,
+        executables: 3,
+        hardware: 2,
+        'instance-identity': 2,
+        'runtime-opaque': 2,
+        'storage-opaque': 2,
+        'sourced-data': 0,
+        'file-system': 0,
+      },
+      'ear.appraisal-policy-id': 'default',
+      'ear.veraison.annotated-evidence': {
+        init_data: '',
+        report_data: '',
+        runtime_data_claims: { 'tee-pubkey': { kty: 'EC', crv: 'P-256', alg: 'ES256' } },
+      },
+    },
+  },
+  exp: 1_700_000_300,
+  iss: 'CoCo-Attestation-Service',
+});
+export const REPRESENTATIVE_DATA: PolicyData = Object.freeze({
+  plugin: 'resource',
+  'resource-path': ['default', 'key', 'check'],
+  query: {},
+});
+
+/**
+ * The checks a resource policy passes before it is stored (admin API, hot reload) and that the console's
+ * check runs: it compiles, defines `allow` in package `policy`, and its evaluation on the representative
+ * request stays within the limits. Other evaluation errors there are not refused (the policy may expect
+ * claims the representative token lacks). Synchronous: call it through `policyChecks`.
+ */
+export function checkResourcePolicy(text: string): Engine {
+  if (Buffer.byteLength(text, 'utf8') > MAX_POLICY_BYTES) {
+    throw new PolicyEngineError(`Failed to load policy: larger than ${MAX_POLICY_BYTES} bytes`);
+  }
+  let engine: Engine;
+  try {
+    engine = compile(text);
+    engine.prepare();
+  } catch (e) {
+    throw new PolicyEngineError(`Failed to load policy: ${(e as Error).message}`);
+  }
+  if (!engine.hasRule(RESOURCE_POLICY_RULE)) {
+    throw new PolicyCheckError(
+      'missing_rule',
+      `Failed to load policy: it defines no \`allow\` rule in package \`policy\` (${RESOURCE_POLICY_RULE}), which the KBS evaluates for every request`,
+    );
+  }
+  const known = limitFailures.get('resource', text);
+  if (known !== undefined) throw limitRefusal('the resource policy', known, true);
+  const trial = engine.clone();
+  try {
+    trial.addData(fromJSON(REPRESENTATIVE_DATA));
+    trial.evalRules([RESOURCE_POLICY_RULE], trial.inputValue(REPRESENTATIVE_CLAIMS));
+  } catch (e) {
+    const limit = limitErrorOf(e);
+    if (limit !== undefined) {
+      limitFailures.remember('resource', text, limit);
+      throw limitRefusal('the resource policy', limit, false);
+    }
+  }
   return engine;
 }
 
@@ -60,9 +150,26 @@ const MAX_CACHED_DATA_LENGTH = 8 * 1024;
 /** Estimated memory of an engine clone beyond the policy text and the data: compiled rules, maps. */
 const ENGINE_OVERHEAD = 64 * 1024;
 
+export interface ResourcePolicyOptions {
+  /**
+   * Hears each request refused because the policy's evaluation exceeded a limit: `remembered` when the
+   * policy was not evaluated again (an earlier request with this policy text exceeded it).
+   */
+  readonly onLimit?: (remembered: boolean) => void;
+}
+
 export class ResourcePolicy {
   /** The compiled form of the last policy text read from storage; recompiled when the text changes. */
-  private compiled: { text: string; engine: Engine; deterministic: boolean; raw?: Uint8Array } | undefined;
+  private compiled:
+    | {
+        text: string;
+        engine: Engine;
+        deterministic: boolean;
+        raw?: Uint8Array;
+        /** Set once an evaluation of this text exceeded a limit: later requests are refused at once. */
+        limit?: RegoLimitError;
+      }
+    | undefined;
   /**
    * The current policy with a request's data merged in and compiled, per data document. Merging data
    * resets the engine's compiled form, so without this every request would compile the policy again.
@@ -77,7 +184,10 @@ export class ResourcePolicy {
    */
   private readonly decisions = new WeakMap<object, WeakMap<Engine, PolicyDecision>>();
 
-  constructor(private readonly storage: KvStorage) {}
+  constructor(
+    private readonly storage: KvStorage,
+    private readonly options: ResourcePolicyOptions = {},
+  ) {}
 
   /** Writes trustee's default unless a policy is already stored. */
   async seedDefault(): Promise<void> {
@@ -91,17 +201,13 @@ export class ResourcePolicy {
     );
   }
 
-  /** Compile check, then store (overwriting). */
+  /**
+   * checkResourcePolicy, then store (overwriting). PolicyEngineError when it does not compile,
+   * PolicyCheckError when it lacks `allow`, exceeds a limit on the representative request, or too many
+   * checks are waiting; nothing is stored then.
+   */
   async set(text: string): Promise<void> {
-    if (Buffer.byteLength(text, 'utf8') > MAX_POLICY_BYTES) {
-      throw new PolicyEngineError(`Failed to load policy: larger than ${MAX_POLICY_BYTES} bytes`);
-    }
-    let engine: Engine;
-    try {
-      engine = compile(text);
-    } catch (e) {
-      throw new PolicyEngineError(`Failed to load policy: ${(e as Error).message}`);
-    }
+    const engine = await policyChecks.run(() => checkResourcePolicy(text));
     await this.storage.set(NAMESPACE, RESOURCE_POLICY_ID + SUFFIX, Buffer.from(text, 'utf8'));
     this.use(text, engine);
   }
@@ -197,6 +303,14 @@ export class ResourcePolicy {
   /** Evaluates `data.policy.allow`; PolicyEngineError when the policy cannot be loaded or evaluated. */
   async evaluate(claims: unknown, data: PolicyData): Promise<PolicyDecision> {
     const e = await this.engineFor(data);
+    const failed = this.compiled?.limit;
+    if (failed !== undefined) {
+      this.options.onLimit?.(true);
+      throw new PolicyEngineError(
+        `Failed to eval policy: ${failed.message} (an earlier evaluation of this policy exceeded the limit; it is not evaluated again until it changes)`,
+        { cause: failed },
+      );
+    }
     // A deterministic policy gives the same decision for the same (frozen) claims and data: a guest
     // fetching its resources with one token is judged once per resource path, not once per request.
     const memo =
@@ -228,7 +342,12 @@ export class ResourcePolicy {
       const [v] = e.evalRules([RESOURCE_POLICY_RULE], this.inputValue(e, claims));
       result = v === undefined ? undefined : toJSON(v);
     } catch (err) {
-      throw new PolicyEngineError(`Failed to eval policy: ${(err as Error).message}`);
+      const limit = limitErrorOf(err);
+      if (limit !== undefined && this.compiled !== undefined) {
+        this.compiled.limit = limit;
+        this.options.onLimit?.(false);
+      }
+      throw new PolicyEngineError(`Failed to eval policy: ${(err as Error).message}`, { cause: err });
     }
     if (result === true) return { allow: true };
     if (result === false) return { allow: false };

@@ -1,0 +1,132 @@
+// The bounds of every Rego evaluation the KBS and the attestation service make (resource policy,
+// attestation policies, their checks and dry runs), and the checks a policy passes before it is stored.
+//
+// Evaluation is synchronous on the process's one event loop, so each evaluation is bounded in steps (so
+// in time) and in the memory it builds; an evaluation that reaches a bound stops with a RegoLimitError,
+// and the KBS refuses that request. Checks and dry runs, which anyone allowed to call them can send at
+// will, run one at a time with the event loop turned in between, and at most MAX_WAITING_CHECKS wait:
+// /healthz and guest requests wait for at most one of them.
+import { createHash } from 'node:crypto';
+import { type EngineLimits, RegoLimitError, type RegoLimitKind } from '@broker/rego';
+
+/**
+ * Limits of a policy evaluation. trustee's own policies take a few thousand steps; 2,000,000 steps is
+ * tens of milliseconds to a few hundred on a loaded core. 64 MiB is what one evaluation may build
+ * (strings, arrays, sets, objects; see the rego README's `maxMemoryBytes`).
+ */
+export const POLICY_EVAL_LIMITS: Readonly<Pick<EngineLimits, 'maxSteps' | 'maxMemoryBytes'>> = Object.freeze({
+  maxSteps: 2_000_000,
+  maxMemoryBytes: 64 * 1024 * 1024,
+});
+
+/** Checks and dry runs waiting for their turn beyond the one running; more are refused (`busy`). */
+export const MAX_WAITING_CHECKS = 4;
+
+export type PolicyCheckCode =
+  /** The policy does not define the rule its kind is evaluated by. */
+  | 'missing_rule'
+  /** Its evaluation on the representative input (or an earlier one) exceeded a limit. */
+  | 'limit_exceeded'
+  /** Too many checks and dry runs are waiting; try again. */
+  | 'busy';
+
+/** A policy refused before it is stored or dry run; nothing was changed. */
+export class PolicyCheckError extends Error {
+  override readonly name = 'PolicyCheckError';
+  constructor(
+    readonly code: PolicyCheckCode,
+    message: string,
+    /** Which limit, for `limit_exceeded`. */
+    readonly limit?: RegoLimitKind,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The RegoLimitError an error is or was caused by. */
+export function limitErrorOf(e: unknown): RegoLimitError | undefined {
+  for (let c: unknown = e, i = 0; c instanceof Error && i < 8; c = c.cause, i++) {
+    if (c instanceof RegoLimitError) return c;
+  }
+  return undefined;
+}
+
+/**
+ * Policy texts whose evaluation exceeded a limit, by kind and SHA-256 of the text: the next check or dry
+ * run of the same text is refused at once, without evaluating it again. Bounded; the oldest is dropped.
+ */
+export class LimitFailures {
+  private readonly failures = new Map<string, RegoLimitError>();
+  constructor(private readonly max = 256) {}
+
+  private static key(kind: string, text: string): string {
+    return `${kind}:${createHash('sha256').update(text).digest('hex')}`;
+  }
+
+  get(kind: string, text: string): RegoLimitError | undefined {
+    return this.failures.get(LimitFailures.key(kind, text));
+  }
+
+  remember(kind: string, text: string, e: RegoLimitError): void {
+    const key = LimitFailures.key(kind, text);
+    this.failures.delete(key);
+    this.failures.set(key, e);
+    if (this.failures.size > this.max) this.failures.delete(this.failures.keys().next().value as string);
+  }
+}
+
+/** The process's memory of failed policy texts (checks, uploads and dry runs share it). */
+export const limitFailures = new LimitFailures();
+
+/**
+ * Runs evaluations one at a time, each after a turn of the event loop (so requests that arrived
+ * meanwhile are answered in between); at most `maxWaiting` wait, more are refused with `busy`.
+ */
+export class EvaluationQueue {
+  private tail: Promise<unknown> = Promise.resolve();
+  private waiting = 0;
+  /** Evaluations run so far (for tests and metrics). */
+  ran = 0;
+
+  constructor(private readonly maxWaiting = MAX_WAITING_CHECKS) {}
+
+  run<T>(f: () => T | Promise<T>): Promise<T> {
+    if (this.waiting > this.maxWaiting) {
+      return Promise.reject(
+        new PolicyCheckError(
+          'busy',
+          `too many policy checks and dry runs at once (one runs, at most ${this.maxWaiting} wait); try again`,
+        ),
+      );
+    }
+    this.waiting++;
+    const turn = this.tail.then(() => new Promise<void>((r) => setImmediate(r)));
+    const result = turn.then(() => {
+      this.ran++;
+      return f();
+    });
+    this.tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result.finally(() => {
+      this.waiting--;
+    });
+  }
+}
+
+/** The process's queue of policy checks, uploads and dry runs (one event loop, one queue). */
+export const policyChecks = new EvaluationQueue();
+
+/** The refusal for a text that exceeded `e` (now or earlier). */
+export function limitRefusal(what: string, e: RegoLimitError, remembered: boolean): PolicyCheckError {
+  return new PolicyCheckError(
+    'limit_exceeded',
+    `${what} exceeded a limit of policy evaluation (${e.limit}): ${e.message}${
+      remembered ? ' (remembered from an earlier evaluation of the same text)' : ''
+    }`,
+    e.limit,
+    { cause: e },
+  );
+}
