@@ -94,10 +94,20 @@ step "work folder $W, accelerator $ACCEL"
 # --- vTPM: swtpm state with an attestation key at the tpm attester's handle ------------------------
 AK_HANDLE=0x81010002
 mkdir -p "$W/tpm"
-PORT=$((20000 + RANDOM % 20000))
-swtpm socket --tpm2 --tpmstate "dir=$W/tpm" --server "type=tcp,port=$PORT,bindaddr=127.0.0.1" \
-  --ctrl "type=tcp,port=$((PORT + 1)),bindaddr=127.0.0.1" --flags not-need-init,startup-clear \
-  --daemon --pid "file=$W/swtpm-setup.pid"
+# tpm2-tools reaches swtpm over TCP only (its swtpm TCTI takes a host and port), so the setup swtpm takes
+# two free ports; another process can take a port between the pick and the bind, so a start that fails
+# (swtpm exits non-zero when a port is in use) is tried again on new ports. The boot below uses a unix
+# socket and needs no port.
+for attempt in $(seq 1 20); do
+  PORT=$((20000 + RANDOM % 20000))
+  if swtpm socket --tpm2 --tpmstate "dir=$W/tpm" --server "type=tcp,port=$PORT,bindaddr=127.0.0.1" \
+    --ctrl "type=tcp,port=$((PORT + 1)),bindaddr=127.0.0.1" --flags not-need-init,startup-clear \
+    --daemon --pid "file=$W/swtpm-setup.pid" 2>"$W/swtpm-setup.err"; then
+    break
+  fi
+  grep -q 'Address already in use' "$W/swtpm-setup.err" || die "swtpm did not start: $(cat "$W/swtpm-setup.err")"
+  [ "$attempt" = 20 ] && die "swtpm found no free port in 20 tries: $(cat "$W/swtpm-setup.err")"
+done
 export TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$PORT"
 tpm2_createprimary -Q -C o -G rsa2048:rsassa-sha256:null \
   -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|sign' -c "$W/ak.ctx"
