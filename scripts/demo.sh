@@ -20,6 +20,9 @@
 #   one       (default) the KBS with its built-in attestation service and RVPS, one process;
 #   services  trustee's docker-compose shape: the KBS (coco_as_grpc), the attestation service (gRPC) and
 #             the RVPS as three processes on loopback, the AS reaching the RVPS over gRPC (GrpcRemote).
+#             Their writes need the admin key (--admin-public-key): reference values go straight to the
+#             RVPS (rvps-tool --auth-private-key), the attestation policy to the AS (POST /policy with
+#             a bearer admin JWT), since the KBS's coco_as_grpc client has no credential to present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -100,7 +103,7 @@ wait_for() { # wait_for <description> <command...>: up to 10 s
   fail "$what"
 }
 
-for b in kbs kbs-client attestation-service rvps attestation-agent confidential-data-hub api-server-rest secret sealed-secret-init image-policy; do
+for b in kbs kbs-client attestation-service rvps rvps-tool attestation-agent confidential-data-hub api-server-rest secret sealed-secret-init image-policy; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run make build" >&2; exit 1; }
 done
 command -v docker-registry >/dev/null || { echo "docker-registry is missing: run scripts/install-deps.sh" >&2; exit 1; }
@@ -152,6 +155,18 @@ line "attestation token signer: ECDSA P-256 + certificate" "ok"
 openssl genpkey -algorithm ed25519 -out "$WORK/admin.key" 2>/dev/null
 openssl pkey -in "$WORK/admin.key" -pubout -out "$WORK/admin.pub" 2>/dev/null
 line "admin API key: Ed25519" "ok"
+# An admin JWT for the operator console and the attestation service's POST /policy (EdDSA over the admin key, `role` = admin, 2 h), made with
+# openssl alone; the KBS checks it as it checks kbs-client's tokens.
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+console_token() {
+  local now header payload
+  now=$(date +%s)
+  header=$(printf '{"alg":"EdDSA","typ":"JWT"}' | b64url)
+  payload=$(printf '{"role":"admin","iat":%d,"exp":%d}' "$now" "$((now + 7200))" | b64url)
+  printf '%s.%s' "$header" "$payload" >"$WORK/console-token.in"
+  printf '%s.%s.%s' "$header" "$payload" \
+    "$(openssl pkeyutl -sign -rawin -inkey "$WORK/admin.key" -in "$WORK/console-token.in" | b64url)"
+}
 
 if [ "$TEE" = az-snp-vtpm ]; then
   echo
@@ -186,11 +201,20 @@ if [ "$TOPOLOGY" = services ]; then
   listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
   RVPS_PORT=$(free_port)
   printf '{"storage":{"type":"LocalFs","file_path":"%s"}}\n' "$WORK/reference_values" >"$WORK/rvps.json"
-  "$BIN/rvps" --config "$WORK/rvps.json" --address "127.0.0.1:$RVPS_PORT" >"$WORK/rvps.log" 2>&1 &
+  "$BIN/rvps" --config "$WORK/rvps.json" --address "127.0.0.1:$RVPS_PORT" --admin-public-key "$WORK/admin.pub" \
+    >"$WORK/rvps.log" 2>&1 &
   PIDS+=($!)
   wait_for "RVPS (gRPC) on 127.0.0.1:$RVPS_PORT" listening "$RVPS_PORT"
-  line "RVPS (gRPC) on 127.0.0.1:$RVPS_PORT, LocalFs reference values" "ok"
+  line "RVPS (gRPC) on 127.0.0.1:$RVPS_PORT, writes need an admin JWT" "ok"
+  # Writes without the admin key are refused; with it they pass.
+  rvps_register() { "$BIN/rvps-tool" register --addr "http://127.0.0.1:$RVPS_PORT" "$@" >>"$WORK/admin.log" 2>&1; }
+  printf '{"version":"0.1.0","type":"sample","payload":"%s"}\n' "$(printf '{"demo_probe":["1"]}' | openssl base64 -A)" \
+    >"$WORK/probe-message.json"
+  if rvps_register --path "$WORK/probe-message.json"; then fail "RVPS refuses a registration without the admin key"; fi
+  grep -q 'needs authentication' "$WORK/admin.log" || fail "RVPS refuses a registration without the admin key"
+  line "RVPS refuses a registration without the admin key (UNAUTHENTICATED)" "ok"
   AS_PORT=$(free_port)
+  AS_REST_PORT=$(free_port)
   AS_VERIFIERS=""
   if [ "$TEE" = az-snp-vtpm ]; then
     AS_VERIFIERS=",\"verifier_config\":{\"snp_verifier\":{\"trusted_ark_paths\":[\"$MOCK_TEE_ROOTS\"]}}"
@@ -200,10 +224,13 @@ if [ "$TOPOLOGY" = services ]; then
 "rvps_config":{"type":"GrpcRemote","address":"http://127.0.0.1:$RVPS_PORT"},
 "attestation_token_broker":{"duration_min":5,"signer":{"key_path":"$WORK/token.key","cert_path":"$WORK/token.crt"}}$AS_VERIFIERS}
 JSON
-  "$BIN/attestation-service" --config-file "$WORK/as-config.json" --socket "127.0.0.1:$AS_PORT" >"$WORK/as.log" 2>&1 &
+  "$BIN/attestation-service" --config-file "$WORK/as-config.json" --socket "127.0.0.1:$AS_PORT" \
+    --rest "127.0.0.1:$AS_REST_PORT" --admin-public-key "$WORK/admin.pub" --rvps-auth-private-key "$WORK/admin.key" \
+    >"$WORK/as.log" 2>&1 &
   PIDS+=($!)
   wait_for "attestation service (gRPC) on 127.0.0.1:$AS_PORT" listening "$AS_PORT"
-  line "attestation service (gRPC) on 127.0.0.1:$AS_PORT, its RVPS GrpcRemote" "ok"
+  wait_for "attestation service (REST) on 127.0.0.1:$AS_REST_PORT" listening "$AS_REST_PORT"
+  line "attestation service: gRPC :$AS_PORT, REST :$AS_REST_PORT, writes need an admin JWT" "ok"
   AS_TABLE="[attestation_service]
 type = \"coco_as_grpc\"
 as_addr = \"http://127.0.0.1:$AS_PORT\"
@@ -250,13 +277,25 @@ if [ "$TEE" = az-snp-vtpm ]; then
     fail "brokerctl attestation-policy"
   if [ "$TOPOLOGY" = one ]; then
     printf '\n[attestation_service.verifier_config.snp_verifier]\ntrusted_ark_paths = ["%s"]\n' "$MOCK_TEE_ROOTS" >>"$WORK/kbs-config.toml"
-  fi
-  cat >>"$WORK/kbs-config.toml" <<TOML
+    cat >>"$WORK/kbs-config.toml" <<TOML
 
 [mounted_files]
 attestation_policies = ["$WORK/attestation-policies"]
 reference_values = ["$WORK/reference-values"]
 TOML
+  else
+    # The KBS cannot write to an attestation service that requires a credential: the policy goes to the
+    # AS itself, with an admin JWT; without one it is refused.
+    as_policy() {
+      printf '{"policy_id":"default_cpu","policy":"%s"}' \
+        "$(openssl base64 -A <"$WORK/attestation-policies/default_cpu.rego" | tr '+/' '-_' | tr -d '=')" >"$WORK/policy.json"
+      curl -s -o /dev/null -w '%{http_code}' -H 'content-type: application/json' "$@" --data-binary @"$WORK/policy.json" \
+        "http://127.0.0.1:$AS_REST_PORT/policy"
+    }
+    [ "$(as_policy)" = 401 ] || fail "attestation service refuses POST /policy without an admin JWT"
+    [ "$(as_policy -H "authorization: Bearer $(console_token)")" = 200 ] || fail "attestation policy default_cpu set in the AS"
+    line "AS: POST /policy without a JWT is 401; default_cpu set with the admin JWT" "ok"
+  fi
 fi
 "$BIN/kbs" --config-file "$WORK/kbs-config.toml" >"$WORK/kbs.log" 2>&1 &
 PIDS+=($!)
@@ -268,18 +307,6 @@ else
 fi
 
 admin() { "$BIN/kbs-client" --url "https://127.0.0.1:$KBS_PORT" --cert-file "$WORK/https.crt" config --auth-private-key "$WORK/admin.key" "$@" >>"$WORK/admin.log" 2>&1; }
-# An admin JWT for the operator console (EdDSA over the admin key, `role` = admin, 2 h), made with
-# openssl alone; the KBS checks it as it checks kbs-client's tokens.
-b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
-console_token() {
-  local now header payload
-  now=$(date +%s)
-  header=$(printf '{"alg":"EdDSA","typ":"JWT"}' | b64url)
-  payload=$(printf '{"role":"admin","iat":%d,"exp":%d}' "$now" "$((now + 7200))" | b64url)
-  printf '%s.%s' "$header" "$payload" >"$WORK/console-token.in"
-  printf '%s.%s.%s' "$header" "$payload" \
-    "$(openssl pkeyutl -sign -rawin -inkey "$WORK/admin.key" -in "$WORK/console-token.in" | b64url)"
-}
 
 printf 'success' >"$WORK/status"
 head -c 32 /dev/urandom >"$WORK/dataset.key"
@@ -289,7 +316,13 @@ admin set-resource --path default/app-secret/dataset-key --resource-file "$WORK/
 line "stored default/app-secret/dataset-key (32 random bytes)" "ok"
 # Reference values for the sample TEE (the vTPM's come from the reference-values tool once the initdata
 # exists, step 4), and a resource policy that releases only to an affirming EAR.
-if [ "$TEE" = sample ]; then
+if [ "$TEE" = sample ] && [ "$TOPOLOGY" = services ]; then
+  printf '{"version":"0.1.0","type":"sample","payload":"%s"}\n' \
+    "$(printf '{"launch_digest":["abcde"],"svn":["1"],"major_version":1,"minimum_minor_version":4}' | openssl base64 -A)" \
+    >"$WORK/sample-message.json"
+  rvps_register --path "$WORK/sample-message.json" --auth-private-key "$WORK/admin.key" || fail "register reference values"
+  line "reference values registered in the RVPS (rvps-tool with the admin key)" "ok"
+elif [ "$TEE" = sample ]; then
   admin set-sample-reference-value launch_digest abcde &&
     admin set-sample-reference-value svn 1 &&
     admin set-sample-reference-value major_version 1 --as-integer --as-single-value &&
@@ -411,12 +444,20 @@ if [ "$TEE" = az-snp-vtpm ]; then
     >"$WORK/rvps-message.json" 2>>"$WORK/admin.log" || fail "reference-values"
   line "reference-values: $(basename "$MANIFEST") + initdata -> snp_pcr03/08/09/11/12" "ok"
   mv "$WORK/rvps-message.json" "$WORK/reference-values/rvps-message.json"
+  if [ "$TOPOLOGY" = services ]; then
+    rvps_register --path "$WORK/reference-values/rvps-message.json" --auth-private-key "$WORK/admin.key" ||
+      fail "register the reference values in the RVPS"
+  fi
   PCR8=$("$NODE" -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(JSON.parse(Buffer.from(m.payload,"base64")).snp_pcr08[0])' \
     "$WORK/reference-values/rvps-message.json")
   rv_applied() { "$BIN/kbs-client" --url "https://127.0.0.1:$KBS_PORT" --cert-file "$WORK/https.crt" config \
     --auth-private-key "$WORK/admin.key" get-reference-value --id snp_pcr08 2>/dev/null | grep -q "$PCR8"; }
   wait_for "KBS registers the reference values" rv_applied
-  line "KBS registered them from its reference-values directory (snp_pcr08 ${PCR8:0:16}...)" "ok"
+  if [ "$TOPOLOGY" = services ]; then
+    line "rvps-tool registered them in the RVPS; the KBS reads them back (snp_pcr08 ${PCR8:0:16}...)" "ok"
+  else
+    line "KBS registered them from its reference-values directory (snp_pcr08 ${PCR8:0:16}...)" "ok"
+  fi
   AA_ENV=(env "BROKER_TPM=$BROKER_TPM" "BROKER_AZURE_IMDS_URL=$BROKER_AZURE_IMDS_URL")
 fi
 
