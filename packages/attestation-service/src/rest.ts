@@ -5,6 +5,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from '@broker/cli';
+import { PolicyCheckError } from '@broker/kbs';
 import { OPEN_WRITES, type ServerTls, WriteAuthError, type WriteAuthorizer } from '@broker/rvps';
 import type { attestation } from '@broker/trustee-protos';
 import { causeChain, GRPC_AS_TEES, verifyRequestOf } from './grpc.js';
@@ -209,6 +210,11 @@ export function restHandler(opened: OpenedAttestationService, logger?: Logger, o
           ...(status === 401 && { 'www-authenticate': 'Bearer' }),
           connection: 'close',
         });
+      }
+      // A policy refused by its checks (no trust_claims, a limit exceeded): the caller's to fix.
+      if (e instanceof PolicyCheckError) {
+        logger?.warn({ route, err: e.message }, 'policy refused');
+        return send(res, e.code === 'busy' ? 503 : 400, e.message);
       }
       logger?.warn({ route, err: causeChain(e) }, 'request failed');
       return send(res, 500, `An internal error occured: \n${causeChain(e)}`);

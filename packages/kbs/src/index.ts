@@ -56,6 +56,11 @@ export { type KbsOptions, KbsStartupError, type RunningKbs, startKbs } from './k
 export { KBS_VERSION, KbsMetrics } from './metrics.js';
 export * from './plugins/index.js';
 export {
+  POLICY_EVAL_LIMITS,
+  PolicyCheckError,
+  type PolicyCheckCode,
+} from './policy/limits.js';
+export {
   BUILTIN_RESOURCE_POLICIES,
   RESOURCE_POLICY_ID,
   RESOURCE_POLICY_RULE,
