@@ -1,5 +1,5 @@
 # All targets run on the Node 24 that the workspace pins (node_modules/.bin/node), via npm scripts.
-.PHONY: deps build test lint bench demo guest-image guest-image-test clean
+.PHONY: deps build test lint bench demo images guest-image guest-image-test clean
 
 deps:
 	@scripts/install-deps.sh
@@ -18,6 +18,11 @@ bench: build
 
 demo: build
 	scripts/demo.sh
+
+# The container images (kbs, attestation-service, rvps, tools) as OCI image layouts in dist/images, for
+# linux/amd64 and linux/arm64; IMAGE_SIGN_KEY=<PEM private key> signs them in cosign's format.
+images: build
+	node_modules/.bin/node scripts/images.mjs
 
 # The pod-VM image (a Debian rootfs with the guest executables and units); needs root, debootstrap, e2fsprogs.
 guest-image: build

@@ -125,7 +125,9 @@ async function bundleProgram(key, entry, only) {
     banner: {
       js: [
         'const __broker_import_meta_url = require("url").pathToFileURL(__filename).href;',
-        `const __broker_bundle_path = ${JSON.stringify(bundle)};`,
+        // Relative to dist/sea, where the blob is made: the executables do not depend on where the
+        // repository was cloned, so two builds of one commit are the same bytes (the OCI images).
+        `const __broker_bundle_path = ${JSON.stringify(relative(work, bundle))};`,
         `const __broker_stack_assets = ${JSON.stringify(key)};`,
         stackTraces,
       ].join('\n'),
@@ -169,12 +171,12 @@ for (const exe of EXECUTABLES) {
   let assets = full.assets;
   if (exe.commandBundles !== undefined) {
     // One bundle per daemon and the full one (`all`), behind a launcher that compiles only one.
-    const bundles = { all: bundle };
+    const bundles = { all: relative(work, bundle) };
     assets = { ...assets, 'all.cjs': bundle };
     const programs = [['all', full]];
     for (const [command, pkg] of Object.entries(exe.commandBundles)) {
       const program = await bundleProgram(`${exe.name}.${command}`, exe.entry, pkg);
-      bundles[command] = program.bundle;
+      bundles[command] = relative(work, program.bundle);
       assets = { ...assets, ...program.assets, [`${command}.cjs`]: program.bundle };
       programs.push([command, program]);
     }
@@ -192,20 +194,24 @@ for (const exe of EXECUTABLES) {
   }
   const blob = join(work, `${exe.name}.blob`);
   const seaConfig = join(work, `${exe.name}.sea.json`);
+  // Paths relative to dist/sea (the blob is made there): V8 names the main script's frames by the
+  // path given here, and the stack-trace banner matches frames by the same relative name.
+  const rel = (p) => relative(work, p);
   writeFileSync(
     seaConfig,
     JSON.stringify({
-      main,
-      output: blob,
+      main: rel(main),
+      output: rel(blob),
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
       ...(exe.execArgv !== undefined && { execArgv: exe.execArgv }),
-      assets,
+      assets: Object.fromEntries(Object.entries(assets).map(([k, p]) => [k, rel(p)])),
     }),
   );
   // Under the executable's V8 flags: the blob's code cache for the main script is otherwise rejected
   // (with a warning at every start) by a V8 whose flags differ, such as --no-maglev.
   execFileSync(process.execPath, [...(exe.execArgv ?? []), '--experimental-sea-config', seaConfig], {
+    cwd: work,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const out = join(bin, exe.name);

@@ -1,0 +1,12 @@
+export { type BuildOptions, type BuiltImageSummary, buildImages, type PlatformImage } from './build.js';
+export { DEFAULT_REPOSITORY_PREFIX, IMAGES_VERSION, imagesMain } from './cli.js';
+export { type DebianPackage, debianPackage } from './debian.js';
+export { type ElfLinking, elfLinking } from './elf.js';
+export { ImageBuildError, type ImageBuildErrorCode } from './errors.js';
+export { BIN_DIR, EXECUTABLE, IMAGES, type ImageDefinition, imageNamed } from './images.js';
+export { type Descriptor, REF_NAME } from './oci.js';
+export { type ImagePlatform, PLATFORMS, platformNamed } from './platform.js';
+export { CA_BUNDLE_PATH, IMAGE_USER } from './rootfs.js';
+export { RUNTIME_INTEGRITY } from './runtime.js';
+export { npmPackagesFromLockfile, SPDX_MEDIA_TYPE, spdxDocument } from './sbom.js';
+export { signatureManifest, signatureTag } from './sign.js';
