@@ -9,7 +9,7 @@ import { RvpsClient, startRvpsServer } from '@broker/rvps';
 import { attestation } from '@broker/trustee-protos';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attestationServiceMain } from './cli.js';
+import { attestationServiceMain, grpcAsMain, restfulAsMain } from './cli.js';
 
 function capture() {
   const out: string[] = [];
@@ -158,5 +158,28 @@ describe('attestation-service command', () => {
     const c = capture();
     expect(await attestationServiceMain(['-c', bad], c.io)).toBe(1);
     expect(c.err.join('')).toMatch(/Local FS configuration is required/);
+  });
+
+  it("prints trustee's flags and defaults for grpc-as and restful-as, and refuses the other's flags (2)", async () => {
+    const g = capture();
+    expect(await grpcAsMain(['--help'], g.io)).toBe(0);
+    const gh = g.out.join('');
+    expect(gh).toMatch(/^Usage: grpc-as /);
+    expect(gh).toMatch(/-s, --socket <ADDRESS> .*\[default: 127\.0\.0\.1:3000\]/);
+    expect(gh).toMatch(/-c, --config-file <FILE>/);
+    expect(gh).toMatch(/--admin-public-key <FILE>/);
+    const r = capture();
+    expect(await restfulAsMain(['--help'], r.io)).toBe(0);
+    const rh = r.out.join('');
+    expect(rh).toMatch(/^Usage: restful-as /);
+    expect(rh).toMatch(/-s, --socket <ADDRESS> .*\[default: 0\.0\.0\.0:8080\]/);
+    expect(rh).toMatch(/-r, --allowed_origin <ORIGIN>/);
+    const bad = capture();
+    expect(await grpcAsMain(['--rest', '127.0.0.1:0'], bad.io)).toBe(2);
+    expect(bad.err.join('')).toMatch(/--rest/);
+    expect(await restfulAsMain(['-r', 'ftp://x'], capture().io)).toBe(2);
+    const ca = capture();
+    expect(await restfulAsMain(['--client-ca', 'ca.pem'], ca.io)).toBe(2);
+    expect(ca.err.join('')).toMatch(/--client-ca needs --https-pubkey-cert/);
   });
 });

@@ -35,13 +35,14 @@ const WRITES =
 const GRPC_DESCRIPTION = `attestation.AttestationService (AttestationEvaluate, SetAttestationPolicy, GetAttestationChallenge),
 the RVPS service (reference.ReferenceValueProviderService) and grpc.health.v1.Health on one port.`;
 
-const REST_ROUTES = `POST /attestation, POST /challenge, POST and GET /policy, GET /.well-known/jwks.json, GET /healthz`;
+const REST_ROUTES = `POST /attestation, POST /challenge, POST and GET /policy,
+GET /.well-known/jwks.json, GET /healthz`;
 
-const COMMON_HELP = `  -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]
-      --rvps-auth-private-key <FILE>  PEM private key: registrations forwarded to a GrpcRemote RVPS
-                            carry an admin JWT it signs (for an RVPS started with --admin-public-key)`;
+const COMMON_HELP = `  -c, --config-file <FILE>  trustee's AS configuration JSON [default: built-in defaults]`;
 
-const TAIL_HELP = `${SECURITY_HELP}
+const TAIL_HELP = `      --rvps-auth-private-key <FILE>  PEM private key: registrations forwarded to a GrpcRemote RVPS
+                                  carry an admin JWT it signs (an RVPS with --admin-public-key)
+${SECURITY_HELP}
 ${LOG_FORMAT_HELP}
   -h, --help                Print help
   -V, --version             Print version
@@ -51,7 +52,7 @@ function grpcHelp(name: string): string {
   return `Usage: ${name} [-c FILE] [-s HOST:PORT]${name === 'attestation-service' ? ' [--rest HOST:PORT]' : ''} [OPTIONS]
 
 trustee's gRPC attestation service (grpc-as) on the KBS's built-in one: ${GRPC_DESCRIPTION}${
-    name === 'attestation-service' ? `\nWith --rest also trustee's restful-as routes (${REST_ROUTES}).` : ''
+    name === 'attestation-service' ? `\nWith --rest also trustee's restful-as routes:\n${REST_ROUTES}.` : ''
   }
 Stops on SIGTERM or SIGINT.
 
@@ -63,7 +64,8 @@ ${name === 'attestation-service' ? '      --rest <ADDRESS>      REST listen addr
 
 const RESTFUL_HELP = `Usage: restful-as [-c FILE] [-s HOST:PORT] [-r ORIGIN...] [OPTIONS]
 
-trustee's RESTful attestation service (restful-as) on the KBS's built-in one: ${REST_ROUTES}.
+trustee's RESTful attestation service (restful-as) on the KBS's built-in one:
+${REST_ROUTES}.
 Stops on SIGTERM or SIGINT.
 
 Options:
