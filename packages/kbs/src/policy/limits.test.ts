@@ -18,6 +18,25 @@ describe('EvaluationQueue', () => {
     expect(q.ran).toBe(3);
   });
 
+  it('pauses after a run as long as it ran, so that timers due meanwhile fire before the next run', async () => {
+    const q = new EvaluationQueue(4);
+    const order: string[] = [];
+    const a = q.run(() => {
+      const until = performance.now() + 20;
+      while (performance.now() < until) {
+        // an evaluation holding the event loop
+      }
+      // Due before the pause (as long as the run) ends.
+      setTimeout(() => order.push('timer'), 10);
+      order.push('a');
+    });
+    const b = q.run(() => {
+      order.push('b');
+    });
+    await Promise.all([a, b]);
+    expect(order).toEqual(['a', 'timer', 'b']);
+  });
+
   it('refuses with `busy` beyond the one running and the waiting cap, and takes work again after', async () => {
     const q = new EvaluationQueue(2);
     let release: () => void = () => undefined;

@@ -3,19 +3,21 @@
 //
 // Evaluation is synchronous on the process's one event loop, so each evaluation is bounded in steps (so
 // in time) and in the memory it builds; an evaluation that reaches a bound stops with a RegoLimitError,
-// and the KBS refuses that request. Checks and dry runs, which anyone allowed to call them can send at
-// will, run one at a time with the event loop turned in between, and at most MAX_WAITING_CHECKS wait:
-// /healthz and guest requests wait for at most one of them.
+// and the KBS refuses that request. Checks, uploads and dry runs, which anyone allowed to call them can
+// send at will, run one at a time, each followed by a pause as long as it ran: /healthz and guest
+// requests wait for at most one evaluation, and checks take at most half of the event loop's time.
+// At most MAX_WAITING_CHECKS wait; more are refused (`busy`).
 import { createHash } from 'node:crypto';
 import { type EngineLimits, RegoLimitError, type RegoLimitKind } from '@broker/rego';
 
 /**
- * Limits of a policy evaluation. trustee's own policies take a few thousand steps; 2,000,000 steps is
- * tens of milliseconds to a few hundred on a loaded core. 64 MiB is what one evaluation may build
- * (strings, arrays, sets, objects; see the rego README's `maxMemoryBytes`).
+ * Limits of a policy evaluation. trustee's default policies take about 200 steps on a sample or TDX
+ * appraisal; 1,000,000 steps is tens of milliseconds on an idle core, a few hundred on a loaded one.
+ * 64 MiB is what one evaluation may build (strings, arrays, sets, objects; see the rego README's
+ * `maxMemoryBytes`).
  */
 export const POLICY_EVAL_LIMITS: Readonly<Pick<EngineLimits, 'maxSteps' | 'maxMemoryBytes'>> = Object.freeze({
-  maxSteps: 2_000_000,
+  maxSteps: 1_000_000,
   maxMemoryBytes: 64 * 1024 * 1024,
 });
 
@@ -79,9 +81,13 @@ export class LimitFailures {
 /** The process's memory of failed policy texts (checks, uploads and dry runs share it). */
 export const limitFailures = new LimitFailures();
 
+/** The longest pause after one evaluation, in ms. */
+const MAX_PAUSE_MS = 1000;
+
 /**
- * Runs evaluations one at a time, each after a turn of the event loop (so requests that arrived
- * meanwhile are answered in between); at most `maxWaiting` wait, more are refused with `busy`.
+ * Runs evaluations one at a time, each after a turn of the event loop and followed by a pause as long as
+ * it ran (at most MAX_PAUSE_MS), so that requests arriving meanwhile are served between them and the
+ * queue takes at most half of the loop's time; at most `maxWaiting` wait, more are refused with `busy`.
  */
 export class EvaluationQueue {
   private tail: Promise<unknown> = Promise.resolve();
@@ -102,14 +108,15 @@ export class EvaluationQueue {
     }
     this.waiting++;
     const turn = this.tail.then(() => new Promise<void>((r) => setImmediate(r)));
+    let started = 0;
     const result = turn.then(() => {
       this.ran++;
+      started = performance.now();
       return f();
     });
-    this.tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
+    const pause = () =>
+      new Promise<void>((r) => setTimeout(r, Math.min(MAX_PAUSE_MS, performance.now() - started)));
+    this.tail = result.then(pause, pause);
     return result.finally(() => {
       this.waiting--;
     });

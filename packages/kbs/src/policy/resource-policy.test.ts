@@ -132,7 +132,7 @@ allow if { svn == "1"; count([x | some i in numbers.range(1, 1000000); x := i * 
 allow if { not svn }
 `);
     expect((await p.evaluate(snpClaims, data)).allow).toBe(true);
-    await expect(p.evaluate(sampleClaims, data)).rejects.toThrow(/limit of 2000000 steps/);
+    await expect(p.evaluate(sampleClaims, data)).rejects.toThrow(/limit of 1000000 steps/);
     expect(heard).toEqual([false]);
     // Every later request is refused at once, whatever its claims: not evaluated again.
     await expect(p.evaluate(sampleClaims, data)).rejects.toThrow(/not evaluated again until it changes/);
