@@ -2,8 +2,8 @@
 // editor or `cat > file` does) while guests fetch it and SIGHUPs ask for reloads. Kubernetes swaps a whole
 // `..data` directory atomically, but a file edited by hand is half-written for a moment: a guest must only
 // ever get a complete old or a complete new value, never the half.
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jweDecrypt } from '@broker/protocol';
@@ -16,7 +16,7 @@ const dir = mkdtempSync(join(tmpdir(), 'broker-kbs-in-place-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Generation `n`'s content: large enough that a write of half of it is a visible state of its own. */
+/** Generation `n`'s content (the writer makes the same): large enough that half of it is a state of its own. */
 const generation = (n: number) => `generation ${n} `.repeat(4096);
 const ROUNDS = 30;
 
@@ -64,24 +64,37 @@ resource_policy = "${join(dir, 'policy.rego')}"
       expect(await fetchValue()).toBe(generation(0));
 
       const whole = new Set(Array.from({ length: ROUNDS + 1 }, (_, n) => generation(n)));
+      // The operator, in a process of its own so that this one's fetches never slow it: truncate, write
+      // the first half, a pause, the rest; again and again.
+      const writer = spawn(
+        process.execPath,
+        [
+          '-e',
+          `const fs = require('node:fs');
+const [file, rounds] = [process.argv[1], Number(process.argv[2])];
+const pause = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+for (let n = 1; n <= rounds; n++) {
+  const text = Buffer.from(\`generation \${n} \`.repeat(4096));
+  const fd = fs.openSync(file, 'r+');
+  fs.ftruncateSync(fd, 0);
+  fs.writeSync(fd, text, 0, text.length >> 1, 0);
+  pause(60);
+  fs.writeSync(fd, text, text.length >> 1, text.length - (text.length >> 1), text.length >> 1);
+  fs.closeSync(fd);
+  pause(40);
+}`,
+          file,
+          String(ROUNDS),
+        ],
+        { stdio: 'inherit' },
+      );
       let writing = true;
-      // The operator: truncate, write the first half, a pause, the rest; again and again.
-      const writer = (async () => {
-        for (let n = 1; n <= ROUNDS; n++) {
-          const text = Buffer.from(generation(n));
-          const h = await open(file, 'r+');
-          try {
-            await h.truncate(0);
-            await h.write(text, 0, text.length >> 1, 0);
-            await sleep(60);
-            await h.write(text, text.length >> 1, text.length - (text.length >> 1), text.length >> 1);
-          } finally {
-            await h.close();
-          }
-          await sleep(40);
-        }
-        writing = false;
-      })();
+      const wrote = new Promise<number | null>((resolve) =>
+        writer.once('exit', (code) => {
+          writing = false;
+          resolve(code);
+        }),
+      );
       // Someone asking for reloads all the while (SIGHUP re-reads the mounted files at once).
       const hup = (async () => {
         while (writing) {
@@ -96,7 +109,8 @@ resource_policy = "${join(dir, 'policy.rego')}"
         fetches++;
         if (!whole.has(v)) torn++;
       }
-      await Promise.all([writer, hup]);
+      expect(await wrote).toBe(0);
+      await hup;
       expect(fetches).toBeGreaterThan(0);
       expect(torn, `${torn} of ${fetches} fetches were neither the old nor a new whole value`).toBe(0);
       // Once the file rests, its last version is served.
