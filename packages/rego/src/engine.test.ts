@@ -266,6 +266,16 @@ allow if count(bomb) > 0
     expect(() => unions.evalRule('data.t.p')).toThrow(/memory limit/);
   });
 
+  it('charges what a builtin returns however deeply it is nested', () => {
+    // json.unmarshal makes a new 8 KiB string under 100 levels of arrays on each call.
+    const doc = `${'['.repeat(100)}"${'x'.repeat(8192)}"${']'.repeat(100)}`;
+    const e = engine('package t\np := [json.unmarshal(input) | some i in numbers.range(1, 1000)]\n', {
+      limits: { maxMemoryBytes: 8 * 1024 * 1024 },
+    });
+    e.setInput(doc);
+    expect(() => e.evalRule('data.t.p')).toThrow(/memory limit/);
+  });
+
   it('leaves ordinary evaluations well under the default memory budget', () => {
     const e = engine('package t\np := {sprintf("%d", [i]) | some i in numbers.range(1, 1000)}\n');
     expect((e.evalRule('data.t.p') as SetValue).size).toBe(1000);

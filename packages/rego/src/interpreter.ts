@@ -314,23 +314,30 @@ export class Interpreter implements AllocationMeter {
   private chargeResult(v: Value | undefined, args: readonly (Value | undefined)[]): void {
     if (v === undefined || v === null || (typeof v !== 'string' && typeof v !== 'object')) return;
     for (const a of args) if (a === v) return;
-    this.charge(this.sizeOf(v, 0));
+    this.charge(this.sizeOf(v));
   }
 
-  private sizeOf(v: Value, depth: number): number {
-    if (typeof v === 'string') return STRING_BYTES + v.length;
-    if (v === null || typeof v !== 'object' || depth > 64 || this.measured.has(v)) return 0;
-    this.measured.add(v);
-    if (Array.isArray(v)) {
-      let n = ARRAY_BYTES + SLOT_BYTES * v.length;
-      for (const x of v) n += this.sizeOf(x, depth + 1);
-      return n;
-    }
+  /** Bytes of `v` not charged yet; iterative, so that no nesting depth hides a part. */
+  private sizeOf(root: Value): number {
     let n = 0;
-    if (v instanceof SetValue) for (const x of v.values()) n += this.sizeOf(x, depth + 1);
-    else
-      for (const [k, x] of (v as ObjectValue).entries.values())
-        n += this.sizeOf(k, depth + 1) + this.sizeOf(x, depth + 1);
+    const stack: Value[] = [root];
+    while (stack.length > 0) {
+      const v = stack.pop() as Value;
+      if (typeof v === 'string') {
+        n += STRING_BYTES + v.length;
+        continue;
+      }
+      if (v === null || typeof v !== 'object' || this.measured.has(v)) continue;
+      this.measured.add(v);
+      if (Array.isArray(v)) {
+        n += ARRAY_BYTES + SLOT_BYTES * v.length;
+        for (const x of v) stack.push(x);
+      } else if (v instanceof SetValue) {
+        for (const x of v.values()) stack.push(x);
+      } else {
+        for (const [k, x] of (v as ObjectValue).entries.values()) stack.push(k, x);
+      }
+    }
     return n;
   }
 
