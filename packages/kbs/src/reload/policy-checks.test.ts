@@ -93,4 +93,46 @@ allow if count(bomb) > 0
       await kbs.close();
     }
   });
+
+  it('refuses and logs a mounted attestation policy without trust_claims, keeping the previous one', async () => {
+    const policies = join(tmp, 'attestation-policy');
+    const policy = (executables: number) =>
+      `package policy\nimport rego.v1\ntrust_claims := {"executables": ${executables}}\n`;
+    kubeMount(policies, { 'default_cpu.rego': policy(33) });
+    const lines: string[] = [];
+    const kbs = await startKbs(
+      parseKbsConfigText(`
+[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "InsecureAllowAll"
+[mounted_files]
+attestation_policies = ["${policies}"]
+`),
+      {
+        logger: pino({ level: 'info' }, { write: (s: string) => lines.push(s) }),
+        watch: { debounceMs: 20, pollMs: 0 },
+      },
+    );
+    try {
+      const base = kbs.urls[0] as string;
+      const executables = async () => {
+        const { token } = await handshake(base);
+        const payload = JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString());
+        return payload.submods.cpu0['ear.trustworthiness-vector'].executables as number;
+      };
+      expect(await executables()).toBe(33);
+      const from = lines.length;
+      kubeMount(policies, { 'default_cpu.rego': 'package policy\nimport rego.v1\nexecutables := 2\n' });
+      const missing = await outcome(lines, from);
+      expect(missing).toContain('mounted file not applied');
+      expect(missing).toContain('no `trust_claims` rule');
+      expect(await executables()).toBe(33);
+    } finally {
+      await kbs.close();
+    }
+  });
 });
