@@ -2,8 +2,11 @@
 // why, a policy without trust_claims or one that exceeds a limit on the representative evidence, and an
 // evaluation that exceeds a limit fails that attestation while the service keeps answering.
 import { createLogger } from '@broker/cli';
+import { attestation } from '@broker/trustee-protos';
+import { credentials, Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAsConfig } from './config.js';
+import { startAsGrpcServer } from './grpc.js';
 import { type RunningRestServer, startAsRestServer } from './rest.js';
 import { type OpenedAttestationService, openAttestationService } from './service.js';
 import { sampleEvidenceRequest } from './testing/index.js';
@@ -77,5 +80,41 @@ describe('attestation service policy limits (REST)', () => {
     expect(again.status).toBe(500);
     expect(await again.text()).toMatch(/not evaluated again until it changes/);
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('attestation service policy limits (gRPC)', () => {
+  it('SetAttestationPolicy refuses a policy over the memory limit or without trust_claims, naming why', async () => {
+    const opened = await openAttestationService(parseAsConfig({}), silent);
+    const server = await startAsGrpcServer({
+      service: opened.service,
+      rvps: opened.rvps,
+      address: '127.0.0.1:0',
+    });
+    const client = new attestation.AttestationServiceClient(
+      `127.0.0.1:${server.port}`,
+      credentials.createInsecure(),
+    );
+    try {
+      const set = (text: string) =>
+        new Promise<ServiceError | null>((resolve) =>
+          client.setAttestationPolicy(
+            { policyId: 'x_cpu', policy: Buffer.from(text).toString('base64url') },
+            new Metadata(),
+            { deadline: Date.now() + 30_000 },
+            (e) => resolve(e),
+          ),
+        );
+      const bomb = await set(`package policy\n${BOMB_SET}\ntrust_claims := {"executables": count(bomb)}\n`);
+      expect(bomb?.code).toBe(status.ABORTED);
+      expect(bomb?.details).toMatch(/Set Attestation Policy Failed: .*limit of policy evaluation \(memory\)/);
+      const missing = await set('package policy\nx := 1\n');
+      expect(missing?.details).toMatch(/no `trust_claims` rule/);
+      expect(await set('package policy\ntrust_claims := {"executables": 2}\n')).toBeNull();
+    } finally {
+      client.close();
+      await server.close();
+      await opened.close();
+    }
   });
 });
