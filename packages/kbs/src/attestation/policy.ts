@@ -179,7 +179,7 @@ export class PolicyStore {
   /** checkAttestationPolicy, then stores (overwriting). A policy that fails the checks is not stored. */
   async set(id: string, text: string): Promise<void> {
     checkPolicyId(id);
-    const compiled = await policyChecks.run(() => checkAttestationPolicy(id, text));
+    const compiled = await policyChecks.run(() => checkAttestationPolicy(id, text), false);
     await this.storage.set(NAMESPACE, id + SUFFIX, Buffer.from(text, 'utf8'), { overwrite: true });
     this.cache.set(id, { text, compiled, rvIds: new Set(), checkedAt: this.now() });
   }

@@ -37,7 +37,7 @@ describe('EvaluationQueue', () => {
     expect(order).toEqual(['a', 'timer', 'b']);
   });
 
-  it('refuses with `busy` beyond the one running and the waiting cap, and takes work again after', async () => {
+  it('refuses checks with `busy` beyond the one running and the waiting cap, never uploads, and takes work again after', async () => {
     const q = new EvaluationQueue(2);
     let release: () => void = () => undefined;
     const gate = new Promise<void>((r) => {
@@ -48,11 +48,14 @@ describe('EvaluationQueue', () => {
     const refused = await q.run(() => 'w3').catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(PolicyCheckError);
     expect(refused).toMatchObject({ code: 'busy' });
+    // An upload is not refused: it waits its turn.
+    const upload = q.run(() => 'upload', false);
     release();
     await first;
     expect(await Promise.all(waiting)).toEqual(['w1', 'w2']);
+    expect(await upload).toBe('upload');
     expect(await q.run(() => 'later')).toBe('later');
-    expect(q.ran).toBe(4);
+    expect(q.ran).toBe(5);
   });
 
   it('goes on after a run that throws', async () => {

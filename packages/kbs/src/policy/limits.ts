@@ -97,8 +97,13 @@ export class EvaluationQueue {
 
   constructor(private readonly maxWaiting = MAX_WAITING_CHECKS) {}
 
-  run<T>(f: () => T | Promise<T>): Promise<T> {
-    if (this.waiting > this.maxWaiting) {
+  /**
+   * Runs `f` in its turn. `capped` (the default, for checks and dry runs) refuses it with `busy` when the
+   * queue is full; uploads pass `false` and always wait their turn, so that dry runs cannot keep an
+   * administrator's upload or a hot reload out.
+   */
+  run<T>(f: () => T | Promise<T>, capped = true): Promise<T> {
+    if (capped && this.waiting > this.maxWaiting) {
       return Promise.reject(
         new PolicyCheckError(
           'busy',

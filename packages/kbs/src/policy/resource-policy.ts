@@ -202,12 +202,12 @@ export class ResourcePolicy {
   }
 
   /**
-   * checkResourcePolicy, then store (overwriting). PolicyEngineError when it does not compile,
-   * PolicyCheckError when it lacks `allow`, exceeds a limit on the representative request, or too many
-   * checks are waiting; nothing is stored then.
+   * checkResourcePolicy (in its turn in the queue of checks, never refused as busy), then store
+   * (overwriting). PolicyEngineError when it does not compile, PolicyCheckError when it lacks `allow` or
+   * exceeds a limit on the representative request; nothing is stored then.
    */
   async set(text: string): Promise<void> {
-    const engine = await policyChecks.run(() => checkResourcePolicy(text));
+    const engine = await policyChecks.run(() => checkResourcePolicy(text), false);
     await this.storage.set(NAMESPACE, RESOURCE_POLICY_ID + SUFFIX, Buffer.from(text, 'utf8'));
     this.use(text, engine);
   }
