@@ -32,6 +32,9 @@ export const IMAGES: readonly ImageDefinition[] = [
     ports: [8080],
     requires: ['kbs'],
     dataDirs: [
+      // trustee's compose config stores under /opt/confidential-containers/kbs (resources in its
+      // `repository` folder, policies in `kbs`), which a volume covers only in part.
+      '/opt/confidential-containers/kbs',
       '/opt/confidential-containers/kbs/repository',
       '/opt/confidential-containers/kbs/nebula-ca',
       '/opt/confidential-containers/attestation-service',
@@ -46,7 +49,8 @@ export const IMAGES: readonly ImageDefinition[] = [
     cmd: ['grpc-as', '--socket', '0.0.0.0:50004'],
     ports: [50004],
     requires: ['grpc-as', 'restful-as'],
-    dataDirs: ['/opt/confidential-containers/attestation-service'],
+    // The second: trustee's compose as-config.json keeps policies there, in the container's own file system.
+    dataDirs: ['/opt/confidential-containers/attestation-service', '/var/lib/attestation-service/storage'],
   },
   {
     name: 'rvps',

@@ -77,15 +77,14 @@ export async function nodeRuntime(
   const version = workspaceNodeVersion(root);
   const name = platform.nodePackage;
   if (HOST_ARCH[process.arch] === platform.architecture) {
-    for (const dir of [`node_modules/node/node_modules/${name}`, `node_modules/${name}`]) {
-      const bin = join(root, dir, 'bin/node');
-      if (existsSync(bin) && readJson(join(root, dir, 'package.json')).version === version)
-        return { package: name, version, binary: readFileSync(bin) };
-    }
-    throw new ImageBuildError(
-      'NODE_RUNTIME',
-      `${name}@${version} is not installed under node_modules: run npm ci`,
-    );
+    // This machine's platform: the Node running the build, which is the workspace's (npm ci put the
+    // platform package's binary at node_modules/node/bin/node).
+    if (process.versions.node !== version)
+      throw new ImageBuildError(
+        'NODE_RUNTIME',
+        `the build runs on Node ${process.versions.node}, the workspace pins ${version}: run it with node_modules/.bin/node`,
+      );
+    return { package: name, version, binary: readFileSync(process.execPath) };
   }
   const key = `${name}@${version}`;
   const integrity = RUNTIME_INTEGRITY[key];
