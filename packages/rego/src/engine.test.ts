@@ -276,6 +276,15 @@ allow if count(bomb) > 0
     expect(() => e.evalRule('data.t.p')).toThrow(/memory limit/);
   });
 
+  it('charges two bytes a character, as V8 keeps a string with a character past U+00FF', () => {
+    const e = engine(
+      'package t\np := {s | some i in numbers.range(1, 1000); s := sprintf("%d%s", [i, input])}\n',
+      { limits: { maxMemoryBytes: 12 * 1024 * 1024 } },
+    );
+    e.setInput('é'.repeat(8192));
+    expect(() => e.evalRule('data.t.p')).toThrow(/memory limit/);
+  });
+
   it('leaves ordinary evaluations well under the default memory budget', () => {
     const e = engine('package t\np := {sprintf("%d", [i]) | some i in numbers.range(1, 1000)}\n');
     expect((e.evalRule('data.t.p') as SetValue).size).toBe(1000);

@@ -308,7 +308,7 @@ export class Interpreter implements AllocationMeter {
   }
 
   /**
-   * Charges a builtin's result: new strings by their length, arrays by their slots, and what sets and
+   * Charges a builtin's result: new strings by their characters, arrays by their slots, and what sets and
    * objects hold; an argument returned unchanged (or a part already charged) costs nothing.
    */
   private chargeResult(v: Value | undefined, args: readonly (Value | undefined)[]): void {
@@ -324,7 +324,7 @@ export class Interpreter implements AllocationMeter {
     while (stack.length > 0) {
       const v = stack.pop() as Value;
       if (typeof v === 'string') {
-        n += STRING_BYTES + v.length;
+        n += STRING_BYTES + 2 * v.length;
         continue;
       }
       if (v === null || typeof v !== 'object' || this.measured.has(v)) continue;
@@ -2248,7 +2248,10 @@ function setIn(base: Value | undefined, path: readonly string[], value: Value): 
 }
 
 /** `walk(x)`: every [path, value] pair of x in pre-order, objects by sorted key. */
-/** Estimated bytes of a string beyond its characters, of an array, and of one array slot. */
+/**
+ * Estimated bytes of a string beyond its characters (each charged 2 bytes, as V8 keeps a string with any
+ * character past U+00FF), of an array, and of one array slot.
+ */
 const STRING_BYTES = 24;
 const ARRAY_BYTES = 32;
 const SLOT_BYTES = 8;

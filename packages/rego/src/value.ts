@@ -81,8 +81,8 @@ function encode(v: Value): string {
 
 /**
  * Receives the bytes that sets and objects allocate while an evaluation runs (see withMeter): one slot per
- * new member or key, plus the canonical key string of a non-string member or key, plus a slot per entry
- * copied by clone. The interpreter charges these against its memory budget.
+ * new member or key, plus the canonical key string (2 bytes a character) of a non-string member or key,
+ * plus a slot per entry copied by clone. The interpreter charges these against its memory budget.
  */
 export interface AllocationMeter {
   charge(bytes: number): void;
@@ -118,7 +118,7 @@ export class SetValue {
     if (meter !== undefined) {
       const before = this.items.size;
       this.items.set(k, v);
-      if (this.items.size !== before) meter.charge(ENTRY_BYTES + (typeof v === 'string' ? 0 : k.length));
+      if (this.items.size !== before) meter.charge(ENTRY_BYTES + (typeof v === 'string' ? 0 : 2 * k.length));
     } else {
       this.items.set(k, v);
     }
@@ -161,7 +161,8 @@ export class ObjectValue {
     if (meter !== undefined) {
       const before = this.entries.size;
       this.entries.set(key, [k, v]);
-      if (this.entries.size !== before) meter.charge(ENTRY_BYTES + (typeof k === 'string' ? 0 : key.length));
+      if (this.entries.size !== before)
+        meter.charge(ENTRY_BYTES + (typeof k === 'string' ? 0 : 2 * key.length));
     } else {
       this.entries.set(key, [k, v]);
     }
