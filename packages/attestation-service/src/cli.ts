@@ -51,9 +51,10 @@ ${LOG_FORMAT_HELP}
 function grpcHelp(name: string): string {
   return `Usage: ${name} [-c FILE] [-s HOST:PORT]${name === 'attestation-service' ? ' [--rest HOST:PORT]' : ''} [OPTIONS]
 
-trustee's gRPC attestation service (grpc-as) on the KBS's built-in one: ${GRPC_DESCRIPTION}${
-    name === 'attestation-service' ? `\nWith --rest also trustee's restful-as routes:\n${REST_ROUTES}.` : ''
-  }
+trustee's gRPC attestation service (grpc-as) on the KBS's built-in one:
+${GRPC_DESCRIPTION}${
+  name === 'attestation-service' ? `\nWith --rest also trustee's restful-as routes:\n${REST_ROUTES}.` : ''
+}
 Stops on SIGTERM or SIGINT.
 
 Options:
@@ -119,6 +120,9 @@ function serve(mode: Mode, argv: string[], io: CommandIo, stop: () => Promise<un
     },
     argv,
     async ({ values }) => {
+      // As PID 1 a process ignores SIGTERM it has no handler for: listen for it from the start, so a
+      // stop asked for while starting takes effect as soon as the service is up.
+      const stopping = stop === untilStopSignal ? untilStopSignal() : undefined;
       const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
       const allowedOrigins = origins(values.allowed_origin);
       const security = await serverSecurity(values);
@@ -188,7 +192,7 @@ function serve(mode: Mode, argv: string[], io: CommandIo, stop: () => Promise<un
             'REST attestation service listening',
           );
         }
-        const signal = await stop();
+        const signal = await (stopping ?? stop());
         logger.info({ signal }, 'attestation service stopping');
         await rest?.close();
         await server?.close();

@@ -61,6 +61,9 @@ export function rvpsMain(
     },
     argv,
     async ({ values }) => {
+      // As PID 1 a process ignores SIGTERM it has no handler for: listen for it from the start, so a
+      // stop asked for while starting takes effect as soon as the service is up.
+      const stopping = stop === untilStopSignal ? untilStopSignal() : undefined;
       const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
       const security = await serverSecurity(values);
       const logger = createLogger({ name: 'rvps', ...(format !== undefined && { format }) });
@@ -89,7 +92,7 @@ export function rvpsMain(
           },
           'rvps listening',
         );
-        const signal = await stop();
+        const signal = await (stopping ?? stop());
         logger.info({ signal }, 'rvps stopping');
         await server.close();
       } finally {
