@@ -33,7 +33,8 @@ ENABLE=(process-user-data.service attestation-agent.path api-server-rest.path sy
 OUT=$REPO/dist/guest-image
 BIN=$REPO/dist/bin
 SUITE=bookworm
-MIRROR=http://deb.debian.org/debian
+# The Debian mirror: --mirror, else $DEBIAN_MIRROR, else this machine's apt sources.
+MIRROR=
 KERNEL=1
 TAG=podvm:dev
 BASE=
@@ -91,6 +92,7 @@ if [ -n "$BASE" ]; then
   echo "build.sh: copying the debootstrapped tree $BASE"
   cp -a "$BASE" "$ROOTFS"
 else
+  [ -n "$MIRROR" ] || MIRROR=$("$REPO/scripts/debian-mirror.sh" "$SUITE")
   echo "build.sh: debootstrap $SUITE ($PACKAGES) from $MIRROR"
   debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$MIRROR" >"$OUT/debootstrap.log" 2>&1 ||
     die "debootstrap failed; see $OUT/debootstrap.log"

@@ -2,7 +2,7 @@
 # The main job: the local stack, a key broker service and the guest components of one confidential VM,
 # wired the way the spec's initdata wires them, then flow A (image policy check on a local registry), flow B,
 # the lazy-attestation poller and flow C.
-#   scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm] [--topology one|services]
+#   scripts/demo.sh [--keep] [--tee sample|az-snp-vtpm] [--topology one|services|containers]
 #   (make demo runs it after the build)
 # The work folder (keys, configuration, logs) is removed at the end; --keep leaves the stack running and
 # the folder in place, and prints its path. After a failure only its logs are kept.
@@ -23,6 +23,10 @@
 #             Their writes need the admin key (--admin-public-key): reference values go straight to the
 #             RVPS (rvps-tool --auth-private-key), the attestation policy to the AS (POST /policy with
 #             a bearer admin JWT), since the KBS's coco_as_grpc client has no credential to present.
+#   containers  the same three services from the container images (make images: dist/images/kbs,
+#             attestation-service and rvps), each run by runc as the images' non-root user with a
+#             read-only root, on the host's network (the attestation service as `attestation-service`, which
+#             serves trustee's grpc-as and restful-as on one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -45,7 +49,7 @@ while [ $# -gt 0 ]; do
       ;;
     --tee=*) TEE=${1#--tee=} ;;
     --topology)
-      [ $# -ge 2 ] || { echo "--topology needs a value: one or services" >&2; exit 2; }
+      [ $# -ge 2 ] || { echo "--topology needs a value: one, services or containers" >&2; exit 2; }
       TOPOLOGY=$2
       shift
       ;;
@@ -62,9 +66,12 @@ case "$TEE" in
   *) echo "unknown TEE '$TEE': the demo runs sample or az-snp-vtpm" >&2; exit 2 ;;
 esac
 case "$TOPOLOGY" in
-  one | services) ;;
-  *) echo "unknown topology '$TOPOLOGY': one or services" >&2; exit 2 ;;
+  one | services | containers) ;;
+  *) echo "unknown topology '$TOPOLOGY': one, services or containers" >&2; exit 2 ;;
 esac
+# services and containers: the KBS, the attestation service and the RVPS as three services.
+SPLIT=0
+[ "$TOPOLOGY" = one ] || SPLIT=1
 KBS_PORT=${KBS_PORT:-8080}
 WORK=$(mktemp -d /tmp/broker-demo.XXXXXX)
 NODE=$ROOT/node_modules/.bin/node
@@ -196,14 +203,54 @@ cert_path = \"$WORK/token.crt\"
 
 [attestation_service.rvps_config]
 type = \"BuiltIn\""
-if [ "$TOPOLOGY" = services ]; then
+IMAGE_UID=65532
+# run_service <name> <image> <command> <args...>: the command from dist/bin, or (containers) the image's
+# command of that name in a runc container: host network, read-only root, the images' user, and the work
+# folder bound at its own path so that the configuration reads the same either way. Output: $WORK/<name>.log.
+run_service() {
+  local name=$1 image=$2 command=$3
+  shift 3
+  if [ "$TOPOLOGY" != containers ]; then
+    "$BIN/$command" "$@" >"$WORK/$name.log" 2>&1 &
+    PIDS+=($!)
+    return
+  fi
+  local dir=$WORK/containers/$name
+  mkdir -p "$dir"
+  skopeo copy --quiet "oci:$ROOT/dist/images/$image:$IMAGE_TAG" "oci:$dir/image:$image" &&
+    umoci unpack --image "$dir/image:$image" "$dir/bundle" >/dev/null ||
+    fail "unpack dist/images/$image (run make images)"
+  "$NODE" -e '
+    const fs = require("fs");
+    const [file, work, ...args] = process.argv.slice(1);
+    const c = JSON.parse(fs.readFileSync(file, "utf8"));
+    c.process.terminal = false;
+    c.process.args = args;
+    c.process.noNewPrivileges = true;
+    c.root.readonly = true;
+    c.linux.namespaces = c.linux.namespaces.filter((n) => n.type !== "network");
+    c.mounts.push({ destination: work, type: "bind", source: work, options: ["rbind", "rw"] });
+    fs.writeFileSync(file, JSON.stringify(c));' "$dir/bundle/config.json" "$WORK" "/usr/local/bin/$command" "$@"
+  runc --root "$WORK/runc" run --bundle "$dir/bundle" "broker-demo-$$-$name" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+if [ "$TOPOLOGY" = containers ]; then
+  command -v runc >/dev/null || { echo "runc is missing: run scripts/install-deps.sh" >&2; exit 1; }
+  IMAGE_TAG=$(sed -n 's/.*"org.opencontainers.image.ref.name":"\([^"]*\)".*/\1/p' "$ROOT/dist/images/kbs/index.json" 2>/dev/null)
+  [ -n "$IMAGE_TAG" ] || { echo "dist/images is missing: run make images" >&2; exit 1; }
+  # The services run as the images' user: they read the work folder's configuration and keys, and
+  # write their stores in it.
+  mkdir -p "$WORK/reference_values" "$WORK/as-storage" "$WORK/kbs-storage"
+  chmod 755 "$WORK"
+  chown "$IMAGE_UID:$IMAGE_UID" "$WORK/token.key" "$WORK/https.key" "$WORK/admin.key" "$WORK/reference_values" "$WORK/as-storage" "$WORK/kbs-storage"
+  line "container images dist/images/{kbs,attestation-service,rvps}:$IMAGE_TAG, run by runc as uid $IMAGE_UID" "ok"
+fi
+if [ "$SPLIT" = 1 ]; then
   free_port() { "$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
   listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
   RVPS_PORT=$(free_port)
   printf '{"storage":{"type":"LocalFs","file_path":"%s"}}\n' "$WORK/reference_values" >"$WORK/rvps.json"
-  "$BIN/rvps" --config "$WORK/rvps.json" --address "127.0.0.1:$RVPS_PORT" --admin-public-key "$WORK/admin.pub" \
-    >"$WORK/rvps.log" 2>&1 &
-  PIDS+=($!)
+  run_service rvps rvps rvps --config "$WORK/rvps.json" --address "127.0.0.1:$RVPS_PORT" --admin-public-key "$WORK/admin.pub"
   wait_for "RVPS (gRPC) on 127.0.0.1:$RVPS_PORT" listening "$RVPS_PORT"
   line "RVPS (gRPC) on 127.0.0.1:$RVPS_PORT, writes need an admin JWT" "ok"
   # Writes without the admin key are refused; with it they pass.
@@ -224,10 +271,8 @@ if [ "$TOPOLOGY" = services ]; then
 "rvps_config":{"type":"GrpcRemote","address":"http://127.0.0.1:$RVPS_PORT"},
 "attestation_token_broker":{"duration_min":5,"signer":{"key_path":"$WORK/token.key","cert_path":"$WORK/token.crt"}}$AS_VERIFIERS}
 JSON
-  "$BIN/attestation-service" --config-file "$WORK/as-config.json" --socket "127.0.0.1:$AS_PORT" \
-    --rest "127.0.0.1:$AS_REST_PORT" --admin-public-key "$WORK/admin.pub" --rvps-auth-private-key "$WORK/admin.key" \
-    >"$WORK/as.log" 2>&1 &
-  PIDS+=($!)
+  run_service as attestation-service attestation-service --config-file "$WORK/as-config.json" --socket "127.0.0.1:$AS_PORT" \
+    --rest "127.0.0.1:$AS_REST_PORT" --admin-public-key "$WORK/admin.pub" --rvps-auth-private-key "$WORK/admin.key"
   wait_for "attestation service (gRPC) on 127.0.0.1:$AS_PORT" listening "$AS_PORT"
   wait_for "attestation service (REST) on 127.0.0.1:$AS_REST_PORT" listening "$AS_REST_PORT"
   line "attestation service: gRPC :$AS_PORT, REST :$AS_REST_PORT, writes need an admin JWT" "ok"
@@ -297,10 +342,9 @@ TOML
     line "AS: POST /policy without a JWT is 401; default_cpu set with the admin JWT" "ok"
   fi
 fi
-"$BIN/kbs" --config-file "$WORK/kbs-config.toml" >"$WORK/kbs.log" 2>&1 &
-PIDS+=($!)
+run_service kbs kbs kbs --config-file "$WORK/kbs-config.toml"
 wait_for "KBS listening on https://127.0.0.1:$KBS_PORT" curl -sf --cacert "$WORK/https.crt" "https://127.0.0.1:$KBS_PORT/healthz"
-if [ "$TOPOLOGY" = services ]; then
+if [ "$SPLIT" = 1 ]; then
   line "KBS listening on https://127.0.0.1:$KBS_PORT (coco_as_grpc -> 127.0.0.1:$AS_PORT)" "ok"
 else
   line "KBS listening on https://127.0.0.1:$KBS_PORT" "ok"
@@ -316,7 +360,7 @@ admin set-resource --path default/app-secret/dataset-key --resource-file "$WORK/
 line "stored default/app-secret/dataset-key (32 random bytes)" "ok"
 # Reference values for the sample TEE (the vTPM's come from the reference-values tool once the initdata
 # exists, step 4), and a resource policy that releases only to an affirming EAR.
-if [ "$TEE" = sample ] && [ "$TOPOLOGY" = services ]; then
+if [ "$TEE" = sample ] && [ "$SPLIT" = 1 ]; then
   printf '{"version":"0.1.0","type":"sample","payload":"%s"}\n' \
     "$(printf '{"launch_digest":["abcde"],"svn":["1"],"major_version":1,"minimum_minor_version":4}' | openssl base64 -A)" \
     >"$WORK/sample-message.json"
@@ -444,7 +488,7 @@ if [ "$TEE" = az-snp-vtpm ]; then
     >"$WORK/rvps-message.json" 2>>"$WORK/admin.log" || fail "reference-values"
   line "reference-values: $(basename "$MANIFEST") + initdata -> snp_pcr03/08/09/11/12" "ok"
   mv "$WORK/rvps-message.json" "$WORK/reference-values/rvps-message.json"
-  if [ "$TOPOLOGY" = services ]; then
+  if [ "$SPLIT" = 1 ]; then
     rvps_register --path "$WORK/reference-values/rvps-message.json" --auth-private-key "$WORK/admin.key" ||
       fail "register the reference values in the RVPS"
   fi
@@ -453,7 +497,7 @@ if [ "$TEE" = az-snp-vtpm ]; then
   rv_applied() { "$BIN/kbs-client" --url "https://127.0.0.1:$KBS_PORT" --cert-file "$WORK/https.crt" config \
     --auth-private-key "$WORK/admin.key" get-reference-value --id snp_pcr08 2>/dev/null | grep -q "$PCR8"; }
   wait_for "KBS registers the reference values" rv_applied
-  if [ "$TOPOLOGY" = services ]; then
+  if [ "$SPLIT" = 1 ]; then
     line "rvps-tool registered them in the RVPS; the KBS reads them back (snp_pcr08 ${PCR8:0:16}...)" "ok"
   else
     line "KBS registered them from its reference-values directory (snp_pcr08 ${PCR8:0:16}...)" "ok"
@@ -530,7 +574,7 @@ fi
 kbs_log_settled || fail "KBS access log"
 # The appraisal is logged where the attestation service runs: the KBS, or its own process.
 APPRAISAL_LOG=$WORK/kbs.log
-[ "$TOPOLOGY" = services ] && APPRAISAL_LOG=$WORK/as.log && AS_WHO="attestation service"
+[ "$SPLIT" = 1 ] && APPRAISAL_LOG=$WORK/as.log && AS_WHO="attestation service"
 appraisal=$(grep '"msg":"attestation appraised' "$APPRAISAL_LOG" | tail -1)
 tee_used=$(printf '%s' "$appraisal" | grep -o '"tee":"[^"]*"' | cut -d'"' -f4)
 status=$(printf '%s' "$appraisal" | grep -o '"status":"[^"]*"' | cut -d'"' -f4)
@@ -621,5 +665,5 @@ else
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   PIDS=()
-  line "all processes stopped (KBS$([ "$TOPOLOGY" = services ] && echo ', AS, RVPS'), registry, AA, CDH, api-server-rest$([ "$TEE" = az-snp-vtpm ] && echo ', mock TEE'))" "ok"
+  line "all processes stopped (KBS$([ "$SPLIT" = 1 ] && echo ', AS, RVPS'), registry, AA, CDH, api-server-rest$([ "$TEE" = az-snp-vtpm ] && echo ', mock TEE'))" "ok"
 fi
