@@ -9,6 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { makeTestPki } from '@broker/rvps/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { binary, freePort, ROOT, type Running, start, waitForListen } from './helpers/process.js';
 
@@ -212,5 +213,50 @@ describe("trustee's deployers' command lines on the built executables", () => {
     expect(accepted).toEqual(['OK', '']);
     expect(health).toBe(SERVING);
     await stopsOnSigterm(as);
+  });
+
+  it('with --client-ca, grpc-as and restful-as let only a client certificate from that CA write: python3-grpcio and curl as clients', async () => {
+    const pki = makeTestPki(mkdtempSync(join(dir, 'pki-')));
+    const tls = ['-t', pki.serverCert, '-k', pki.serverKey, '--client-ca', pki.clientCa];
+    const grpcPort = await freePort();
+    const as = launch(['grpc-as', '--socket', `127.0.0.1:${grpcPort}`, ...tls]);
+    await waitForListen({ port: grpcPort }, as);
+    const trust = `tls=${pki.serverCert}`;
+    expect(await probe(grpcPort, trust, 'set-policy', 'health:')).toEqual([
+      ['UNAUTHENTICATED', expect.stringMatching(/client certificate issued by the client CA/)],
+      SERVING,
+    ]);
+    expect(await probe(grpcPort, `${trust}:${pki.rogueCert}:${pki.rogueKey}`, 'set-policy')).toEqual([
+      ['UNAUTHENTICATED', expect.any(String)],
+    ]);
+    expect(await probe(grpcPort, `${trust}:${pki.clientCert}:${pki.clientKey}`, 'set-policy')).toEqual([
+      ['OK', ''],
+    ]);
+    await stopsOnSigterm(as);
+
+    const restPort = await freePort();
+    const rest = launch(['restful-as', '--socket', `127.0.0.1:${restPort}`, ...tls]);
+    await waitForListen({ port: restPort }, rest);
+    const body = JSON.stringify({ policy_id: 'p', policy: Buffer.from(POLICY).toString('base64url') });
+    const curl = async (...extra: string[]) =>
+      (
+        await run('curl', [
+          '-s',
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code}',
+          '--cacert',
+          pki.serverCert,
+          ...extra,
+          `https://127.0.0.1:${restPort}/policy`,
+        ])
+      ).stdout;
+    const post = ['-H', 'content-type: application/json', '--data-binary', body];
+    expect(await curl(...post)).toBe('401');
+    expect(await curl(...post, '--cert', pki.rogueCert, '--key', pki.rogueKey)).toBe('401');
+    expect(await curl(...post, '--cert', pki.clientCert, '--key', pki.clientKey)).toBe('200');
+    expect(await curl()).toBe('200');
+    await stopsOnSigterm(rest);
   });
 });

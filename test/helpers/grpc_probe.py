@@ -2,7 +2,8 @@
 """A gRPC client we did not write, for the deployer tests: Debian's python3-grpcio with hand-encoded
 protobuf bytes (Debian ships no grpc_health module).
 
-Usage: grpc_probe.py TARGET STEP...
+Usage: grpc_probe.py TARGET [tls=CA_PEM[:CERT_PEM:KEY_PEM]] STEP...
+  tls=...          TLS trusting CA_PEM, with a client certificate when CERT_PEM and KEY_PEM are given
   health:SERVICE   grpc.health.v1.Health/Check for SERVICE (may be empty), as a Kubernetes grpc probe
                    asks; records the ServingStatus number (1 = SERVING) or the status code name
   set-policy       attestation.AttestationService/SetAttestationPolicy without credentials
@@ -35,8 +36,19 @@ def call(channel, method: str, request: bytes, metadata=None):
 
 def main() -> None:
     target, steps = sys.argv[1], sys.argv[2:]
+    if steps and steps[0].startswith("tls="):
+        files = steps.pop(0)[len("tls="):].split(":")
+        pems = [open(f, "rb").read() for f in files]
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=pems[0],
+            private_key=pems[2] if len(pems) == 3 else None,
+            certificate_chain=pems[1] if len(pems) == 3 else None,
+        )
+        channel = grpc.secure_channel(target, creds)
+    else:
+        channel = grpc.insecure_channel(target)
     seen = []
-    with grpc.insecure_channel(target) as channel:
+    with channel:
         for step in steps:
             kind, _, arg = step.partition(":")
             if kind == "health":
