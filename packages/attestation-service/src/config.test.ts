@@ -1,4 +1,4 @@
-import { loadRvpsConfig } from '@broker/rvps';
+import { loadRvpsConfig, parseRvpsConfig } from '@broker/rvps';
 import { describe, expect, it } from 'vitest';
 import { loadAsConfig, parseAsConfig } from './config.js';
 import { vector } from './testing/vectors.js';
@@ -49,5 +49,38 @@ describe('AS config', () => {
     const c = loadRvpsConfig(vector('trustee/configs/kbs/config/docker-compose/rvps.json'));
     expect(c.storageType).toBe('Memory');
     expect(c.warnings).toHaveLength(2);
+  });
+
+  it("reads the Helm chart's as-config.json and rvps.json shapes (every backend table present, LocalFs chosen)", () => {
+    const backends = {
+      local_fs: { dir_path: '/opt/confidential-containers/attestation-service' },
+      local_json: { file_dir_path: '/opt/confidential-containers/storage/local_json' },
+      postgres: {},
+      redis: {},
+    };
+    const as = parseAsConfig({
+      storage_backend: { storage_type: 'LocalFs', backends },
+      rvps_config: { type: 'GrpcRemote', address: 'http://trustee-rvps:50003' },
+      attestation_token_broker: { duration_min: 5 },
+      verifier_config: {},
+    });
+    expect(as.storage).toEqual({
+      storageType: 'LocalFs',
+      localFsDir: '/opt/confidential-containers/attestation-service',
+      localJsonDir: '/opt/confidential-containers/storage/local_json',
+    });
+    expect(as.rvps).toEqual({ type: 'GrpcRemote', address: 'http://trustee-rvps:50003' });
+    const rvps = parseRvpsConfig({
+      storage: {
+        storage_type: 'LocalFs',
+        backends: {
+          ...backends,
+          local_fs: { dir_path: '/opt/confidential-containers/attestation-service/reference_values' },
+        },
+      },
+      extractors: { swid_extractor: {} },
+    });
+    expect(rvps.storageType).toBe('LocalFs');
+    expect(rvps.localFsDir).toBe('/opt/confidential-containers/attestation-service/reference_values');
   });
 });
