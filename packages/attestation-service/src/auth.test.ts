@@ -184,6 +184,54 @@ describe('grpc-as --rvps-auth-private-key', () => {
   });
 });
 
+describe('grpc-as with a GrpcRemote RVPS over mutual TLS', () => {
+  it('trusts --rvps-cert-file and presents --rvps-client-cert: forwarded registrations pass the RVPS client CA', async () => {
+    const { createRvps, MemoryStorage } = await import('@broker/kbs');
+    const { createWriteAuthorizer, startRvpsServer } = await import('@broker/rvps');
+    const { writeFileSync } = await import('node:fs');
+    const rvps = await startRvpsServer({
+      rvps: createRvps(new MemoryStorage()),
+      address: '127.0.0.1:0',
+      tls: { certChain: pem(pki.serverCert), privateKey: pem(pki.serverKey), clientCa: pem(pki.clientCa) },
+      auth: await createWriteAuthorizer({ clientCertificates: true }),
+    });
+    const config = join(dir, 'remote-rvps-tls.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ rvps_config: { type: 'GrpcRemote', address: `https://127.0.0.1:${rvps.port}` } }),
+    );
+    const rv = JSON.stringify({
+      version: '0.1.0',
+      type: 'sample',
+      payload: Buffer.from('{"tls":1}').toString('base64'),
+    });
+    const trust = ['--rvps-cert-file', pki.serverCert];
+    const seen: unknown[] = [];
+    for (const extra of [
+      trust,
+      [...trust, '--rvps-client-cert', pki.clientCert, '--rvps-client-key', pki.clientKey],
+    ]) {
+      const port = await freePort();
+      const code = await grpcAsMain(['-c', config, '-s', `127.0.0.1:${port}`, ...extra], silent, async () => {
+        const client = new RvpsClient(`http://127.0.0.1:${port}`);
+        seen.push(
+          await client.register(rv).then(
+            () => 'ok',
+            (e: unknown) => (e as Error).message,
+          ),
+        );
+        seen.push(await client.query('tls'));
+        client.close();
+      });
+      expect(code).toBe(0);
+    }
+    await rvps.close();
+    expect(seen).toEqual([expect.stringMatching(/needs authentication/), undefined, 'ok', '1']);
+    const usage = { out: () => {}, err: () => {} };
+    expect(await grpcAsMain(['--rvps-client-cert', pki.clientCert], usage)).toBe(2);
+  });
+});
+
 describe('grpc-as --client-ca (mutual TLS)', () => {
   it('lets a client certificate from the CA write, refuses none or another CA, and reads without one', async () => {
     const port = await freePort();

@@ -17,6 +17,7 @@ import {
 import { signAdminToken } from '@broker/kbs-client';
 import {
   openWritesWarning,
+  type RvpsClientOptions,
   readPemFile,
   SECURITY_HELP,
   SECURITY_OPTIONS,
@@ -42,6 +43,10 @@ const COMMON_HELP = `  -c, --config-file <FILE>  trustee's AS configuration JSON
 
 const TAIL_HELP = `      --rvps-auth-private-key <FILE>  PEM private key: registrations forwarded to a GrpcRemote RVPS
                                   carry an admin JWT it signs (an RVPS with --admin-public-key)
+      --rvps-cert-file <FILE>     PEM CA certificates trusted for an https:// GrpcRemote RVPS
+                                  [default: the system roots]
+      --rvps-client-cert <FILE>   PEM client certificate presented to an https:// GrpcRemote RVPS
+      --rvps-client-key <FILE>    its private key (an RVPS with --client-ca)
 ${SECURITY_HELP}
 ${LOG_FORMAT_HELP}
   -h, --help                Print help
@@ -83,6 +88,9 @@ const OPTIONS = {
   socket: { type: 'string', short: 's' },
   rest: { type: 'string' },
   'rvps-auth-private-key': { type: 'string' },
+  'rvps-cert-file': { type: 'string' },
+  'rvps-client-cert': { type: 'string' },
+  'rvps-client-key': { type: 'string' },
   allowed_origin: { type: 'string', short: 'r', multiple: true },
   ...SECURITY_OPTIONS,
   ...LOG_FORMAT_OPTION,
@@ -93,6 +101,29 @@ function optionsOf(mode: Mode) {
   if (mode === 'attestation-service') return { ...common, rest };
   if (mode === 'restful-as') return { ...common, allowed_origin };
   return common;
+}
+
+/** How this service presents itself to a GrpcRemote RVPS: TLS trust, client certificate, admin JWT. */
+function remoteRvpsOptions(values: {
+  'rvps-auth-private-key'?: string | undefined;
+  'rvps-cert-file'?: string | undefined;
+  'rvps-client-cert'?: string | undefined;
+  'rvps-client-key'?: string | undefined;
+}): RvpsClientOptions {
+  const cert = values['rvps-client-cert'];
+  const key = values['rvps-client-key'];
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new UsageError('--rvps-client-cert and --rvps-client-key go together');
+  }
+  const authKey = values['rvps-auth-private-key'];
+  const pem = authKey === undefined ? undefined : readPemFile(authKey).toString('utf8');
+  const ca = values['rvps-cert-file'];
+  return {
+    ...(ca !== undefined && { caCert: readPemFile(ca) }),
+    ...(cert !== undefined &&
+      key !== undefined && { clientCert: { certChain: readPemFile(cert), privateKey: readPemFile(key) } }),
+    ...(pem !== undefined && { token: () => signAdminToken(pem, { lifetimeSeconds: 300 }) }),
+  };
 }
 
 function origins(values: readonly string[] | undefined): string[] {
@@ -133,16 +164,11 @@ function serve(mode: Mode, argv: string[], io: CommandIo, stop: () => Promise<un
       if (!security.auth.enabled) logger.warn(openWritesWarning('this attestation service', WRITES));
       const tls = security.tls;
       const writes = security.auth.enabled ? security.auth.methods : 'open';
-      const rvpsKeyPath = values['rvps-auth-private-key'];
-      const rvpsKey = rvpsKeyPath === undefined ? undefined : readPemFile(rvpsKeyPath).toString('utf8');
-      if (rvpsKey !== undefined && settings.rvps.type !== 'GrpcRemote') {
-        logger.warn('--rvps-auth-private-key is not used: rvps_config is not GrpcRemote');
+      const remoteRvps = remoteRvpsOptions(values);
+      if (Object.keys(remoteRvps).length > 0 && settings.rvps.type !== 'GrpcRemote') {
+        logger.warn('the --rvps-* options are not used: rvps_config is not GrpcRemote');
       }
-      const opened = await openAttestationService(settings, logger, {
-        ...(rvpsKey !== undefined && {
-          remoteRvps: { token: () => signAdminToken(rvpsKey, { lifetimeSeconds: 300 }) },
-        }),
-      });
+      const opened = await openAttestationService(settings, logger, { remoteRvps });
       try {
         const grpcAddress = mode === 'restful-as' ? undefined : (values.socket ?? DEFAULT_AS_SOCKET);
         const restAddress =
