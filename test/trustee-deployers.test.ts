@@ -142,6 +142,15 @@ describe("trustee's deployers' command lines on the built executables", () => {
     await stopsOnSigterm(rvps);
   });
 
+  it('docker-compose: `rvps --address 0.0.0.0:PORT` with no configuration file runs on the defaults', async () => {
+    // The compose file mounts its rvps.json at the default path; with nothing there, Memory storage.
+    const port = await freePort();
+    const rvps = launch(['rvps', '--address', `0.0.0.0:${port}`]);
+    await waitForListen({ port }, rvps);
+    expect(await probe(port, 'health:')).toEqual([SERVING]);
+    await stopsOnSigterm(rvps);
+  });
+
   it('trustee-operator: `/usr/local/bin/rvps -c FILE` (its default address) and `/usr/local/bin/grpc-as --socket 0.0.0.0:PORT --config-file FILE`', async () => {
     const rvpsConfig = file('rvps-config.json', {
       storage: {
