@@ -1,11 +1,12 @@
 import { X509Certificate } from 'node:crypto';
+import { DEFAULT_REPOSITORY_PREFIX, IMAGES_VERSION } from '@broker/images/version';
 import { parseKbsConfigText } from '@broker/kbs';
 import { parse as parseToml } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
 import { parseBrokerConfig } from './broker-config.js';
 import { BrokerConfigError, CertificateError } from './errors.js';
 import { KBS_PATHS } from './kbs-config.js';
-import { type KubeObject, renderBrokerConfig } from './render.js';
+import { DEFAULT_KBS_IMAGE, type KubeObject, renderBrokerConfig } from './render.js';
 import { collectSecrets } from './source-secrets.js';
 import { brokerConfigDoc, CLUSTER_DOMAIN, HOST, NAMESPACE, sourceSecrets } from './testing/fixtures.js';
 import { schemaProblems } from './testing/schemas.js';
@@ -236,6 +237,19 @@ describe('renderBrokerConfig', () => {
     expect(subPaths.map((x: Any) => x.mountPath)).toEqual([KBS_PATHS.tdxQcnlFile]);
   });
 
+  it('a mount with others inside it is writable: the runtime creates their mountpoints in it', async () => {
+    const r = await renderDoc({ kbsSecretResources: ['attestation-status', 'kbsres1'] });
+    const mounts = (find(r.objects, 'Deployment') as Any).spec.template.spec.containers[0].volumeMounts;
+    const parents = mounts.filter((m: Any) =>
+      mounts.some((o: Any) => o !== m && o.mountPath.startsWith(`${m.mountPath}/`)),
+    );
+    expect(parents.map((m: Any) => m.mountPath)).toEqual([KBS_PATHS.resourcesDir]);
+    for (const m of parents) expect(m.readOnly, m.mountPath).not.toBe(true);
+    // Everything else is read-only, but /tmp.
+    const writable = mounts.filter((m: Any) => m.readOnly !== true).map((m: Any) => m.mountPath);
+    expect(writable.sort()).toEqual([KBS_PATHS.resourcesDir, KBS_PATHS.tmpDir].sort());
+  });
+
   it('restricted security context on the pod and the container', async () => {
     const r = await renderDoc();
     const pod = (find(r.objects, 'Deployment') as Any).spec.template.spec;
@@ -249,6 +263,22 @@ describe('renderBrokerConfig', () => {
       capabilities: { drop: ['ALL'] },
       seccompProfile: { type: 'RuntimeDefault' },
     });
+  });
+
+  it('runs the kbs image `make images` builds unless spec.kbsImage or --image names another', async () => {
+    const image = async (spec: Record<string, unknown>, override?: string) => {
+      const { secrets } = await sourceSecrets();
+      const r = renderBrokerConfig(parseBrokerConfig(brokerConfigDoc(spec)), {
+        clusterDomain: CLUSTER_DOMAIN,
+        secrets,
+        ...(override !== undefined && { image: override }),
+      });
+      return (find(r.objects, 'Deployment') as Any).spec.template.spec.containers[0].image;
+    };
+    expect(DEFAULT_KBS_IMAGE).toBe(`${DEFAULT_REPOSITORY_PREFIX}/kbs:${IMAGES_VERSION}`);
+    expect(await image({})).toBe('localhost/broker/kbs:0.1.0');
+    expect(await image({ kbsImage: 'registry.example/broker/kbs:1' })).toBe('registry.example/broker/kbs:1');
+    expect(await image({ kbsImage: 'registry.example/broker/kbs:1' }, 'other/kbs:2')).toBe('other/kbs:2');
   });
 
   it('replicas with Redis: N pods, no session affinity, state in Redis with the URL from the Secret', async () => {

@@ -2,6 +2,7 @@
 // the Deployment and Service that run the KBS. What an operator would reconcile in the cluster is done
 // here offline, so the output applies as-is with `kubectl apply -f`.
 import { createHash } from 'node:crypto';
+import { DEFAULT_REPOSITORY_PREFIX, IMAGES_VERSION } from '@broker/images/version';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { IContainer } from 'kubernetes-models/v1/Container';
@@ -34,8 +35,11 @@ export function kbsEnvVars(cfg: BrokerConfig): Record<string, string> {
   return { RUST_LOG: cfg.profileType === 'Restricted' ? 'info' : 'debug' };
 }
 
-/** Image run when neither the BrokerConfig nor the command line names one. */
-export const DEFAULT_KBS_IMAGE = 'localhost/broker/kbs:0.1.0';
+/**
+ * Image run when neither the BrokerConfig nor the command line names one: the kbs image `make images`
+ * builds (`localhost/broker/kbs:<version>`; load it into the node's runtime or push it under that name).
+ */
+export const DEFAULT_KBS_IMAGE = `${DEFAULT_REPOSITORY_PREFIX}/kbs:${IMAGES_VERSION}`;
 
 export interface RenderOptions {
   /** Cluster apps domain; the route host is `kbs-route-<namespace>.<clusterDomain>`. */
@@ -306,9 +310,12 @@ function renderDeployment(
   configMapDir('attestation-policy', n.attestationPolicyConfigMap, p.attestationPolicyDir);
   configMapDir('resource-policy', n.resourcePolicyConfigMap, p.resourcePolicyDir);
   configMapDir('reference-values', n.rvpsReferenceValuesConfigMap, p.referenceValueDir);
-  // The resources root exists even with no resource Secret; each Secret is mounted below it.
+  // The resources root exists even with no resource Secret; each Secret is mounted below it. It is
+  // mounted writable: the container runtime creates each Secret's mountpoint (`default/<secret>`) inside
+  // it after mounting it, which a read-only mount refuses (runc: "mkdir …: read-only file system") and
+  // the pod never starts. It stays empty (1 MiB at most); the Secrets themselves are read-only.
   volumes.push({ name: 'resources', emptyDir: { sizeLimit: '1Mi' } });
-  mounts.push({ name: 'resources', mountPath: p.resourcesDir, readOnly: true });
+  mounts.push({ name: 'resources', mountPath: p.resourcesDir });
   // trustee's DCAP library reads this fixed path.
   configMapFile('tdx-config', n.tdxConfigMap, p.tdxQcnlKey, p.tdxQcnlFile);
   volumes.push({ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } });

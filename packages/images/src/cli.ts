@@ -8,10 +8,9 @@ import { buildImages } from './build.js';
 import { ImageBuildError } from './errors.js';
 import { IMAGES, imageNamed } from './images.js';
 import { PLATFORMS, platformNamed } from './platform.js';
+import { DEFAULT_REPOSITORY_PREFIX, IMAGES_VERSION } from './version.js';
 
-export const IMAGES_VERSION = '0.1.0';
-/** Where `brokerctl render` and the tests expect the images by default. */
-export const DEFAULT_REPOSITORY_PREFIX = 'localhost/broker';
+export { DEFAULT_REPOSITORY_PREFIX, IMAGES_VERSION };
 
 const HELP = `Usage: broker-images [OPTIONS]
 
