@@ -206,11 +206,41 @@ describe('policy evaluation bounds, dist/bin/kbs', () => {
     const second = await guestFetch();
     expect(second.status).toBe(401);
     expect(await metric('kbs_policy_limit_refusals_total')).toBe(
-      'kbs_policy_limit_refusals_total{remembered="false"} 1\nkbs_policy_limit_refusals_total{remembered="true"} 1',
+      [
+        'kbs_policy_limit_refusals_total{policy="resource",remembered="false"} 1',
+        'kbs_policy_limit_refusals_total{policy="resource",remembered="true"} 1',
+      ].join('\n'),
     );
     expect((await healthz()).status).toBe(200);
     // A new policy text is evaluated afresh.
     expect((await setResourcePolicy(ALLOW_ALL)).status).toBe(200);
+    expect((await guestFetch()).status).toBe(200);
+  }, 60_000);
+
+  it('evaluates an attestation policy that exceeds a limit on a guest once, then refuses from memory', async () => {
+    const original = JSON.parse((await as('admin', 'GET', 'admin/attestation-policy/default_cpu')).body)
+      .policy as string;
+    // The representative evidence has empty report data: the upload check passes.
+    const late = `package policy\n${BOMB_SET}\ndefault executables := 3\nexecutables := count(bomb) if input.report_data != ""\ntrust_claims := {"executables": executables}\n`;
+    const set = (text: string) =>
+      as('admin', 'POST', 'attestation-policy', { policy_id: 'default_cpu', policy: b64url(text) });
+    expect((await set(late)).status).toBe(200);
+    const attest = async () => {
+      const g = guest();
+      const auth = await g.auth(kbs.url);
+      return g.attest(kbs.url, auth.cookie, auth.nonce);
+    };
+    const first = await attest();
+    expect(first.status, first.body).toBe(401);
+    expect(JSON.parse(first.body)).toMatchObject({ type: expect.stringMatching(/AttestationError$/) });
+    expect((await attest()).status).toBe(401);
+    expect(await metric('kbs_policy_limit_refusals_total{policy="attestation"')).toBe(
+      [
+        'kbs_policy_limit_refusals_total{policy="attestation",remembered="false"} 1',
+        'kbs_policy_limit_refusals_total{policy="attestation",remembered="true"} 1',
+      ].join('\n'),
+    );
+    expect((await set(original)).status).toBe(200);
     expect((await guestFetch()).status).toBe(200);
   }, 60_000);
 });

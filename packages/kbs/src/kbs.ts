@@ -207,7 +207,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
 
     const policy = new ResourcePolicy(storage, {
       // `metrics` is made below; the policy is evaluated only once requests are served.
-      onLimit: (remembered) => metrics.policyLimitRefusals.labels(String(remembered)).inc(),
+      onLimit: (remembered) => metrics.policyLimitRefusals.labels('resource', String(remembered)).inc(),
     });
     await step('resource policy initialization failed', () => policy.seedDefault());
 
@@ -229,6 +229,8 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
             logger.child({ component: 'attestation-service' }),
             {
               ...(options.now !== undefined && { now: options.now }),
+              onPolicyLimit: (remembered) =>
+                metrics.policyLimitRefusals.labels('attestation', String(remembered)).inc(),
               // A store other processes write to is read on every use, so that a change made through
               // another replica applies to the next request here.
               ...((storage.isShared('attestation_service_policy') || storage.isShared('reference_value')) && {

@@ -19,10 +19,11 @@ export class KbsMetrics {
   readonly policyViolations: Counter;
   readonly policyErrors: Counter;
   /**
-   * This KBS's own: requests refused because the resource policy's evaluation exceeded a limit;
-   * `remembered="true"` when it was not evaluated again (an earlier request exceeded it with this text).
+   * This KBS's own: requests refused because a policy's evaluation exceeded a limit, by `policy`
+   * (`resource`, `attestation`); `remembered="true"` when it was not evaluated again (an earlier
+   * evaluation of that text exceeded it).
    */
-  readonly policyLimitRefusals: Counter<'remembered'>;
+  readonly policyLimitRefusals: Counter<'policy' | 'remembered'>;
   readonly attestationRequests: Counter;
   readonly attestationSuccesses: Counter<'tee_type'>;
   readonly attestationFailures: Counter<'tee_type'>;
@@ -96,8 +97,8 @@ export class KbsMetrics {
     this.policyErrors = counter('kbs_policy_errors_total', 'Total count of errors during KBS evaluation');
     this.policyLimitRefusals = new Counter({
       name: 'kbs_policy_limit_refusals_total',
-      help: 'Requests refused because the resource policy exceeded an evaluation limit (remembered: not evaluated again)',
-      labelNames: ['remembered'],
+      help: 'Requests refused because a policy exceeded an evaluation limit (remembered: not evaluated again)',
+      labelNames: ['policy', 'remembered'],
       registers,
     });
     this.attestationRequests = counter(

@@ -101,6 +101,11 @@ export interface AttestationServiceOptions {
   readonly httpGet?: HttpGet;
   /** Where policies look reference values up (a remote RVPS); default the built-in RVPS. */
   readonly queryReferenceValue?: (name: string) => Promise<unknown>;
+  /**
+   * Hears each appraisal refused because its attestation policy exceeded an evaluation limit:
+   * `remembered` when the policy was not evaluated again (an earlier evaluation of its text exceeded it).
+   */
+  readonly onPolicyLimit?: (remembered: boolean) => void;
 }
 
 /** More devices than this in one attestation is not a real platform. */
@@ -193,7 +198,11 @@ export async function createAttestationService(
     (remoteRvps !== undefined
       ? (name: string) => remoteRvps.query(name)
       : (name: string) => rvps.query(name));
-  const policies = new PolicyStore(storage, logger, { revalidateMs: ttl, now });
+  const policies = new PolicyStore(storage, logger, {
+    revalidateMs: ttl,
+    now,
+    ...(options.onPolicyLimit !== undefined && { onLimit: options.onPolicyLimit }),
+  });
   await policies.seedDefaults();
   if (broker.signer === undefined) {
     logger.info('no attestation token signer configured: signing with an ephemeral P-256 key (no x5c)');
