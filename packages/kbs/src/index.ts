@@ -57,8 +57,8 @@ export { KBS_VERSION, KbsMetrics } from './metrics.js';
 export * from './plugins/index.js';
 export {
   POLICY_EVAL_LIMITS,
-  PolicyCheckError,
   type PolicyCheckCode,
+  PolicyCheckError,
 } from './policy/limits.js';
 export {
   BUILTIN_RESOURCE_POLICIES,
@@ -89,6 +89,21 @@ export { InvalidStorageKey } from './storage/keys.js';
 export { DEFAULT_LOCAL_FS_DIR, type LocalFsOptions, LocalFsStorage } from './storage/local-fs.js';
 export { DEFAULT_LOCAL_JSON_DIR, LocalJsonStorage } from './storage/local-json.js';
 export { MemoryStorage } from './storage/memory.js';
+export {
+  DEFAULT_POSTGRES_CONFIG,
+  DEFAULT_POSTGRES_POOL_SIZE,
+  describePostgresTarget,
+  POSTGRES_URL_ENV,
+  type PostgresConfig,
+  type PostgresEvent,
+  PostgresStorage,
+  PostgresStorageError,
+  type PostgresStorageErrorCode,
+  type PostgresStorageOptions,
+  type PostgresTarget,
+  postgresTarget,
+  redactPostgresUrl,
+} from './storage/postgres.js';
 export {
   DEFAULT_REDIS_URL,
   REDIS_URL_ENV,

@@ -1,0 +1,4 @@
+CREATE TABLE key_value (
+    value BYTEA,
+    key TEXT PRIMARY KEY
+);
