@@ -102,8 +102,8 @@ export class NetworkNamespace {
 
 /** A pod volume, laid out on the host as the kubelet lays it out. */
 export type Volume =
-  | { readonly configMap: Readonly<Record<string, string | Buffer>> }
-  | { readonly secret: Readonly<Record<string, string | Buffer>> }
+  | { readonly configMap: Readonly<Record<string, string | Buffer>>; readonly defaultMode?: number }
+  | { readonly secret: Readonly<Record<string, string | Buffer>>; readonly defaultMode?: number }
   | { readonly emptyDir: true }
   | { readonly hostPath: string };
 
@@ -142,13 +142,18 @@ export interface RunningContainer {
   stop(signal?: string, timeoutMs?: number): Promise<{ code: number | null; ms: number }>;
 }
 
-function writeAtomicWriterVolume(dir: string, files: Readonly<Record<string, string | Buffer>>): void {
+function writeAtomicWriterVolume(
+  dir: string,
+  files: Readonly<Record<string, string | Buffer>>,
+  mode = 0o644,
+): void {
   // The kubelet's atomic writer: the files in a time-stamped folder, `..data` linking to it, and one
   // link per key through `..data`, so that an update swaps one link.
   const stamp = '..2026_01_01_00_00_00.000000000';
   mkdirSync(join(dir, stamp), { recursive: true });
   for (const [key, value] of Object.entries(files)) {
-    writeFileSync(join(dir, stamp, key), value, { mode: 0o644 });
+    writeFileSync(join(dir, stamp, key), value);
+    chmodSync(join(dir, stamp, key), mode);
     symlinkSync(posix.join('..data', key), join(dir, key));
   }
   symlinkSync(stamp, join(dir, '..data'));
@@ -176,7 +181,7 @@ export class Pod {
       const vdir = join(dir, 'volumes', name);
       mkdirSync(vdir, { recursive: true });
       if ('emptyDir' in v) chmodSync(vdir, 0o777);
-      else writeAtomicWriterVolume(vdir, 'configMap' in v ? v.configMap : v.secret);
+      else writeAtomicWriterVolume(vdir, 'configMap' in v ? v.configMap : v.secret, v.defaultMode);
       this.volumeDirs.set(name, vdir);
     }
   }
