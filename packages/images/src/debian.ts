@@ -5,8 +5,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import tar from 'tar-stream';
 import { ImageBuildError } from './errors.js';
+import { tarEntries } from './tar.js';
 
 export interface DebianPackage {
   readonly name: string;
@@ -87,32 +87,15 @@ export async function debFiles(pkg: DebianPackage): Promise<Map<string, DebFile>
     });
   }
   const files = new Map<string, DebFile>();
-  const extract = tar.extract();
-  const done = new Promise<void>((resolve, reject) => {
-    extract.on('entry', (header, stream, next) => {
-      const chunks: Buffer[] = [];
-      stream.on('data', (c: unknown) => {
-        chunks.push(c as Buffer);
-      });
-      stream.on('end', () => {
-        const path = header.name.replace(/^\.?\//, '').replace(/\/$/, '');
-        if (path !== '') {
-          const mode = (header.mode ?? 0o644) & 0o7777;
-          if (header.type === 'directory') files.set(path, { type: 'directory', mode });
-          else if (header.type === 'symlink')
-            files.set(path, { type: 'symlink', mode, linkname: header.linkname ?? '' });
-          else if (header.type === 'file')
-            files.set(path, { type: 'file', mode, data: Buffer.concat(chunks) });
-        }
-        next();
-      });
-      stream.on('error', reject);
-    });
-    extract.on('finish', resolve);
-    extract.on('error', reject);
-  });
-  extract.end(tarBytes);
-  await done;
+  for (const { header, data } of await tarEntries(tarBytes)) {
+    const path = header.name.replace(/^\.?\//, '').replace(/\/$/, '');
+    if (path === '') continue;
+    const mode = (header.mode ?? 0o644) & 0o7777;
+    if (header.type === 'directory') files.set(path, { type: 'directory', mode });
+    else if (header.type === 'symlink')
+      files.set(path, { type: 'symlink', mode, linkname: header.linkname ?? '' });
+    else if (header.type === 'file') files.set(path, { type: 'file', mode, data });
+  }
   return files;
 }
 

@@ -10,9 +10,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import tar from 'tar-stream';
 import { ImageBuildError } from './errors.js';
 import type { ImagePlatform } from './platform.js';
+import { tarEntries } from './tar.js';
 
 /**
  * npm's integrity of each platform package this build may download, by `name@version`. When the
@@ -45,27 +45,10 @@ export function workspaceNodeVersion(root: string): string {
 }
 
 async function binaryFromTarball(tgz: Buffer, what: string): Promise<Buffer> {
-  const extract = tar.extract();
-  let binary: Buffer | undefined;
-  const done = new Promise<void>((resolve, reject) => {
-    extract.on('entry', (header, stream, next) => {
-      const chunks: Buffer[] = [];
-      stream.on('data', (c: unknown) => {
-        chunks.push(c as Buffer);
-      });
-      stream.on('end', () => {
-        if (header.name === 'package/bin/node' && header.type === 'file') binary = Buffer.concat(chunks);
-        next();
-      });
-      stream.on('error', reject);
-    });
-    extract.on('finish', resolve);
-    extract.on('error', reject);
-  });
-  extract.end(gunzipSync(tgz, { maxOutputLength: MAX_RUNTIME_BYTES }));
-  await done;
+  const entries = await tarEntries(gunzipSync(tgz, { maxOutputLength: MAX_RUNTIME_BYTES }));
+  const binary = entries.find((e) => e.header.name === 'package/bin/node' && e.header.type === 'file');
   if (binary === undefined) throw new ImageBuildError('NODE_RUNTIME', `${what} holds no package/bin/node`);
-  return binary;
+  return binary.data;
 }
 
 /** The Node runtime for `platform`, of the workspace's version. */
