@@ -68,6 +68,7 @@ describe('AS config', () => {
       storageType: 'LocalFs',
       localFsDir: '/opt/confidential-containers/attestation-service',
       localJsonDir: '/opt/confidential-containers/storage/local_json',
+      postgres: { db: 'postgres', username: 'postgres', port: 5432, host: 'localhost' },
     });
     expect(as.rvps).toEqual({ type: 'GrpcRemote', address: 'http://trustee-rvps:50003' });
     const rvps = parseRvpsConfig({

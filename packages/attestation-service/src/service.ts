@@ -45,7 +45,17 @@ export async function openAttestationService(
   logger: Logger,
   options: OpenOptions = {},
 ): Promise<OpenedAttestationService> {
-  const storage = await openRvpsStorage(settings.storage);
+  const storage = await openRvpsStorage(settings.storage, {
+    onEvent: (e) => {
+      if (e.kind === 'disconnected')
+        logger.error({ reason: e.reason }, 'PostgreSQL connection lost: requests fail until it returns');
+      else if (e.kind === 'reconnected') logger.info('PostgreSQL connection restored');
+    },
+  });
+  // A store other processes write to (another replica) is read on every use instead of cached.
+  const shared =
+    (storage.isShared?.('attestation_service_policy') ?? false) ||
+    (storage.isShared?.('reference_value') ?? false);
   let client: RvpsClient | undefined;
   try {
     let rvps: Rvps;
@@ -55,11 +65,15 @@ export async function openAttestationService(
       await client.query('__healthcheck__');
       rvps = remoteRvps(client);
     } else {
-      rvps = createRvps(storage, options.now ? { now: () => new Date((options.now as () => number)()) } : {});
+      rvps = createRvps(storage, {
+        ...(options.now !== undefined && { now: () => new Date((options.now as () => number)()) }),
+        ...(shared && { cacheTtlMs: 0 }),
+      });
     }
     const service = await createAttestationService(settings.service, storage, logger, {
       queryReferenceValue: (name) => rvps.query(name),
       ...(options.now !== undefined && { now: options.now }),
+      ...(shared && { cacheTtlMs: 0 }),
     });
     return {
       service,

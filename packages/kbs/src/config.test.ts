@@ -118,6 +118,43 @@ url = "redis://:pw@redis.kbs.svc:6379/2"
     expect(d.storageBackend).toEqual({ storageType: 'Memory', redisUrl: 'redis://127.0.0.1:6379' });
   });
 
+  it("reads trustee's Postgres backend: [storage_backend.backends.postgres] with its keys and defaults", () => {
+    const c = parseKbsConfigText(`
+session_storage_type = "Postgres"
+[http_server]
+insecure_http = true
+worker_count = 2
+[admin]
+authorization_mode = "DenyAll"
+[storage_backend]
+storage_type = "Postgres"
+[storage_backend.backends.postgres]
+db = "kbs"
+username = "kbs"
+password = "pw"
+port = 6432
+host = "db.kbs.svc"
+table = "key_value"
+`);
+    expect(c.storageBackend).toEqual({
+      storageType: 'Postgres',
+      postgres: { db: 'kbs', username: 'kbs', password: 'pw', port: 6432, host: 'db.kbs.svc' },
+    });
+    expect(c.sessionStorageType).toBe('Postgres');
+    // Shared by every worker process.
+    expect(c.httpServer.workerCount).toBe(2);
+    expect(c.warnings.some((w) => /table is ignored: each namespace has its own table/.test(w))).toBe(true);
+    const d = parseKbsConfigText(`${MIN}
+[storage_backend]
+storage_type = "postgres"
+[storage_backend.backends.postgres]
+`);
+    expect(d.storageBackend).toEqual({
+      storageType: 'Postgres',
+      postgres: { db: 'postgres', username: 'postgres', port: 5432, host: 'localhost' },
+    });
+  });
+
   it('keeps sessions in Redis while resources stay in LocalFs', () => {
     const c = parseKbsConfigText(`
 session_storage_type = "Redis"
@@ -323,9 +360,25 @@ allowed_endpoints = "^/kbs/v0/resource/.+$"
         /redis:\/\/ or rediss:\/\//,
       ],
       [
-        'Postgres storage',
+        'Postgres storage without its table',
         `${MIN}\n[storage_backend]\nstorage_type = "Postgres"`,
-        /Postgres is not supported/,
+        /needs \[storage_backend\.backends\.postgres\].*PostgreSQL configuration is required/,
+      ],
+      [
+        'Postgres reference values without the table',
+        `${MIN}\n[attestation_service.rvps_config]\ntype = "BuiltIn"\nstorage_type = "Postgres"`,
+        /rvps_config\] storage_type = "Postgres" needs \[storage_backend\.backends\.postgres\]/,
+      ],
+      ['a Postgres port out of range', `${MIN}\n[storage_backend.backends.postgres]\nport = 70000`, /port/],
+      [
+        'a Postgres port that is a string',
+        `${MIN}\n[storage_backend.backends.postgres]\nport = "5432"`,
+        /port/,
+      ],
+      [
+        'an empty Postgres host',
+        `${MIN}\n[storage_backend.backends.postgres]\nhost = ""`,
+        /host must not be empty/,
       ],
       [
         'several workers with Memory sessions',

@@ -15,6 +15,7 @@ import {
 import { type ExternalPluginConfig, parseExternalPlugin } from './plugins/external-config.js';
 import { DEFAULT_LOCAL_FS_DIR } from './storage/local-fs.js';
 import { DEFAULT_LOCAL_JSON_DIR } from './storage/local-json.js';
+import { DEFAULT_POSTGRES_CONFIG, type PostgresConfig } from './storage/postgres.js';
 import { DEFAULT_REDIS_URL } from './storage/redis.js';
 
 export { ConfigError } from './config-reader.js';
@@ -97,7 +98,7 @@ export interface ConsoleConfig {
   readonly enabled: boolean;
 }
 
-export type StorageType = 'Memory' | 'LocalFs' | 'LocalJson' | 'Redis';
+export type StorageType = 'Memory' | 'LocalFs' | 'LocalJson' | 'Postgres' | 'Redis';
 
 export interface StorageBackendConfig {
   readonly storageType: StorageType;
@@ -107,6 +108,8 @@ export interface StorageBackendConfig {
   readonly localJsonDir?: string;
   /** `[storage_backend.backends.redis] url`, when that table is present (`REDIS_URL` overrides it at start). */
   readonly redisUrl?: string;
+  /** `[storage_backend.backends.postgres]`, when that table is present (`POSTGRES_URL` overrides it at start). */
+  readonly postgres?: PostgresConfig;
 }
 
 /**
@@ -347,9 +350,17 @@ const STORAGE_TYPES: Record<string, string> = {
 
 function storageType(value: string | undefined, where: string, key: string): StorageType | undefined {
   const t = oneOf(value, STORAGE_TYPES, where, key);
-  if (t === undefined || t === 'Memory' || t === 'LocalFs' || t === 'LocalJson' || t === 'Redis') return t;
+  if (
+    t === undefined ||
+    t === 'Memory' ||
+    t === 'LocalFs' ||
+    t === 'LocalJson' ||
+    t === 'Postgres' ||
+    t === 'Redis'
+  )
+    return t;
   throw new ConfigError(
-    `${where} ${key}: storage type ${t} is not supported by this KBS (supported: Memory, LocalFs, LocalJson, Redis)`,
+    `${where} ${key}: storage type ${t} is not supported by this KBS (supported: Memory, LocalFs, LocalJson, Postgres, Redis)`,
   );
 }
 
@@ -363,6 +374,7 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
   let localFsDir: string | undefined;
   let localJsonDir: string | undefined;
   let redisUrl: string | undefined;
+  let postgres: PostgresConfig | undefined;
   if (backends !== undefined) {
     const lfs = backends.optSection('local_fs');
     if (lfs !== undefined) {
@@ -381,9 +393,8 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
     }
     const lj = backends.optSection('local_json');
     if (lj !== undefined) localJsonDir = parseLocalJson(lj);
-    if (backends.raw('postgres') !== undefined) {
-      warnings.push(`${backends.where.slice(0, -1)}.postgres] is ignored: that backend is not supported`);
-    }
+    const pg = backends.optSection('postgres');
+    if (pg !== undefined) postgres = parsePostgres(pg, warnings);
     backends.finish();
   }
   if (type === 'LocalFs' && localFsDir === undefined) {
@@ -401,12 +412,49 @@ function parseStorageBackend(s: Section | undefined, warnings: string[]): Storag
       `${s.where} storage_type = "LocalJson" needs [storage_backend.backends.local_json] with file_dir_path (Local JSON configuration is required)`,
     );
   }
+  if (type === 'Postgres' && postgres === undefined) {
+    throw new ConfigError(
+      `${s.where} storage_type = "Postgres" needs [storage_backend.backends.postgres] (PostgreSQL configuration is required)`,
+    );
+  }
   return {
     storageType: type,
     ...(localFsDir !== undefined && { localFsDir }),
     ...(localJsonDir !== undefined && { localJsonDir }),
     ...(redisUrl !== undefined && { redisUrl }),
+    ...(postgres !== undefined && { postgres }),
   };
+}
+
+/**
+ * trustee's keys and defaults: `db` (postgres), `username` (postgres), `password` (none), `port` (5432),
+ * `host` (localhost). The table of each namespace is named after it; trustee's README also lists a
+ * `table` key, which its code does not read: accepted here with a warning, and not used either.
+ */
+function parsePostgres(s: Section, warnings: string[]): PostgresConfig {
+  const d = DEFAULT_POSTGRES_CONFIG;
+  const db = s.string('db', d.db);
+  const username = s.string('username', d.username);
+  const password = s.optString('password');
+  const port = s.optInt('port', 1, 65535) ?? d.port;
+  const host = s.string('host', d.host);
+  if (s.optString('table') !== undefined) {
+    warnings.push(
+      `${s.where} table is ignored: each namespace has its own table, named after it (repository, kbs, kbs_protocol_session, attestation_service_policy, reference_value), as in trustee`,
+    );
+  }
+  s.finish({
+    session_storage_type: 'session_storage_type is a top-level key: put it before the first [table]',
+    url: 'set the POSTGRES_URL environment variable for a connection URI',
+  });
+  for (const [k, v] of [
+    ['db', db],
+    ['username', username],
+    ['host', host],
+  ] as const) {
+    if (v === '') throw new ConfigError(`${s.where} ${k} must not be empty`);
+  }
+  return { db, username, ...(password !== undefined && { password }), port, host };
 }
 
 /**
@@ -474,13 +522,21 @@ const BACKEND_TABLES: Partial<Record<string, { table: string; key: string; name:
   LocalFs: { table: 'local_fs', key: 'dir_path', name: 'Local FS' },
   LocalJson: { table: 'local_json', key: 'file_dir_path', name: 'Local JSON' },
   Redis: { table: 'redis', key: 'url', name: 'Redis' },
+  Postgres: { table: 'postgres', key: 'host', name: 'PostgreSQL' },
 };
 
 /** A store that selects a backend needs that backend's table, as in trustee. */
 function requireBackendTable(what: string, type: string | undefined, sb: StorageBackendConfig): void {
   const t = type === undefined ? undefined : BACKEND_TABLES[type];
   if (t === undefined) return;
-  const have = type === 'LocalFs' ? sb.localFsDir : type === 'LocalJson' ? sb.localJsonDir : sb.redisUrl;
+  const have =
+    type === 'LocalFs'
+      ? sb.localFsDir
+      : type === 'LocalJson'
+        ? sb.localJsonDir
+        : type === 'Postgres'
+          ? sb.postgres
+          : sb.redisUrl;
   if (have !== undefined) return;
   throw new ConfigError(
     `${what} = "${type}" needs [storage_backend.backends.${t.table}] with ${t.key} (${t.name} configuration is required)`,
@@ -515,7 +571,7 @@ function checkWorkers(
     return workerCount;
   }
   throw new ConfigError(
-    `[http_server] worker_count = ${workerCount} needs state shared between worker processes, but ${memory.join(', ')} ${memory.length === 1 ? 'is' : 'are'} Memory (private to each process): use storage_type = "Redis" (or "LocalFs") for ${memory.length === 1 ? 'it' : 'them'}, or set worker_count = 1`,
+    `[http_server] worker_count = ${workerCount} needs state shared between worker processes, but ${memory.join(', ')} ${memory.length === 1 ? 'is' : 'are'} Memory (private to each process): use storage_type = "Redis" (or "Postgres", "LocalFs") for ${memory.length === 1 ? 'it' : 'them'}, or set worker_count = 1`,
   );
 }
 

@@ -23,6 +23,7 @@ import { type SessionLimits, SessionStore } from './session.js';
 import { LocalFsStorage } from './storage/local-fs.js';
 import { LocalJsonStorage } from './storage/local-json.js';
 import { MemoryStorage } from './storage/memory.js';
+import { describePostgresTarget, PostgresStorage, postgresTarget } from './storage/postgres.js';
 import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js';
 import { RoutedStorage } from './storage/routed.js';
 import type { KvStorage, Namespace } from './storage/types.js';
@@ -106,9 +107,26 @@ async function openStorage(config: KbsConfig, opened: KvStorage[], logger: Logge
           else log.debug({ reason: e.reason }, 'Redis reconnection attempt failed');
         },
       });
+    } else if (type === 'Postgres') {
+      const configured = config.storageBackend.postgres;
+      if (configured === undefined) {
+        throw new KbsStartupError(`${what}: Postgres needs [storage_backend.backends.postgres]`);
+      }
+      // trustee's override: POSTGRES_URL (which may hold a password) replaces the configured fields.
+      const target = postgresTarget(configured);
+      const log = logger.child({ component: 'postgres', postgres: describePostgresTarget(target) });
+      s = await PostgresStorage.open({
+        target,
+        onEvent: (e) => {
+          if (e.kind === 'disconnected')
+            log.error({ reason: e.reason }, 'PostgreSQL connection lost: requests fail until it returns');
+          else if (e.kind === 'reconnected') log.info('PostgreSQL connection restored');
+          else log.debug({ reason: e.reason }, 'PostgreSQL connection failed again');
+        },
+      });
     } else {
       throw new KbsStartupError(
-        `${what}: storage type ${type} is not supported by this KBS (supported: Memory, LocalFs, LocalJson, Redis)`,
+        `${what}: storage type ${type} is not supported by this KBS (supported: Memory, LocalFs, LocalJson, Postgres, Redis)`,
       );
     }
     opened.push(s);

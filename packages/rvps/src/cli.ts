@@ -72,11 +72,18 @@ export function rvpsMain(
       const configPath = values.config ?? DEFAULT_RVPS_CONFIG_PATH;
       const config = loadRvpsConfig(configPath);
       for (const w of config.warnings) logger.warn(w);
-      const storage = await openRvpsStorage(config);
+      const storage = await openRvpsStorage(config, {
+        onEvent: (e) => {
+          if (e.kind === 'disconnected')
+            logger.error({ reason: e.reason }, 'PostgreSQL connection lost: requests fail until it returns');
+          else if (e.kind === 'reconnected') logger.info('PostgreSQL connection restored');
+        },
+      });
       try {
         const address = values.address ?? DEFAULT_RVPS_ADDRESS;
         const server = await startRvpsServer({
-          rvps: createRvps(storage),
+          // A store other processes write to (another replica) is read on every query instead of cached.
+          rvps: createRvps(storage, storage.isShared?.('reference_value') ? { cacheTtlMs: 0 } : {}),
           address,
           logger,
           auth: security.auth,

@@ -56,12 +56,44 @@ describe('rvps.json', () => {
   it.each([
     [{ storage: { storage_type: 'LocalFs' } }, /Local FS configuration is required/],
     [{ storage: { storage_type: 'LocalJson', backends: {} } }, /Local JSON configuration is required/],
-    [{ storage: { storage_type: 'Postgres' } }, /"Postgres" is not supported/],
+    [{ storage: { storage_type: 'Postgres' } }, /PostgreSQL configuration is required/],
+    [{ storage: { storage_type: 'Redis' } }, /"Redis" is not supported/],
+    [
+      { storage: { storage_type: 'Postgres', backends: { postgres: { port: 0 } } } },
+      /port must be an integer/,
+    ],
+    [{ storage: { storage_type: 'Postgres', backends: { postgres: { port: '5432' } } } }, /port must be/],
+    [{ storage: { storage_type: 'Postgres', backends: { postgres: { host: '' } } } }, /host must be/],
+    [{ storage: { storage_type: 'Postgres', backends: { postgres: { password: 1 } } } }, /password must be/],
     [{ storage: 'LocalFs' }, /storage must be an object/],
     [[], /must be an object/],
     [{ storage: { storage_type: 'LocalFs', backends: { local_fs: { dir_path: 3 } } } }, /dir_path must be/],
   ])('refuses %j', (doc, message) => {
     expect(() => parseRvpsConfig(doc)).toThrow(message);
+  });
+
+  it("reads trustee's PostgreSQL table with its keys and defaults", () => {
+    expect(
+      parseRvpsConfig({
+        storage: {
+          storage_type: 'postgres',
+          backends: {
+            postgres: { db: 'rv', username: 'rvps', password: 'pw', port: 6432, host: 'db', table: 'x' },
+          },
+        },
+      }),
+    ).toEqual({
+      storageType: 'Postgres',
+      postgres: { db: 'rv', username: 'rvps', password: 'pw', port: 6432, host: 'db' },
+      warnings: [
+        'storage.backends.postgres.table is ignored: each namespace has its own table, named after it (reference_value, attestation_service_policy), as in trustee',
+      ],
+    });
+    expect(parseRvpsConfig({ storage: { storage_type: 'Postgres', backends: { postgres: {} } } })).toEqual({
+      storageType: 'Postgres',
+      postgres: { db: 'postgres', username: 'postgres', port: 5432, host: 'localhost' },
+      warnings: [],
+    });
   });
 
   it('reads TOML by extension and names the file in errors', () => {

@@ -3,7 +3,12 @@
 // misspelt key (trustee's own docker-compose rvps.json says `type`/`file_path`) is visible.
 import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
-import { DEFAULT_LOCAL_FS_DIR, DEFAULT_LOCAL_JSON_DIR } from '@broker/kbs';
+import {
+  DEFAULT_LOCAL_FS_DIR,
+  DEFAULT_LOCAL_JSON_DIR,
+  DEFAULT_POSTGRES_CONFIG,
+  type PostgresConfig,
+} from '@broker/kbs';
 import { parse as parseToml } from 'smol-toml';
 import { RvpsConfigError } from './errors.js';
 
@@ -11,12 +16,13 @@ export const DEFAULT_RVPS_CONFIG_PATH = '/etc/rvps.json';
 export const DEFAULT_RVPS_ADDRESS = '127.0.0.1:50003';
 const MAX_CONFIG_BYTES = 1024 * 1024;
 
-export type RvpsStorageType = 'Memory' | 'LocalFs' | 'LocalJson';
+export type RvpsStorageType = 'Memory' | 'LocalFs' | 'LocalJson' | 'Postgres';
 
 const STORAGE_ALIASES: Readonly<Record<string, RvpsStorageType>> = {
   memory: 'Memory',
   local_fs: 'LocalFs',
   local_json: 'LocalJson',
+  postgres: 'Postgres',
 };
 
 export interface RvpsConfig {
@@ -25,6 +31,8 @@ export interface RvpsConfig {
   readonly localFsDir?: string;
   /** `storage.backends.local_json.file_dir_path` */
   readonly localJsonDir?: string;
+  /** `storage.backends.postgres` (`POSTGRES_URL` overrides it at start, as in trustee). */
+  readonly postgres?: PostgresConfig;
   readonly warnings: readonly string[];
 }
 
@@ -74,6 +82,33 @@ export interface StorageBackendSettings {
   readonly storageType: RvpsStorageType;
   readonly localFsDir?: string;
   readonly localJsonDir?: string;
+  readonly postgres?: PostgresConfig;
+}
+
+/** key_value_storage's PostgreSQL table: `db`, `username`, `password`, `port`, `host`, with its defaults. */
+function parsePostgres(o: Obj, where: string, warnings: string[]): PostgresConfig {
+  unknownKeys(o, ['db', 'username', 'password', 'port', 'host', 'table'], where, warnings);
+  if (o.table !== undefined) {
+    warnings.push(
+      `${where}table is ignored: each namespace has its own table, named after it (reference_value, attestation_service_policy), as in trustee`,
+    );
+  }
+  const d = DEFAULT_POSTGRES_CONFIG;
+  const port = o.port ?? d.port;
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new RvpsConfigError(`${where}port must be an integer from 1 to 65535`);
+  }
+  const password = o.password;
+  if (password !== undefined && password !== null && typeof password !== 'string') {
+    throw new RvpsConfigError(`${where}password must be a string`);
+  }
+  return {
+    db: text(o, 'db', where) ?? d.db,
+    username: text(o, 'username', where) ?? d.username,
+    ...(typeof password === 'string' && { password }),
+    port,
+    host: text(o, 'host', where) ?? d.host,
+  };
 }
 
 /**
@@ -91,14 +126,16 @@ export function parseStorageBackend(
   const given = text(storage, 'storage_type', where) ?? 'Memory';
   // key_value_storage also takes the snake_case spellings.
   const type = STORAGE_ALIASES[given] ?? given;
-  if (type !== 'Memory' && type !== 'LocalFs' && type !== 'LocalJson') {
+  if (type !== 'Memory' && type !== 'LocalFs' && type !== 'LocalJson' && type !== 'Postgres') {
     throw new RvpsConfigError(
-      `${where}storage_type ${JSON.stringify(type.slice(0, 64))} is not supported (supported: Memory, LocalFs, LocalJson)`,
+      `${where}storage_type ${JSON.stringify(type.slice(0, 64))} is not supported (supported: Memory, LocalFs, LocalJson, Postgres)`,
     );
   }
   const backends = section(storage, 'backends', where) ?? {};
   const localFs = section(backends, 'local_fs', `${where}backends.`);
   const localJson = section(backends, 'local_json', `${where}backends.`);
+  const pgTable = section(backends, 'postgres', `${where}backends.`);
+  const postgres = pgTable && parsePostgres(pgTable, `${where}backends.postgres.`, warnings);
   // A backend table without its path takes key_value_storage's default directory.
   const localFsDir =
     localFs && (text(localFs, 'dir_path', `${where}backends.local_fs.`) ?? DEFAULT_LOCAL_FS_DIR);
@@ -114,10 +151,16 @@ export function parseStorageBackend(
       `${where}storage_type "LocalJson" needs ${where}backends.local_json.file_dir_path (Local JSON configuration is required)`,
     );
   }
+  if (type === 'Postgres' && postgres === undefined) {
+    throw new RvpsConfigError(
+      `${where}storage_type "Postgres" needs ${where}backends.postgres (PostgreSQL configuration is required)`,
+    );
+  }
   return {
     storageType: type,
     ...(localFsDir !== undefined && { localFsDir }),
     ...(localJsonDir !== undefined && { localJsonDir }),
+    ...(postgres !== undefined && { postgres }),
   };
 }
 
