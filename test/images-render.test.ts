@@ -6,7 +6,7 @@
 // decides when it is ready; then a guest attests with the sample TEE and fetches the resource Secrets the
 // operator created, and an admin holding the token key `brokerctl certs` made stores one more.
 import { execFileSync } from 'node:child_process';
-import { createPublicKey, verify } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, verify } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -257,11 +257,52 @@ function translatePod(deployment: KubeObject, cluster: readonly KubeObject[]): T
   };
 }
 
+/** A resource Secret as `kubectl create secret generic NAME --from-literal=…` makes it. */
+function userSecret(name: string, data: Record<string, Buffer>): KubeObject {
+  const encoded: Record<string, string> = {};
+  for (const [k, v] of Object.entries(data)) encoded[k] = v.toString('base64');
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: NAMESPACE },
+    type: 'Opaque',
+    data: encoded,
+  };
+}
+
+/** brokerctl as its command line runs it (dist/bin/brokerctl is this function), from the sources under test. */
+async function brokerctl(...args: string[]): Promise<string> {
+  let stdout = '';
+  let stderr = '';
+  const code = await brokerctlMain(args, {
+    ...nodeIO,
+    out: (s) => {
+      stdout += s;
+    },
+    err: (s) => {
+      stderr += s;
+    },
+  });
+  expect(code, stderr).toBe(0);
+  return stdout;
+}
+
+/** Polls `check` (a guest request) until it holds; the milliseconds it took. */
+async function eventually(check: () => boolean, what: string, timeoutMs = 60_000): Promise<number> {
+  const t0 = performance.now();
+  while (performance.now() - t0 < timeoutMs) {
+    if (check()) return performance.now() - t0;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${what} did not happen in ${timeoutMs} ms`);
+}
+
 describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', () => {
   const work = mkdtempSync(join(tmpdir(), 'broker-images-render-'));
   const out = join(work, 'images');
   /** Image references the node's runtime knows: the layouts built here, as `make images` names them. */
   const known = new Map<string, { layout: string; tag: string }>();
+  const unpacked = new Map<string, UnpackedImage>();
 
   beforeAll(() => {
     binary('broker-tools');
@@ -291,97 +332,97 @@ describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', 
     rmSync(work, { recursive: true, force: true });
   });
 
-  it('Restricted BrokerConfig: ready on the rendered probe as 65532 on a read-only root; a guest gets the operator’s resource Secrets; SIGTERM ends it', async () => {
-    const dir = join(work, 'restricted');
-    const certs = join(dir, 'certs');
-    mkdirSync(certs, { recursive: true });
-    // brokerctl as its command line runs it (dist/bin/brokerctl is this function in broker-tools), from
-    // the sources under test.
-    const brokerctl = async (...args: string[]) => {
-      let stdout = '';
-      let stderr = '';
-      const code = await brokerctlMain(args, {
-        ...nodeIO,
-        out: (s) => {
-          stdout += s;
-        },
-        err: (s) => {
-          stderr += s;
-        },
-      });
-      expect(code, stderr).toBe(0);
-      return stdout;
-    };
-    // The README's BrokerConfig, with two resource Secrets.
+  /** The node pulling an image: the reference must be one of the layouts built here. */
+  function pull(reference: string): UnpackedImage {
+    const ref = known.get(reference);
+    if (ref === undefined) throw new Error(`the node has no image ${reference}`);
+    let image = unpacked.get(reference);
+    if (image === undefined) {
+      image = unpackImage(ref.layout, ref.tag, join(work, 'unpacked', String(unpacked.size)));
+      unpacked.set(reference, image);
+    }
+    return image;
+  }
+
+  /**
+   * `brokerctl render` of a BrokerConfig with `spec` (TLS Secrets from `brokerctl certs --out certs`
+   * when it names them); the objects as `kubectl apply` would send them, checked against the API's
+   * schemas (kubernetes-models).
+   */
+  async function render(dir: string, spec: Record<string, unknown>): Promise<KubeObject[]> {
+    const config = join(dir, 'broker.yaml');
     writeFileSync(
-      join(dir, 'broker.yaml'),
+      config,
       stringify({
         apiVersion: 'broker.confidentialcontainers.org/v1alpha1',
         kind: 'BrokerConfig',
         metadata: { name: 'broker', namespace: NAMESPACE },
-        spec: {
-          profileType: 'Restricted',
-          kbsServiceType: 'ClusterIP',
-          httpsSpec: { tlsSecretName: 'kbs-https-tls' },
-          attestationTokenVerificationSpec: { tlsSecretName: 'kbs-token-tls' },
-          kbsSecretResources: ['attestation-status', 'kbsres1'],
-        },
+        spec,
       }),
     );
-    await brokerctl('certs', join(dir, 'broker.yaml'), '--cluster-domain', CLUSTER_DOMAIN, '--out', certs);
+    const tls = spec.httpsSpec !== undefined || spec.attestationTokenVerificationSpec !== undefined;
+    if (tls)
+      await brokerctl('certs', config, '--cluster-domain', CLUSTER_DOMAIN, '--out', join(dir, 'certs'));
     const rendered = await brokerctl(
       'render',
-      join(dir, 'broker.yaml'),
+      config,
       '--cluster-domain',
       CLUSTER_DOMAIN,
-      '--secrets',
-      join(certs, 'secrets.yaml'),
+      ...(tls ? ['--secrets', join(dir, 'certs', 'secrets.yaml')] : []),
     );
     const objects = parseAllDocuments(rendered).map((d) => d.toJS() as KubeObject);
-    console.log(`rendered: ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
-    // What the operator creates before applying (`kubectl create secret generic …`): the resources.
-    const key1 = Buffer.from(Array.from({ length: 32 }, (_, i) => i));
-    const cluster: KubeObject[] = [
-      ...objects,
-      {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'attestation-status', namespace: NAMESPACE },
-        type: 'Opaque',
-        stringData: { status: 'success' },
-      },
-      {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'kbsres1', namespace: NAMESPACE },
-        type: 'Opaque',
-        data: { key1: key1.toString('base64') },
-      },
-    ];
-    // What the API server would accept (kubernetes-models' OpenAPI schemas), read back from the YAML text.
+    console.log(
+      `rendered ${spec.profileType}: ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`,
+    );
     const models = { Deployment, ConfigMap, Secret, Service } as const;
     for (const o of objects) {
       const Model = models[o.kind as keyof typeof models];
       if (Model !== undefined)
         expect(() => new Model(o as never).validate(), `${o.kind}/${o.metadata.name}`).not.toThrow();
     }
+    return objects;
+  }
+
+  function deploymentOf(objects: readonly KubeObject[]): KubeObject {
     const deployments = objects.filter((o) => o.kind === 'Deployment');
     expect(deployments).toHaveLength(1);
-    const p = translatePod(deployments[0] as KubeObject, cluster);
+    return deployments[0] as KubeObject;
+  }
+
+  it('Restricted: ready on the rendered HTTPS probe as 65532 on a read-only root; a guest gets the resource Secrets, and an update of one; SIGTERM ends it', async () => {
+    const dir = join(work, 'restricted');
+    mkdirSync(dir, { recursive: true });
+    const certs = join(dir, 'certs');
+    // The README's BrokerConfig, with two resource Secrets.
+    const objects = await render(dir, {
+      profileType: 'Restricted',
+      kbsServiceType: 'ClusterIP',
+      httpsSpec: { tlsSecretName: 'kbs-https-tls' },
+      attestationTokenVerificationSpec: { tlsSecretName: 'kbs-token-tls' },
+      kbsSecretResources: ['attestation-status', 'kbsres1'],
+    });
+    // What the operator creates besides what render prints: the resource Secrets.
+    const key1 = Buffer.from(Array.from({ length: 32 }, (_, i) => i));
+    const cluster: KubeObject[] = [
+      ...objects,
+      userSecret('attestation-status', { status: Buffer.from('success') }),
+      userSecret('kbsres1', { key1 }),
+    ];
+    const deployment = deploymentOf(objects);
+    const p = translatePod(deployment, cluster);
     // The Deployment names the image `make images` built, by default.
     expect(p.image).toBe(`${DEFAULT_REPOSITORY_PREFIX}/kbs:${IMAGES_VERSION}`);
-    const ref = known.get(p.image);
-    if (ref === undefined) throw new Error(`the node has no image ${p.image}`);
-    const image: UnpackedImage = unpackImage(ref.layout, ref.tag, join(work, 'unpacked', 'kbs'));
+    const image = pull(p.image);
     expect(image.config.User).toBe('65532:65532');
 
     const netns = new NetworkNamespace(`broker-rd-${process.pid}`, [ROUTE_HOST, 'kbs-service']);
     const pod = new Pod(dir, netns, p.volumes);
     try {
       const kbs = pod.start({ ...p.container, image, hosts: [ROUTE_HOST, 'kbs-service'] });
+      expect(p.readinessUrl).toBe('https://127.0.0.1:8080/healthz');
       const readyMs = await waitForProbe(() => netns.probe(p.readinessUrl), kbs);
       console.log(
-        `rendered kbs Deployment: readiness probe ${p.readinessUrl} answered ${readyMs.toFixed(0)} ms after the container started`,
+        `rendered Restricted Deployment: readiness probe ${p.readinessUrl} answered ${readyMs.toFixed(0)} ms after the container started`,
       );
       expect(netns.probe(p.livenessUrl)).toBe(200);
 
@@ -394,7 +435,7 @@ describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', 
           ...args,
         ]);
       // The guest attests with the sample TEE (no TEE device here); the token is signed with the token
-      // key and carries its certificate (Restricted: trusted_certs_paths, no header JWK).
+      // key, its header JWK endorsed by the token certificate (Restricted: insecure_header_jwk = false).
       const attested = client('attest');
       expect(attested.code, attested.stderr).toBe(0);
       const [header = '', payload = '', signature = ''] = attested.stdout.trim().split('.');
@@ -403,7 +444,6 @@ describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', 
         jwk?: { x5c?: string[] };
       };
       expect(jwtHeader.alg).toBe('ES256');
-      // trustee's header JWK, endorsed by the token certificate (`x5c` inside the JWK).
       expect(jwtHeader.jwk?.x5c?.[0]).toBe(
         readFileSync(join(certs, 'token.crt'), 'utf8').replace(/-----(BEGIN|END) CERTIFICATE-----|\s/g, ''),
       );
@@ -449,12 +489,13 @@ describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', 
       expect(policy.code, policy.stderr).toBe(0);
 
       // The operator's resource Secrets, mounted at /etc/kbs/resources/default/<secret>/.
-      const status = client('get-resource', '--path', 'default/attestation-status/status');
-      expect(status.code, status.stderr).toBe(0);
-      expect(Buffer.from(status.stdout.trim(), 'base64').toString()).toBe('success');
-      const got = client('get-resource', '--path', 'default/kbsres1/key1');
-      expect(got.code, got.stderr).toBe(0);
-      expect(Buffer.from(got.stdout.trim(), 'base64')).toEqual(key1);
+      const resource = (path: string) => {
+        const r = client('get-resource', '--path', path);
+        expect(r.code, r.stderr).toBe(0);
+        return Buffer.from(r.stdout.trim(), 'base64');
+      };
+      expect(resource('default/attestation-status/status').toString()).toBe('success');
+      expect(resource('default/kbsres1/key1')).toEqual(key1);
 
       // A resource the admin stores through the API.
       writeFileSync(join(dir, 'added'), 'added by the admin');
@@ -467,15 +508,85 @@ describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', 
         join(dir, 'added'),
       );
       expect(set.code, set.stderr).toBe(0);
-      const added = client('get-resource', '--path', 'default/admin/added');
-      expect(added.code, added.stderr).toBe(0);
-      expect(Buffer.from(added.stdout.trim(), 'base64').toString()).toBe('added by the admin');
+      expect(resource('default/admin/added').toString()).toBe('added by the admin');
+
+      // `kubectl apply` of a changed resource Secret: the kubelet swaps the volume's `..data`, and the
+      // KBS serves the new value without a restart.
+      const changed = cluster.map((o) =>
+        o.kind === 'Secret' && o.metadata.name === 'attestation-status'
+          ? userSecret('attestation-status', { status: Buffer.from('updated') })
+          : o,
+      );
+      const volume = deployment.spec.template.spec.volumes.find(
+        (v: Any) => v.secret?.secretName === 'attestation-status',
+      ).name as string;
+      const updated = translatePod(deployment, changed).volumes[volume];
+      if (updated === undefined || !('secret' in updated)) throw new Error(`no Secret volume ${volume}`);
+      pod.update(volume, updated.secret);
+      const reloadMs = await eventually(
+        () => resource('default/attestation-status/status').toString() === 'updated',
+        'the updated Secret reaching the guest',
+      );
+      console.log(
+        `rendered Restricted Deployment: the updated Secret was served ${reloadMs.toFixed(0)} ms after the swap`,
+      );
 
       const stopped = await kbs.stop('TERM');
-      console.log(`rendered kbs Deployment: SIGTERM ended PID 1 in ${stopped.ms.toFixed(0)} ms`);
+      console.log(`rendered Restricted Deployment: SIGTERM ended PID 1 in ${stopped.ms.toFixed(0)} ms`);
       expect(stopped.code, kbs.output()).toBe(0);
-      // The only writable place the pod gives it is /tmp (an emptyDir).
-      console.log(`rendered kbs Deployment: /tmp holds ${JSON.stringify(readdirSync(pod.volume('tmp')))}`);
+      // The writable places the pod gives it stay empty.
+      expect(readdirSync(pod.volume('tmp'))).toEqual([]);
+      expect(readdirSync(pod.volume('resources'))).toEqual(['default']);
+    } finally {
+      await pod.remove();
+    }
+  }, 300_000);
+
+  it('Permissive without TLS Secrets: ready on the rendered HTTP probe; the guest attests, resources and admin stay closed to it; SIGTERM ends it', async () => {
+    const dir = join(work, 'permissive');
+    mkdirSync(dir, { recursive: true });
+    const objects = await render(dir, {
+      profileType: 'Permissive',
+      kbsServiceType: 'ClusterIP',
+      kbsSecretResources: ['attestation-status'],
+    });
+    const cluster = [...objects, userSecret('attestation-status', { status: Buffer.from('success') })];
+    const p = translatePod(deploymentOf(objects), cluster);
+    const image = pull(p.image);
+    const netns = new NetworkNamespace(`broker-rp-${process.pid}`, [ROUTE_HOST, 'kbs-service']);
+    const pod = new Pod(dir, netns, p.volumes);
+    try {
+      const kbs = pod.start({ ...p.container, image, hosts: [ROUTE_HOST, 'kbs-service'] });
+      expect(p.readinessUrl).toBe('http://127.0.0.1:8080/healthz');
+      const readyMs = await waitForProbe(() => netns.probe(p.readinessUrl), kbs);
+      console.log(
+        `rendered Permissive Deployment: readiness probe ${p.readinessUrl} answered ${readyMs.toFixed(0)} ms after the container started`,
+      );
+      const client = (...args: string[]) =>
+        netns.exec(binary('kbs-client'), ['--url', `http://${ROUTE_HOST}:8080`, ...args]);
+      const attested = client('attest');
+      expect(attested.code, attested.stderr).toBe(0);
+      // Its resource policy refuses the sample attester whatever the appraisal.
+      const refused = client('get-resource', '--path', 'default/attestation-status/status');
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('PolicyDeny');
+      // No admin credential exists: authorization_mode = "DenyAll", whatever key signs the token.
+      const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      writeFileSync(join(dir, 'some.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }));
+      writeFileSync(join(dir, 'open.rego'), 'package policy\n\ndefault allow := true\n');
+      const denied = client(
+        'config',
+        '--auth-private-key',
+        join(dir, 'some.key'),
+        'set-resource-policy',
+        '--policy-file',
+        join(dir, 'open.rego'),
+      );
+      expect(denied.code).toBe(1);
+      expect(denied.stderr).toMatch(/401|403|Unauthorized|denied/i);
+      const stopped = await kbs.stop('TERM');
+      console.log(`rendered Permissive Deployment: SIGTERM ended PID 1 in ${stopped.ms.toFixed(0)} ms`);
+      expect(stopped.code, kbs.output()).toBe(0);
     } finally {
       await pod.remove();
     }

@@ -4,7 +4,17 @@
 // env and command unless the pod spec overrides them, and a network namespace of our own per pod so
 // that every container listens on its upstream port (8080, 50004, 50003).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, posix } from 'node:path';
 
 export interface ImageConfig {
@@ -146,22 +156,37 @@ function writeAtomicWriterVolume(
   dir: string,
   files: Readonly<Record<string, string | Buffer>>,
   mode = 0o644,
+  generation = 0,
 ): void {
   // The kubelet's atomic writer: the files in a time-stamped folder, `..data` linking to it, and one
   // link per key through `..data`, so that an update swaps one link.
-  const stamp = '..2026_01_01_00_00_00.000000000';
+  const stamp = `..2026_01_01_00_00_${String(generation).padStart(2, '0')}.000000000`;
   mkdirSync(join(dir, stamp), { recursive: true });
   for (const [key, value] of Object.entries(files)) {
     writeFileSync(join(dir, stamp, key), value);
     chmodSync(join(dir, stamp, key), mode);
-    symlinkSync(posix.join('..data', key), join(dir, key));
   }
-  symlinkSync(stamp, join(dir, '..data'));
+  let previous: string | undefined;
+  try {
+    previous = readlinkSync(join(dir, '..data'));
+  } catch {
+    previous = undefined;
+  }
+  const before = previous === undefined ? [] : readdirSync(join(dir, previous));
+  // An update: `..data_tmp` renamed over `..data`, then the key links added and removed, then the old
+  // folder deleted.
+  symlinkSync(stamp, join(dir, '..data_tmp'));
+  renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+  for (const key of Object.keys(files))
+    if (!before.includes(key)) symlinkSync(posix.join('..data', key), join(dir, key));
+  for (const key of before) if (!Object.hasOwn(files, key)) rmSync(join(dir, key));
+  if (previous !== undefined) rmSync(join(dir, previous), { recursive: true });
 }
 
 /** A pod: volumes on the host under `dir`, containers in one network namespace. */
 export class Pod {
   private readonly volumeDirs = new Map<string, string>();
+  private readonly generations = new Map<string, number>();
   private readonly runcRoot: string;
   private readonly running: RunningContainer[] = [];
   private template: Record<string, unknown> | undefined;
@@ -184,6 +209,13 @@ export class Pod {
       else writeAtomicWriterVolume(vdir, 'configMap' in v ? v.configMap : v.secret, v.defaultMode);
       this.volumeDirs.set(name, vdir);
     }
+  }
+
+  /** Replaces a ConfigMap or Secret volume's files as the kubelet does when the object changes. */
+  update(name: string, files: Readonly<Record<string, string | Buffer>>, mode = 0o644): void {
+    const generation = (this.generations.get(name) ?? 0) + 1;
+    this.generations.set(name, generation);
+    writeAtomicWriterVolume(this.volume(name), files, mode, generation);
   }
 
   /** The host folder of a volume (to look at what a container wrote, or to stage files). */
