@@ -1,6 +1,10 @@
 // The KBS's client of a remote attestation service (coco_as_grpc) against our gRPC AS as trustee's
-// docker-compose runs it: lazy connection, the AS down and back, RVPS calls over the same channel.
+// docker-compose runs it: lazy connection, the AS down and back, RVPS calls over the same channel; and
+// this project's credentials for an AS process (grpc-as) that authenticates writes.
 import { createHash, createPublicKey } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   openAttestationService,
   parseAsConfig,
@@ -18,9 +22,10 @@ import {
 } from '@broker/kbs';
 import { canonicalJson, generateTeeKeyPair, runtimeDataDigest } from '@broker/protocol';
 import { RvpsClient, startRvpsServer } from '@broker/rvps';
+import { makeTestPki, type TestPki } from '@broker/rvps/testing';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
-import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from './helpers/process.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { binary, freePort, type Running, start, waitForListen } from './helpers/process.js';
 
 const silent = createLogger({
   name: 'remote-as',
@@ -263,6 +268,145 @@ address = "127.0.0.1:${port}"
     const port = await freePort();
     await expect(startKbs(config(port), { logger: silent })).rejects.toThrow(
       /attestation service initialization failed|RVPS/,
+    );
+  });
+});
+
+describe('KBS coco_as_grpc writes to an attestation service that authenticates them', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kbs-remote-as-auth-'));
+  const procs: Running[] = [];
+  let pki: TestPki;
+  beforeAll(() => {
+    pki = makeTestPki(dir);
+  });
+  afterAll(async () => {
+    for (const p of procs.reverse()) await p.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function startGrpcAs(extra: string[]): Promise<number> {
+    const port = await freePort();
+    const as = start(binary('grpc-as'), ['--socket', `127.0.0.1:${port}`, ...extra], {
+      env: { ...process.env, RUST_LOG: 'warn' },
+    });
+    procs.push(as);
+    await waitForListen({ port }, as);
+    return port;
+  }
+
+  /** The admin API's writes through a KBS whose [attestation_service] ends with `keys`. */
+  async function writeThroughKbs(asAddr: string, keys: string, name: string) {
+    const kbs = await startKbs(
+      parseKbsConfigText(`[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "InsecureAllowAll"
+[attestation_service]
+type = "coco_as_grpc"
+as_addr = "${asAddr}"
+${keys}
+`),
+      { logger: silent },
+    );
+    try {
+      const base = kbs.urls[0] as string;
+      const policy = await fetch(`${base}/kbs/v0/attestation-policy`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          policy_id: 'remote-written',
+          policy: Buffer.from(
+            'package policy\nimport rego.v1\ndefault executables := 3\ntrust_claims := {"executables": executables}\n',
+          ).toString('base64url'),
+        }),
+      });
+      const rv = await fetch(`${base}/kbs/v0/reference-value`, {
+        method: 'POST',
+        body: JSON.stringify({
+          version: '0.1.0',
+          type: 'sample',
+          payload: Buffer.from(JSON.stringify({ [name]: ['1'] })).toString('base64'),
+        }),
+      });
+      const read = await fetch(`${base}/kbs/v0/reference-value/${name}`);
+      return {
+        policy: [policy.status, await policy.text()],
+        referenceValue: [rv.status, await rv.text()],
+        read: [read.status, await read.text()],
+      };
+    } finally {
+      await kbs.close();
+    }
+  }
+
+  it('signs an admin JWT with admin_private_key for a grpc-as with --admin-public-key; without it the write is refused naming the key', async () => {
+    const port = await startGrpcAs(['--admin-public-key', pki.adminPub]);
+    const addr = `http://127.0.0.1:${port}`;
+
+    const none = await writeThroughKbs(addr, '', 'unsigned');
+    expect(none.policy[0]).toBe(401);
+    expect(none.policy[1]).toContain('AttestationError');
+    expect(none.policy[1]).toMatch(/refused the attestation policy \(UNAUTHENTICATED: .*admin_private_key/);
+    expect(none.referenceValue[0]).toBe(401);
+    expect(none.referenceValue[1]).toContain('RvpsError');
+    expect(none.referenceValue[1]).toMatch(
+      /refused the reference value \(UNAUTHENTICATED: .*admin_private_key/,
+    );
+    expect(none.read[1]).toContain('No reference value found');
+
+    const other = await writeThroughKbs(addr, `admin_private_key = "${pki.otherKey}"`, 'untrusted');
+    expect(other.policy[0]).toBe(401);
+    expect(other.policy[1]).toMatch(/UNAUTHENTICATED: .*was not accepted/);
+
+    const signed = await writeThroughKbs(addr, `admin_private_key = "${pki.adminKey}"`, 'signed');
+    expect(signed).toEqual({ policy: [200, ''], referenceValue: [200, ''], read: [200, '["1"]'] });
+  });
+
+  it('presents client_cert/client_key over TLS to a grpc-as with --client-ca, trusting ca_cert', async () => {
+    const port = await startGrpcAs(['-t', pki.serverCert, '-k', pki.serverKey, '--client-ca', pki.clientCa]);
+    const addr = `https://127.0.0.1:${port}`;
+    const trust = `ca_cert = "${pki.serverCert}"`;
+
+    const none = await writeThroughKbs(addr, trust, 'no-cert');
+    expect(none.policy[0]).toBe(401);
+    expect(none.policy[1]).toMatch(/UNAUTHENTICATED: .*client_cert and client_key/);
+
+    const rogue = await writeThroughKbs(
+      addr,
+      `${trust}\nclient_cert = "${pki.rogueCert}"\nclient_key = "${pki.rogueKey}"`,
+      'rogue-cert',
+    );
+    expect(rogue.policy[0]).toBe(401);
+
+    const good = await writeThroughKbs(
+      addr,
+      `${trust}\nclient_cert = "${pki.clientCert}"\nclient_key = "${pki.clientKey}"`,
+      'client-cert',
+    );
+    expect(good).toEqual({ policy: [200, ''], referenceValue: [200, ''], read: [200, '["1"]'] });
+  });
+
+  it('does not start with an admin_private_key it cannot read or use', async () => {
+    const config = (key: string) =>
+      parseKbsConfigText(`[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "DenyAll"
+[attestation_service]
+type = "coco_as_grpc"
+admin_private_key = "${key}"
+`);
+    await expect(startKbs(config(join(dir, 'missing.key')), { logger: silent })).rejects.toThrow(
+      /admin_private_key: cannot read/,
+    );
+    await expect(startKbs(config(pki.adminPub), { logger: silent })).rejects.toThrow(
+      /not an unencrypted PEM private key/,
     );
   });
 });

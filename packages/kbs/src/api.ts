@@ -11,7 +11,7 @@ import {
 } from '@broker/protocol';
 import type { Logger } from 'pino';
 import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
-import type { AttestationService } from './attestation/index.js';
+import { type AttestationService, RemoteWriteRefused } from './attestation/index.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import type { BuiltinPluginHost } from './plugins/builtin.js';
@@ -203,6 +203,16 @@ export class Api {
           check,
           'AttestationError',
           'Attestation error: Set Attestation Policy failed: ',
+        );
+      }
+      // The operator must learn which credential the remote attestation service wants.
+      if (e instanceof RemoteWriteRefused) {
+        throw new KbsError(
+          'AttestationError',
+          `Attestation error: Set Attestation Policy failed: ${e.message}`,
+          {
+            cause: e,
+          },
         );
       }
       throw failed(e);

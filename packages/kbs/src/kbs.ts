@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
 import { Api } from './api.js';
-import { createGrpcAttestationService } from './attestation/grpc-remote.js';
+import { openGrpcAttestationService } from './attestation/grpc-remote.js';
 import { type AttestationService, createAttestationService } from './attestation/index.js';
 import { type KbsConfig, sessionStorageOf, validateAdminConfig } from './config.js';
 import { consoleDeps } from './console/deps.js';
@@ -234,12 +234,8 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       // trustee's coco_as_grpc: the AS is another process; the connection is made on first use, so
       // the KBS starts (and answers errors) while the AS is not up yet.
       remoteAs !== undefined
-        ? Promise.resolve(
-            createGrpcAttestationService({
-              asAddr: remoteAs.asAddr,
-              poolSize: remoteAs.poolSize,
-              logger: logger.child({ component: 'attestation-service' }),
-            }),
+        ? Promise.resolve().then(() =>
+            openGrpcAttestationService(remoteAs, logger.child({ component: 'attestation-service' })),
           )
         : createAttestationService(
             config.attestationService,

@@ -185,6 +185,36 @@ type = "LocalFs"
     expect(configError({ type: 'coco_as_grpc', as_addr: '127.0.0.1:50004' })).toContain('http://HOST:PORT');
   });
 
+  it('reads the credentials of coco_as_grpc for an AS that authenticates writes', () => {
+    const c = parseAttestationServiceConfig({
+      type: 'coco_as_grpc',
+      as_addr: 'https://as:50004',
+      admin_private_key: '/etc/kbs/as-admin.key',
+      ca_cert: '/etc/kbs/as-ca.pem',
+      client_cert: '/etc/kbs/as-client.pem',
+      client_key: '/etc/kbs/as-client.key',
+    });
+    expect(c.grpc).toEqual({
+      asAddr: 'https://as:50004',
+      poolSize: 100,
+      adminPrivateKey: '/etc/kbs/as-admin.key',
+      caCert: '/etc/kbs/as-ca.pem',
+      clientCert: '/etc/kbs/as-client.pem',
+      clientKey: '/etc/kbs/as-client.key',
+    });
+    expect(parseAttestationServiceConfig({ type: 'coco_as_grpc', admin_private_key: 'k.pem' }).grpc).toEqual({
+      asAddr: 'http://127.0.0.1:50004',
+      poolSize: 100,
+      adminPrivateKey: 'k.pem',
+    });
+    expect(configError({ type: 'coco_as_grpc', as_addr: 'https://as:1', client_cert: 'c.pem' })).toContain(
+      'client_cert and client_key go together',
+    );
+    expect(configError({ type: 'coco_as_grpc', ca_cert: 'ca.pem' })).toContain('ca_cert needs an https://');
+    expect(configError({ type: 'coco_as_grpc', admin_private_key: '' })).toContain('must not be empty');
+    expect(configError({ admin_private_key: 'k.pem' })).toContain('only used by type = "coco_as_grpc"');
+  });
+
   it('reads a remote RVPS (GrpcRemote), adding http:// as trustee does', () => {
     const c = parseAttestationServiceConfig({
       type: 'coco_as_builtin',

@@ -118,11 +118,28 @@ export interface RvpsConfig {
   readonly extractors?: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * `[attestation_service]` of `type = "coco_as_grpc"`. trustee's keys are `as_addr` and `pool_size`; the
+ * others are this project's, for an attestation service that authenticates writes (policies, reference
+ * values) or serves TLS with a private CA. All are PEM file paths.
+ */
+export interface RemoteAsConfig {
+  readonly asAddr: string;
+  readonly poolSize: number;
+  /** `admin_private_key`: signs a short-lived admin JWT sent with each write. */
+  readonly adminPrivateKey?: string;
+  /** `ca_cert`: trust anchors of an `https://` as_addr instead of the system roots. */
+  readonly caCert?: string;
+  /** `client_cert` and `client_key`: presented to the AS over TLS (mutual TLS). */
+  readonly clientCert?: string;
+  readonly clientKey?: string;
+}
+
 export interface AttestationServiceConfig {
   /** `coco_as_grpc`: trustee's attestation service in another process, reached over gRPC (`grpc`). */
   readonly type: 'coco_as_builtin' | 'coco_as_grpc';
-  /** `as_addr` (with its scheme) and `pool_size`, for `coco_as_grpc`. */
-  readonly grpc?: { readonly asAddr: string; readonly poolSize: number };
+  /** `as_addr` (with its scheme) and `pool_size`, for `coco_as_grpc`, and this project's credentials. */
+  readonly grpc?: RemoteAsConfig;
   /** RCAR session lifetime in minutes, fixed at `/auth`. */
   readonly timeoutMin: number;
   readonly tokenBroker: TokenBrokerConfig;
@@ -423,10 +440,36 @@ export function parseAttestationServiceConfig(
       );
     }
     const poolSize = s.optInt('pool_size', 1, 10_000) ?? 100;
+    const paths: Record<string, string | undefined> = {};
+    for (const key of ['admin_private_key', 'ca_cert', 'client_cert', 'client_key']) {
+      const v = s.optString(key);
+      if (v !== undefined && v.length === 0)
+        throw new ConfigError(`[attestation_service] ${key} must not be empty`);
+      paths[key] = v;
+    }
+    if ((paths.client_cert === undefined) !== (paths.client_key === undefined)) {
+      throw new ConfigError('[attestation_service] client_cert and client_key go together');
+    }
+    if (asAddr.startsWith('http:')) {
+      for (const key of ['ca_cert', 'client_cert']) {
+        if (paths[key] !== undefined) {
+          throw new ConfigError(
+            `[attestation_service] ${key} needs an https:// as_addr, not ${JSON.stringify(asAddr.slice(0, 100))}`,
+          );
+        }
+      }
+    }
     s.finish();
     return {
       type: 'coco_as_grpc',
-      grpc: { asAddr, poolSize },
+      grpc: {
+        asAddr,
+        poolSize,
+        ...(paths.admin_private_key !== undefined && { adminPrivateKey: paths.admin_private_key }),
+        ...(paths.ca_cert !== undefined && { caCert: paths.ca_cert }),
+        ...(paths.client_cert !== undefined && { clientCert: paths.client_cert }),
+        ...(paths.client_key !== undefined && { clientKey: paths.client_key }),
+      },
       timeoutMin,
       tokenBroker: parseTokenBroker(undefined, ignored),
       rvps: { type: 'BuiltIn' },
@@ -459,6 +502,10 @@ export function parseAttestationServiceConfig(
   s.finish({
     as_addr: 'only used by type = "coco_as_grpc"',
     pool_size: 'only used by type = "coco_as_grpc"',
+    admin_private_key: 'only used by type = "coco_as_grpc"',
+    ca_cert: 'only used by type = "coco_as_grpc"',
+    client_cert: 'only used by type = "coco_as_grpc"',
+    client_key: 'only used by type = "coco_as_grpc"',
   });
   return {
     type: 'coco_as_builtin',

@@ -35,3 +35,19 @@ export class ParsePolicyError extends Error {
 export class InvalidPolicyId extends Error {
   override readonly name: string = 'InvalidPolicyId';
 }
+
+export type RemoteWriteRefusedCode = 'UNAUTHENTICATED' | 'PERMISSION_DENIED';
+
+/**
+ * The remote attestation service (`coco_as_grpc`) refused a policy or reference value write: it requires
+ * a credential the KBS did not present (`UNAUTHENTICATED`) or one it does not accept for writes
+ * (`PERMISSION_DENIED`). The message names the configuration keys to set.
+ */
+export class RemoteWriteRefused extends Error {
+  override readonly name: string = 'RemoteWriteRefused';
+  readonly code: RemoteWriteRefusedCode;
+  constructor(code: RemoteWriteRefusedCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}

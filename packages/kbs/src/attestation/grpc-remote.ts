@@ -1,12 +1,16 @@
 // The KBS's client of a remote attestation service (trustee's `coco_as_grpc`, kbs/src/attestation/coco/grpc.rs):
 // the same AttestationService the KBS uses for its built-in one, answered by trustee's gRPC AS instead.
 // One channel per pooled connection carries both the AS and the RVPS stubs, as in trustee.
+
+import { readFileSync } from 'node:fs';
 import { attestation, reference } from '@broker/trustee-protos';
-import { ChannelCredentials, type ChannelOptions, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { ChannelCredentials, type ChannelOptions, Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { RvpsError } from '../rvps/errors.js';
-import { AttestationFailed, ParsePolicyError } from './errors.js';
+import type { RemoteAsConfig } from './config.js';
+import { AttestationFailed, ParsePolicyError, RemoteWriteRefused } from './errors.js';
 import type { AttestationService, VerifyRequest } from './service.js';
+import { adminTokenSigner } from './write-credential.js';
 
 export const DEFAULT_AS_ADDR = 'http://127.0.0.1:50004';
 export const DEFAULT_AS_POOL_SIZE = 100;
@@ -17,25 +21,52 @@ const MAX_CONNECTIONS = 4;
 /** The largest reply taken from the AS (a token, a reference value). */
 const MAX_REPLY_BYTES = 4 * 1024 * 1024;
 
+/** TLS settings of an `https://` address: the trust anchors, and a client certificate to present. */
+export interface GrpcTlsOptions {
+  /** PEM CA certificates trusted instead of the system roots. */
+  readonly caCert?: Buffer;
+  /** PEM certificate chain and private key presented to a server that asks for one (mutual TLS). */
+  readonly clientCert?: { readonly certChain: Buffer; readonly privateKey: Buffer };
+}
+
 export interface GrpcAttestationServiceOptions {
-  /** `http://HOST:PORT` (h2c) or `https://HOST:PORT` (TLS with the system roots). */
+  /** `http://HOST:PORT` (h2c) or `https://HOST:PORT` (TLS, the system roots unless `tls.caCert`). */
   readonly asAddr: string;
   readonly poolSize?: number;
   /** Deadline of each call; trustee's 300 s by default. */
   readonly deadlineMs?: number;
   readonly logger?: Logger;
+  /** Only with an `https://` address. */
+  readonly tls?: GrpcTlsOptions;
+  /**
+   * A fresh bearer token for each write (policy, reference value), sent as `authorization: Bearer …`
+   * metadata; evaluation and queries carry none.
+   */
+  readonly writeToken?: () => Promise<string>;
 }
 
-function target(addr: string): { target: string; credentials: ChannelCredentials } {
+function target(addr: string, tls: GrpcTlsOptions = {}): { target: string; credentials: ChannelCredentials } {
   const m = /^(https?):\/\/([^/]+)\/?$/.exec(addr);
   if (m === null) {
     throw new RangeError(
       `[attestation_service] as_addr ${JSON.stringify(addr.slice(0, 100))} must be http://HOST:PORT or https://HOST:PORT`,
     );
   }
+  if (m[1] === 'http' && (tls.caCert !== undefined || tls.clientCert !== undefined)) {
+    throw new RangeError(
+      `${JSON.stringify(addr.slice(0, 100))} is plain http://: a CA or client certificate needs https://`,
+    );
+  }
   return {
     target: m[2] as string,
-    credentials: m[1] === 'https' ? ChannelCredentials.createSsl() : ChannelCredentials.createInsecure(),
+    credentials:
+      m[1] === 'https'
+        ? ChannelCredentials.createSsl(
+            tls.caCert ?? null,
+            tls.clientCert?.privateKey ?? null,
+            tls.clientCert?.certChain ?? null,
+          )
+        : ChannelCredentials.createInsecure(),
   };
 }
 
@@ -56,9 +87,32 @@ function describe(e: ServiceError): string {
   return `${e.code} ${e.details || e.message}`;
 }
 
+/**
+ * A write the AS refused for want of a credential becomes RemoteWriteRefused, naming the keys that
+ * give the KBS one; anything else is left to the caller.
+ */
+function refusal(what: string, e: ServiceError, presented: boolean): RemoteWriteRefused | undefined {
+  const code =
+    e.code === status.UNAUTHENTICATED
+      ? 'UNAUTHENTICATED'
+      : e.code === status.PERMISSION_DENIED
+        ? 'PERMISSION_DENIED'
+        : undefined;
+  if (code === undefined) return undefined;
+  const hint = presented
+    ? 'the credential the KBS presented was not accepted (check that the AS trusts the public key of [attestation_service] admin_private_key, or the CA of client_cert)'
+    : 'configure [attestation_service] admin_private_key (a PEM private key whose public key the AS trusts through --admin-public-key), or client_cert and client_key (a certificate from its --client-ca)';
+  return new RemoteWriteRefused(
+    code,
+    `the remote attestation service refused ${what} (${code}: ${e.details || e.message}); ${hint}`,
+    { cause: e },
+  );
+}
+
 /** Connects lazily: the KBS starts while the AS is down, and each call reconnects as needed. */
 export function createGrpcAttestationService(options: GrpcAttestationServiceOptions): AttestationService {
-  const { target: t, credentials } = target(options.asAddr);
+  const { target: t, credentials } = target(options.asAddr, options.tls);
+  const presentsCredential = options.writeToken !== undefined || options.tls?.clientCert !== undefined;
   const deadlineMs = options.deadlineMs ?? AS_CALL_DEADLINE_MS;
   const n = Math.max(1, Math.min(options.poolSize ?? DEFAULT_AS_POOL_SIZE, MAX_CONNECTIONS));
   const pool: Stubs[] = [];
@@ -79,13 +133,20 @@ export function createGrpcAttestationService(options: GrpcAttestationServiceOpti
       cb: (e: ServiceError | null, r?: Res) => void,
     ) => unknown,
     req: Req,
+    token?: string,
   ): Promise<Res> {
+    const md = new Metadata();
+    if (token !== undefined) md.set('authorization', `Bearer ${token}`);
     return new Promise((resolve, reject) => {
-      method(req, new Metadata(), { deadline: new Date(Date.now() + deadlineMs) }, (e, r) =>
+      method(req, md, { deadline: new Date(Date.now() + deadlineMs) }, (e, r) =>
         e ? reject(e) : resolve(r as Res),
       );
     });
   }
+
+  /** A token for one write, or none when the KBS has no admin key for the AS. */
+  const writeToken = async (): Promise<string | undefined> =>
+    options.writeToken === undefined ? undefined : await options.writeToken();
 
   return {
     async verify(req: VerifyRequest) {
@@ -142,12 +203,16 @@ export function createGrpcAttestationService(options: GrpcAttestationServiceOpti
 
     async setPolicy(id, regoText) {
       const stubs = pick();
+      const token = await writeToken();
       try {
         await unary<attestation.SetPolicyRequest, attestation.SetPolicyResponse>(
           stubs.as.setAttestationPolicy.bind(stubs.as),
           { policyId: id, policy: Buffer.from(regoText, 'utf8').toString('base64url') },
+          token,
         );
       } catch (e) {
+        const refused = refusal('the attestation policy', e as ServiceError, presentsCredential);
+        if (refused !== undefined) throw refused;
         throw new ParsePolicyError(id, `remote attestation service: ${describe(e as ServiceError)}`, {
           cause: e,
         });
@@ -162,12 +227,16 @@ export function createGrpcAttestationService(options: GrpcAttestationServiceOpti
             ? Buffer.from(message).toString('utf8')
             : JSON.stringify(message);
       const stubs = pick();
+      const token = await writeToken();
       try {
         await unary<reference.ReferenceValueRegisterRequest, reference.ReferenceValueRegisterResponse>(
           stubs.rvps.registerReferenceValue.bind(stubs.rvps),
           { message: text },
+          token,
         );
       } catch (e) {
+        const refused = refusal('the reference value', e as ServiceError, presentsCredential);
+        if (refused !== undefined) throw refused;
         throw new RvpsError('MESSAGE_MALFORMED', `remote RVPS: ${describe(e as ServiceError)}`, { cause: e });
       }
     },
@@ -201,6 +270,49 @@ export function createGrpcAttestationService(options: GrpcAttestationServiceOpti
       }
     },
   };
+}
+
+/** A file named by `[attestation_service] key`, read at start so that a wrong path stops the KBS. */
+function readConfigFile(key: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (cause) {
+    throw new RangeError(`[attestation_service] ${key}: cannot read ${path}: ${(cause as Error).message}`, {
+      cause,
+    });
+  }
+}
+
+/** The client of `[attestation_service] type = "coco_as_grpc"`, its credential files read now. */
+export function openGrpcAttestationService(config: RemoteAsConfig, logger?: Logger): AttestationService {
+  const adminKey = config.adminPrivateKey;
+  let writeToken: (() => Promise<string>) | undefined;
+  if (adminKey !== undefined) {
+    try {
+      writeToken = adminTokenSigner(readConfigFile('admin_private_key', adminKey));
+    } catch (e) {
+      throw new RangeError(`[attestation_service] admin_private_key ${adminKey}: ${(e as Error).message}`, {
+        cause: e,
+      });
+    }
+  }
+  const tls: GrpcTlsOptions = {
+    ...(config.caCert !== undefined && { caCert: readConfigFile('ca_cert', config.caCert) }),
+    ...(config.clientCert !== undefined &&
+      config.clientKey !== undefined && {
+        clientCert: {
+          certChain: readConfigFile('client_cert', config.clientCert),
+          privateKey: readConfigFile('client_key', config.clientKey),
+        },
+      }),
+  };
+  return createGrpcAttestationService({
+    asAddr: config.asAddr,
+    poolSize: config.poolSize,
+    tls,
+    ...(writeToken !== undefined && { writeToken }),
+    ...(logger !== undefined && { logger }),
+  });
 }
 
 /** A remote RVPS as the built-in attestation service uses it (`rvps_config.type = "GrpcRemote"`). */

@@ -30,6 +30,8 @@ export {
   type AttestationFailureReason,
   InvalidPolicyId,
   ParsePolicyError,
+  RemoteWriteRefused,
+  type RemoteWriteRefusedCode,
 } from './errors.js';
 export { explainAppraisal, explainAppraisals, MAX_EXPLANATION_LENGTH } from './explain.js';
 export { BROKER_POLICY_ID, DEFAULT_POLICIES, MAX_POLICY_LENGTH } from './policy.js';
