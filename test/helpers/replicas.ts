@@ -97,12 +97,23 @@ export interface ReplicaSet {
   stopAll(): Promise<void>;
 }
 
+export interface ReplicaOptions {
+  workerCount?: number;
+  /**
+   * The shared store instead of Redis at `redisUrl`: the `[storage_backend]` tables and the
+   * `session_storage_type` to write.
+   */
+  storage?: { sessionStorageType: string; storageBackend: string };
+  /** How to run the KBS instead of dist/bin/kbs: the program and the arguments before `--config-file`. */
+  kbsCommand?: { file: string; args: string[] };
+}
+
 /** Shared material (HTTPS certificate, token-signing key, admin key) and one config per replica. */
 export async function prepareReplicas(
   dir: string,
   redisUrl: string,
   count: number,
-  options: { workerCount?: number } = {},
+  options: ReplicaOptions = {},
 ): Promise<ReplicaSet> {
   mkdirSync(dir, { recursive: true });
   const keys = makeKbsKeyFiles(dir);
@@ -116,9 +127,11 @@ export async function prepareReplicas(
       renderKbsConfig({
         port,
         keys,
-        sessionStorageType: 'Redis',
+        sessionStorageType: options.storage?.sessionStorageType ?? 'Redis',
         ...(options.workerCount !== undefined ? { workerCount: options.workerCount } : {}),
-        storageBackend: `[storage_backend]
+        storageBackend:
+          options.storage?.storageBackend ??
+          `[storage_backend]
 storage_type = "Redis"
 
 [storage_backend.backends.redis]
@@ -132,7 +145,8 @@ url = "${redisUrl}"
       configPath,
       process: undefined,
       async start() {
-        replica.process = start(binary('kbs'), ['--config-file', configPath]);
+        const cmd = options.kbsCommand ?? { file: binary('kbs'), args: [] };
+        replica.process = start(cmd.file, [...cmd.args, '--config-file', configPath]);
         await waitForListen({ port }, replica.process);
       },
       async stop(signal?: NodeJS.Signals) {

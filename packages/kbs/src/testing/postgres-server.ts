@@ -178,7 +178,17 @@ export async function startPostgresServer(): Promise<PostgresServer> {
       child = undefined;
       if (c === undefined || c.exitCode !== null || c.signalCode !== null) return;
       const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
+      // A crash takes the backends with it, as a machine or container failure would: none is left
+      // holding the shared memory that the next start checks.
+      const backends = signal === 'SIGKILL' && c.pid !== undefined ? childPids(c.pid) : [];
       c.kill(signal);
+      for (const p of backends) {
+        try {
+          process.kill(p, 'SIGKILL');
+        } catch {
+          // exited meanwhile
+        }
+      }
       await exited;
     },
     freeze(frozen) {

@@ -1,0 +1,237 @@
+// Three KBS processes over HTTPS on one real PostgreSQL server (Debian's), in trustee's tables, sharing
+// the token-signing key: any replica finishes a handshake another began, an admin write through one is
+// served by the others at their next request (they read the shared store on every use: no timer, no
+// stale cache), reference values registered on one appraise guests on the others, and a database restart
+// loses nothing while the requests made during it fail cleanly and succeed again once it is back. The
+// KBS runs from a bundle of the current source (the same code as dist/bin/kbs).
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { type PostgresServer, startPostgresServer } from '@broker/kbs/testing/postgres-server';
+import { jweDecrypt } from '@broker/protocol';
+import { build } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type Guest,
+  type HttpResult,
+  prepareReplicas,
+  type ReplicaSet,
+  sampleGuest,
+} from './helpers/replicas.js';
+import { SAMPLE_REFERENCE_VALUES } from './helpers/stack.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'broker-kbs-replicas-pg-'));
+const ERR = 'https://github.com/confidential-containers/kbs/errors/';
+let db: PostgresServer;
+let set: ReplicaSet;
+let urls: string[];
+
+async function mustAdmin(replica: number, ...args: string[]): Promise<string> {
+  const r = await set.admin(set.replicas[replica]!, ...args);
+  if (r.code !== 0)
+    throw new Error(`kbs-client ${args.join(' ')} failed (${r.code}):\n${r.stderr}${r.stdout}`);
+  return r.stdout;
+}
+
+function plaintext(guest: Guest, r: HttpResult): string {
+  expect(r.status, r.body).toBe(200);
+  return Buffer.from(jweDecrypt(JSON.parse(r.body), guest.key.privateKey)).toString();
+}
+
+function errorType(r: HttpResult): string {
+  return (JSON.parse(r.body) as { type: string }).type.slice(ERR.length);
+}
+
+async function putResource(replica: number, path: string, value: string | Buffer): Promise<void> {
+  const file = join(dir, `res-${randomBytes(4).toString('hex')}`);
+  writeFileSync(file, value);
+  await mustAdmin(replica, 'set-resource', '--path', path, '--resource-file', file);
+}
+
+async function tokenFrom(guest: Guest, url: string): Promise<string> {
+  const auth = await guest.auth(url);
+  const attest = await guest.attest(url, auth.cookie, auth.nonce);
+  expect(attest.status, attest.body).toBe(200);
+  return (JSON.parse(attest.body) as { token: string }).token;
+}
+
+beforeAll(async () => {
+  db = await startPostgresServer();
+  const entry = join(dir, 'kbs-entry.ts');
+  writeFileSync(
+    entry,
+    `import { main } from ${JSON.stringify(resolve(import.meta.dirname, '../packages/kbs/src/cli.ts'))};
+process.exitCode = await main(process.argv.slice(2));
+`,
+  );
+  const bundle = join(dir, 'kbs.mjs');
+  await build({
+    entryPoints: [entry],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node24',
+    logLevel: 'silent',
+    banner: {
+      js: "import { createRequire as brokerCreateRequire } from 'node:module'; const require = brokerCreateRequire(import.meta.url);",
+    },
+  });
+  set = await prepareReplicas(dir, '', 3, {
+    storage: {
+      sessionStorageType: 'Postgres',
+      storageBackend: `[storage_backend]
+storage_type = "Postgres"
+
+[storage_backend.backends.postgres]
+host = "127.0.0.1"
+port = ${db.port}
+username = "postgres"
+password = "${db.password}"
+db = "postgres"
+`,
+    },
+    kbsCommand: { file: process.execPath, args: [bundle] },
+  });
+  await Promise.all(set.replicas.map((r) => r.start()));
+  urls = set.replicas.map((r) => r.url);
+  await mustAdmin(0, 'set-resource-policy', '--allow-all');
+}, 240_000);
+
+afterAll(async () => {
+  await set?.stopAll();
+  await db?.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('KBS replicas on one PostgreSQL database, real processes', () => {
+  it("auth on one replica, attest on another, resource on a third; the state is in trustee's tables", async () => {
+    await putResource(0, 'default/app/key', 'across replicas');
+    const guest = sampleGuest(set.ca);
+    const auth = await guest.auth(urls[0]!);
+    expect(auth.status, auth.body).toBe(200);
+    const attest = await guest.attest(urls[1]!, auth.cookie, auth.nonce);
+    expect(attest.status, attest.body).toBe(200);
+    const { token } = JSON.parse(attest.body) as { token: string };
+    expect(plaintext(guest, await guest.resource(urls[2]!, 'default/app/key', { cookie: auth.cookie }))).toBe(
+      'across replicas',
+    );
+    for (const url of urls) {
+      expect(plaintext(guest, await guest.resource(url, 'default/app/key', { token }))).toBe(
+        'across replicas',
+      );
+    }
+    expect(
+      await db.psql("SELECT convert_from(value, 'UTF8') FROM repository WHERE key = 'default/app/key'"),
+    ).toBe('across replicas\n');
+    expect(await db.psql("SELECT count(*) FROM kbs WHERE key = 'resource-policy.rego'")).toBe('1\n');
+    const sid = /=([^;]+)/.exec(auth.cookie)?.[1] ?? '';
+    expect(
+      await db.psql(`SELECT count(*) FROM kbs_protocol_session WHERE key = '${sid.replace(/'/g, '')}'`),
+    ).toBe('1\n');
+  });
+
+  it('serves an admin write through one replica at the next request on the others', async () => {
+    const guest = sampleGuest(set.ca);
+    const token = await tokenFrom(guest, urls[2]!);
+    const timings: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const value = `v${i}`;
+      await putResource(i % 3, 'default/app/changing', value);
+      const written = performance.now();
+      // The very next request on each of the other replicas sees the new value.
+      for (const r of [0, 1, 2].filter((x) => x !== i % 3)) {
+        expect(plaintext(guest, await guest.resource(urls[r]!, 'default/app/changing', { token }))).toBe(
+          value,
+        );
+      }
+      timings.push(performance.now() - written);
+    }
+    console.log(
+      `write through one replica, then the next request on each of the two others: ${timings.map((t) => t.toFixed(1)).join(', ')} ms (both reads)`,
+    );
+
+    await mustAdmin(1, 'set-resource-policy', '--deny-all');
+    const denied = await guest.resource(urls[0]!, 'default/app/changing', { token });
+    expect(denied.status).toBe(401);
+    expect(errorType(denied)).toBe('PolicyDeny');
+    await mustAdmin(2, 'set-resource-policy', '--allow-all');
+    expect(plaintext(guest, await guest.resource(urls[1]!, 'default/app/changing', { token }))).toBe('v5');
+    await mustAdmin(0, 'delete-resource', '--path', 'default/app/changing');
+    const gone = await guest.resource(urls[2]!, 'default/app/changing', { token });
+    expect(gone.status).toBe(401);
+  });
+
+  it('uses reference values registered on one replica in the appraisals of the others', async () => {
+    await mustAdmin(0, 'set-resource-policy', '--affirming');
+    try {
+      await putResource(0, 'default/app/gated', 'affirmed');
+      const tryFetch = async (attestOn: string, fetchOn: string) => {
+        const guest = sampleGuest(set.ca);
+        const auth = await guest.auth(attestOn);
+        const attest = await guest.attest(attestOn, auth.cookie, auth.nonce);
+        expect(attest.status, attest.body).toBe(200);
+        return { guest, r: await guest.resource(fetchOn, 'default/app/gated', { cookie: auth.cookie }) };
+      };
+      const before = await tryFetch(urls[1]!, urls[2]!);
+      expect(errorType(before.r)).toBe('PolicyDeny');
+      for (const args of SAMPLE_REFERENCE_VALUES) await mustAdmin(2, 'set-sample-reference-value', ...args);
+      const after = await tryFetch(urls[1]!, urls[0]!);
+      expect(plaintext(after.guest, after.r)).toBe('affirmed');
+      expect(await db.psql("SELECT count(*) FROM reference_value WHERE key = 'launch_digest'")).toBe('1\n');
+    } finally {
+      await mustAdmin(0, 'set-resource-policy', '--allow-all');
+    }
+  });
+
+  it('loses nothing when the database crashes and restarts; requests during the outage fail cleanly', async () => {
+    const secret = randomBytes(32);
+    await putResource(2, 'default/app/persisted', secret);
+    const guest = sampleGuest(set.ca);
+    const open = await guest.auth(urls[0]!);
+    expect(open.status).toBe(200);
+
+    await db.stop('SIGKILL');
+    try {
+      // Every replica answers, with a KBS error and 401: no connection reset, no 5xx, no release.
+      const attest = await guest.attest(urls[1]!, open.cookie, open.nonce);
+      expect(attest.status).toBe(401);
+      expect(errorType(attest)).toBe('AttestationError');
+      const auth = await guest.auth(urls[2]!);
+      expect(auth.status).toBe(401);
+      const res = await guest.resource(urls[0]!, 'default/app/persisted', { cookie: open.cookie });
+      expect(res.status).toBe(401);
+    } finally {
+      // After SIGKILL the server's children may linger a moment; PostgreSQL recovers its log at start.
+      await db.start();
+    }
+    const restarted = performance.now();
+    let value: Buffer | undefined;
+    for (let attempt = 0; value === undefined; attempt++) {
+      expect(attempt).toBeLessThan(500);
+      const url = urls[attempt % urls.length]!;
+      const auth = await guest.auth(url);
+      if (auth.status !== 200) {
+        await new Promise((r) => setTimeout(r, 20));
+        continue;
+      }
+      const attest = await guest.attest(urls[(attempt + 1) % urls.length]!, auth.cookie, auth.nonce);
+      if (attest.status !== 200) continue;
+      const res = await guest.resource(urls[(attempt + 2) % urls.length]!, 'default/app/persisted', {
+        cookie: auth.cookie,
+      });
+      if (res.status === 200) value = Buffer.from(jweDecrypt(JSON.parse(res.body), guest.key.privateKey));
+    }
+    console.log(
+      `database restarted after a crash: a full handshake and fetch across the replicas succeeded ${(performance.now() - restarted).toFixed(0)} ms after it was up`,
+    );
+    expect(value).toEqual(secret);
+    const token = await tokenFrom(guest, urls[1]!);
+    for (const url of urls) {
+      expect(plaintext(guest, await guest.resource(url, 'default/app/key', { token }))).toBe(
+        'across replicas',
+      );
+    }
+  });
+});
