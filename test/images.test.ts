@@ -93,6 +93,7 @@ describe.skipIf(!isRoot)('container images (make images)', () => {
   const out = join(work, 'images');
   let images: Summary[] = [];
   let revision = '';
+  let epoch = '';
   const unpacked = new Map<string, UnpackedImage>();
   const unpack = (name: string, dir: string, arch = 'amd64') => {
     const key = `${name}/${dir}/${arch}`;
@@ -106,7 +107,14 @@ describe.skipIf(!isRoot)('container images (make images)', () => {
   beforeAll(() => {
     binary('broker-tools');
     revision = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
-    images = buildImages(out);
+    epoch = execFileSync('git', ['log', '-1', '--format=%ct'], { cwd: ROOT, encoding: 'utf8' }).trim();
+    // The commit as the build would read it, fixed for both builds (a commit landing in this work
+    // tree between them must not count as a difference).
+    images = buildImages(out, [], {
+      ...process.env,
+      SOURCE_DATE_EPOCH: epoch,
+      BROKER_IMAGE_REVISION: revision,
+    });
   }, 600_000);
 
   afterAll(() => {
@@ -163,7 +171,11 @@ describe.skipIf(!isRoot)('container images (make images)', () => {
   });
 
   it('two builds of one commit give the same digests', () => {
-    const again = buildImages(join(work, 'again'));
+    const again = buildImages(join(work, 'again'), [], {
+      ...process.env,
+      SOURCE_DATE_EPOCH: epoch,
+      BROKER_IMAGE_REVISION: revision,
+    });
     expect(again.map((i) => [i.name, i.indexDigest, i.platforms.map((p) => p.manifestDigest)])).toEqual(
       images.map((i) => [i.name, i.indexDigest, i.platforms.map((p) => p.manifestDigest)]),
     );

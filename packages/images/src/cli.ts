@@ -29,8 +29,9 @@ Options:
   -h, --help               Print help
   -V, --version            Print version
 
-Time stamps come from SOURCE_DATE_EPOCH, else the commit's time; org.opencontainers.image.source from
-BROKER_IMAGE_SOURCE, else the git remote "origin".`;
+Time stamps come from SOURCE_DATE_EPOCH, else the commit's time; org.opencontainers.image.revision from
+BROKER_IMAGE_REVISION, else the commit (for a source tree without git); org.opencontainers.image.source
+from BROKER_IMAGE_SOURCE, else the git remote "origin".`;
 
 function git(root: string, args: string[]): string | undefined {
   try {
@@ -99,7 +100,7 @@ export function imagesMain(argv: string[], root: string, io: CommandIo = process
         }
       });
       const keyPath = values['sign-key'] ?? (env.IMAGE_SIGN_KEY || undefined);
-      const revision = git(root, ['rev-parse', 'HEAD']) ?? 'unknown';
+      const revision = env.BROKER_IMAGE_REVISION || git(root, ['rev-parse', 'HEAD']) || 'unknown';
       const source = env.BROKER_IMAGE_SOURCE || git(root, ['remote', 'get-url', 'origin']);
       const outDir = resolve(values.out ?? join(root, 'dist/images'));
       const summaries = await buildImages({
