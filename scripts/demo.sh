@@ -20,9 +20,10 @@
 #   one       (default) the KBS with its built-in attestation service and RVPS, one process;
 #   services  trustee's docker-compose shape: the KBS (coco_as_grpc), the attestation service (gRPC) and
 #             the RVPS as three processes on loopback, the AS reaching the RVPS over gRPC (GrpcRemote).
-#             Their writes need the admin key (--admin-public-key): reference values go straight to the
-#             RVPS (rvps-tool --auth-private-key), the attestation policy to the AS (POST /policy with
-#             a bearer admin JWT), since the KBS's coco_as_grpc client has no credential to present.
+#             Their writes need the admin key (--admin-public-key): the KBS signs an admin JWT for each
+#             write it passes to the AS ([attestation_service] admin_private_key), and the AS one for each
+#             registration it forwards to the RVPS (--rvps-auth-private-key), so the admin API works as
+#             in the one-process topology.
 #   containers  the same three services from the container images (make images: dist/images/kbs,
 #             attestation-service and rvps), each run by runc as the images' non-root user with a
 #             read-only root, on the host's network (the attestation service as `attestation-service`, which
@@ -276,11 +277,13 @@ JSON
   wait_for "attestation service (gRPC) on 127.0.0.1:$AS_PORT" listening "$AS_PORT"
   wait_for "attestation service (REST) on 127.0.0.1:$AS_REST_PORT" listening "$AS_REST_PORT"
   line "attestation service: gRPC :$AS_PORT, REST :$AS_REST_PORT, writes need an admin JWT" "ok"
+  # The KBS's credential for the AS's writes: an admin JWT signed with the same key for each one.
   AS_TABLE="[attestation_service]
 type = \"coco_as_grpc\"
 as_addr = \"http://127.0.0.1:$AS_PORT\"
 pool_size = 20
-timeout = 5"
+timeout = 5
+admin_private_key = \"$WORK/admin.key\""
 fi
 cat >"$WORK/kbs-config.toml" <<TOML
 [http_server]
@@ -329,17 +332,12 @@ attestation_policies = ["$WORK/attestation-policies"]
 reference_values = ["$WORK/reference-values"]
 TOML
   else
-    # The KBS cannot write to an attestation service that requires a credential: the policy goes to the
-    # AS itself, with an admin JWT; without one it is refused.
-    as_policy() {
-      printf '{"policy_id":"default_cpu","policy":"%s"}' \
-        "$(openssl base64 -A <"$WORK/attestation-policies/default_cpu.rego" | tr '+/' '-_' | tr -d '=')" >"$WORK/policy.json"
-      curl -s -o /dev/null -w '%{http_code}' -H 'content-type: application/json' "$@" --data-binary @"$WORK/policy.json" \
-        "http://127.0.0.1:$AS_REST_PORT/policy"
-    }
-    [ "$(as_policy)" = 401 ] || fail "attestation service refuses POST /policy without an admin JWT"
-    [ "$(as_policy -H "authorization: Bearer $(console_token)")" = 200 ] || fail "attestation policy default_cpu set in the AS"
-    line "AS: POST /policy without a JWT is 401; default_cpu set with the admin JWT" "ok"
+    # The AS refuses a policy from anyone without the admin key; the KBS's admin API sets it below.
+    printf '{"policy_id":"default_cpu","policy":"%s"}' \
+      "$(openssl base64 -A <"$WORK/attestation-policies/default_cpu.rego" | tr '+/' '-_' | tr -d '=')" >"$WORK/policy.json"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'content-type: application/json' --data-binary @"$WORK/policy.json" \
+      "http://127.0.0.1:$AS_REST_PORT/policy")" = 401 ] || fail "attestation service refuses POST /policy without an admin JWT"
+    line "AS: POST /policy without the admin key is 401" "ok"
   fi
 fi
 run_service kbs kbs kbs --config-file "$WORK/kbs-config.toml"
@@ -360,19 +358,21 @@ admin set-resource --path default/app-secret/dataset-key --resource-file "$WORK/
 line "stored default/app-secret/dataset-key (32 random bytes)" "ok"
 # Reference values for the sample TEE (the vTPM's come from the reference-values tool once the initdata
 # exists, step 4), and a resource policy that releases only to an affirming EAR.
-if [ "$TEE" = sample ] && [ "$SPLIT" = 1 ]; then
-  printf '{"version":"0.1.0","type":"sample","payload":"%s"}\n' \
-    "$(printf '{"launch_digest":["abcde"],"svn":["1"],"major_version":1,"minimum_minor_version":4}' | openssl base64 -A)" \
-    >"$WORK/sample-message.json"
-  rvps_register --path "$WORK/sample-message.json" --auth-private-key "$WORK/admin.key" || fail "register reference values"
-  line "reference values registered in the RVPS (rvps-tool with the admin key)" "ok"
-elif [ "$TEE" = sample ]; then
+if [ "$TEE" = sample ]; then
   admin set-sample-reference-value launch_digest abcde &&
     admin set-sample-reference-value svn 1 &&
     admin set-sample-reference-value major_version 1 --as-integer --as-single-value &&
     admin set-sample-reference-value minimum_minor_version 4 --as-integer --as-single-value ||
     fail "register reference values"
-  line "reference values registered in the RVPS" "ok"
+  if [ "$SPLIT" = 1 ]; then
+    line "reference values registered via KBS -> AS -> RVPS (admin JWTs)" "ok"
+  else
+    line "reference values registered in the RVPS" "ok"
+  fi
+elif [ "$SPLIT" = 1 ]; then
+  admin set-attestation-policy --id default_cpu --policy-file "$WORK/attestation-policies/default_cpu.rego" ||
+    fail "attestation policy default_cpu set through the KBS"
+  line "attestation policy default_cpu set through the KBS (admin JWT)" "ok"
 fi
 admin set-resource-policy --affirming || fail "resource policy: release to affirming attestations"
 line "resource policy: release only to affirming attestations" "ok"
@@ -489,8 +489,9 @@ if [ "$TEE" = az-snp-vtpm ]; then
   line "reference-values: $(basename "$MANIFEST") + initdata -> snp_pcr03/08/09/11/12" "ok"
   mv "$WORK/rvps-message.json" "$WORK/reference-values/rvps-message.json"
   if [ "$SPLIT" = 1 ]; then
-    rvps_register --path "$WORK/reference-values/rvps-message.json" --auth-private-key "$WORK/admin.key" ||
-      fail "register the reference values in the RVPS"
+    curl -sf -o /dev/null --cacert "$WORK/https.crt" -H "authorization: Bearer $(console_token)" \
+      --data-binary @"$WORK/reference-values/rvps-message.json" "https://127.0.0.1:$KBS_PORT/kbs/v0/reference-value" ||
+      fail "register the reference values through the KBS"
   fi
   PCR8=$("$NODE" -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(JSON.parse(Buffer.from(m.payload,"base64")).snp_pcr08[0])' \
     "$WORK/reference-values/rvps-message.json")
@@ -498,7 +499,7 @@ if [ "$TEE" = az-snp-vtpm ]; then
     --auth-private-key "$WORK/admin.key" get-reference-value --id snp_pcr08 2>/dev/null | grep -q "$PCR8"; }
   wait_for "KBS registers the reference values" rv_applied
   if [ "$SPLIT" = 1 ]; then
-    line "rvps-tool registered them in the RVPS; the KBS reads them back (snp_pcr08 ${PCR8:0:16}...)" "ok"
+    line "registered via KBS -> AS -> RVPS, read back (snp_pcr08 ${PCR8:0:16}...)" "ok"
   else
     line "KBS registered them from its reference-values directory (snp_pcr08 ${PCR8:0:16}...)" "ok"
   fi
