@@ -74,6 +74,14 @@ function expand(s: string, env: Readonly<Record<string, string>>): string {
   );
 }
 
+/** A Kubernetes memory quantity (`1Gi`, `256Mi`, `500M`, `1024`) in bytes. */
+function bytesOf(quantity: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(quantity);
+  if (m === null) return unsupported(`the memory quantity ${quantity}`);
+  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(m[1]) * (m[2] === undefined ? 1 : unit[m[2] as keyof typeof unit]);
+}
+
 interface TranslatedPod {
   readonly volumes: Record<string, Volume>;
   readonly container: Omit<ContainerSpec, 'image'>;
@@ -210,6 +218,11 @@ function translatePod(deployment: KubeObject, cluster: readonly KubeObject[]): T
   const dropAll: boolean = (sc.capabilities?.drop ?? []).includes('ALL');
   if (!dropAll && sc.capabilities?.drop !== undefined) unsupported('dropping single capabilities');
 
+  // Requests only place the pod; the memory limit becomes the container's cgroup limit.
+  only(c.resources ?? {}, ['requests', 'limits'], 'resources');
+  only(c.resources?.limits ?? {}, ['memory'], 'resources.limits');
+  const memoryLimit = c.resources?.limits?.memory as string | undefined;
+
   const ports = new Map<string, number>(
     (c.ports ?? []).filter((p: Any) => p.name !== undefined).map((p: Any) => [p.name, p.containerPort]),
   );
@@ -246,6 +259,7 @@ function translatePod(deployment: KubeObject, cluster: readonly KubeObject[]): T
       args: c.args?.map((s: string) => expand(s, env)),
       env,
       volumeMounts,
+      memoryLimitBytes: memoryLimit === undefined ? undefined : bytesOf(memoryLimit),
       securityContext: {
         runAsNonRoot: sc.runAsNonRoot ?? podSc.runAsNonRoot,
         runAsUser: sc.runAsUser ?? podSc.runAsUser,
@@ -531,6 +545,10 @@ describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', 
         `rendered Restricted Deployment: the updated Secret was served ${reloadMs.toFixed(0)} ms after the swap`,
       );
 
+      expect(kbs.memoryPeakBytes()).toBeGreaterThan(0);
+      console.log(
+        `rendered Restricted Deployment: memory peak ${((kbs.memoryPeakBytes() ?? 0) / 2 ** 20).toFixed(0)} MiB (requests ${deployment.spec.template.spec.containers[0].resources.requests.memory}, limit ${deployment.spec.template.spec.containers[0].resources.limits.memory})`,
+      );
       const stopped = await kbs.stop('TERM');
       console.log(`rendered Restricted Deployment: SIGTERM ended PID 1 in ${stopped.ms.toFixed(0)} ms`);
       expect(stopped.code, kbs.output()).toBe(0);

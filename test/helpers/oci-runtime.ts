@@ -141,6 +141,8 @@ export interface ContainerSpec {
   };
   /** Service names that resolve to the pod (a compose network's names), written to /etc/hosts. */
   readonly hosts?: readonly string[];
+  /** Kubernetes' `resources.limits.memory`, in bytes: the container's memory cgroup limit. */
+  readonly memoryLimitBytes?: number;
 }
 
 export interface RunningContainer {
@@ -148,6 +150,8 @@ export interface RunningContainer {
   readonly process: ChildProcess;
   output(): string;
   exited(): boolean;
+  /** The most memory its cgroup has held (cgroup v1 max_usage_in_bytes or v2 memory.peak), if known. */
+  memoryPeakBytes(): number | undefined;
   /** Sends `signal` through runc and waits for the container to end; its exit code and how long. */
   stop(signal?: string, timeoutMs?: number): Promise<{ code: number | null; ms: number }>;
 }
@@ -280,6 +284,15 @@ export class Pod {
       };
     spec.root = { path: c.image.rootfs, readonly: c.securityContext?.readOnlyRootFilesystem === true };
     spec.hostname = c.name;
+    // With a limit, a cgroup at a known path (runc removes it with the container), to read its peak.
+    const cgroup = `broker-test-${id}`;
+    if (c.memoryLimitBytes !== undefined) {
+      spec.linux.cgroupsPath = `/${cgroup}`;
+      spec.linux.resources = {
+        ...(spec.linux.resources as Record<string, unknown> | undefined),
+        memory: { limit: c.memoryLimitBytes },
+      };
+    }
     spec.linux.namespaces = spec.linux.namespaces
       .filter((n) => n.type !== 'network')
       .concat([{ type: 'network', path: this.netns.path }]);
@@ -325,6 +338,20 @@ export class Pod {
       process: child,
       output: () => out,
       exited: () => ended,
+      memoryPeakBytes() {
+        if (c.memoryLimitBytes === undefined) return undefined;
+        for (const f of [
+          `/sys/fs/cgroup/memory/${cgroup}/memory.max_usage_in_bytes`,
+          `/sys/fs/cgroup/${cgroup}/memory.peak`,
+        ]) {
+          try {
+            return Number(readFileSync(f, 'utf8').trim());
+          } catch {
+            // not this cgroup version, or the container is gone
+          }
+        }
+        return undefined;
+      },
       async stop(signal = 'TERM', timeoutMs = 30_000) {
         const t0 = performance.now();
         if (!ended) {
