@@ -22,10 +22,14 @@ import { stringifyYamlDocuments } from '../yaml-io.js';
 import { buildInitData } from './build.js';
 import {
   annotateWorkloads,
-  INITDATA_ANNOTATION,
+  DEFAULT_INITDATA_ANNOTATION,
+  DEFAULT_PEER_PODS_PROVIDER,
   initDataAnnotationName,
+  isPeerPodsProvider,
   KATA_INITDATA_ANNOTATION,
+  PEER_PODS_PROVIDERS,
   peerPodsConfigMap,
+  SPEC_INITDATA_ANNOTATION,
 } from './deliver.js';
 import { validateAaToml, validateAgentPolicy, validateCdhToml } from './validate.js';
 
@@ -37,12 +41,17 @@ export const INITDATA_USAGE = `Usage:
   initdata pcr8 FILE [--truncate]
                              expected PCR8 in hex: sha256(32 zero bytes || sha256(FILE))
   initdata encode FILE       gzip, then base64 (the annotation and INITDATA form)
-  initdata annotate POD.yaml --initdata FILE [--annotation sandbox|kata] [--out FILE]
-      Adds the ${INITDATA_ANNOTATION} annotation (--annotation kata: kata's
-      ${KATA_INITDATA_ANNOTATION}) to every workload in POD.yaml; an existing one of
-      either name is replaced.
-  initdata configmap --initdata FILE --root-volume-size GiB --instance-size SIZE [--namespace NS]
-      ConfigMap peer-pods-cm with INITDATA, ROOT_VOLUME_SIZE and CLOUD_INSTANCE_SIZE.
+  initdata annotate POD.yaml --initdata FILE [--annotation kata|spec] [--out FILE]
+      Adds kata's ${KATA_INITDATA_ANNOTATION} annotation, the one kata and the
+      peer-pods cloud-api-adaptor read (--annotation spec: the spec's ${SPEC_INITDATA_ANNOTATION}),
+      to every workload in POD.yaml; an existing one of either name is replaced.
+  initdata configmap --initdata FILE [--provider azure|aws|gcp|libvirt] [--root-volume-size GiB]
+                     [--instance-size SIZE] [--instance-sizes SIZE,...] [--spec-instance-size] [--namespace NS]
+      ConfigMap peer-pods-cm with the keys the peer-pods cloud-api-adaptor reads for the provider
+      (default azure): CLOUD_PROVIDER, INITDATA, the root volume size (ROOT_VOLUME_SIZE; libvirt
+      LIBVIRT_ROOT_DISK_SIZE) and the default and allowed sizes (azure AZURE_INSTANCE_SIZE and
+      AZURE_INSTANCE_SIZES, aws PODVM_INSTANCE_TYPE and PODVM_INSTANCE_TYPES, gcp GCP_MACHINE_TYPE and
+      GCP_INSTANCE_TYPES). --spec-instance-size also writes the spec's CLOUD_INSTANCE_SIZE.
 `;
 
 /** Reads and parses an initdata file: its exact bytes and the parsed document. */
@@ -159,11 +168,11 @@ async function run(cmd: string, args: ParsedArgs, io: CliIO): Promise<number> {
       const [pod, ...extra] = args.positional;
       if (pod === undefined || extra.length > 0)
         throw new UsageError('annotate takes one workload YAML file');
-      const choice = args.flags.get('annotation') ?? 'sandbox';
-      const annotation = initDataAnnotationName(choice);
+      const choice = args.flags.get('annotation');
+      const annotation = choice === undefined ? DEFAULT_INITDATA_ANNOTATION : initDataAnnotationName(choice);
       if (annotation === undefined) {
         throw new UsageError(
-          `--annotation ${JSON.stringify(choice.slice(0, 64))}: use sandbox (${INITDATA_ANNOTATION}) or kata (${KATA_INITDATA_ANNOTATION})`,
+          `--annotation ${JSON.stringify(choice?.slice(0, 64))}: use kata (${KATA_INITDATA_ANNOTATION}) or spec (${SPEC_INITDATA_ANNOTATION})`,
         );
       }
       const { bytes } = readInitData(io, flag(args, 'initdata', 'annotate'));
@@ -182,21 +191,40 @@ async function run(cmd: string, args: ParsedArgs, io: CliIO): Promise<number> {
     case 'configmap': {
       if (args.positional.length > 0) throw new UsageError('configmap takes no positional arguments');
       const initdataFile = flag(args, 'initdata', 'configmap');
-      const sizeText = flag(args, 'root-volume-size', 'configmap');
-      const instanceSize = flag(args, 'instance-size', 'configmap');
-      if (!/^\d{1,5}$/.test(sizeText)) throw new UsageError('--root-volume-size is a whole number of GiB');
+      const provider = args.flags.get('provider') ?? DEFAULT_PEER_PODS_PROVIDER;
+      if (!isPeerPodsProvider(provider)) {
+        throw new UsageError(
+          `--provider ${JSON.stringify(provider.slice(0, 64))}: use one of ${PEER_PODS_PROVIDERS.join(', ')}`,
+        );
+      }
+      const sizeText = args.flags.get('root-volume-size');
+      if (sizeText !== undefined && !/^\d{1,5}$/.test(sizeText)) {
+        throw new UsageError('--root-volume-size is a whole number of GiB');
+      }
+      const instanceSize = args.flags.get('instance-size');
+      const sizesText = args.flags.get('instance-sizes');
+      const instanceSizes = sizesText?.split(',').map((s) => s.trim());
+      if (instanceSizes?.some((s) => s === '')) {
+        throw new UsageError('--instance-sizes is a comma-separated list of sizes');
+      }
       const { bytes } = readInitData(io, initdataFile);
       const namespace = args.flags.get('namespace');
       const { configMap, size } = peerPodsConfigMap({
         encodedInitData: encodeInitDataAnnotation(bytes),
-        rootVolumeSizeGiB: Number(sizeText),
-        instanceSize,
+        provider,
+        ...(sizeText !== undefined && { rootVolumeSizeGiB: Number(sizeText) }),
+        ...(instanceSize !== undefined && { instanceSize }),
+        ...(instanceSizes !== undefined && { instanceSizes }),
+        ...(args.switches.has('spec-instance-size') && { specInstanceSize: true }),
         ...(namespace !== undefined && { namespace }),
       });
       io.out(stringifyYamlDocuments([configMap]));
-      io.err(
-        `initdata: ${size.name} is an ${size.tee === 'snp' ? 'AMD SEV-SNP' : 'Intel TDX'} size (not every region offers every size); restart the sandbox operator deployment after applying\n`,
-      );
+      if (size !== undefined) {
+        io.err(
+          `initdata: ${size.name} is an ${size.tee === 'snp' ? 'AMD SEV-SNP' : 'Intel TDX'} size (not every region offers every size)\n`,
+        );
+      }
+      io.err('initdata: restart the cloud-api-adaptor daemonset after applying\n');
       return 0;
     }
     default:
@@ -220,10 +248,12 @@ export function initdataMain(argv: readonly string[], io: CliIO = nodeIO): Promi
         'initdata',
         'root-volume-size',
         'instance-size',
+        'instance-sizes',
+        'provider',
         'namespace',
         'annotation',
       ],
-      ['truncate'],
+      ['truncate', 'spec-instance-size'],
     );
     if (answeredHelp(`initdata ${cmd}`, INITDATA_USAGE, args, io)) return 0;
     return await run(cmd, args, io);

@@ -8,20 +8,25 @@ import { isDns1123Label } from '../names.js';
 import { parseYamlStream } from '../yaml-io.js';
 import { type InstanceSize, parseInstanceSize } from './instance-size.js';
 
-/** The spec's annotation name, written by default. */
-export const INITDATA_ANNOTATION = 'io.sandbox.config.hypervisor.cc_init_data';
-/** kata-containers' own name for it (`initdata annotate --annotation kata`). */
+/**
+ * kata-containers' name for the initdata annotation: the one kata's runtime and the peer-pods cloud-api-adaptor
+ * read, and the one `initdata annotate` writes by default.
+ */
 export const KATA_INITDATA_ANNOTATION = 'io.katacontainers.config.hypervisor.cc_init_data';
+/** The spec's neutral spelling of the same annotation (`initdata annotate --annotation spec`). */
+export const SPEC_INITDATA_ANNOTATION = 'io.sandbox.config.hypervisor.cc_init_data';
+/** What `initdata annotate` writes without `--annotation`. */
+export const DEFAULT_INITDATA_ANNOTATION = KATA_INITDATA_ANNOTATION;
 /** Both names, read alike. */
 export const INITDATA_ANNOTATIONS: readonly string[] = Object.freeze([
-  INITDATA_ANNOTATION,
   KATA_INITDATA_ANNOTATION,
+  SPEC_INITDATA_ANNOTATION,
 ]);
 
-/** `--annotation` values: a short name or either full name. */
+/** `--annotation` values: `kata`, `spec` (or its older alias `sandbox`), or either full name. */
 export function initDataAnnotationName(choice: string): string | undefined {
   if (choice === 'kata') return KATA_INITDATA_ANNOTATION;
-  if (choice === 'sandbox') return INITDATA_ANNOTATION;
+  if (choice === 'spec' || choice === 'sandbox') return SPEC_INITDATA_ANNOTATION;
   return INITDATA_ANNOTATIONS.includes(choice) ? choice : undefined;
 }
 
@@ -41,7 +46,7 @@ export function initDataAnnotationOf(
   }
   if (found.length === 2 && found[0]?.[1] !== found[1]?.[1]) {
     throw new InputError(
-      `${where}: annotations ${INITDATA_ANNOTATION} and ${KATA_INITDATA_ANNOTATION} differ`,
+      `${where}: annotations ${KATA_INITDATA_ANNOTATION} and ${SPEC_INITDATA_ANNOTATION} differ`,
     );
   }
   return found[0]?.[1] as string | undefined;
@@ -87,7 +92,7 @@ export function annotateWorkloads(
   text: string,
   encodedInitData: string,
   source: string,
-  annotation: string = INITDATA_ANNOTATION,
+  annotation: string = DEFAULT_INITDATA_ANNOTATION,
 ): AnnotateResult {
   if (!INITDATA_ANNOTATIONS.includes(annotation)) {
     throw new InputError(
@@ -139,47 +144,155 @@ export function annotateWorkloads(
   return { yaml, annotated, replaced };
 }
 
+/** The cloud-api-adaptor providers whose peer-pods-cm keys `initdata configmap` writes. */
+export const PEER_PODS_PROVIDERS = ['azure', 'aws', 'gcp', 'libvirt'] as const;
+export type PeerPodsProvider = (typeof PEER_PODS_PROVIDERS)[number];
+export const DEFAULT_PEER_PODS_PROVIDER: PeerPodsProvider = 'azure';
+
+export function isPeerPodsProvider(s: string): s is PeerPodsProvider {
+  return (PEER_PODS_PROVIDERS as readonly string[]).includes(s);
+}
+
+/** The spec's provider-neutral key for the instance size; the adaptor does not read it. */
+export const SPEC_INSTANCE_SIZE_KEY = 'CLOUD_INSTANCE_SIZE';
+
+interface ProviderKeys {
+  /** The default pod VM size. */
+  readonly instanceSize?: string;
+  /** The comma-separated sizes a pod may ask for. */
+  readonly instanceSizes?: string;
+  /** The pod VM disk, GiB. */
+  readonly rootVolume: string;
+  readonly maxRootVolumeGiB: number;
+  /** A size's shape on this cloud, for a first check of typos. */
+  readonly sizeShape?: RegExp;
+}
+
+/**
+ * The environment variables the cloud-api-adaptor reads for each provider (the flags its providers
+ * register in `src/cloud-providers/<provider>/manager.go`, listed in the Helm chart's
+ * `providers/<provider>.yaml`). libvirt sizes a VM by CPU and memory, not by name.
+ */
+export const PEER_PODS_PROVIDER_KEYS: Readonly<Record<PeerPodsProvider, ProviderKeys>> = Object.freeze({
+  azure: {
+    instanceSize: 'AZURE_INSTANCE_SIZE',
+    instanceSizes: 'AZURE_INSTANCE_SIZES',
+    rootVolume: 'ROOT_VOLUME_SIZE',
+    maxRootVolumeGiB: 4095,
+  },
+  aws: {
+    instanceSize: 'PODVM_INSTANCE_TYPE',
+    instanceSizes: 'PODVM_INSTANCE_TYPES',
+    rootVolume: 'ROOT_VOLUME_SIZE',
+    maxRootVolumeGiB: 16384,
+    sizeShape: /^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}$/,
+  },
+  gcp: {
+    instanceSize: 'GCP_MACHINE_TYPE',
+    instanceSizes: 'GCP_INSTANCE_TYPES',
+    rootVolume: 'ROOT_VOLUME_SIZE',
+    maxRootVolumeGiB: 65536,
+    sizeShape: /^[a-z][a-z0-9]{0,15}-[a-z0-9-]{1,48}$/,
+  },
+  libvirt: { rootVolume: 'LIBVIRT_ROOT_DISK_SIZE', maxRootVolumeGiB: 65536 },
+});
+
 export interface PeerPodsOptions {
   readonly encodedInitData: string;
-  /** CVM disk in GiB. */
-  readonly rootVolumeSizeGiB: number;
-  readonly instanceSize: string;
+  /** The adaptor's provider (default azure): picks the keys written. */
+  readonly provider?: PeerPodsProvider;
+  /** Pod VM disk in GiB; left to the adaptor's default when absent. */
+  readonly rootVolumeSizeGiB?: number;
+  /** The default pod VM size; left to the adaptor's default when absent. */
+  readonly instanceSize?: string;
+  /** The sizes pods may ask for (the adaptor's `*_INSTANCE_SIZES`/`*_INSTANCE_TYPES` list). */
+  readonly instanceSizes?: readonly string[];
+  /** Also write the spec's CLOUD_INSTANCE_SIZE (the adaptor ignores it). */
+  readonly specInstanceSize?: boolean;
   readonly namespace?: string;
 }
 
 /** Largest Azure managed OS disk, GiB. */
 export const MAX_ROOT_VOLUME_GIB = 4095;
 
-export function peerPodsConfigMap(o: PeerPodsOptions): { configMap: IConfigMap; size: InstanceSize } {
-  if (
-    !Number.isInteger(o.rootVolumeSizeGiB) ||
-    o.rootVolumeSizeGiB < 1 ||
-    o.rootVolumeSizeGiB > MAX_ROOT_VOLUME_GIB
-  ) {
+export interface PeerPodsConfigMap {
+  readonly configMap: IConfigMap;
+  /** Azure's confidential size details, when the provider is azure and a size was given. */
+  readonly size?: InstanceSize;
+}
+
+function checkedSize(provider: PeerPodsProvider, keys: ProviderKeys, s: string, flag: string): string {
+  if (provider === 'azure') {
+    const size = parseInstanceSize(s);
+    if (size === undefined) {
+      throw new InitDataInputError(
+        `${flag} ${JSON.stringify(s.slice(0, 64))} is not a confidential VM size: use Standard_DC<n>as_v5 (AMD SEV-SNP) or Standard_DC<n>es_v5 (Intel TDX), n one of 2, 4, 8, 16, 32, 48, 64, 96 (the ads/eds variants too)`,
+      );
+    }
+    return size.name;
+  }
+  if (keys.sizeShape !== undefined && !keys.sizeShape.test(s)) {
     throw new InitDataInputError(
-      `--root-volume-size must be a whole number of GiB from 1 to ${MAX_ROOT_VOLUME_GIB}`,
+      `${flag} ${JSON.stringify(s.slice(0, 64))} is not a ${provider} instance type`,
     );
   }
-  const size = parseInstanceSize(o.instanceSize);
-  if (size === undefined) {
+  return s;
+}
+
+/**
+ * ConfigMap peer-pods-cm with the keys the cloud-api-adaptor reads for `provider`: CLOUD_PROVIDER,
+ * INITDATA, the root volume size and the instance size(s) under the provider's own names.
+ */
+export function peerPodsConfigMap(o: PeerPodsOptions): PeerPodsConfigMap {
+  const provider = o.provider ?? DEFAULT_PEER_PODS_PROVIDER;
+  if (!isPeerPodsProvider(provider)) {
     throw new InitDataInputError(
-      `--instance-size ${JSON.stringify(o.instanceSize.slice(0, 64))} is not a confidential VM size: use Standard_DC<n>as_v5 (AMD SEV-SNP) or Standard_DC<n>es_v5 (Intel TDX), n one of 2, 4, 8, 16, 32, 48, 64, 96 (the ads/eds variants too)`,
+      `--provider ${JSON.stringify(String(provider).slice(0, 64))}: use one of ${PEER_PODS_PROVIDERS.join(', ')}`,
     );
+  }
+  const keys = PEER_PODS_PROVIDER_KEYS[provider];
+  const data: Record<string, string> = { CLOUD_PROVIDER: provider, INITDATA: o.encodedInitData };
+  if (o.rootVolumeSizeGiB !== undefined) {
+    const n = o.rootVolumeSizeGiB;
+    if (!Number.isInteger(n) || n < 1 || n > keys.maxRootVolumeGiB) {
+      throw new InitDataInputError(
+        `--root-volume-size must be a whole number of GiB from 1 to ${keys.maxRootVolumeGiB} for ${provider}`,
+      );
+    }
+    data[keys.rootVolume] = String(n);
+  }
+  let size: InstanceSize | undefined;
+  if (o.instanceSize !== undefined || (o.instanceSizes !== undefined && o.instanceSizes.length > 0)) {
+    if (keys.instanceSize === undefined || keys.instanceSizes === undefined) {
+      throw new InitDataInputError(
+        `${provider} sizes a pod VM by CPU and memory (LIBVIRT_CPU, LIBVIRT_MEMORY), not by an instance size`,
+      );
+    }
+    if (o.instanceSize !== undefined) {
+      data[keys.instanceSize] = checkedSize(provider, keys, o.instanceSize, '--instance-size');
+      if (provider === 'azure') size = parseInstanceSize(o.instanceSize);
+    }
+    if (o.instanceSizes !== undefined && o.instanceSizes.length > 0) {
+      const list = o.instanceSizes.map((s) => checkedSize(provider, keys, s, '--instance-sizes'));
+      data[keys.instanceSizes] = [...new Set(list)].join(',');
+    }
+  }
+  if (o.specInstanceSize === true) {
+    if (o.instanceSize === undefined) {
+      throw new InitDataInputError(`${SPEC_INSTANCE_SIZE_KEY} needs --instance-size`);
+    }
+    data[SPEC_INSTANCE_SIZE_KEY] = checkedSize(provider, keys, o.instanceSize, '--instance-size');
   }
   if (o.namespace !== undefined && !isDns1123Label(o.namespace)) {
     throw new InitDataInputError(`--namespace ${JSON.stringify(o.namespace)} is not a valid namespace`);
   }
   return {
-    size,
+    ...(size !== undefined && { size }),
     configMap: {
       apiVersion: 'v1',
       kind: 'ConfigMap',
       metadata: { name: PEER_PODS_CONFIGMAP, ...(o.namespace !== undefined && { namespace: o.namespace }) },
-      data: {
-        INITDATA: o.encodedInitData,
-        ROOT_VOLUME_SIZE: String(o.rootVolumeSizeGiB),
-        CLOUD_INSTANCE_SIZE: size.name,
-      },
+      data,
     },
   };
 }

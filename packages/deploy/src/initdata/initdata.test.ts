@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { decodeInitDataAnnotation, parseInitData } from '@broker/protocol';
 import { parse as parseToml } from 'smol-toml';
@@ -12,10 +14,12 @@ import { buildInitData } from './build.js';
 import { initdataMain } from './cli.js';
 import {
   annotateWorkloads,
-  INITDATA_ANNOTATION,
+  DEFAULT_INITDATA_ANNOTATION,
   initDataAnnotationOf,
   KATA_INITDATA_ANNOTATION,
+  PEER_PODS_PROVIDERS,
   peerPodsConfigMap,
+  SPEC_INITDATA_ANNOTATION,
 } from './deliver.js';
 import { parseInstanceSize } from './instance-size.js';
 import { checkServiceUrl, validateAaToml, validateCdhToml } from './validate.js';
@@ -248,40 +252,69 @@ metadata: { name: svc }
     expect(docs).toHaveLength(3);
     expect((docs[0] as { metadata: { annotations: unknown } }).metadata.annotations).toEqual({
       keep: 'me',
-      [INITDATA_ANNOTATION]: 'H4sIAAAA',
+      [KATA_INITDATA_ANNOTATION]: 'H4sIAAAA',
     });
-    expect(JSON.stringify(docs[1])).toContain(INITDATA_ANNOTATION);
+    expect(JSON.stringify(docs[1])).toContain(KATA_INITDATA_ANNOTATION);
     expect(docs[2]).toEqual({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'svc' } });
     const again = annotateWorkloads(r.yaml, 'H4sIBBBB', 'pod.yaml');
     expect(again.replaced).toEqual(['Pod/app', 'Deployment/web']);
   });
 
-  it("writes kata's annotation when asked, and either name replaces the other", () => {
-    const pod =
-      'kind: Pod\nmetadata:\n  name: p\n  annotations:\n    io.sandbox.config.hypervisor.cc_init_data: old\n';
-    const r = annotateWorkloads(pod, 'H4sInew', 'pod.yaml', KATA_INITDATA_ANNOTATION);
+  it("writes kata's annotation by default, the spec's when asked, and either name replaces the other", () => {
+    expect(DEFAULT_INITDATA_ANNOTATION).toBe(KATA_INITDATA_ANNOTATION);
+    const pod = `kind: Pod\nmetadata:\n  name: p\n  annotations:\n    ${KATA_INITDATA_ANNOTATION}: old\n`;
+    const r = annotateWorkloads(pod, 'H4sInew', 'pod.yaml', SPEC_INITDATA_ANNOTATION);
     expect(r.replaced).toEqual(['Pod/p']);
     const doc = parseYamlDocuments(r.yaml, 'out')[0] as { metadata: { annotations: Record<string, string> } };
-    expect(doc.metadata.annotations).toEqual({ [KATA_INITDATA_ANNOTATION]: 'H4sInew' });
+    expect(doc.metadata.annotations).toEqual({ [SPEC_INITDATA_ANNOTATION]: 'H4sInew' });
     const back = annotateWorkloads(r.yaml, 'H4sIback', 'pod.yaml');
+    expect(back.replaced).toEqual(['Pod/p']);
     expect(
       (parseYamlDocuments(back.yaml, 'out')[0] as { metadata: { annotations: unknown } }).metadata
         .annotations,
-    ).toEqual({ [INITDATA_ANNOTATION]: 'H4sIback' });
+    ).toEqual({ [KATA_INITDATA_ANNOTATION]: 'H4sIback' });
     expect(() => annotateWorkloads(pod, 'x', 'pod.yaml', 'io.example/other')).toThrow(
       /not an initdata annotation/,
     );
   });
 
+  it("the default annotation is one kata's remote hypervisor configuration lets through", () => {
+    // kata's runtime takes an `io.katacontainers.config.hypervisor.<name>` annotation only when <name> is in
+    // the hypervisor's enable_annotations; the remote (peer-pods) configuration shipped by kata lists them.
+    const text = readFileSync(
+      join(
+        import.meta.dirname,
+        '..',
+        '..',
+        '..',
+        '..',
+        'test',
+        'vectors',
+        'kata',
+        'configs',
+        'configuration-remote.toml.in',
+      ),
+      'utf8',
+    );
+    const line = /^enable_annotations\s*=\s*\[(.*)\]\s*$/m.exec(text)?.[1];
+    expect(line).toBeDefined();
+    const enabled = [...(line as string).matchAll(/"([^"]+)"/g)].map((m) => m[1]);
+    const prefix = 'io.katacontainers.config.hypervisor.';
+    expect(DEFAULT_INITDATA_ANNOTATION.startsWith(prefix)).toBe(true);
+    expect(enabled).toContain(DEFAULT_INITDATA_ANNOTATION.slice(prefix.length));
+    // The spec's spelling is not a kata annotation at all: kata would drop it.
+    expect(SPEC_INITDATA_ANNOTATION.startsWith(prefix)).toBe(false);
+  });
+
   it('reads the initdata annotation under either name', () => {
     expect(initDataAnnotationOf({ [KATA_INITDATA_ANNOTATION]: 'a' }, 'p')).toBe('a');
-    expect(initDataAnnotationOf({ [INITDATA_ANNOTATION]: 'b' }, 'p')).toBe('b');
-    expect(initDataAnnotationOf({ [INITDATA_ANNOTATION]: 'c', [KATA_INITDATA_ANNOTATION]: 'c' }, 'p')).toBe(
-      'c',
-    );
+    expect(initDataAnnotationOf({ [SPEC_INITDATA_ANNOTATION]: 'b' }, 'p')).toBe('b');
+    expect(
+      initDataAnnotationOf({ [SPEC_INITDATA_ANNOTATION]: 'c', [KATA_INITDATA_ANNOTATION]: 'c' }, 'p'),
+    ).toBe('c');
     expect(initDataAnnotationOf({ other: 'x' }, 'p')).toBeUndefined();
     expect(() =>
-      initDataAnnotationOf({ [INITDATA_ANNOTATION]: 'c', [KATA_INITDATA_ANNOTATION]: 'd' }, 'p'),
+      initDataAnnotationOf({ [SPEC_INITDATA_ANNOTATION]: 'c', [KATA_INITDATA_ANNOTATION]: 'd' }, 'p'),
     ).toThrow(/differ/);
     expect(() => initDataAnnotationOf({ [KATA_INITDATA_ANNOTATION]: 5 }, 'p')).toThrow(/not a string/);
   });
@@ -299,27 +332,147 @@ metadata: { name: svc }
     expect(() => annotateWorkloads('kind: Pod\n  bad: [', 'x', 'f')).toThrow(/not valid YAML/);
   });
 
-  it('peer-pods-cm: INITDATA, ROOT_VOLUME_SIZE, CLOUD_INSTANCE_SIZE; a valid ConfigMap', () => {
+  it("peer-pods-cm for azure (the default): the adaptor's keys, a valid ConfigMap", () => {
     const { configMap, size } = peerPodsConfigMap({
       encodedInitData: 'H4sI',
       rootVolumeSizeGiB: 20,
       instanceSize: 'standard_dc4as_v5',
-      namespace: 'sandbox-operator',
+      instanceSizes: ['Standard_DC4as_v5', 'Standard_DC8es_v5'],
+      namespace: 'confidential-containers-system',
     });
-    expect(configMap.metadata).toEqual({ name: 'peer-pods-cm', namespace: 'sandbox-operator' });
+    expect(configMap.metadata).toEqual({ name: 'peer-pods-cm', namespace: 'confidential-containers-system' });
     expect(configMap.data).toEqual({
+      CLOUD_PROVIDER: 'azure',
       INITDATA: 'H4sI',
       ROOT_VOLUME_SIZE: '20',
-      CLOUD_INSTANCE_SIZE: 'Standard_DC4as_v5',
+      AZURE_INSTANCE_SIZE: 'Standard_DC4as_v5',
+      AZURE_INSTANCE_SIZES: 'Standard_DC4as_v5,Standard_DC8es_v5',
     });
-    expect(size.tee).toBe('snp');
+    expect(size?.tee).toBe('snp');
     expect(schemaProblems(configMap)).toEqual([]);
+    // Only INITDATA is needed; the rest is left to the adaptor's defaults.
+    expect(peerPodsConfigMap({ encodedInitData: 'H4sI' }).configMap.data).toEqual({
+      CLOUD_PROVIDER: 'azure',
+      INITDATA: 'H4sI',
+    });
+    // The spec's key only on request, next to the adaptor's.
+    expect(
+      peerPodsConfigMap({ encodedInitData: 'x', instanceSize: 'Standard_DC2es_v5', specInstanceSize: true })
+        .configMap.data,
+    ).toEqual({
+      CLOUD_PROVIDER: 'azure',
+      INITDATA: 'x',
+      AZURE_INSTANCE_SIZE: 'Standard_DC2es_v5',
+      CLOUD_INSTANCE_SIZE: 'Standard_DC2es_v5',
+    });
+    expect(() => peerPodsConfigMap({ encodedInitData: 'x', specInstanceSize: true })).toThrow(
+      /needs --instance-size/,
+    );
     expect(() =>
       peerPodsConfigMap({ encodedInitData: 'x', rootVolumeSizeGiB: 0, instanceSize: 'Standard_DC4as_v5' }),
     ).toThrow(/root-volume-size/);
+    expect(() => peerPodsConfigMap({ encodedInitData: 'x', rootVolumeSizeGiB: 4096 })).toThrow(/4095/);
     expect(() =>
       peerPodsConfigMap({ encodedInitData: 'x', rootVolumeSizeGiB: 20, instanceSize: 'Standard_D4s_v5' }),
     ).toThrow(/not a confidential VM size/);
+    expect(() =>
+      peerPodsConfigMap({ encodedInitData: 'x', instanceSizes: ['Standard_DC4as_v5', 'Standard_B2s'] }),
+    ).toThrow(/--instance-sizes "Standard_B2s" is not a confidential VM size/);
+  });
+
+  it('peer-pods-cm for aws, gcp and libvirt uses their own keys', () => {
+    expect(
+      peerPodsConfigMap({
+        encodedInitData: 'x',
+        provider: 'aws',
+        rootVolumeSizeGiB: 30,
+        instanceSize: 'm6a.large',
+        instanceSizes: ['m6a.large', 'c6a.2xlarge'],
+      }).configMap.data,
+    ).toEqual({
+      CLOUD_PROVIDER: 'aws',
+      INITDATA: 'x',
+      ROOT_VOLUME_SIZE: '30',
+      PODVM_INSTANCE_TYPE: 'm6a.large',
+      PODVM_INSTANCE_TYPES: 'm6a.large,c6a.2xlarge',
+    });
+    expect(
+      peerPodsConfigMap({
+        encodedInitData: 'x',
+        provider: 'gcp',
+        rootVolumeSizeGiB: 10,
+        instanceSize: 'n2d-standard-2',
+        instanceSizes: ['n2d-standard-2', 'c3-standard-4'],
+      }).configMap.data,
+    ).toEqual({
+      CLOUD_PROVIDER: 'gcp',
+      INITDATA: 'x',
+      ROOT_VOLUME_SIZE: '10',
+      GCP_MACHINE_TYPE: 'n2d-standard-2',
+      GCP_INSTANCE_TYPES: 'n2d-standard-2,c3-standard-4',
+    });
+    expect(
+      peerPodsConfigMap({ encodedInitData: 'x', provider: 'libvirt', rootVolumeSizeGiB: 12 }).configMap.data,
+    ).toEqual({ CLOUD_PROVIDER: 'libvirt', INITDATA: 'x', LIBVIRT_ROOT_DISK_SIZE: '12' });
+    expect(() =>
+      peerPodsConfigMap({ encodedInitData: 'x', provider: 'libvirt', instanceSize: 'small' }),
+    ).toThrow(/CPU and memory/);
+    expect(() =>
+      peerPodsConfigMap({ encodedInitData: 'x', provider: 'aws', instanceSize: 'Standard_DC2as_v5' }),
+    ).toThrow(/not a aws instance type/);
+    expect(() =>
+      peerPodsConfigMap({ encodedInitData: 'x', provider: 'gcp', instanceSize: 'm6a.large' }),
+    ).toThrow(/not a gcp instance type/);
+    expect(() =>
+      peerPodsConfigMap({ encodedInitData: 'x', provider: 'ibmcloud' as unknown as 'aws' }),
+    ).toThrow(/use one of azure, aws, gcp, libvirt/);
+  });
+
+  it("every key written is one the cloud-api-adaptor's Helm chart sets for that provider", () => {
+    // The adaptor's chart: providers/<provider>.yaml lists each environment variable the provider reads
+    // (commented out when the adaptor's default applies); templates/configmap.yaml adds CLOUD_PROVIDER.
+    const chart = (...path: string[]) =>
+      readFileSync(
+        join(
+          import.meta.dirname,
+          '..',
+          '..',
+          '..',
+          '..',
+          'test',
+          'vectors',
+          'cloud-api-adaptor',
+          'peerpods',
+          ...path,
+        ),
+        'utf8',
+      );
+    const template = chart('templates', 'configmap.yaml');
+    const templateKeys = [...template.matchAll(/^ {2}([A-Z][A-Z0-9_]*): "/gm)].map((m) => m[1]);
+    expect(templateKeys).toContain('CLOUD_PROVIDER');
+    for (const provider of PEER_PODS_PROVIDERS) {
+      const values = chart('providers', `${provider}.yaml`);
+      expect(values).toMatch(new RegExp(`^provider: ${provider}$`, 'm'));
+      const read = new Set([
+        ...templateKeys,
+        ...[...values.matchAll(/^ {4}(?:# )?([A-Z][A-Z0-9_]*): /gm)].map((m) => m[1]),
+      ]);
+      expect(read.has('INITDATA'), provider).toBe(true);
+      expect(read.has('CLOUD_INSTANCE_SIZE'), provider).toBe(false);
+      const sized = provider !== 'libvirt';
+      const sample = { aws: 'm6a.large', gcp: 'n2d-standard-2', azure: 'Standard_DC2as_v5', libvirt: '' }[
+        provider
+      ];
+      const { data } = peerPodsConfigMap({
+        encodedInitData: 'x',
+        provider,
+        rootVolumeSizeGiB: 20,
+        ...(sized && { instanceSize: sample, instanceSizes: [sample] }),
+      }).configMap;
+      const written = Object.keys(data ?? {});
+      expect(written.length, provider).toBe(sized ? 5 : 3);
+      for (const key of written) expect(read.has(key), `${provider} ${key}`).toBe(true);
+    }
   });
 });
 
@@ -381,7 +534,7 @@ describe('initdata CLI', () => {
       metadata: { annotations: Record<string, string> };
     };
     expect(
-      decodeInitDataAnnotation(pod.metadata.annotations[INITDATA_ANNOTATION] as string).equals(toml),
+      decodeInitDataAnnotation(pod.metadata.annotations[KATA_INITDATA_ANNOTATION] as string).equals(toml),
     ).toBe(true);
 
     io.stdout = '';
@@ -400,10 +553,41 @@ describe('initdata CLI', () => {
       ),
     ).toBe(0);
     const cm = parseYamlDocuments(io.stdout, 'cm')[0] as { data: Record<string, string> };
+    expect(Object.keys(cm.data).sort()).toEqual([
+      'AZURE_INSTANCE_SIZE',
+      'CLOUD_PROVIDER',
+      'INITDATA',
+      'ROOT_VOLUME_SIZE',
+    ]);
     expect(cm.data.ROOT_VOLUME_SIZE).toBe('30');
-    expect(cm.data.CLOUD_INSTANCE_SIZE).toBe('Standard_DC2es_v5');
+    expect(cm.data.AZURE_INSTANCE_SIZE).toBe('Standard_DC2es_v5');
     expect(decodeInitDataAnnotation(cm.data.INITDATA as string).equals(toml)).toBe(true);
     expect(io.stderr).toContain('Intel TDX');
+
+    io.stdout = '';
+    const gcp = [
+      'configmap',
+      '--initdata',
+      'initdata.toml',
+      '--provider',
+      'gcp',
+      '--instance-size',
+      'c3-standard-4',
+      '--instance-sizes',
+      'c3-standard-4, n2d-standard-2',
+      '--spec-instance-size',
+    ];
+    expect(await initdataMain(gcp, io)).toBe(0);
+    expect((parseYamlDocuments(io.stdout, 'cm')[0] as { data: Record<string, string> }).data).toMatchObject({
+      CLOUD_PROVIDER: 'gcp',
+      GCP_MACHINE_TYPE: 'c3-standard-4',
+      GCP_INSTANCE_TYPES: 'c3-standard-4,n2d-standard-2',
+      CLOUD_INSTANCE_SIZE: 'c3-standard-4',
+    });
+    expect(await initdataMain(['configmap', '--initdata', 'initdata.toml', '--provider', 'ibm'], io)).toBe(2);
+    expect(
+      await initdataMain(['configmap', '--initdata', 'initdata.toml', '--instance-sizes', 'a,,b'], io),
+    ).toBe(2);
   });
 
   it('check accepts a policy-only initdata, as kata does, and says what the guest then gets', async () => {
@@ -416,19 +600,25 @@ describe('initdata CLI', () => {
     expect(io.stderr).toContain('data has no aa.toml or cdh.toml: the guest gets the no-KBS defaults');
   });
 
-  it("annotate --annotation kata writes kata's annotation; an unknown name is a usage error", async () => {
+  it("annotate writes kata's annotation, --annotation spec the spec's; an unknown name is a usage error", async () => {
     const { aa, cdh } = await configs();
     const io = memoryIO({
       'i.toml': buildInitData({ aa, cdh }).toml,
       'pod.yaml': 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n',
     });
-    expect(
-      await initdataMain(['annotate', 'pod.yaml', '--initdata', 'i.toml', '--annotation', 'kata'], io),
-    ).toBe(0);
-    const pod = parseYamlDocuments(io.stdout, 'pod')[0] as {
-      metadata: { annotations: Record<string, string> };
+    const keys = async (...extra: string[]) => {
+      io.stdout = '';
+      expect(await initdataMain(['annotate', 'pod.yaml', '--initdata', 'i.toml', ...extra], io)).toBe(0);
+      const pod = parseYamlDocuments(io.stdout, 'pod')[0] as {
+        metadata: { annotations: Record<string, string> };
+      };
+      return Object.keys(pod.metadata.annotations);
     };
-    expect(Object.keys(pod.metadata.annotations)).toEqual([KATA_INITDATA_ANNOTATION]);
+    expect(await keys()).toEqual([KATA_INITDATA_ANNOTATION]);
+    expect(await keys('--annotation', 'kata')).toEqual([KATA_INITDATA_ANNOTATION]);
+    expect(await keys('--annotation', 'spec')).toEqual([SPEC_INITDATA_ANNOTATION]);
+    expect(await keys('--annotation', 'sandbox')).toEqual([SPEC_INITDATA_ANNOTATION]);
+    expect(await keys('--annotation', SPEC_INITDATA_ANNOTATION)).toEqual([SPEC_INITDATA_ANNOTATION]);
     expect(
       await initdataMain(['annotate', 'pod.yaml', '--initdata', 'i.toml', '--annotation', 'io.x/y'], io),
     ).toBe(2);

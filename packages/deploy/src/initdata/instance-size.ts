@@ -1,5 +1,6 @@
-// CLOUD_INSTANCE_SIZE of peer-pods-cm: only confidential VM sizes, so a typo or a non-confidential size is
-// caught before the operator tries to create a VM that cannot attest.
+// Azure sizes of peer-pods-cm (AZURE_INSTANCE_SIZE, AZURE_INSTANCE_SIZES, the spec's CLOUD_INSTANCE_SIZE): only
+// confidential VM sizes, so a typo or a non-confidential size
+// is caught before the cloud-api-adaptor tries to create a VM that cannot attest.
 
 export type InstanceTee = 'snp' | 'tdx';
 
