@@ -158,7 +158,10 @@ export async function runToEnd(
       stderr += d.toString();
     });
     child.on('error', rej);
-    child.on('exit', (code) => res({ code, stdout, stderr }));
+    // 'close', not 'exit': the process may exit before its output has been read.
+    child.on('close', (code) => res({ code, stdout, stderr }));
+    // A command that exits without reading its input must not fail the caller with EPIPE.
+    child.stdin.on('error', () => {});
     child.stdin.end(opts.input ?? '');
   });
 }
