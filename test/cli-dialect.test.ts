@@ -50,6 +50,7 @@ const READS_MISSING: Record<string, string[]> = {
   ],
   'attestation-service': ['--config-file', MISSING],
   'rvps-tool': ['register', '--path', MISSING],
+  'kbs-storage': ['copy', '--from', MISSING, '--to', MISSING],
   'attestation-agent': ['-c', MISSING],
   'confidential-data-hub': ['-c', MISSING],
   'process-user-data': ['provision-files', '--user-data', MISSING, '--tpm', 'none'],

@@ -3,6 +3,7 @@ import { run } from './dispatch.js';
 
 run('broker-tools', {
   kbs: async () => (await import('@broker/kbs')).main,
+  'kbs-storage': async () => (await import('@broker/kbs')).kbsStorageMain,
   'kbs-client': async () => (await import('@broker/kbs-client')).main,
   'kbs-verify': async () => (await import('@broker/verifier')).kbsVerifyMain,
   rego: async () => (await import('@broker/rego')).main,

@@ -114,4 +114,5 @@ export {
 } from './storage/redis.js';
 export { RoutedStorage } from './storage/routed.js';
 export type { KvStorage, Namespace, SetOptions } from './storage/types.js';
+export { COPIED_NAMESPACES, copyStores, kbsStorageMain, type NamespaceReport } from './storage-copy.js';
 export { AttestationTokenVerifier, BUILTIN_TEE_KEY_POINTERS, jsonPointer } from './token.js';
