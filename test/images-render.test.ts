@@ -311,6 +311,30 @@ async function eventually(check: () => boolean, what: string, timeoutMs = 60_000
   throw new Error(`${what} did not happen in ${timeoutMs} ms`);
 }
 
+/** `kubectl patch --type=json` of `add` operations (RFC 6902; `-` appends to an array). */
+function applyJsonPatch(
+  target: KubeObject,
+  patch: readonly { op: string; path: string; value: unknown }[],
+): KubeObject {
+  const out = structuredClone(target);
+  for (const { op, path, value } of patch) {
+    if (op !== 'add') unsupported(`JSON patch op ${op}`);
+    const keys = path
+      .split('/')
+      .slice(1)
+      .map((k) => k.replaceAll('~1', '/').replaceAll('~0', '~'));
+    const last = keys.pop() as string;
+    let at: Any = out;
+    for (const k of keys) {
+      at = at[Array.isArray(at) ? Number(k) : k];
+      if (at === undefined) throw new Error(`JSON patch path ${path} does not exist`);
+    }
+    if (Array.isArray(at)) at.splice(last === '-' ? at.length : Number(last), 0, structuredClone(value));
+    else at[last] = structuredClone(value);
+  }
+  return out;
+}
+
 describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', () => {
   const work = mkdtempSync(join(tmpdir(), 'broker-images-render-'));
   const out = join(work, 'images');
@@ -605,6 +629,77 @@ describe.skipIf(!isRoot)('brokerctl render: the Deployment runs the kbs image', 
       const stopped = await kbs.stop('TERM');
       console.log(`rendered Permissive Deployment: SIGTERM ended PID 1 in ${stopped.ms.toFixed(0)} ms`);
       expect(stopped.code, kbs.output()).toBe(0);
+    } finally {
+      await pod.remove();
+    }
+  }, 300_000);
+  it('brokerctl add-secret: the Deployment patched as it prints starts, and the guest gets the new Secret', async () => {
+    const dir = join(work, 'add-secret');
+    mkdirSync(dir, { recursive: true });
+    const certs = join(dir, 'certs');
+    const objects = await render(dir, {
+      profileType: 'Restricted',
+      kbsServiceType: 'ClusterIP',
+      httpsSpec: { tlsSecretName: 'kbs-https-tls' },
+      attestationTokenVerificationSpec: { tlsSecretName: 'kbs-token-tls' },
+    });
+    const printed = await brokerctl(
+      'add-secret',
+      'security-policy',
+      '--config',
+      'broker',
+      '--namespace',
+      NAMESPACE,
+    );
+    const patchCommand = printed
+      .split('\n')
+      .find((l) => l.startsWith('kubectl patch deployment kbs-deployment '));
+    const patch = JSON.parse(/ -p '(.*)'$/.exec(patchCommand ?? '')?.[1] ?? 'null') as {
+      op: string;
+      path: string;
+      value: unknown;
+    }[];
+    expect(patch).toHaveLength(2);
+    const deployment = applyJsonPatch(deploymentOf(objects), patch);
+    expect(() => new Deployment(deployment as never).validate()).not.toThrow();
+    const policyJson = '{"default":[{"type":"reject"}]}';
+    const cluster = [...objects, userSecret('security-policy', { 'policy.json': Buffer.from(policyJson) })];
+    const p = translatePod(deployment, cluster);
+    const image = pull(p.image);
+    const netns = new NetworkNamespace(`broker-ra-${process.pid}`, [ROUTE_HOST]);
+    const pod = new Pod(dir, netns, p.volumes);
+    try {
+      // `kubectl rollout restart`: a new pod of the patched template.
+      const kbs = pod.start({ ...p.container, image, hosts: [ROUTE_HOST] });
+      const readyMs = await waitForProbe(() => netns.probe(p.readinessUrl), kbs);
+      console.log(
+        `add-secret's patched Deployment: ready ${readyMs.toFixed(0)} ms after the container started`,
+      );
+      const client = (...args: string[]) =>
+        netns.exec(binary('kbs-client'), [
+          '--url',
+          `https://${ROUTE_HOST}:8080`,
+          '--cert-file',
+          join(certs, 'https.crt'),
+          ...args,
+        ]);
+      writeFileSync(
+        join(dir, 'sample-allowed.rego'),
+        'package policy\n\nimport rego.v1\n\n# This test stands the sample TEE in for a real one.\nallow if input.submods.cpu0["ear.veraison.annotated-evidence"].sample\n',
+      );
+      const policy = client(
+        'config',
+        '--auth-private-key',
+        join(certs, 'token.key'),
+        'set-resource-policy',
+        '--policy-file',
+        join(dir, 'sample-allowed.rego'),
+      );
+      expect(policy.code, policy.stderr).toBe(0);
+      const got = client('get-resource', '--path', 'default/security-policy/policy.json');
+      expect(got.code, got.stderr).toBe(0);
+      expect(Buffer.from(got.stdout.trim(), 'base64').toString()).toBe(policyJson);
+      expect((await kbs.stop('TERM')).code, kbs.output()).toBe(0);
     } finally {
       await pod.remove();
     }
