@@ -575,9 +575,9 @@ describe.skipIf(!isRoot)('container images (make images)', () => {
       ]);
       expect(got.stderr).toBe('');
       expect(Buffer.from(got.stdout.trim(), 'base64').toString()).toBe('compose-secret');
-      // The resource went to the bind-mounted repository (as a file tree; trustee's flat
-      // `default\x2Fcompose\x2Fkey` names are read as well: packages/kbs/README.md).
-      expect(readFileSync(join(dir, 'kbs/data/kbs-storage/default/compose/key'), 'utf8')).toBe(
+      // The resource went to the bind-mounted repository, as trustee's LocalFs writes it: one flat
+      // file `default\x2Fcompose\x2Fkey` (packages/kbs/README.md).
+      expect(readFileSync(join(dir, 'kbs/data/kbs-storage/default\\x2Fcompose\\x2Fkey'), 'utf8')).toBe(
         'compose-secret',
       );
       for (const c of [kbs, as, rvps]) expect((await c.stop('TERM')).code).toBe(0);

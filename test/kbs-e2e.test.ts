@@ -32,8 +32,8 @@ describe('kbs and kbs-client, real processes over HTTPS', () => {
       join(dir, 'key.bin'),
     );
     expect(r.code, r.stderr).toBe(0);
-    // The repository is the directory tree a mounted Kubernetes Secret gives.
-    expect(readFileSync(join(dir, 'kbs-storage', 'repository', 'default', 'app-secret', 'key'))).toEqual(
+    // One flat file per resource, as trustee's LocalFs writes it.
+    expect(readFileSync(join(dir, 'kbs-storage', 'repository', 'default\\x2Fapp-secret\\x2Fkey'))).toEqual(
       secret,
     );
   });

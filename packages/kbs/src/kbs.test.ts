@@ -793,7 +793,7 @@ describe('admin API', () => {
     );
   });
 
-  it('writes through LocalFs atomically into <dir>/repository/<repo>/<type>/<tag> and keeps them across restarts', async () => {
+  it("writes through LocalFs atomically into trustee's <dir>/repository/<repo>\\x2F<type>\\x2F<tag> and keeps them across restarts", async () => {
     const dir = join(tmp, 'localfs');
     const sections = {
       storage_backend: 'storage_type = "LocalFs"',
@@ -803,7 +803,7 @@ describe('admin API', () => {
     await putResource(first.base, 'default/sec/key', 'persisted');
     await allowAll(first.base);
     await first.kbs.close();
-    expect(readFileSync(join(dir, 'repository', 'default', 'sec', 'key'), 'utf8')).toBe('persisted');
+    expect(readFileSync(join(dir, 'repository', 'default\\x2Fsec\\x2Fkey'), 'utf8')).toBe('persisted');
     const second = await start(sections);
     const { cookie, key } = await handshake(second.base);
     const res = await send(`${second.base}/kbs/v0/resource/default/sec/key`, { headers: { cookie } });

@@ -1,11 +1,16 @@
-// Directory-tree storage (trustee's LocalFs `dir_path`): each namespace is a directory under the root and
-// each key a file in it. A key's `/` separators become subdirectories, so the `repository` namespace is
-// exactly the `<repo>/<type>/<tag>` tree that mounted Kubernetes Secrets give. Writes are atomic: a temp
-// file in the target directory, fsync, rename (or link when the key must not be overwritten), fsync of
-// the directory — a reader or a crash sees the old or the new value, never a partial one.
+// Directory storage (trustee's LocalFs `dir_path`, deps/key-value-storage local_fs): each namespace is a
+// directory under the root and each key a file in it. As in trustee, a key's `/` separators are written
+// as the four characters `\x2F` in one flat file name (`default\x2Fapp\x2Fkey`, the names trustee-operator's
+// secret converter makes too), so that trustee and this KBS read each other's storage folders. Nested
+// files (`default/app/key`, as a mounted Kubernetes Secret tree or an older release of this KBS lays
+// them out) are read, listed and deleted as well; a namespace given its own directory (trustee's old
+// `[[plugins]] type = "LocalFs"` resource directory, which was such a tree) is written nested. Writes are
+// atomic: a temp file in the target directory, fsync, rename (or link when the key must not be
+// overwritten), fsync of the directory — a reader or a crash sees the old or the new value, never a
+// partial one.
 import { randomBytes } from 'node:crypto';
 import { constants, type Dirent } from 'node:fs';
-import { link, lstat, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { link, lstat, open, readdir, readFile, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { makeDirectory } from '@broker/cli';
 import { keySegments } from './keys.js';
@@ -14,9 +19,10 @@ import type { KvStorage, Namespace, SetOptions } from './types.js';
 /** trustee's default `[storage_backend.backends.local_fs] dir_path`. */
 export const DEFAULT_LOCAL_FS_DIR = '/opt/confidential-containers/storage/local_fs';
 
-// trustee's LocalFs stores `a/b/c` as one flat file named `a\x2Fb\x2Fc`; such files are still read, listed
-// and deleted so that a trustee storage directory keeps working.
-const LEGACY_SLASH = '\\x2F';
+/** What trustee's LocalFs writes for each `/` of a key. */
+const FLAT_SLASH = '\\x2F';
+/** NAME_MAX of common filesystems: a key whose flat name would be longer is written nested. */
+const MAX_FILE_NAME_BYTES = 255;
 const MAX_LIST_DEPTH = 32;
 /** The name `set` gives its temp file, beside the key's file. */
 const TEMP_FILE_RE = /^\.[0-9a-f]{16}\.tmp$/;
@@ -38,7 +44,15 @@ export interface LocalFsOptions {
   readonly namespaceDirs?: Partial<Record<Namespace, string>>;
   /** fsync files and directories on write. Default true; only tests of throughput turn it off. */
   readonly fsync?: boolean;
+  /**
+   * How keys with `/` are written: `flat` (default, trustee's layout: one file `a\x2Fb\x2Fc`) or `nested`
+   * (directories `a/b/c`). Both are always read. The namespaces of `namespaceDirs` are written nested
+   * whatever this says, as trustee's old resource directory was.
+   */
+  readonly layout?: LocalFsLayout;
 }
+
+export type LocalFsLayout = 'flat' | 'nested';
 
 export class LocalFsStorageError extends Error {
   override readonly name = 'LocalFsStorageError';
@@ -63,6 +77,7 @@ export class LocalFsStorage implements KvStorage {
   private readonly root: string;
   private readonly dirs: Partial<Record<Namespace, string>>;
   private readonly fsync: boolean;
+  private readonly layout: LocalFsLayout;
 
   private constructor(options: LocalFsOptions) {
     this.root = resolve(options.dirPath);
@@ -72,6 +87,7 @@ export class LocalFsStorage implements KvStorage {
     }
     this.dirs = dirs;
     this.fsync = options.fsync ?? true;
+    this.layout = options.layout ?? 'flat';
   }
 
   /** Opens (creating when missing) the root directory. */
@@ -140,18 +156,45 @@ export class LocalFsStorage implements KvStorage {
     return this.dirs[ns] ?? join(this.root, ns);
   }
 
-  /** Absolute file path of a key; InvalidStorageKey for keys that are not plain relative segment paths. */
-  pathOf(ns: Namespace, key: string): string {
-    const base = this.namespaceDir(ns);
-    const p = join(base, ...keySegments(key));
-    // Defence in depth: the segment rule already excludes every form of traversal.
-    if (!p.startsWith(base + sep))
-      throw new LocalFsStorageError(`key ${JSON.stringify(key)} escapes ${base}`);
-    return p;
+  /** The layout `ns` is written in. */
+  layoutOf(ns: Namespace): LocalFsLayout {
+    return this.dirs[ns] !== undefined ? 'nested' : this.layout;
   }
 
-  private legacyPathOf(ns: Namespace, key: string): string | undefined {
-    return key.includes('/') ? join(this.namespaceDir(ns), key.replaceAll('/', LEGACY_SLASH)) : undefined;
+  /**
+   * The file a key is written to, then the other file it may be found in (a key without `/` has one).
+   * InvalidStorageKey for keys that are not plain relative segment paths.
+   */
+  private pathsOf(ns: Namespace, key: string): { write: string; other: string | undefined } {
+    const base = this.namespaceDir(ns);
+    const segments = keySegments(key);
+    const nested = join(base, ...segments);
+    // Defence in depth: the segment rule already excludes every form of traversal.
+    if (!nested.startsWith(base + sep))
+      throw new LocalFsStorageError(`key ${JSON.stringify(key)} escapes ${base}`);
+    if (segments.length === 1) return { write: nested, other: undefined };
+    // Segments are ASCII, so characters are bytes.
+    const flatName = segments.join(FLAT_SLASH);
+    if (flatName.length > MAX_FILE_NAME_BYTES) return { write: nested, other: undefined };
+    const flat = join(base, flatName);
+    return this.layoutOf(ns) === 'flat' ? { write: flat, other: nested } : { write: nested, other: flat };
+  }
+
+  /** Absolute path of the file a key is written to. */
+  pathOf(ns: Namespace, key: string): string {
+    return this.pathsOf(ns, key).write;
+  }
+
+  /** Removes the directories a nested file left empty, up to (not including) the namespace directory. */
+  private async pruneEmptyDirs(ns: Namespace, file: string): Promise<void> {
+    const base = this.namespaceDir(ns);
+    for (let d = dirname(file); d.startsWith(base + sep); d = dirname(d)) {
+      try {
+        await rmdir(d);
+      } catch {
+        return; // not empty, a mount point, or read-only: leave it and its parents
+      }
+    }
   }
 
   private static async readIfFile(p: string): Promise<Uint8Array | undefined> {
@@ -166,10 +209,10 @@ export class LocalFsStorage implements KvStorage {
   }
 
   async get(ns: Namespace, key: string): Promise<Uint8Array | undefined> {
-    const v = await LocalFsStorage.readIfFile(this.pathOf(ns, key));
+    const { write, other } = this.pathsOf(ns, key);
+    const v = await LocalFsStorage.readIfFile(write);
     if (v !== undefined) return v;
-    const legacy = this.legacyPathOf(ns, key);
-    return legacy === undefined ? undefined : LocalFsStorage.readIfFile(legacy);
+    return other === undefined ? undefined : LocalFsStorage.readIfFile(other);
   }
 
   private async exists(p: string): Promise<boolean> {
@@ -187,10 +230,9 @@ export class LocalFsStorage implements KvStorage {
    * their owner, as in trustee.
    */
   async set(ns: Namespace, key: string, value: Uint8Array, options: SetOptions = {}): Promise<boolean> {
-    const target = this.pathOf(ns, key);
+    const { write: target, other } = this.pathsOf(ns, key);
     const overwrite = options.overwrite ?? true;
-    const legacy = this.legacyPathOf(ns, key);
-    if (!overwrite && legacy !== undefined && (await this.exists(legacy))) return false;
+    if (!overwrite && other !== undefined && (await this.exists(other))) return false;
     const dir = dirname(target);
     await makeDirectory(dir);
     const tmp = join(dir, `.${randomBytes(8).toString('hex')}.tmp`);
@@ -220,21 +262,31 @@ export class LocalFsStorage implements KvStorage {
     }
     if (wrote) {
       if (this.fsync) await fsyncDir(dir);
-      // A newer write supersedes a trustee flat file of the same key.
-      if (legacy !== undefined) await unlink(legacy).catch(() => undefined);
+      // A newer write supersedes the key's file in the other layout (a read-only mounted one stays).
+      if (other !== undefined) {
+        const removed = await unlink(other).then(
+          () => true,
+          () => false,
+        );
+        if (removed && this.layoutOf(ns) === 'flat') await this.pruneEmptyDirs(ns, other);
+      }
     }
     return wrote;
   }
 
   async delete(ns: Namespace, key: string): Promise<boolean> {
     let existed = false;
-    for (const p of [this.pathOf(ns, key), this.legacyPathOf(ns, key)]) {
+    const { write, other } = this.pathsOf(ns, key);
+    // A nested file deleted from a flat namespace may leave directories nothing writes to any more.
+    const prunable = this.layoutOf(ns) === 'flat' ? other : undefined;
+    for (const p of [write, other]) {
       if (p === undefined) continue;
       try {
         if ((await lstat(p)).isDirectory()) continue;
         await unlink(p);
         existed = true;
         if (this.fsync) await fsyncDir(dirname(p));
+        if (p === prunable) await this.pruneEmptyDirs(ns, p);
       } catch (e) {
         const code = errno(e);
         if (code !== 'ENOENT' && code !== 'ENOTDIR') throw e;
@@ -248,8 +300,9 @@ export class LocalFsStorage implements KvStorage {
     return true;
   }
 
+  /** Each key once, whether its file is flat, nested or both. */
   async list(ns: Namespace): Promise<string[]> {
-    const keys: string[] = [];
+    const keys = new Set<string>();
     const base = this.namespaceDir(ns);
     const walk = async (dir: string, prefix: string, depth: number): Promise<void> => {
       let entries: Dirent[];
@@ -277,13 +330,13 @@ export class LocalFsStorage implements KvStorage {
         }
         if (isDir && depth < MAX_LIST_DEPTH) await walk(p, `${prefix}${ent.name}/`, depth + 1);
         else if (isFile) {
-          const name = prefix === '' ? ent.name.replaceAll(LEGACY_SLASH, '/') : ent.name;
-          keys.push(`${prefix}${name}`);
+          const name = prefix === '' ? ent.name.replaceAll(FLAT_SLASH, '/') : ent.name;
+          keys.add(`${prefix}${name}`);
         }
       }
     };
     await walk(base, '', 0);
-    return keys;
+    return [...keys];
   }
 
   async close(): Promise<void> {}

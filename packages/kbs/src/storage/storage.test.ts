@@ -89,14 +89,31 @@ describe('MemoryStorage', () => {
 });
 
 describe('LocalFsStorage', () => {
-  it('lays the repository out as <dir>/repository/<repo>/<type>/<tag>', async () => {
+  it("writes trustee's flat layout, <dir>/repository/<repo>\\x2F<type>\\x2F<tag>", async () => {
     const s = await LocalFsStorage.open({ dirPath: dir });
     await s.set('repository', 'default/image-policy/policy.json', enc('{}'));
-    expect(await readFile(join(dir, 'repository', 'default', 'image-policy', 'policy.json'), 'utf8')).toBe(
+    expect(await readdir(join(dir, 'repository'))).toEqual(['default\\x2Fimage-policy\\x2Fpolicy.json']);
+    expect(await readFile(join(dir, 'repository', 'default\\x2Fimage-policy\\x2Fpolicy.json'), 'utf8')).toBe(
       '{}',
     );
     await s.set('kbs_protocol_session', '0123abcd', enc('s'));
     expect(await readFile(join(dir, 'kbs_protocol_session', '0123abcd'), 'utf8')).toBe('s');
+  });
+
+  it('writes <dir>/repository/<repo>/<type>/<tag> directories with layout = nested', async () => {
+    const s = await LocalFsStorage.open({ dirPath: dir, layout: 'nested' });
+    await s.set('repository', 'default/image-policy/policy.json', enc('{}'));
+    expect(await readFile(join(dir, 'repository', 'default', 'image-policy', 'policy.json'), 'utf8')).toBe(
+      '{}',
+    );
+    expect(
+      dec(
+        await (await LocalFsStorage.open({ dirPath: dir })).get(
+          'repository',
+          'default/image-policy/policy.json',
+        ),
+      ),
+    ).toBe('{}');
   });
 
   it('survives a restart: a new instance on the same directory sees every write', async () => {
@@ -116,9 +133,9 @@ describe('LocalFsStorage', () => {
     const s = await LocalFsStorage.open({ dirPath: dir });
     for (let i = 0; i < 20; i++) await s.set('repository', 'r/t/k', enc(`v${i}`));
     await s.set('repository', 'r/t/k', enc('x'), { overwrite: false });
-    expect(await readdir(join(dir, 'repository', 'r', 't'))).toEqual(['k']);
+    expect(await readdir(join(dir, 'repository'))).toEqual(['r\\x2Ft\\x2Fk']);
     // What an interrupted write leaves: a hidden temp file next to the target.
-    await writeFile(join(dir, 'repository', 'r', 't', '.deadbeef.tmp'), 'partial');
+    await writeFile(join(dir, 'repository', '.deadbeef.tmp'), 'partial');
     expect(await s.list('repository')).toEqual(['r/t/k']);
     expect(dec(await s.get('repository', 'r/t/k'))).toBe('v19');
   });
@@ -218,6 +235,46 @@ describe('LocalFsStorage', () => {
     expect(await s.get('repository', 'default/key/old')).toBeUndefined();
   });
 
+  it("reads the flat files trustee-operator's secret converter makes, beside a mounted Secret tree", async () => {
+    const repo = join(dir, 'repository');
+    await mkdir(join(repo, 'default', 'mounted'), { recursive: true });
+    await writeFile(join(repo, 'default\\x2Fkbsres1\\x2Fkey1'), 'converted');
+    await writeFile(join(repo, 'default', 'mounted', 'key'), 'mounted');
+    const s = await LocalFsStorage.open({ dirPath: dir });
+    expect(dec(await s.get('repository', 'default/kbsres1/key1'))).toBe('converted');
+    expect(dec(await s.get('repository', 'default/mounted/key'))).toBe('mounted');
+    expect((await s.list('repository')).sort()).toEqual(['default/kbsres1/key1', 'default/mounted/key']);
+  });
+
+  it('moves a nested key to the flat layout when it is written again, and lists and deletes both', async () => {
+    const repo = join(dir, 'repository');
+    await mkdir(join(repo, 'default', 'app'), { recursive: true });
+    await writeFile(join(repo, 'default', 'app', 'old'), 'nested');
+    await writeFile(join(repo, 'default', 'app', 'kept'), 'nested');
+    const s = await LocalFsStorage.open({ dirPath: dir });
+    expect(await s.set('repository', 'default/app/old', enc('x'), { overwrite: false })).toBe(false);
+    expect(await s.set('repository', 'default/app/old', enc('flat'))).toBe(true);
+    expect((await readdir(repo)).sort()).toEqual(['default', 'default\\x2Fapp\\x2Fold']);
+    expect(await readdir(join(repo, 'default', 'app'))).toEqual(['kept']);
+    expect(dec(await s.get('repository', 'default/app/old'))).toBe('flat');
+    // The same key in both layouts (a read-only mount and a later write): listed once, the flat one read.
+    await writeFile(join(repo, 'default\\x2Fapp\\x2Fkept'), 'flat');
+    expect((await s.list('repository')).sort()).toEqual(['default/app/kept', 'default/app/old']);
+    expect(dec(await s.get('repository', 'default/app/kept'))).toBe('flat');
+    expect(await s.delete('repository', 'default/app/kept')).toBe(true);
+    expect(await s.get('repository', 'default/app/kept')).toBeUndefined();
+    // The directories the nested file left empty are gone; the namespace directory stays.
+    expect(await readdir(repo)).toEqual(['default\\x2Fapp\\x2Fold']);
+  });
+
+  it('writes nested a key whose flat name would be longer than a file name may be', async () => {
+    const s = await LocalFsStorage.open({ dirPath: dir });
+    const key = `${'a'.repeat(200)}/${'b'.repeat(200)}`;
+    await s.set('repository', key, enc('long'));
+    expect(await readFile(join(dir, 'repository', 'a'.repeat(200), 'b'.repeat(200)), 'utf8')).toBe('long');
+    expect(await s.list('repository')).toEqual([key]);
+  });
+
   it('puts a namespace elsewhere when asked (legacy resource plugin dir_path)', async () => {
     const repo = join(dir, 'kbs-repository');
     const s = await LocalFsStorage.open({
@@ -225,7 +282,9 @@ describe('LocalFsStorage', () => {
       namespaceDirs: { repository: repo },
     });
     await s.set('repository', 'default/k/t', enc('v'));
+    // trustee's old LocalFs resource backend wrote this tree: it stays nested.
     expect(await readFile(join(repo, 'default', 'k', 't'), 'utf8')).toBe('v');
+    expect(s.layoutOf('repository')).toBe('nested');
   });
 
   it('treats a directory where a key would be as absent', async () => {
