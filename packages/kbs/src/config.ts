@@ -146,7 +146,7 @@ export interface KbsConfig {
   readonly resourcePlugin?: ResourcePluginConfig;
   /** `[[plugins]] name = "external"`: gRPC plugin backends under `/kbs/v0/external/<name>/`. */
   readonly externalPlugin?: ExternalPluginConfig;
-  /** `[[plugins]] name = "sample"` / `"nebula-ca"`: trustee's other built-in plugins. */
+  /** `[[plugins]] name = "sample"` / `"nebula-ca"` / `"provisioner"`: trustee's other built-in plugins. */
   readonly builtinPlugins?: BuiltinPluginsConfig;
   /** Files loaded into the store and watched; absent when `[mounted_files]` is not configured. */
   readonly mountedFiles?: MountedFilesConfig;
@@ -625,7 +625,7 @@ function parseResourcePlugin(p: Section): ResourcePluginConfig {
   return resource;
 }
 
-/** `[[plugins]]`: `resource`, the `external` gRPC gateway, `sample` and `nebula-ca`, each at most once. */
+/** `[[plugins]]`: `resource`, the `external` gRPC gateway, `sample`, `nebula-ca` and `provisioner`, each at most once. */
 function parsePlugins(list: Section[]): PluginsConfig {
   let resource: ResourcePluginConfig | undefined;
   let external: ExternalPluginConfig | undefined;

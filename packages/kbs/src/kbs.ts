@@ -286,7 +286,15 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
           );
     if (external !== undefined) cleanups.push(() => external.close());
     const builtinPlugins = await step('PluginManager initialization failed', () =>
-      startBuiltinPlugins(config.builtinPlugins, { admin, sessions, tokens, policy, metrics, logger }),
+      startBuiltinPlugins(config.builtinPlugins, {
+        admin,
+        sessions,
+        tokens,
+        policy,
+        metrics,
+        logger,
+        storage,
+      }),
     );
     if (builtinPlugins !== undefined) cleanups.push(() => builtinPlugins.close());
     const api = new Api({

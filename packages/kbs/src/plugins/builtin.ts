@@ -14,6 +14,8 @@ export interface PluginCall {
   readonly path: readonly string[];
   readonly query: Readonly<Record<string, string>>;
   readonly body: Uint8Array;
+  /** On the token path: the verified attestation token's claims (trustee hands plugins its init_data_claims). */
+  readonly claims?: Record<string, unknown>;
 }
 
 /** trustee's ClientPlugin trait. */
@@ -55,13 +57,13 @@ export class BuiltinPluginHost {
     const plugin = this.plugins.get(name);
     if (plugin === undefined) throw new KbsError('PluginNotFound', `Plugin ${name.slice(0, 128)} not found`);
     const call: PluginCall = { method: req.method, path: rest, query: req.query, body: req.body };
-    const run = () =>
+    const run = (c: PluginCall) =>
       this.deps.metrics.measurePlugin(
         name,
         (e) => e instanceof KbsError && e.kind === 'PluginInternalError',
         async () => {
           try {
-            return await plugin.handle(call);
+            return await plugin.handle(c);
           } catch (e) {
             const detail =
               e instanceof PluginRequestError ? `Plugin internal error: ${e.message}` : undefined;
@@ -71,10 +73,10 @@ export class BuiltinPluginHost {
       );
     if (plugin.validateAuth(call)) {
       checkPluginAdmin(this.deps.admin, req);
-      return { status: 200, headers: TEXT_XML, body: await run() };
+      return { status: 200, headers: TEXT_XML, body: await run(call) };
     }
     const claims = await authorizePluginCall(this.deps, req, name, rest);
-    const body = await run();
+    const body = await run({ ...call, claims });
     if (!plugin.encrypted(call)) return { status: 200, headers: TEXT_XML, body };
     return encryptToTee(this.jwe, this.deps.tokens, claims, body);
   }

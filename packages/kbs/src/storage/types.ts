@@ -7,7 +7,8 @@ export type Namespace =
   | 'repository' // resources, key `repo/type/tag`
   | 'kbs_protocol_session' // RCAR sessions, key = session id
   | 'attestation_service_policy' // attestation policies, key `<id>.rego`
-  | 'reference_value'; // RVPS reference values, key = name
+  | 'reference_value' // RVPS reference values, key = name
+  | 'provisioner'; // the provisioner plugin's per-VM LUKS keys, key `default/<uuid>/root`
 
 export interface SetOptions {
   /** When false, an existing key is left untouched and `set` returns false. Default true. */
