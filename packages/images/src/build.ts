@@ -221,7 +221,7 @@ export async function buildImages(o: BuildOptions): Promise<BuiltImageSummary[]>
         `dist/bin/${EXECUTABLE} lacks ${missing.join(', ')}, which the ${image.name} image runs`,
       );
   }
-  log(`single executable for the images (no code cache): dist/sea/${EXECUTABLE}.image.blob`);
+  log(`single executable for the images: dist/sea/${EXECUTABLE}.sea.json without the code cache`);
   const seaBlob = imageBlob(join(o.root, 'dist/sea'), EXECUTABLE);
   const dataDirs = [...new Set(IMAGES.flatMap((i) => i.dataDirs))].sort();
   const perPlatform: PlatformLayers[] = [];

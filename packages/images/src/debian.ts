@@ -3,8 +3,8 @@
  * mirror the machine is set up with), cached by file name, and read without installing them.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { ImageBuildError } from './errors.js';
 import { tarEntries } from './tar.js';
 
@@ -66,7 +66,17 @@ export function debianPackage(name: string, arch: string, cacheDir: string): Deb
   mkdirSync(cacheDir, { recursive: true });
   const { version, architecture } = candidateVersion(name, arch);
   const file = join(cacheDir, `${name}_${version.replace(/:/g, '%3a')}_${architecture}.deb`);
-  if (!existsSync(file)) run('apt-get', ['download', '-qq', `${name}:${arch}`], cacheDir);
+  if (!existsSync(file)) {
+    // Downloaded into a folder of this build's own, then renamed into the cache: builds that run at
+    // once (the tests run several) never read each other's half-written files.
+    const staging = mkdtempSync(join(cacheDir, '.download-'));
+    try {
+      run('apt-get', ['download', '-qq', `${name}:${arch}`], staging);
+      renameSync(join(staging, basename(file)), file);
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
+  }
   if (!existsSync(file))
     throw new ImageBuildError('DEBIAN_PACKAGE', `apt-get download ${name}:${arch} did not write ${file}`);
   const sha256 = run('sha256sum', [file]).split(' ')[0] ?? '';

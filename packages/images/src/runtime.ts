@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -79,14 +79,19 @@ export async function nodeRuntime(
   mkdirSync(cacheDir, { recursive: true });
   const tgzPath = join(cacheDir, `${name}-${version}.tgz`);
   if (!existsSync(tgzPath)) {
+    // As the Debian packages: into a folder of this build's own, then renamed into the cache.
+    const staging = mkdtempSync(join(cacheDir, '.download-'));
     try {
-      execFileSync('npm', ['pack', key, '--silent', '--pack-destination', cacheDir], {
+      execFileSync('npm', ['pack', key, '--silent', '--pack-destination', staging], {
         stdio: ['ignore', 'ignore', 'pipe'],
       });
+      renameSync(join(staging, `${name}-${version}.tgz`), tgzPath);
     } catch (e) {
       throw new ImageBuildError('NODE_RUNTIME', `npm pack ${key} failed: ${(e as Error).message}`, {
         cause: e,
       });
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
     }
   }
   const tgz = readFileSync(tgzPath);
@@ -109,17 +114,22 @@ export function imageBlob(seaDir: string, executable: string): Buffer {
     string,
     unknown
   >;
-  const name = `${executable}.image`;
-  writeFileSync(
-    join(seaDir, `${name}.sea.json`),
-    JSON.stringify({ ...config, output: `${name}.blob`, useCodeCache: false }),
-  );
+  // Names of this build's own (several builds may run at once), removed once read.
+  const name = `${executable}.image.${process.pid}`;
+  const configPath = join(seaDir, `${name}.sea.json`);
+  const blobPath = join(seaDir, `${name}.blob`);
+  writeFileSync(configPath, JSON.stringify({ ...config, output: `${name}.blob`, useCodeCache: false }));
   const execArgv = Array.isArray(config.execArgv) ? (config.execArgv as string[]) : [];
-  execFileSync(process.execPath, [...execArgv, '--experimental-sea-config', `${name}.sea.json`], {
-    cwd: seaDir,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  return readFileSync(join(seaDir, `${name}.blob`));
+  try {
+    execFileSync(process.execPath, [...execArgv, '--experimental-sea-config', `${name}.sea.json`], {
+      cwd: seaDir,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    return readFileSync(blobPath);
+  } finally {
+    rmSync(configPath, { force: true });
+    rmSync(blobPath, { force: true });
+  }
 }
 
 /** `runtime` with `blob` injected (postject, as scripts/build.mjs does for dist/bin). */
