@@ -263,6 +263,19 @@ describe('PostgresStorage', () => {
     await s.close();
   });
 
+  it('keeps working when an operator drops and recreates a table under its prepared statements', async () => {
+    const s = await open({ createTables: false });
+    await server.psql(TRUSTEE_SETUP_SQL.replace('key_value', 'repository'));
+    await s.set('repository', 'a', enc('1'));
+    expect(dec(await s.get('repository', 'a'))).toBe('1');
+    await server.psql(
+      `DROP TABLE repository;\n${TRUSTEE_SETUP_SQL.replace('key_value', 'repository')}\nINSERT INTO repository VALUES ('b'::bytea, 'a');`,
+    );
+    expect(dec(await s.get('repository', 'a'))).toBe('b');
+    expect(await s.list('repository')).toEqual(['a']);
+    await s.close();
+  });
+
   it('names the table and the statement to run when it is missing and may not be created', async () => {
     const s = await open({ createTables: false });
     const err = await s.get('reference_value', 'x').catch((e: unknown) => e);

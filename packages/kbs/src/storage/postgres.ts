@@ -348,7 +348,8 @@ export class PostgresStorage implements KvStorage {
       for (let attempt = 0; ; attempt++) {
         try {
           await this.ensureTable(ns);
-          const r = await this.pool.query<Row>({ text, values });
+          // Named: each connection parses and plans the statement once, then only binds and runs it.
+          const r = await this.pool.query<Row>({ name: `broker_${op}_${ns}`, text, values });
           if (this.down) {
             this.down = false;
             this.onEvent({ kind: 'reconnected' });
