@@ -60,6 +60,13 @@ describe('restful attestation service', () => {
     });
   });
 
+  it("lists trustee's policy for each TEE class at start: cpu, gpu, NVSwitch and PPCIE", async () => {
+    const list = (await (await fetch(`${base}/policy`)).json()) as { 'policy-id': string }[];
+    expect(list.map((p) => p['policy-id'])).toEqual(
+      expect.arrayContaining(['default_cpu', 'default_gpu', 'default_switch', 'default_ppcie']),
+    );
+  });
+
   it('sets a policy with POST /policy, lists it with GET /policy, and evaluates with it', async () => {
     const set = await post('/policy', {
       policy_id: 'svn_cpu',

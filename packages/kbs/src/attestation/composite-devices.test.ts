@@ -53,8 +53,9 @@ writeFileSync(join(dir, 'device-root.pem'), device.rootPem);
 /** The guest's side: the GPU report binds H({nonce, tee-pubkey}), the CPU's binds the GPU evidence too. */
 function compositeRequest(
   gpuNonce = sha384({ nonce: NONCE, 'tee-pubkey': teePubkey }).subarray(0, 32),
+  nvidia: (nonce: Buffer) => unknown = (nonce) => device.evidence(nonce),
 ): VerifyRequest {
-  const additionalText = JSON.stringify({ nvidia: device.evidence(gpuNonce) });
+  const additionalText = JSON.stringify({ nvidia: nvidia(gpuNonce) });
   const runtimeData = { 'additional-evidence': additionalText, nonce: NONCE, 'tee-pubkey': teePubkey };
   const additional: AdditionalEvidence[] = [
     {
@@ -130,6 +131,75 @@ trust_claims := {"hardware": hardware}
       expect(nras.requests).toHaveLength(1);
       const e = await as.verify(compositeRequest(Buffer.alloc(32, 9))).catch((x: unknown) => x);
       expect((e as Error).message).toMatch(/NRAS: the device report nonce is not ours/);
+    } finally {
+      await nras.close();
+    }
+  });
+});
+
+describe("NVSwitch and PPCIE devices, with trustee's default_switch and default_ppcie", () => {
+  // Eight Hopper GPUs and four LS10 NVSwitches (the same test report, which NRAS parses), each NRAS token
+  // naming the same links: the GPUs' four switches and the switches' eight GPUs, a PPCIE topology.
+  const pdi = (kind: string, i: number) => `${kind}${String(i).padStart(15, '0')}`;
+  const switchPdis = [0, 1, 2, 3].map((i) => pdi('s', i));
+  const gpuPdis = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => pdi('g', i));
+  const topology = (nonce: Buffer) => {
+    const [one] = device.evidence(nonce).device_evidence_list as Record<string, string>[];
+    return {
+      device_evidence_list: [
+        ...gpuPdis.map((_, i) => ({ ...one, uuid: `GPU-${i}` })),
+        ...switchPdis.map((_, i) => ({ ...one, arch: 'LS10', uuid: `SWITCH-${i}` })),
+      ],
+    };
+  };
+
+  it('appraises switch0..3 with default_switch and the topology as ppcie0 with default_ppcie', async () => {
+    const nras = await startMockNras();
+    nras.tamper = {
+      payload: {
+        'x-nvidia-gpu-switch-pdis': switchPdis,
+        'x-nvidia-switch-pdi': switchPdis[0],
+        'x-nvidia-switch-gpu-pdis': gpuPdis,
+        // What default_switch's hardware rule asks of a switch NRAS verified.
+        'x-nvidia-switch-attestation-report-cert-chain': {
+          'x-nvidia-cert-ocsp-status': 'good',
+          'x-nvidia-cert-status': 'valid',
+        },
+        'x-nvidia-switch-attestation-report-cert-chain-fwid-match': true,
+        'x-nvidia-switch-attestation-report-parsed': true,
+        'x-nvidia-switch-attestation-report-signature-verified': true,
+        'x-nvidia-switch-arch-check': true,
+      },
+    };
+    try {
+      const as = await service({ type: 'Remote', verifier_url: nras.url, jwks_url: nras.jwksUrl });
+      const ear = decodeJwt(await as.verify(compositeRequest(undefined, topology))) as Ear;
+      expect(Object.keys(ear.submods).sort()).toEqual(
+        [
+          'cpu0',
+          ...gpuPdis.map((_, i) => `gpu${i}`),
+          'ppcie0',
+          'switch0',
+          'switch1',
+          'switch2',
+          'switch3',
+        ].sort(),
+      );
+      expect(nras.requests).toHaveLength(12);
+      // default_switch: a switch that NRAS verified is trusted hardware; default_gpu does not read
+      // the switch claims, so the GPUs keep its default.
+      expect(ear.submods.switch3['ear.trustworthiness-vector'].hardware).toBe(2);
+      expect(ear.submods.gpu0['ear.trustworthiness-vector'].hardware).toBe(97);
+      // default_ppcie: a topology that was found is a valid configuration, and nothing else is claimed.
+      expect(ear.submods.ppcie0['ear.veraison.annotated-evidence'].nvidia).toEqual({
+        switch_count: 4,
+        gpu_count: 8,
+      });
+      expect(ear.submods.ppcie0['ear.trustworthiness-vector']).toMatchObject({
+        configuration: 2,
+        hardware: 0,
+      });
+      expect(ear.submods.ppcie0['ear.status']).toBe('affirming');
     } finally {
       await nras.close();
     }

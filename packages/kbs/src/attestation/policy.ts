@@ -19,7 +19,12 @@ import {
 } from '../policy/limits.js';
 import type { KvStorage } from '../storage/types.js';
 import { BROKER_DEFAULT_POLICY_CPU } from './broker-policy.js';
-import { EAR_DEFAULT_POLICY_CPU, EAR_DEFAULT_POLICY_GPU } from './default-policies.gen.js';
+import {
+  EAR_DEFAULT_POLICY_CPU,
+  EAR_DEFAULT_POLICY_GPU,
+  EAR_DEFAULT_POLICY_PPCIE,
+  EAR_DEFAULT_POLICY_SWITCH,
+} from './default-policies.gen.js';
 import { AttestationFailed, InvalidPolicyId, ParsePolicyError } from './errors.js';
 import { type CompiledPolicy, compilePolicy, TRUST_CLAIMS_RULE } from './rego-engine.js';
 
@@ -32,22 +37,30 @@ const POLICY_ID_RE = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/;
 const MAX_REFERENCE_VALUE_IDS = 256;
 const MAX_ROUNDS = 16;
 
-/** The id of the project's stricter policy pair (`broker_default_cpu`, `broker_default_gpu`). */
+/** The id of the project's stricter policy set (`broker_default_cpu`, `broker_default_gpu`, …). */
 export const BROKER_POLICY_ID = 'broker_default';
 
 /**
- * The policies seeded (without overwriting) at start. `default_cpu` and `default_gpu` are trustee's
- * texts, unmodified, so that the KBS gives trustee's verdicts out of the box; the project's five-PCR
- * policy is `broker_default_cpu` (what `brokerctl render` and the demo install as `default_cpu`).
- * `trustee_default_*` repeat trustee's texts for stores and scripts that name them.
+ * The policies seeded (without overwriting) at start, one per TEE class (`cpu`, `gpu`, `switch` for an
+ * NVSwitch, `ppcie` for a protected PCIe topology) as trustee's attestation service seeds them.
+ * `default_*` are trustee's texts, unmodified, so that the KBS gives trustee's verdicts out of the box;
+ * the project's five-PCR policy is `broker_default_cpu` (what `brokerctl render` and the demo install as
+ * `default_cpu`), its other classes trustee's. `trustee_default_*` repeat trustee's texts for stores and
+ * scripts that name them.
  */
 export const DEFAULT_POLICIES: Readonly<Record<string, string>> = Object.freeze({
   default_cpu: EAR_DEFAULT_POLICY_CPU,
   default_gpu: EAR_DEFAULT_POLICY_GPU,
+  default_switch: EAR_DEFAULT_POLICY_SWITCH,
+  default_ppcie: EAR_DEFAULT_POLICY_PPCIE,
   [`${BROKER_POLICY_ID}_cpu`]: BROKER_DEFAULT_POLICY_CPU,
   [`${BROKER_POLICY_ID}_gpu`]: EAR_DEFAULT_POLICY_GPU,
+  [`${BROKER_POLICY_ID}_switch`]: EAR_DEFAULT_POLICY_SWITCH,
+  [`${BROKER_POLICY_ID}_ppcie`]: EAR_DEFAULT_POLICY_PPCIE,
   trustee_default_cpu: EAR_DEFAULT_POLICY_CPU,
   trustee_default_gpu: EAR_DEFAULT_POLICY_GPU,
+  trustee_default_switch: EAR_DEFAULT_POLICY_SWITCH,
+  trustee_default_ppcie: EAR_DEFAULT_POLICY_PPCIE,
 });
 
 export function checkPolicyId(id: string): void {

@@ -11,7 +11,11 @@ import type { KvStorage, Namespace, SetOptions } from '../storage/types.js';
 import { vector } from '../testing/vectors.js';
 import { BROKER_DEFAULT_POLICY_CPU } from './broker-policy.js';
 import { parseAttestationServiceConfig } from './config.js';
-import { EAR_DEFAULT_POLICY_CPU } from './default-policies.gen.js';
+import {
+  EAR_DEFAULT_POLICY_CPU,
+  EAR_DEFAULT_POLICY_PPCIE,
+  EAR_DEFAULT_POLICY_SWITCH,
+} from './default-policies.gen.js';
 import { AttestationFailed, InvalidPolicyId, ParsePolicyError } from './errors.js';
 import { type AttestationService, createAttestationService, type VerifyRequest } from './service.js';
 
@@ -476,6 +480,12 @@ trust_claims := {"executables": 2, "hardware": 2, "configuration": 2}
     expect(text('broker_default_gpu')).toBe(text('default_gpu'));
     expect(text('trustee_default_cpu')).toBe(EAR_DEFAULT_POLICY_CPU);
     expect(text('trustee_default_gpu')).toBe(text('default_gpu'));
+    expect(text('default_switch')).toBe(EAR_DEFAULT_POLICY_SWITCH);
+    expect(text('default_ppcie')).toBe(EAR_DEFAULT_POLICY_PPCIE);
+    for (const prefix of ['broker_default', 'trustee_default']) {
+      expect(text(`${prefix}_switch`)).toBe(EAR_DEFAULT_POLICY_SWITCH);
+      expect(text(`${prefix}_ppcie`)).toBe(EAR_DEFAULT_POLICY_PPCIE);
+    }
   });
 
   it("appraises with trustee's policy when asked for the trustee_default id", async () => {
