@@ -186,13 +186,15 @@ describe('refusals and failures', () => {
     const aa = await startAa();
     const { client, lines } = await startHub();
     const cases: [string, RegExp][] = [
-      ['', /scheme must be kbs:\/\//],
+      ['', /scheme must be kbs:\/\/ or kbs\+<plugin>:\/\//],
       ['http://kbs/default/key/one', /scheme must be kbs:\/\//],
       ['kbs:///default/key', /expected exactly 3 segments/],
       ['kbs:///default/key/one/two', /expected exactly 3 segments/],
       ['kbs:///default/../one', /does not match/],
       ['kbs:///default/key/%2e%2e', /percent-encoding/],
-      ['kbs+plugin:///a/b/c', /only the kbs scheme/],
+      ['kbs+:///a/b/c', /needs a plugin name/],
+      ['kbs+sample:///a/../c', /path segment 2/],
+      ['kbs+resource:///a/b', /expected exactly 3 segments/],
       ['kbs://user@host/a/b/c', /user information/],
       ['kbs:///a/b/c#frag', /fragments/],
       [`kbs:///${'a'.repeat(5000)}/b/c`, /too long/],
@@ -381,6 +383,8 @@ describe('offline_fs_kbc', () => {
     expect(text(await client.getResource('kbs:///default/key/one'))).toBe('offline');
     const reason = await refusal(client.getResource('kbs:///default/key/two'), lines);
     expect(reason).toBe('offline-fs-kbc: resource not found default/key/two');
+    // As upstream's offline_fs_kbc, the path is the key whatever plugin the URI names.
+    expect(text(await client.getResource('kbs+sample:///default/key/one'))).toBe('offline');
   });
 
   it('refuses a malformed resource file', async () => {

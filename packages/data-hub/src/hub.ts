@@ -14,6 +14,7 @@ import { KBS_RESOURCE_STORAGE_DIR, provisionCredentials } from './credentials.js
 import { GetResourceFailed, IllegalResourceUri } from './errors.js';
 import type { ImagePullService, ImagePullServiceOptions } from './image/service.js';
 import type { ResourceGetter } from './kbc.js';
+import type { BlockDeviceDeps, SecureMountRequestLike } from './storage/block-device.js';
 
 export interface DataHubOptions {
   readonly logger?: Logger;
@@ -41,6 +42,8 @@ export interface DataHubOptions {
   readonly sealedSecretKeyDir?: string;
   /** Image-pull settings for tests (registry client options, platform, measurement). */
   readonly imagePull?: ImagePullServiceOptions;
+  /** `SecureMount` settings for tests: the tools' environment (PATH), sysfs, tool deadline. */
+  readonly secureMount?: Pick<BlockDeviceDeps, 'env' | 'sysBlockDir' | 'toolTimeoutMs'>;
 }
 
 function messageOf(e: unknown): string {
@@ -88,9 +91,10 @@ export class DataHub {
   }
 
   /**
-   * The resource behind `kbs:///repository/type/tag[?query]`. The host part is
-   * ignored: the configured KBS is always asked, as upstream. Throws
-   * `GetResourceFailed`: upstream's text for the caller, the reason logged.
+   * The resource behind `kbs:///repository/type/tag[?query]`, or a KBS plugin's answer for
+   * `kbs+<plugin>:///<path>[?query]` (guest-components: `GET /kbs/v0/<plugin>/<path>[?query]`). The host
+   * part is ignored: the configured KBS is always asked, as upstream. Throws `GetResourceFailed`:
+   * upstream's text for the caller, the reason logged.
    */
   async getResource(uri: string, _ctx?: CallContext): Promise<Uint8Array> {
     this.#log?.info({ resource: uri.slice(0, 512) }, 'get resource called');
@@ -140,6 +144,41 @@ export class DataHub {
     return (await this.#images).pullImage(imageUrl, bundlePath);
   }
 
+  /**
+   * `SecureMount` (`./storage/block-device.ts`): `volume_type = "block-device"`,
+   * a LUKS2 volume keyed through the hub's own KBS path. Throws
+   * `SecureMountFailed` naming the failing step; the reason is logged.
+   */
+  async secureMount(request: SecureMountRequestLike, _ctx?: CallContext): Promise<void> {
+    if (this.#closed) throw new Error('the data hub is closed');
+    const { BlockDevice, BLOCK_DEVICE_VOLUME_TYPE, SecureMountFailed } = await import(
+      './storage/block-device.js'
+    );
+    const where = {
+      volumeType: request.volume_type.slice(0, 64),
+      mountPoint: request.mount_point.slice(0, 512),
+    };
+    this.#log?.info(where, 'secure mount called');
+    try {
+      if (request.volume_type !== BLOCK_DEVICE_VOLUME_TYPE) {
+        throw new SecureMountFailed(
+          'options',
+          `Failed to recognize the storage type: ${JSON.stringify(request.volume_type.slice(0, 64))} (supported: block-device)`,
+        );
+      }
+      await new BlockDevice({
+        getResource: (uri) => this.getResource(uri),
+        unsealSecret: (secret) => this.unsealSecret(secret),
+        ...(this.#log !== undefined ? { logger: this.#log } : {}),
+        ...this.#options.secureMount,
+      }).mount(request);
+    } catch (e) {
+      const reason = e instanceof SecureMountFailed ? e.reason : messageOf(e);
+      this.#log?.error({ ...where, err: reason }, 'SecureMount failed');
+      throw e;
+    }
+  }
+
   /** Closes the KBS and agent connections. */
   async close(): Promise<void> {
     this.#closed = true;
@@ -150,10 +189,10 @@ export class DataHub {
   }
 
   async #fetch(uri: string): Promise<Buffer> {
-    const { parseResourceUri } = await import('@broker/protocol');
-    let parsed: ReturnType<typeof parseResourceUri>;
+    const { parseKbsUri } = await import('@broker/protocol');
+    let parsed: ReturnType<typeof parseKbsUri>;
     try {
-      parsed = parseResourceUri(uri);
+      parsed = parseKbsUri(uri);
     } catch (cause) {
       throw new IllegalResourceUri(uri, uriProblem(uri, cause), { cause });
     }

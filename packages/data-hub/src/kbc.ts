@@ -21,12 +21,12 @@ import {
   KbsUnreachable,
   type TokenProvider,
 } from '@broker/kbs-client';
-import { decodeBase64StdStrict, type ResourceUri } from '@broker/protocol';
+import { decodeBase64StdStrict, type KbsUri } from '@broker/protocol';
 import { DataHubError, KbcUnavailable, OfflineResourceNotFound, shown } from './errors.js';
 
 /** Something resources can be fetched from. `uri` has been parsed already. */
 export interface ResourceGetter {
-  getResource(uri: ResourceUri): Promise<Buffer>;
+  getResource(uri: KbsUri): Promise<Buffer>;
   close(): void;
 }
 
@@ -83,7 +83,7 @@ export class CcKbc implements ResourceGetter {
     });
   }
 
-  async getResource(uri: ResourceUri): Promise<Buffer> {
+  async getResource(uri: KbsUri): Promise<Buffer> {
     try {
       return await this.#client.getResource(uri);
     } catch (cause) {
@@ -126,13 +126,14 @@ export class OfflineFsKbc implements ResourceGetter {
     this.#log = options.logger;
   }
 
-  async getResource(uri: ResourceUri): Promise<Buffer> {
+  async getResource(uri: KbsUri): Promise<Buffer> {
     this.#resources ??= this.#load();
     const resources = await this.#resources.catch((e: unknown) => {
       this.#resources = undefined; // a fixed file can be read on the next request
       throw e;
     });
-    const path = `${uri.repository}/${uri.type}/${uri.tag}`;
+    // The path alone is the key, whatever the plugin, as upstream's offline_fs_kbc looks resources up.
+    const path = uri.path.join('/');
     const value = resources.get(path);
     if (value === undefined) throw new OfflineResourceNotFound(path);
     return Buffer.from(value);

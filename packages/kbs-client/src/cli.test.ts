@@ -183,6 +183,30 @@ describe('kbs-client attest and get-resource', () => {
     expect(kbs.requests[0]!.headers.authorization).toBe(`Bearer ${token}`);
   });
 
+  it('get-resource --plugin asks the plugin: the request of a kbs+<plugin>:/// URI', async () => {
+    const r = await run([
+      '--url',
+      kbs.url,
+      'get-resource',
+      '--plugin',
+      'nebula-ca',
+      '--path',
+      'credential?name=node-1&ip=10.9.0.5%2F24',
+    ]);
+    // The fake KBS serves no plugins: what matters is where the client went.
+    expect(r.code).toBe(1);
+    expect(kbs.requests.map((q) => q.url)).toEqual([
+      '/kbs/v0/auth',
+      '/kbs/v0/attest',
+      '/kbs/v0/nebula-ca/credential?name=node-1&ip=10.9.0.5%2F24',
+    ]);
+    kbs.requests.length = 0;
+    const bad = await run(['--url', kbs.url, 'get-resource', '--plugin', '../admin', '--path', 'x']);
+    expect(bad.code).toBe(1);
+    expect(bad.err).toContain('plugin name');
+    expect(kbs.requests).toHaveLength(0);
+  });
+
   it('reports KBS refusals with the error type and exits 1', async () => {
     kbs.override = (q) =>
       q.method === 'GET'

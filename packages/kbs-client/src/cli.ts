@@ -69,6 +69,7 @@ const ATTEST_OPTS: OptionSpec[] = [
 ];
 const GET_RESOURCE_OPTS: OptionSpec[] = [
   { name: 'path', value: true },
+  { name: 'plugin', value: true },
   { name: 'tee-key-file', value: true },
   { name: 'attestation-token', value: true },
   { name: 'init-data', value: true },
@@ -146,6 +147,8 @@ Arguments:
 
 Options:
       --path <PATH>                            Resource path repository/type/tag
+      --plugin <PLUGIN>                        Ask KBS plugin PLUGIN instead: GET /kbs/v0/<PLUGIN>/<PATH>, the
+                                               request of a kbs+<PLUGIN>:///<PATH> URI (extension)
       --tee-key-file <TEE_KEY_FILE>            TEE private key (PEM); required with --attestation-token
       --attestation-token <ATTESTATION_TOKEN>  File holding a token for the TEE key; sent as Bearer
                                                instead of attesting
@@ -368,8 +371,10 @@ async function cmdAttest(ctx: Context, level: ParsedLevel): Promise<void> {
 
 async function cmdGetResource(ctx: Context, level: ParsedLevel): Promise<void> {
   const path = requireValue(level, 'path');
-  // Upstream builds `kbs:///<path>`, so a query after the path is passed through.
-  const uri = `kbs:///${path}`;
+  const plugin = level.values.get('plugin');
+  // Upstream builds `kbs:///<path>`, so a query after the path is passed through; with --plugin the URI
+  // is guest-components' `kbs+<plugin>:///<path>`.
+  const uri = `${plugin === undefined ? 'kbs' : `kbs+${plugin}`}:///${path}`;
   const teeKeyPair = await teeKeyOf(ctx, level);
   const tokenFile = level.values.get('attestation-token');
   let client: KbsClient;

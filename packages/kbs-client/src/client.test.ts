@@ -623,6 +623,16 @@ describe('resourceRequestPath', () => {
     expect(resourceRequestPath({ repository: 'a', type: 'b', tag: 'c' })).toBe('/kbs/v0/resource/a/b/c');
   });
 
+  it("maps kbs+<plugin>:// URIs to the plugin's path, as guest-components does", () => {
+    expect(resourceRequestPath('kbs+resource:///a/b/c')).toBe('/kbs/v0/resource/a/b/c');
+    expect(resourceRequestPath('kbs+sample:///a/b/c')).toBe('/kbs/v0/sample/a/b/c');
+    expect(resourceRequestPath('kbs+nebula-ca://kbs.example:8080/credential?name=n&ip=10.0.0.2%2F24')).toBe(
+      '/kbs/v0/nebula-ca/credential?name=n&ip=10.0.0.2%2F24',
+    );
+    expect(resourceRequestPath({ plugin: 'sample', path: ['x'], query: 'a=1' })).toBe('/kbs/v0/sample/x?a=1');
+    expect(resourceRequestPath({ plugin: 'resource', path: ['a', 'b', 'c'] })).toBe('/kbs/v0/resource/a/b/c');
+  });
+
   it('refuses traversal and malformed paths before any request', () => {
     for (const bad of [
       '../b/c',
@@ -631,11 +641,16 @@ describe('resourceRequestPath', () => {
       'a//c',
       '%2e%2e/b/c',
       'kbs:///a/b/..',
-      'kbs+sample:///a/b/c',
+      'kbs+:///a/b/c',
+      'kbs+sample:///a/../c',
+      'kbs+sample:///',
+      'kbs+Sample:///a',
     ]) {
       expect(() => resourceRequestPath(bad)).toThrow(InvalidResourcePath);
     }
     expect(() => resourceRequestPath({ repository: '..', type: 'b', tag: 'c' })).toThrow(InvalidResourcePath);
+    expect(() => resourceRequestPath({ plugin: '../admin', path: ['x'] })).toThrow(InvalidResourcePath);
+    expect(() => resourceRequestPath({ plugin: 'sample', path: ['..'] })).toThrow(InvalidResourcePath);
   });
 });
 

@@ -15,9 +15,12 @@ import {
   type Challenge,
   JweError,
   jweDecrypt,
+  type KbsUri,
+  kbsUriRequestPath,
   PROTOCOL_VERSION,
   ProtocolError,
   parseChallenge,
+  parseKbsUri,
   parseReportDataHashAlgorithm,
   parseResourcePath,
   parseResourceUri,
@@ -136,25 +139,45 @@ export function selectedHashAlgorithm(extraParams: unknown): ReportDataHashAlgor
   return alg;
 }
 
-/** The `/kbs/v0/resource/...` path (and query) for a resource given as path, URI or object. */
-export function resourceRequestPath(resource: string | ResourcePath | ResourceUri): string {
-  let r: ResourceUri;
+function isKbsUri(r: ResourcePath | ResourceUri | KbsUri): r is KbsUri {
+  return typeof (r as KbsUri).plugin === 'string' && Array.isArray((r as KbsUri).path);
+}
+
+/**
+ * The `/kbs/v0/<plugin>/...` path (and query) of a resource given as `repo/type/tag`, as a `kbs://` or
+ * `kbs+<plugin>://` URI (guest-components' mapping: `kbs+sample:///a/b?q` is `/kbs/v0/sample/a/b?q`), or as
+ * an object.
+ */
+export function resourceRequestPath(resource: string | ResourcePath | ResourceUri | KbsUri): string {
+  let r: KbsUri;
   try {
     if (typeof resource === 'string') {
-      r = /^kbs(\+[^:/]*)?:/.test(resource) ? parseResourceUri(resource) : parseResourcePath(resource);
-    } else {
+      if (/^kbs(\+[^:]*)?:/.test(resource)) r = parseKbsUri(resource);
+      else {
+        const p = parseResourcePath(resource);
+        r = { plugin: 'resource', path: [p.repository, p.type, p.tag] };
+      }
+    } else if (isKbsUri(resource)) {
       // Objects are validated the same way: their segments end up in a URL.
+      const q = resource.query;
+      const scheme = resource.plugin === 'resource' ? 'kbs' : `kbs+${resource.plugin}`;
+      r = parseKbsUri(`${scheme}:///${resource.path.join('/')}${q !== undefined ? `?${q}` : ''}`);
+    } else {
       const q = (resource as ResourceUri).query;
-      r = parseResourceUri(
+      const u = parseResourceUri(
         `kbs:///${resource.repository}/${resource.type}/${resource.tag}${q !== undefined ? `?${q}` : ''}`,
       );
+      r = {
+        plugin: 'resource',
+        path: [u.repository, u.type, u.tag],
+        ...(u.query !== undefined && { query: u.query }),
+      };
     }
   } catch (cause) {
     throw new InvalidResourcePath(cause instanceof Error ? cause.message : String(cause), { cause });
   }
   // The URI's host is ignored, as upstream: the configured KBS is always the one asked.
-  const query = r.query !== undefined ? `?${r.query}` : '';
-  return `${KBS_PATH_PREFIX}/resource/${r.repository}/${r.type}/${r.tag}${query}`;
+  return `${KBS_PATH_PREFIX}/${kbsUriRequestPath(r)}`;
 }
 
 export class KbsClient {
@@ -248,11 +271,11 @@ export class KbsClient {
   }
 
   /**
-   * Fetch and decrypt a resource: `repo/type/tag`, `kbs:///repo/type/tag[?query]`
-   * (the host part is ignored), or a ResourcePath. Re-attests (or re-fetches
-   * the token) on 401, 3 attempts in all.
+   * Fetch and decrypt a resource: `repo/type/tag`, `kbs:///repo/type/tag[?query]`,
+   * `kbs+<plugin>:///<path>[?query]` (from `/kbs/v0/<plugin>/<path>`; the host part is ignored), a
+   * ResourcePath or a KbsUri. Re-attests (or re-fetches the token) on 401, 3 attempts in all.
    */
-  async getResource(resource: string | ResourcePath | ResourceUri): Promise<Buffer> {
+  async getResource(resource: string | ResourcePath | ResourceUri | KbsUri): Promise<Buffer> {
     const path = resourceRequestPath(resource);
     return this.#attester !== undefined ? this.#getWithSession(path) : this.#getWithBearer(path);
   }

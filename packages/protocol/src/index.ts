@@ -100,10 +100,16 @@ export {
   SUPPORTED_HASH_ALGORITHMS,
 } from './report-data.js';
 export {
+  DEFAULT_KBS_PLUGIN,
+  formatKbsUri,
   formatResourcePath,
   formatResourceUri,
+  type KbsUri,
+  kbsUriRequestPath,
+  MAX_PLUGIN_PATH_SEGMENTS,
   MAX_RESOURCE_URI_LENGTH,
   MAX_SEGMENT_LENGTH,
+  parseKbsUri,
   parseResourcePath,
   parseResourceUri,
   type ResourcePath,

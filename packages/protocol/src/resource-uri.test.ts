@@ -1,11 +1,18 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidResourceUri } from './errors.js';
 import {
+  formatKbsUri,
   formatResourcePath,
   formatResourceUri,
+  kbsUriRequestPath,
+  parseKbsUri,
   parseResourcePath,
   parseResourceUri,
 } from './resource-uri.js';
+
+const vector = (path: string) => join(import.meta.dirname, '..', '..', '..', 'test', 'vectors', path);
 
 describe('parseResourceUri', () => {
   it.each([
@@ -32,7 +39,7 @@ describe('parseResourceUri', () => {
 
   it.each([
     ['http:///repo/type/tag', /scheme must be kbs/],
-    ['kbs+pkcs11:///repo/type/tag', /only the kbs scheme/],
+    ['kbs+pkcs11:///repo/type/tag', /names the pkcs11 plugin/],
     ['kbs:/repo/type/tag', /scheme must be kbs/],
     ['KBS:///repo/type/tag', /scheme/],
     ['kbs://', /missing/],
@@ -111,5 +118,81 @@ describe('parseResourcePath', () => {
     expect(() => formatResourceUri({ host: 'h/x', repository: 'r', type: 't', tag: 'g' })).toThrow(
       InvalidResourceUri,
     );
+  });
+});
+
+describe('parseKbsUri (kbs+<plugin>:// URIs)', () => {
+  it.each([
+    ['kbs:///a/b/c', { plugin: 'resource', path: ['a', 'b', 'c'] }, 'resource/a/b/c'],
+    ['kbs+resource:///a/b/c', { plugin: 'resource', path: ['a', 'b', 'c'] }, 'resource/a/b/c'],
+    ['kbs+sample:///anything', { plugin: 'sample', path: ['anything'] }, 'sample/anything'],
+    [
+      'kbs+nebula-ca:///credential?name=pod-1&ip=10.9.0.2%2F24',
+      { plugin: 'nebula-ca', path: ['credential'], query: 'name=pod-1&ip=10.9.0.2%2F24' },
+      'nebula-ca/credential?name=pod-1&ip=10.9.0.2%2F24',
+    ],
+    [
+      'kbs+custom://example.com:8080/repo/type/tag',
+      { plugin: 'custom', path: ['repo', 'type', 'tag'], host: 'example.com', port: 8080 },
+      'custom/repo/type/tag',
+    ],
+    ['kbs+pkcs11:///a/b/c/d/e', { plugin: 'pkcs11', path: ['a', 'b', 'c', 'd', 'e'] }, 'pkcs11/a/b/c/d/e'],
+  ])('parses %s', (text, expected, requestPath) => {
+    const uri = parseKbsUri(text);
+    expect(uri).toEqual(expected);
+    expect(kbsUriRequestPath(uri)).toBe(requestPath);
+    // kbs+resource:// is written back in its short form, as upstream serializes it.
+    expect(formatKbsUri(uri)).toBe(text.replace('kbs+resource://', 'kbs://'));
+  });
+
+  it.each([
+    ['kbs+:///a/b/c', /needs a plugin name/],
+    ['kbs+Sample:///a', /does not match/],
+    ['kbs+sa_mple:///a', /does not match/],
+    ['kbs+sample://', /missing/],
+    ['kbs+sample:///', /path segment 1 is empty/],
+    ['kbs+sample:///a//b', /path segment 2 is empty/],
+    ['kbs+sample:///a/../b', /path segment 2/],
+    ['kbs+sample:///a/%2e%2e', /percent-encoding/],
+    ['kbs+sample:///.hidden', /does not match/],
+    ['kbs+sample:///a#x', /fragments/],
+    ['kbs+sample:///a?b c', /invalid query/],
+    [`kbs+sample:///${Array(17).fill('a').join('/')}`, /more than 16 path segments/],
+    ['kbs:///a/b', /exactly 3 segments/],
+    ['kbs+resource:///a/b/c/d', /exactly 3 segments/],
+  ])('rejects %j', (text, message) => {
+    expect(() => parseKbsUri(text)).toThrow(InvalidResourceUri);
+    expect(() => parseKbsUri(text)).toThrow(message);
+  });
+
+  it('parseResourceUri takes kbs+resource:// and refuses other plugins', () => {
+    expect(parseResourceUri('kbs+resource:///r/t/g')).toEqual({ repository: 'r', type: 't', tag: 'g' });
+    expect(() => parseResourceUri('kbs+sample:///r/t/g')).toThrow(/names the sample plugin/);
+  });
+
+  it("reads guest-components' own RESOURCE_URI.md examples and mapping", () => {
+    const doc = readFileSync(vector('guest-components/docs/RESOURCE_URI.md'), 'utf8');
+    const examples = doc.slice(doc.indexOf('## Examples'), doc.indexOf('## Mapping'));
+    const uris = [...examples.matchAll(/^\* `(kbs[^`]*)`/gm)].map((m) => m[1] as string);
+    expect(uris.length).toBeGreaterThanOrEqual(5);
+    for (const uri of uris) {
+      if (uri === 'kbs:///repo/nested/type/tag/extra') {
+        // The guest passes any number of segments on; trustee's resource plugin serves only
+        // repository/type/tag, so the resource plugin's URIs are checked for that here.
+        expect(() => parseKbsUri(uri)).toThrow(/exactly 3 segments/);
+        continue;
+      }
+      const parsed = parseKbsUri(uri);
+      expect(formatKbsUri(parsed), uri).toBe(uri);
+    }
+    expect(uris).toContain('kbs+pkcs11:///a/b/c');
+    expect(parseKbsUri('kbs+pkcs11:///a/b/c').plugin).toBe('pkcs11');
+    // The worked mapping: the URI's path after `/kbs/v0/`.
+    const mapping = doc.slice(doc.indexOf('## Mapping'));
+    const from = /For example, `(kbs:\/\/[^`]+)` becomes/.exec(mapping)?.[1] as string;
+    const to = /```plaintext\n(http:\/\/[^\n]+)\n```\n\nIf no plugin/.exec(mapping)?.[1] as string;
+    expect(from).toBe('kbs://example.cckbs.org:8081/alice/decryption-key/1');
+    const parsed = parseKbsUri(from);
+    expect(`http://${parsed.host}:${parsed.port}/kbs/v0/${kbsUriRequestPath(parsed)}`).toBe(to);
   });
 });

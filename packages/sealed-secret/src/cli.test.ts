@@ -261,7 +261,7 @@ describe('secret seal', () => {
     [
       ['seal', '--signing-kid', 'k', '--signing-jwk-path', 'x', 'vault', '-r', 'not-a-uri', '-p', 'kbs'],
       1,
-      /not a kbs:\/\/\/repository\/type\/tag URI/,
+      /not a kbs:\/\/\/repository\/type\/tag or kbs\+<plugin>:\/\/\/<path> URI/,
     ],
     [
       [

@@ -21,7 +21,7 @@ import { access, open, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import type { Attester } from '@broker/attester';
 import { reportUsageError, runCommand } from '@broker/cli';
-import { parseResourceUri } from '@broker/protocol';
+import { parseKbsUri } from '@broker/protocol';
 import { type OptionSpec, type ParsedArgs, parseArgs, refuseOptions, required, UsageError } from './args.js';
 import { kbsEnvelopePayload } from './envelope.js';
 import { messageOf } from './errors.js';
@@ -239,9 +239,11 @@ function jsonObjectOption(text: string | undefined, what: string): JsonMap {
 
 function checkKbsUri(uri: string, what: string): void {
   try {
-    parseResourceUri(uri);
+    parseKbsUri(uri);
   } catch (e) {
-    throw new CliFailure(`${what} is not a kbs:///repository/type/tag URI: ${messageOf(e)}`);
+    throw new CliFailure(
+      `${what} is not a kbs:///repository/type/tag or kbs+<plugin>:///<path> URI: ${messageOf(e)}`,
+    );
   }
 }
 

@@ -10,7 +10,7 @@
  */
 import { open, realpath } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
-import { parseResourceUri } from '@broker/protocol';
+import { parseKbsUri } from '@broker/protocol';
 import { decodeStd, decryptData, unwrapKey } from './envelope.js';
 import {
   KeyFetchFailed,
@@ -66,7 +66,7 @@ export function isKbsUri(kid: string): boolean {
 async function fetchKbsResource(uri: string, getResource: GetResource): Promise<Uint8Array> {
   let legal = true;
   try {
-    parseResourceUri(uri);
+    parseKbsUri(uri);
   } catch {
     legal = false;
   }

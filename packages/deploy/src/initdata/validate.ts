@@ -1,7 +1,7 @@
 // Checks of the files that go into initdata. A pod whose aa.toml or cdh.toml has an empty or wrong service
 // address does not start (the guest's request gets a 404), and one whose certificate does not name the
 // service host never connects; both are caught here instead.
-import { parseResourceUri } from '@broker/protocol';
+import { parseKbsUri } from '@broker/protocol';
 import { parse as parseToml } from 'smol-toml';
 import { CertificateError, InitDataInputError } from '../errors.js';
 import { isRecord } from '../fields.js';
@@ -133,7 +133,7 @@ export function validateCdhToml(text: string, now?: Date): ValidationReport {
     if (typeof uri !== 'string')
       throw new InitDataInputError('cdh.toml image.image_security_policy_uri must be a string');
     try {
-      parseResourceUri(uri);
+      parseKbsUri(uri);
     } catch (e) {
       throw new InitDataInputError(`cdh.toml image.image_security_policy_uri: ${(e as Error).message}`, {
         cause: e,
