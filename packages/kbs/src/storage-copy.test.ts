@@ -6,8 +6,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LocalFsStorage } from './storage/local-fs.js';
 import { LocalJsonStorage } from './storage/local-json.js';
 import { DEFAULT_POSTGRES_CONFIG, PostgresStorage } from './storage/postgres.js';
+import { RedisStorage } from './storage/redis.js';
 import { kbsStorageMain, type NamespaceReport } from './storage-copy.js';
 import { type PostgresServer, startPostgresServer } from './testing/postgres-server.js';
+import { startRedisServer } from './testing/redis-server.js';
 
 const MIN = `[http_server]
 insecure_http = true
@@ -158,6 +160,34 @@ describe('kbs-storage copy', () => {
         'other/cert/empty',
       ]);
       await s.close();
+    }
+  });
+
+  it('copies PostgreSQL to Redis and back, with the same bytes', async () => {
+    const redis = await startRedisServer({ persistence: 'off' });
+    try {
+      await seedLocalFs();
+      await report('copy', '--from', localFs(), '--to', postgres(), '--apply');
+      const toRedis = configFile(
+        'redis.toml',
+        `[storage_backend]\nstorage_type = "Redis"\n[storage_backend.backends.redis]\nurl = "${redis.url}"\n`,
+      );
+      const there = await report('copy', '--from', postgres(), '--to', toRedis, '--apply');
+      expect(there.repository).toMatchObject({ keys: 3, written: 3 });
+      const r = await RedisStorage.open({ url: redis.url });
+      expect(Buffer.from((await r.get('repository', 'default/key/bin')) as Uint8Array).equals(BINARY)).toBe(
+        true,
+      );
+      await r.close();
+      await db.psql('DROP TABLE repository;');
+      const back = await report('copy', '--from', toRedis, '--to', postgres(), '--apply');
+      expect(back.repository).toMatchObject({ keys: 3, create: 3, written: 3 });
+      expect(back.kbs).toMatchObject({ keys: 1, identical: 1, written: 0 });
+      expect(await db.psql("SELECT md5(value) FROM repository WHERE key = 'default/key/bin'")).toBe(
+        `${createHash('md5').update(BINARY).digest('hex')}\n`,
+      );
+    } finally {
+      await redis.dispose();
     }
   });
 
