@@ -327,10 +327,10 @@ export class Api {
       try {
         if (req.method === 'POST') {
           await repo.write(path, req.body);
-          metrics.resourceWrites.labels(label).inc();
+          metrics.countResource('write', label);
         } else {
           await repo.delete(path);
-          metrics.resourceDeletes.labels(label).inc();
+          metrics.countResource('delete', label);
         }
       } catch (e) {
         throw new KbsError('PluginInternalError', undefined, { cause: e });
@@ -372,7 +372,7 @@ export class Api {
     } catch (e) {
       throw new KbsError('PluginInternalError', undefined, { cause: e });
     }
-    metrics.resourceReads.labels(`${path.repository}/${path.type}/${path.tag}`).inc();
+    metrics.countResource('read', `${path.repository}/${path.type}/${path.tag}`);
     let teeKey: ReturnType<AttestationTokenVerifier['teePublicKey']>;
     try {
       teeKey = this.deps.tokens.teePublicKey(claims);

@@ -59,6 +59,13 @@ export interface HttpServerConfig {
    */
   readonly workerCount?: number;
   readonly tls: TlsConfig;
+  /**
+   * This KBS's own `metrics_socket`: a plain-HTTP listener serving only `/metrics` and `/healthz`; when
+   * set, the public sockets no longer serve `/metrics`.
+   */
+  readonly metricsSocket?: SocketAddress;
+  /** This KBS's own `metrics_resource_paths`: label the resource counters with each path (default off). */
+  readonly metricsResourcePaths?: boolean;
 }
 
 export interface AttestationTokenConfig {
@@ -154,15 +161,15 @@ export interface KbsConfig {
   readonly warnings: readonly string[];
 }
 
-function parseSocket(s: string, where: string): SocketAddress {
+function parseSocket(s: string, where: string, key = 'sockets'): SocketAddress {
   const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(s) ?? /^([^:]+):(\d{1,5})$/.exec(s);
   const host = m?.[1];
   const port = Number(m?.[2]);
   if (host === undefined || isIP(host) === 0 || !(port >= 0 && port <= 65535)) {
-    throw new ConfigError(`${where} sockets: ${JSON.stringify(s)} is not an IP:port socket address`);
+    throw new ConfigError(`${where} ${key}: ${JSON.stringify(s)} is not an IP:port socket address`);
   }
   if (m === null || (isIP(host) === 6 && !s.startsWith('['))) {
-    throw new ConfigError(`${where} sockets: write IPv6 addresses as [addr]:port, got ${JSON.stringify(s)}`);
+    throw new ConfigError(`${where} ${key}: write IPv6 addresses as [addr]:port, got ${JSON.stringify(s)}`);
   }
   return { host, port };
 }
@@ -202,6 +209,8 @@ function parseHttpServer(s: Section): HttpServerConfig {
   const maxVersion = oneOf(s.optString('tls_max_version'), versions, s.where, 'tls_max_version');
   const ciphers = s.optString('tls_ciphers');
   const groups = s.optString('tls_groups');
+  const metricsSocket = s.optString('metrics_socket');
+  const metricsResourcePaths = s.bool('metrics_resource_paths', false);
   s.finish();
   if (minVersion === '1.3' && maxVersion === '1.2') {
     throw new ConfigError(`${s.where} tls_min_version (1.3) cannot be greater than tls_max_version (1.2)`);
@@ -232,6 +241,10 @@ function parseHttpServer(s: Section): HttpServerConfig {
     payloadRequestSize,
     ...(workerCount !== undefined && { workerCount }),
     tls,
+    ...(metricsSocket !== undefined && {
+      metricsSocket: parseSocket(metricsSocket, s.where, 'metrics_socket'),
+    }),
+    ...(metricsResourcePaths && { metricsResourcePaths }),
   };
 }
 

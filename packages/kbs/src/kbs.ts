@@ -1,4 +1,5 @@
 // Wiring: storage, trust material, admin, policies, the attestation service, sessions and the servers.
+import { readFile } from 'node:fs/promises';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
@@ -16,9 +17,15 @@ import { ExternalPlugin } from './plugins/external.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
 import { Rcar } from './rcar.js';
 import { MountedFiles, type MountedFilesOptions } from './reload/mounted.js';
-import { type TlsReloader, watchTlsFiles } from './reload/tls.js';
+import { certificateNotAfter, type TlsReloader, watchTlsFiles } from './reload/tls.js';
 import { ResourceRepository } from './repository.js';
-import { createRequestHandler, type Listening, listen } from './server.js';
+import {
+  createMetricsHandler,
+  createRequestHandler,
+  type Listening,
+  listen,
+  listenMetrics,
+} from './server.js';
 import { type SessionLimits, SessionStore } from './session.js';
 import { LocalFsStorage } from './storage/local-fs.js';
 import { LocalJsonStorage } from './storage/local-json.js';
@@ -51,6 +58,8 @@ export interface RunningKbs {
   readonly addresses: readonly AddressInfo[];
   /** `http(s)://host:port` per socket. */
   readonly urls: readonly string[];
+  /** `http://host:port/metrics` of the `[http_server] metrics_socket` listener, when configured. */
+  readonly metricsUrl?: string;
   readonly metrics: KbsMetrics;
   readonly sessions: SessionStore;
   readonly storage: KvStorage;
@@ -255,7 +264,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     );
     cleanups.push(() => attestation.close());
 
-    const metrics = new KbsMetrics();
+    const metrics = new KbsMetrics({ resourcePaths: config.httpServer.metricsResourcePaths === true });
     let lastEvictLog = 0;
     const sessions = new SessionStore({
       storage,
@@ -332,6 +341,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       }),
       ...(config.console.enabled && { consolePage }),
       bodyLimit: config.httpServer.payloadRequestSize * 1024 * 1024,
+      serveMetrics: config.httpServer.metricsSocket === undefined,
     });
     let mounted: MountedFiles | undefined;
     if (config.mountedFiles !== undefined) {
@@ -356,14 +366,41 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       listen(config.httpServer, handler),
     );
     cleanups.push(() => listening.close());
+    const metricsSocket = config.httpServer.metricsSocket;
+    let metricsUrl: string | undefined;
+    if (metricsSocket !== undefined) {
+      const m = await step('metrics listener initialization failed', () =>
+        listenMetrics(metricsSocket, createMetricsHandler(metrics, logger.child({ component: 'metrics' }))),
+      );
+      cleanups.push(() => m.close());
+      metricsUrl = `${urlOf(m.address, false)}/metrics`;
+      logger.info(
+        { url: metricsUrl },
+        'metrics listening (plain HTTP); the public sockets do not serve /metrics',
+      );
+    }
+    const expiry = (certificate: string, pem: Buffer | string) => {
+      const t = certificateNotAfter(pem);
+      if (t !== undefined) metrics.certificateExpiry.labels(certificate).set(t);
+    };
+    const signerCert = config.attestationService.tokenBroker.signer?.certPath;
+    if (signerCert !== undefined) {
+      try {
+        expiry('token', await readFile(signerCert));
+      } catch {
+        // The attestation service reports an unreadable certificate itself.
+      }
+    }
     let tlsReloader: TlsReloader | undefined;
     if (listening.tls !== undefined) {
+      expiry('https', listening.tls.cert);
       tlsReloader = watchTlsFiles(
         config.httpServer,
         listening.servers as HttpsServer[],
         listening.tls,
         logger.child({ component: 'tls' }),
         options.watch,
+        (cert) => expiry('https', cert),
       );
       cleanups.push(() => tlsReloader?.close());
     }
@@ -380,6 +417,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     return {
       addresses: listening.addresses,
       urls,
+      ...(metricsUrl !== undefined && { metricsUrl }),
       metrics,
       sessions,
       storage,

@@ -4,13 +4,31 @@ import { Counter, exponentialBuckets, Gauge, Histogram, Registry } from 'prom-cl
 
 export const KBS_VERSION = '0.1.0';
 
+export interface KbsMetricsOptions {
+  /**
+   * `[http_server] metrics_resource_paths`: label the resource counters with each resource's path
+   * (trustee's `resource_path`). Off by default: the labels list every secret's path to whoever scrapes.
+   */
+  readonly resourcePaths?: boolean;
+}
+
+/** The labels of the HTTP request metrics: `route` is a template (`routeOf`), never a raw path. */
+export type HttpLabel = 'method' | 'route' | 'status';
+
 export class KbsMetrics {
   readonly registry = new Registry();
   readonly resourceReads: Counter<'resource_path'>;
   readonly resourceWrites: Counter<'resource_path'>;
   readonly resourceDeletes: Counter<'resource_path'>;
-  readonly httpRequests: Counter;
-  readonly httpDuration: Histogram;
+  /** By `method`, `route` (templated) and `status`: the error rate is `status=~"5.."` over the total. */
+  readonly httpRequests: Counter<HttpLabel>;
+  /** By `method` and `route`. */
+  readonly httpDuration: Histogram<'method' | 'route'>;
+  /**
+   * This KBS's own: when the certificate the HTTPS sockets serve stops being valid (epoch seconds), by
+   * `certificate` (`https`); set at start and on every reload of the key pair.
+   */
+  readonly certificateExpiry: Gauge<'certificate'>;
   readonly httpRequestSize: Histogram;
   readonly httpResponseSize: Histogram;
   readonly activeConnections: Gauge;
@@ -40,31 +58,41 @@ export class KbsMetrics {
   readonly pluginErrors: Counter<'plugin_name'>;
   readonly pluginDuration: Histogram<'plugin_name'>;
 
-  constructor() {
+  private readonly resourcePaths: boolean;
+
+  constructor(options: KbsMetricsOptions = {}) {
+    this.resourcePaths = options.resourcePaths === true;
+    const resourceLabels = this.resourcePaths ? ['resource_path' as const] : [];
     const registers = [this.registry];
     const counter = (name: string, help: string) => new Counter({ name, help, registers });
     this.resourceReads = new Counter({
       name: 'kbs_resource_reads_total',
       help: 'KBS resource read count',
-      labelNames: ['resource_path'],
+      labelNames: resourceLabels,
       registers,
     });
     this.resourceWrites = new Counter({
       name: 'kbs_resource_writes_total',
       help: 'KBS resource write count',
-      labelNames: ['resource_path'],
+      labelNames: resourceLabels,
       registers,
     });
     this.resourceDeletes = new Counter({
       name: 'kbs_resource_deletes_total',
       help: 'KBS resource delete count',
-      labelNames: ['resource_path'],
+      labelNames: resourceLabels,
       registers,
     });
-    this.httpRequests = counter('kbs_http_requests_total', 'Total HTTP requests count');
+    this.httpRequests = new Counter({
+      name: 'kbs_http_requests_total',
+      help: 'Total HTTP requests count',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
     this.httpDuration = new Histogram({
       name: 'kbs_http_request_duration_seconds',
       help: 'Distribution of request handling duration',
+      labelNames: ['method', 'route'],
       buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.5, 1.0],
       registers,
     });
@@ -146,6 +174,12 @@ export class KbsMetrics {
       labelNames: ['plugin_name'],
       registers,
     });
+    this.certificateExpiry = new Gauge({
+      name: 'kbs_certificate_expiry_timestamp_seconds',
+      help: 'When the served certificate stops being valid (notAfter), in seconds since the epoch',
+      labelNames: ['certificate'],
+      registers,
+    });
     new Gauge({
       name: 'kbs_build_info',
       help: 'KBS binary build info',
@@ -154,6 +188,20 @@ export class KbsMetrics {
     })
       .labels(KBS_VERSION, process.env.KBS_GIT_HASH ?? 'unknown', process.env.KBS_BUILD_DATE ?? 'unknown')
       .set(1);
+  }
+
+  /** Counts a resource read, write or delete; labelled by path only when configured to. */
+  countResource(op: 'read' | 'write' | 'delete', path: string): void {
+    const c =
+      op === 'read' ? this.resourceReads : op === 'write' ? this.resourceWrites : this.resourceDeletes;
+    if (this.resourcePaths) c.labels(path).inc();
+    else c.inc();
+  }
+
+  /** Counts one answered HTTP request and its duration. */
+  countHttp(method: string, route: string, status: number, seconds: number): void {
+    this.httpRequests.labels(method, route, String(status)).inc();
+    this.httpDuration.labels(method, route).observe(seconds);
   }
 
   /** Counts and times one plugin call; `failed` says which thrown errors are the plugin's own. */

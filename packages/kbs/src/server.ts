@@ -16,6 +16,7 @@ import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
 import type { Api, ApiRequest } from './api.js';
 import type { HttpServerConfig, SocketAddress, TlsConfig } from './config.js';
+import { methodLabel, routeOf } from './http-route.js';
 import type { KbsMetrics } from './metrics.js';
 import { errorReply, type Reply } from './reply.js';
 import { sessionIdFromCookieHeader } from './session.js';
@@ -41,6 +42,8 @@ interface ServerDeps {
   readonly preRoute?: (req: ApiRequest, headers: IncomingHttpHeaders) => Promise<Reply | ApiRequest>;
   /** The operator console's static files under `/console/`, when enabled. */
   readonly consolePage?: (method: string, path: string) => Reply;
+  /** Whether `/metrics` is served here; false when `[http_server] metrics_socket` serves it. Default true. */
+  readonly serveMetrics?: boolean;
 }
 
 class PayloadTooLarge extends Error {}
@@ -254,7 +257,6 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
     const isKbs = rawPath.startsWith('/kbs');
     if (isKbs) {
       metrics.activeConnections.inc();
-      metrics.httpRequests.inc();
       const len = Number(req.headers['content-length'] ?? 0);
       metrics.httpRequestSize.observe(Number.isFinite(len) ? len : 0);
     }
@@ -263,9 +265,9 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       if (isKbs) {
         metrics.activeConnections.dec();
-        metrics.httpDuration.observe(seconds);
         metrics.httpResponseSize.observe(size);
       }
+      metrics.countHttp(methodLabel(req.method), routeOf(rawPath), res.statusCode, seconds);
       // The access record shared with api-server-rest; the query is left out (it may carry data).
       logger.info(
         accessRecord({
@@ -303,23 +305,69 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
           ? { status: 200, headers: {}, body: '' }
           : { status: 405, headers: {}, body: '' },
       );
-    } else if (rawPath === '/metrics') {
-      if (req.method !== 'GET') {
-        finish({ status: 405, headers: {}, body: '' });
-        return;
-      }
-      metrics.text().then(
-        (text) =>
-          finish({ status: 200, headers: { 'content-type': metrics.registry.contentType }, body: text }),
-        (e: unknown) => {
-          logger.error({ err: e }, 'metrics export failed');
-          finish(errorReply(new KbsError('PrometheusError')));
-        },
-      );
+    } else if (rawPath === '/metrics' && deps.serveMetrics !== false) {
+      metricsReply(metrics, logger, req.method).then(finish);
     } else {
       finish({ status: 404, headers: {}, body: '' });
     }
   };
+}
+
+/** `GET /metrics`: the registry's text. */
+async function metricsReply(metrics: KbsMetrics, logger: Logger, method: string | undefined): Promise<Reply> {
+  if (method !== 'GET') return { status: 405, headers: {}, body: '' };
+  try {
+    const text = await metrics.text();
+    return { status: 200, headers: { 'content-type': metrics.registry.contentType }, body: text };
+  } catch (e) {
+    logger.error({ err: e }, 'metrics export failed');
+    return errorReply(new KbsError('PrometheusError'));
+  }
+}
+
+/**
+ * The `[http_server] metrics_socket` listener's handler: `/metrics` and `/healthz` only, over plain HTTP,
+ * for a scraper on the loopback or pod network; everything else is 404. Scrapes are logged at debug.
+ */
+export function createMetricsHandler(
+  metrics: KbsMetrics,
+  logger: Logger,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    req.resume();
+    const path = (req.url ?? '/').split('?')[0];
+    const reply: Promise<Reply> =
+      path === '/metrics'
+        ? metricsReply(metrics, logger, req.method)
+        : Promise.resolve(
+            path === '/healthz'
+              ? { status: req.method === 'GET' ? 200 : 405, headers: {}, body: '' }
+              : { status: 404, headers: {}, body: '' },
+          );
+    void reply.then((r) => {
+      res.writeHead(r.status, { ...r.headers, 'content-length': String(Buffer.byteLength(r.body)) });
+      res.end(r.body);
+      logger.debug({ method: req.method, path, status: r.status }, 'metrics listener');
+    });
+  };
+}
+
+/** Starts the plain-HTTP metrics listener on `socket`. */
+export async function listenMetrics(
+  socket: SocketAddress,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ readonly server: Server; readonly address: AddressInfo; close(): Promise<void> }> {
+  const server = createHttpServer(
+    { maxHeaderSize: 16 * 1024, requestTimeout: 10_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 },
+    handler,
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e) =>
+      reject(new HttpStartupError(`cannot listen on ${formatSocket(socket)}: ${e.message}`)),
+    );
+    server.listen({ host: socket.host, port: socket.port }, () => resolve());
+  });
+  return { server, address: server.address() as AddressInfo, close: () => closeAll([server]) };
 }
 
 const TLS_VERSIONS: Record<string, SecureVersion> = { '1.2': 'TLSv1.2', '1.3': 'TLSv1.3' };

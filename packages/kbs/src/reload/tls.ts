@@ -28,6 +28,16 @@ async function readBounded(path: string): Promise<Buffer> {
   return b;
 }
 
+/** When a PEM certificate (the first of a chain) stops being valid, in epoch seconds; undefined if unreadable. */
+export function certificateNotAfter(cert: Buffer | string): number | undefined {
+  try {
+    const t = Date.parse(new X509Certificate(cert).validTo);
+    return Number.isFinite(t) ? t / 1000 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function describeCert(cert: Buffer): { subject?: string; notAfter?: string; sha256?: string } {
   try {
     const x = new X509Certificate(cert);
@@ -47,6 +57,8 @@ export function watchTlsFiles(
   initial: { key: Buffer; cert: Buffer },
   logger: Logger,
   options: DirectoryWatcherOptions = {},
+  /** Told of each certificate put in service (the metrics' expiry gauge). */
+  onReloaded?: (cert: Buffer) => void,
 ): TlsReloader {
   const keyPath = config.privateKey;
   const certPath = config.certificate;
@@ -87,6 +99,7 @@ export function watchTlsFiles(
     }
     for (const s of servers) s.setSecureContext(secure);
     current = d;
+    onReloaded?.(cert);
     logger.info(describeCert(cert), 'TLS certificate reloaded: new connections use it');
     return true;
   };

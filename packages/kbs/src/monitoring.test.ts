@@ -1,0 +1,153 @@
+// What production monitoring sees of the KBS: the separate metrics listener, the secret paths kept out of
+// the metrics unless asked for, the HTTP metrics' templated labels, and the certificate expiry gauge.
+import { X509Certificate } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseKbsConfigText } from './config.js';
+import { methodLabel, OTHER_ROUTE, routeOf } from './http-route.js';
+import { type RunningKbs, startKbs } from './kbs.js';
+import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
+import { handshake, send } from './testing/client.js';
+import { makeChain } from './testing/pki.js';
+
+const running: RunningKbs[] = [];
+afterEach(async () => {
+  while (running.length > 0) await running.pop()?.close();
+});
+let tmp: string;
+beforeAll(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'kbs-monitoring-'));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+async function start(httpServer = '', tls = 'insecure_http = true'): Promise<RunningKbs> {
+  const toml = `[http_server]\nsockets = ["127.0.0.1:0"]\n${tls}\n${httpServer}\n[attestation_token]\ninsecure_header_jwk = true\n[admin]\nauthorization_mode = "InsecureAllowAll"\n[[plugins]]\nname = "resource"\n`;
+  const kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+  running.push(kbs);
+  return kbs;
+}
+
+const SECRET_PATH = 'prod-db/credentials/password';
+
+/** Stores a resource, and has an attested guest read it (and miss another one). */
+async function readSecret(base: string): Promise<void> {
+  const b64u = (s: string) => Buffer.from(s).toString('base64url');
+  const policy = await send(`${base}/kbs/v0/resource-policy`, {
+    method: 'POST',
+    body: JSON.stringify({ policy: b64u(BUILTIN_RESOURCE_POLICIES.allow_all) }),
+  });
+  expect(policy.status).toBe(200);
+  const put = await send(`${base}/kbs/v0/resource/${SECRET_PATH}`, { method: 'POST', body: 's3cret' });
+  expect(put.status).toBe(200);
+  const { cookie } = await handshake(base);
+  expect((await send(`${base}/kbs/v0/resource/${SECRET_PATH}`, { headers: { cookie } })).status).toBe(200);
+  expect(
+    (await send(`${base}/kbs/v0/resource/prod-db/credentials/other`, { headers: { cookie } })).status,
+  ).toBe(401);
+}
+
+describe('metrics listener ([http_server] metrics_socket)', () => {
+  it('serves /metrics only on its own plain-HTTP socket: the public port answers 404', async () => {
+    const kbs = await start('metrics_socket = "127.0.0.1:0"');
+    const base = kbs.urls[0] as string;
+    expect((await send(`${base}/metrics`)).status).toBe(404);
+    expect((await send(`${base}/healthz`)).status).toBe(200);
+    expect(kbs.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    const metricsUrl = kbs.metricsUrl as string;
+    const scraped = await send(metricsUrl);
+    expect(scraped.status).toBe(200);
+    expect(scraped.headers['content-type']).toContain('text/plain');
+    expect(scraped.text).toContain('kbs_build_info');
+    const metricsBase = metricsUrl.replace(/\/metrics$/, '');
+    expect((await send(`${metricsBase}/healthz`)).status).toBe(200);
+    // Nothing of the KBS API is reachable there.
+    expect((await send(`${metricsBase}/kbs/v0/auth`, { method: 'POST', body: '{}' })).status).toBe(404);
+    expect((await send(`${metricsBase}/metrics`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('is refused when it is not an IP:port socket address', () => {
+    expect(() =>
+      parseKbsConfigText(
+        '[http_server]\ninsecure_http = true\nmetrics_socket = "localhost:9090"\n[admin]\nauthorization_mode = "DenyAll"\n',
+      ),
+    ).toThrow(/\[http_server\] metrics_socket: "localhost:9090" is not an IP:port socket address/);
+  });
+
+  it('keeps serving /metrics on the public port when it is not configured (trustee)', async () => {
+    const kbs = await start();
+    expect((await send(`${kbs.urls[0]}/metrics`)).status).toBe(200);
+    expect(kbs.metricsUrl).toBeUndefined();
+  });
+});
+
+describe('resource paths in metrics', () => {
+  it('are not exported by default: the counters count, without naming any secret', async () => {
+    const kbs = await start();
+    const base = kbs.urls[0] as string;
+    await readSecret(base);
+    const text = (await send(`${base}/metrics`)).text;
+    expect(text).not.toContain('prod-db');
+    expect(text).not.toContain('resource_path');
+    expect(text).toMatch(/^kbs_resource_reads_total 1$/m);
+    expect(text).toMatch(/^kbs_resource_writes_total 1$/m);
+  });
+
+  it('label the resource counters with metrics_resource_paths = true', async () => {
+    const kbs = await start('metrics_resource_paths = true');
+    const base = kbs.urls[0] as string;
+    await readSecret(base);
+    const text = (await send(`${base}/metrics`)).text;
+    expect(text).toContain(`kbs_resource_reads_total{resource_path="${SECRET_PATH}"} 1`);
+    expect(text).toContain(`kbs_resource_writes_total{resource_path="${SECRET_PATH}"} 1`);
+  });
+});
+
+describe('HTTP metrics labels', () => {
+  it('count requests by method, templated route and status, never by raw path', async () => {
+    const kbs = await start();
+    const base = kbs.urls[0] as string;
+    await readSecret(base);
+    expect((await send(`${base}/no/such/${SECRET_PATH}`)).status).toBe(404);
+    expect((await send(`${base}/kbs/v0/nosuchplugin/${SECRET_PATH}`)).status).toBe(404);
+    const text = await kbs.metrics.registry.metrics();
+    const route = '/kbs/v0/resource/{repository}/{type}/{tag}';
+    expect(text).toContain(`kbs_http_requests_total{method="GET",route="${route}",status="200"} 1`);
+    expect(text).toContain(`kbs_http_requests_total{method="GET",route="${route}",status="401"} 1`);
+    expect(text).toContain(`kbs_http_requests_total{method="POST",route="${route}",status="200"} 1`);
+    expect(text).toContain('kbs_http_requests_total{method="POST",route="/kbs/v0/auth",status="200"} 1');
+    expect(text).toContain('kbs_http_requests_total{method="POST",route="/kbs/v0/attest",status="200"} 1');
+    expect(text).toContain('kbs_http_requests_total{method="GET",route="other",status="404"} 2');
+    expect(text).toContain(`kbs_http_request_duration_seconds_count{method="GET",route="${route}"} 2`);
+    expect(text).not.toContain('prod-db');
+  });
+
+  it('template every endpoint', () => {
+    expect(routeOf('/kbs/v0/resource/a/b/c')).toBe('/kbs/v0/resource/{repository}/{type}/{tag}');
+    expect(routeOf('/kbs/v0/resource/b/c')).toBe('/kbs/v0/resource/{type}/{tag}');
+    expect(routeOf('/kbs/v0/resource/a/b/c/d')).toBe(OTHER_ROUTE);
+    expect(routeOf('/kbs/v0/reference-value/snp_pcr03')).toBe('/kbs/v0/reference-value/{id}');
+    expect(routeOf('/kbs/v0/resource-policy')).toBe('/kbs/v0/resource-policy');
+    expect(routeOf('/kbs/v0/admin/verdicts')).toBe('/kbs/v0/admin/{path}');
+    expect(routeOf('/kbs/v0/external/vault/a/b')).toBe('/kbs/v0/external/{plugin}/{path}');
+    expect(routeOf('/kbs/v0/provisioner/default/u/root')).toBe('/kbs/v0/provisioner/{path}');
+    expect(routeOf('/kbs/v0/secret-name')).toBe(OTHER_ROUTE);
+    expect(routeOf('/console/app.js')).toBe('/console/{file}');
+    expect(routeOf('/metrics')).toBe('/metrics');
+    expect(routeOf('/anything')).toBe(OTHER_ROUTE);
+    expect(methodLabel('GET')).toBe('GET');
+    expect(methodLabel('PROPFIND')).toBe(OTHER_ROUTE);
+  });
+});
+
+describe('certificate expiry gauge', () => {
+  it('exports when the HTTPS certificate stops being valid', async () => {
+    const chain = makeChain(tmp, 'https');
+    const kbs = await start('', `private_key = "${chain.leafKeyPath}"\ncertificate = "${chain.chainPath}"`);
+    const notAfter = Date.parse(new X509Certificate(readFileSync(chain.chainPath)).validTo) / 1000;
+    const text = await kbs.metrics.registry.metrics();
+    expect(text).toContain(`kbs_certificate_expiry_timestamp_seconds{certificate="https"} ${notAfter}`);
+  });
+});
