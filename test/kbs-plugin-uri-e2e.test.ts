@@ -1,0 +1,162 @@
+// `kbs+<plugin>://` resource URIs from the guest, all as real processes: the KBS with trustee's built-in
+// `nebula-ca` and `sample` plugins next to `resource`, and a guest (attestation-agent, confidential-data-hub)
+// configured by initdata. guest-components maps `kbs+<plugin>:///<path>?<query>` to
+// `GET /kbs/v0/<plugin>/<path>?<query>` on the configured KBS, under the same attestation token and resource
+// policy as `kbs:///` resources.
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DataHubClient } from '@broker/guest-api';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
+import {
+  type GuestHandle,
+  type KbsHandle,
+  mustSucceed,
+  prepareKbs,
+  SAMPLE_REFERENCE_VALUES,
+  startGuest,
+} from './helpers/stack.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'broker-plugin-uri-'));
+let kbs: KbsHandle;
+let guest: GuestHandle;
+let hub: DataHubClient;
+
+// Releases resources and Nebula credentials to an affirming TEE; a credential only for the node name
+// `pod-1` (the query reaches the policy as data.query).
+const POLICY = `package policy
+import rego.v1
+
+default allow := false
+
+affirming if {
+  count(input.submods) > 0
+  every _, submod in input.submods {
+    submod["ear.status"] == "affirming"
+  }
+}
+
+allow if {
+  affirming
+  data.plugin == "resource"
+}
+
+allow if {
+  affirming
+  data.plugin == "nebula-ca"
+  data["resource-path"] == ["credential"]
+  data.query.name == "pod-1"
+}
+`;
+
+/** A refused GetResource: upstream's text for the caller; the reason is in the hub's log. */
+async function refused(uri: string): Promise<string> {
+  const err = (await hub.getResource(uri).then(
+    () => undefined,
+    (e: unknown) => e,
+  )) as Error | undefined;
+  expect(err, uri).toBeInstanceOf(Error);
+  return (err as Error).message;
+}
+
+beforeAll(async () => {
+  kbs = await prepareKbs(dir);
+  const nebulaDir = join(dir, 'nebula-ca');
+  mkdirSync(nebulaDir, { recursive: true });
+  appendFileSync(
+    kbs.configPath,
+    `
+[[plugins]]
+name = "sample"
+item = "unused"
+
+[[plugins]]
+name = "nebula-ca"
+work_dir = "${nebulaDir}"
+
+[plugins.ca_config]
+name = "plugin URI test CA"
+`,
+  );
+  await kbs.start();
+  writeFileSync(join(dir, 'key.bin'), 'resource bytes');
+  await mustSucceed(
+    kbs.admin('set-resource', '--path', 'default/app/key', '--resource-file', join(dir, 'key.bin')),
+  );
+  for (const rv of SAMPLE_REFERENCE_VALUES) await mustSucceed(kbs.admin('set-sample-reference-value', ...rv));
+  writeFileSync(join(dir, 'policy.rego'), POLICY);
+  await mustSucceed(kbs.admin('set-resource-policy', '--policy-file', join(dir, 'policy.rego')));
+  guest = await startGuest(kbs, dir);
+  hub = await DataHubClient.connect(`unix://${guest.cdhSock}`, { timeoutMs: 60_000 });
+});
+
+afterAll(async () => {
+  hub?.close();
+  await guest?.stop();
+  await kbs?.stop();
+});
+
+describe('kbs+<plugin>:// URIs through the data hub', () => {
+  beforeEach(() =>
+    onTestFailed(() => {
+      for (const [name, p] of [
+        ['kbs', kbs?.process],
+        ['attestation-agent', guest?.aa],
+        ['confidential-data-hub', guest?.cdh],
+      ] as const) {
+        console.error(`--- ${name} ---\n${p?.output().slice(-6000) ?? '(not started)'}`);
+      }
+    }),
+  );
+
+  it('kbs+resource:// is kbs://', async () => {
+    expect(Buffer.from(await hub.getResource('kbs:///default/app/key')).toString()).toBe('resource bytes');
+    expect(Buffer.from(await hub.getResource('kbs+resource:///default/app/key')).toString()).toBe(
+      'resource bytes',
+    );
+  });
+
+  it('kbs+nebula-ca:///credential?name=…&ip=… gets a Nebula credential signed by the KBS CA', async () => {
+    const bytes = await hub.getResource('kbs+nebula-ca:///credential?name=pod-1&ip=10.9.0.2/24');
+    const reply = JSON.parse(Buffer.from(bytes).toString('utf8')) as Record<string, number[]>;
+    expect(Object.keys(reply).sort()).toEqual(['ca_crt', 'node_crt', 'node_key']);
+    const out = join(dir, 'node');
+    mkdirSync(out, { recursive: true });
+    for (const [k, v] of Object.entries(reply)) writeFileSync(join(out, k), Buffer.from(v));
+    // The CA the KBS made in its work directory signed the node certificate handed to the guest.
+    expect(readFileSync(join(out, 'ca_crt'))).toEqual(readFileSync(join(dir, 'nebula-ca', 'ca', 'ca.crt')));
+    execFileSync('nebula-cert', ['verify', '-ca', join(out, 'ca_crt'), '-crt', join(out, 'node_crt')]);
+    const details = JSON.parse(
+      execFileSync('nebula-cert', ['print', '-json', '-path', join(out, 'node_crt')], { encoding: 'utf8' }),
+    ) as { details: { name: string; ips: string[] } };
+    expect(details.details.name).toBe('pod-1');
+    expect(details.details.ips).toEqual(['10.9.0.2/24']);
+    // The request the KBS saw is the URI's plugin, path and query.
+    expect(kbs.process.output()).toMatch(/"path":"\/kbs\/v0\/nebula-ca\/credential/);
+  });
+
+  it('the query reaches the resource policy: another node name is refused', async () => {
+    expect(await refused('kbs+nebula-ca:///credential?name=pod-2&ip=10.9.0.3/24')).toContain(
+      'Get Resource failed',
+    );
+    expect(guest.cdh.output()).toMatch(/PolicyDeny|denied/i);
+  });
+
+  it('kbs+sample:/// reaches the sample plugin, which answers admins only, as in trustee', async () => {
+    expect(await refused('kbs+sample:///anything')).toContain('Get Resource failed');
+    expect(kbs.process.output()).toMatch(/"path":"\/kbs\/v0\/sample\/anything/);
+    expect(guest.cdh.output()).toMatch(/AdminAuth|unauthorized/i);
+  });
+
+  it('an unknown plugin is the KBS 404, an illegal plugin URI never leaves the guest', async () => {
+    expect(await refused('kbs+nosuch:///x')).toContain('Get Resource failed');
+    expect(guest.cdh.output()).toMatch(/PluginNotFound|not found/i);
+    const before = (kbs.process.output().match(/"path":"\/kbs\/v0\//g) ?? []).length;
+    for (const uri of ['kbs+:///x', 'kbs+sample:///a/../b', 'kbs+Sample:///x', 'kbs+sample:///%2e%2e']) {
+      expect(await refused(uri)).toContain('Get Resource failed');
+    }
+    expect(guest.cdh.output()).toMatch(/illegal kbs resource uri/);
+    expect((kbs.process.output().match(/"path":"\/kbs\/v0\//g) ?? []).length).toBe(before);
+  });
+});
