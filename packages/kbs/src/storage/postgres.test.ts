@@ -324,6 +324,18 @@ describe('PostgresStorage', () => {
     await s.close();
   });
 
+  it('reaches the server over its Unix socket when POSTGRES_URL names the directory (?host=)', async () => {
+    const s = await PostgresStorage.open({
+      target: {
+        kind: 'url',
+        url: `postgresql:///postgres?host=${encodeURIComponent(server.dir)}&port=${server.port}&user=postgres`,
+      },
+    });
+    await s.set('kbs', 'via-socket', enc('1'));
+    expect(await server.psql("SELECT key FROM kbs WHERE key = 'via-socket'")).toBe('via-socket\n');
+    await s.close();
+  });
+
   it('fails at once on a wrong password, naming the server but not the password', async () => {
     const err = await PostgresStorage.open({
       target: { kind: 'config', config: { ...target().config, password: 'wr0ng-secret' } },
@@ -332,6 +344,20 @@ describe('PostgresStorage', () => {
     expect((err as Error).message).toContain(`127.0.0.1:${server.port}`);
     expect((err as Error).message).toMatch(/password authentication failed/);
     expect((err as Error).message).not.toContain('wr0ng-secret');
+  });
+
+  it.each([
+    ['not a url', /is not a URL/],
+    ['postgresql://u:s3cret@127.0.0.1:notaport/db', /is not a URL/],
+    ['postgresql://u:s3cret@[::1/db', /is not a URL/],
+    ['redis://u:s3cret@127.0.0.1:1/0', /must start with postgresql:\/\/ or postgres:\/\/, found redis:/],
+    ['postgresql:///db', /has no host/],
+  ])('refuses the POSTGRES_URL %j at once, without repeating it', async (url, message) => {
+    const err = await PostgresStorage.open({ target: { kind: 'url', url } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PostgresStorageError);
+    expect((err as PostgresStorageError).code).toBe('INVALID_URL');
+    expect((err as Error).message).toMatch(message);
+    expect((err as Error).message).not.toContain('s3cret');
   });
 
   it('gives up at start when the database cannot be reached', async () => {

@@ -88,8 +88,35 @@ export function redactPostgresUrl(url: string): string {
   }
 }
 
+/**
+ * A connection URI must be a `postgres://` or `postgresql://` URL with a host; the message never repeats
+ * the URI, which may hold a password.
+ */
+export function checkPostgresUrl(url: string): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new PostgresStorageError(
+      'INVALID_URL',
+      `${POSTGRES_URL_ENV} is not a URL (expected postgresql://user:password@host:port/db)`,
+    );
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') {
+    throw new PostgresStorageError(
+      'INVALID_URL',
+      `${POSTGRES_URL_ENV} must start with postgresql:// or postgres://, found ${u.protocol}//`,
+    );
+  }
+  // A Unix socket directory comes as `?host=/run/postgresql`, as libpq reads it.
+  if (u.hostname === '' && !u.searchParams.has('host'))
+    throw new PostgresStorageError('INVALID_URL', `${POSTGRES_URL_ENV} has no host`);
+}
+
 /** Failures of the PostgreSQL backend that are about the database's content or rights, not reaching it. */
 export type PostgresStorageErrorCode =
+  /** The connection URI (POSTGRES_URL) is not a `postgres://` or `postgresql://` URL. */
+  | 'INVALID_URL'
   /** A namespace name that is not a plain SQL identifier (never one of the KBS's own). */
   | 'INVALID_TABLE'
   /** The namespace's table is missing and the database user may not create it. */
@@ -222,6 +249,7 @@ export class PostgresStorage implements KvStorage {
 
   /** Connects (retrying until `startupTimeoutMs`) and checks the server answers. */
   static async open(options: PostgresStorageOptions): Promise<PostgresStorage> {
+    if (options.target.kind === 'url') checkPostgresUrl(options.target.url);
     const where = describePostgresTarget(options.target);
     const statementTimeout = options.statementTimeoutMs ?? 2000;
     const connection: pg.PoolConfig =
