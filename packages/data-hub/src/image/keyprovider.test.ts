@@ -20,6 +20,8 @@ import {
 } from './keyprovider.js';
 
 const KID = 'kbs:///default/image-kek/app';
+/** A KEK served by a KBS plugin (guest-components: the kid is any resource URI, `kbs+<plugin>://` too). */
+const PLUGIN_KID = 'kbs+pkcs11:///default/image-kek/app';
 const kek = randomBytes(32);
 const OPTS = Buffer.from('{"symkey":"x","digest":"","cipheroptions":{"nonce":"y"}}');
 let dir: string;
@@ -35,7 +37,7 @@ beforeAll(async () => {
     server,
     async (kid) => {
       asked.push(kid);
-      if (kid === KID) return kek;
+      if (kid === KID || kid === PLUGIN_KID) return kek;
       throw new GetResourceFailed('request unauthorized (PolicyDeny: Access denied by policy)');
     },
     (reason) => errors.push(reason),
@@ -88,6 +90,16 @@ describe('keyprovider.KeyProviderService', () => {
       expect(Buffer.from(out.keyunwrapresults.optsdata)).toEqual(OPTS);
     }
     expect(asked).toEqual([KID, KID]);
+  });
+
+  it('UnWrapKey asks for a kbs+<plugin>:// kid as written, so the hub fetches it from the plugin', async () => {
+    asked.length = 0;
+    const packet = Buffer.from(await attestationAgentWrapper(PLUGIN_KID, kek).wrap(OPTS));
+    const out = (await call('UnWrapKey', unwrapRequest([...packet]))) as {
+      keyunwrapresults: { optsdata: number[] };
+    };
+    expect(Buffer.from(out.keyunwrapresults.optsdata)).toEqual(OPTS);
+    expect(asked).toEqual([PLUGIN_KID]);
   });
 
   it('refuses malformed requests with the parse error', async () => {
