@@ -26,6 +26,8 @@ const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 let db: PostgresServer;
 let set: ReplicaSet;
 let urls: string[];
+let bundle: string;
+let storageBackend: string;
 
 async function mustAdmin(replica: number, ...args: string[]): Promise<string> {
   const r = await set.admin(set.replicas[replica]!, ...args);
@@ -65,7 +67,7 @@ beforeAll(async () => {
 process.exitCode = await main(process.argv.slice(2));
 `,
   );
-  const bundle = join(dir, 'kbs.mjs');
+  bundle = join(dir, 'kbs.mjs');
   await build({
     entryPoints: [entry],
     outfile: bundle,
@@ -78,10 +80,7 @@ process.exitCode = await main(process.argv.slice(2));
       js: "import { createRequire as brokerCreateRequire } from 'node:module'; const require = brokerCreateRequire(import.meta.url);",
     },
   });
-  set = await prepareReplicas(dir, '', 3, {
-    storage: {
-      sessionStorageType: 'Postgres',
-      storageBackend: `[storage_backend]
+  storageBackend = `[storage_backend]
 storage_type = "Postgres"
 
 [storage_backend.backends.postgres]
@@ -90,8 +89,9 @@ port = ${db.port}
 username = "postgres"
 password = "${db.password}"
 db = "postgres"
-`,
-    },
+`;
+  set = await prepareReplicas(dir, '', 3, {
+    storage: { sessionStorageType: 'Postgres', storageBackend },
     kbsCommand: { file: process.execPath, args: [bundle] },
   });
   await Promise.all(set.replicas.map((r) => r.start()));
@@ -182,6 +182,32 @@ describe('KBS replicas on one PostgreSQL database, real processes', () => {
       expect(await db.psql("SELECT count(*) FROM reference_value WHERE key = 'launch_digest'")).toBe('1\n');
     } finally {
       await mustAdmin(0, 'set-resource-policy', '--allow-all');
+    }
+  });
+
+  it("runs worker_count = 2 processes of one KBS on the database, each finishing the others' handshakes", async () => {
+    await putResource(0, 'default/app/workers', 'from the workers');
+    const workers = await prepareReplicas(join(dir, 'workers'), '', 1, {
+      workerCount: 2,
+      storage: { sessionStorageType: 'Postgres', storageBackend },
+      kbsCommand: { file: process.execPath, args: [bundle] },
+    });
+    const w = workers.replicas[0]!;
+    await w.start();
+    try {
+      const guest = sampleGuest(workers.ca);
+      // Connections go to the workers in turn: each step may reach the other worker.
+      for (let i = 0; i < 6; i++) {
+        const auth = await guest.auth(w.url);
+        expect(auth.status, auth.body).toBe(200);
+        const attest = await guest.attest(w.url, auth.cookie, auth.nonce);
+        expect(attest.status, attest.body).toBe(200);
+        const res = await guest.resource(w.url, 'default/app/workers', { cookie: auth.cookie });
+        expect(res.status, res.body).toBe(200);
+      }
+      expect(w.process?.output()).toMatch(/worker processes share the sockets/);
+    } finally {
+      await workers.stopAll();
     }
   });
 
