@@ -389,6 +389,82 @@ ${keys}
     expect(good).toEqual({ policy: [200, ''], referenceValue: [200, ''], read: [200, '["1"]'] });
   });
 
+  it('registers through a built-in AS into a GrpcRemote rvps that requires a credential: rvps_config admin_private_key, or a client certificate', async () => {
+    const plainPort = await freePort();
+    const plain = start(binary('rvps'), [
+      '--address',
+      `127.0.0.1:${plainPort}`,
+      '--admin-public-key',
+      pki.adminPub,
+    ]);
+    procs.push(plain);
+    await waitForListen({ port: plainPort }, plain);
+    const tlsPort = await freePort();
+    const tls = start(binary('rvps'), [
+      '--address',
+      `127.0.0.1:${tlsPort}`,
+      '-t',
+      pki.serverCert,
+      '-k',
+      pki.serverKey,
+      '--client-ca',
+      pki.clientCa,
+    ]);
+    procs.push(tls);
+    await waitForListen({ port: tlsPort }, tls);
+    const register = async (rvpsTable: string, name: string) => {
+      const kbs = await startKbs(
+        parseKbsConfigText(`[http_server]
+sockets = ["127.0.0.1:0"]
+insecure_http = true
+[attestation_token]
+insecure_header_jwk = true
+[admin]
+authorization_mode = "InsecureAllowAll"
+[attestation_service]
+type = "coco_as_builtin"
+[attestation_service.rvps_config]
+type = "GrpcRemote"
+${rvpsTable}
+`),
+        { logger: silent },
+      );
+      try {
+        const base = kbs.urls[0] as string;
+        const rv = await fetch(`${base}/kbs/v0/reference-value`, {
+          method: 'POST',
+          body: JSON.stringify({
+            version: '0.1.0',
+            type: 'sample',
+            payload: Buffer.from(JSON.stringify({ [name]: ['1'] })).toString('base64'),
+          }),
+        });
+        const read = await fetch(`${base}/kbs/v0/reference-value/${name}`);
+        return { referenceValue: [rv.status, await rv.text()], read: read.status };
+      } finally {
+        await kbs.close();
+      }
+    };
+    const plainAddr = `address = "127.0.0.1:${plainPort}"`;
+    const none = await register(plainAddr, 'rvps-unsigned');
+    expect(none.referenceValue[0]).toBe(401);
+    expect(none.referenceValue[1]).toMatch(
+      /remote RVPS refused the reference value \(UNAUTHENTICATED: .*\[attestation_service.rvps_config\] admin_private_key/,
+    );
+    expect(await register(`${plainAddr}\nadmin_private_key = "${pki.adminKey}"`, 'rvps-signed')).toEqual({
+      referenceValue: [200, ''],
+      read: 200,
+    });
+    const tlsAddr = `address = "https://127.0.0.1:${tlsPort}"\nca_cert = "${pki.serverCert}"`;
+    expect((await register(tlsAddr, 'rvps-no-cert')).referenceValue[1]).toMatch(/UNAUTHENTICATED/);
+    expect(
+      await register(
+        `${tlsAddr}\nclient_cert = "${pki.clientCert}"\nclient_key = "${pki.clientKey}"`,
+        'rvps-cert',
+      ),
+    ).toEqual({ referenceValue: [200, ''], read: 200 });
+  });
+
   it('does not start with an admin_private_key it cannot read or use', async () => {
     const config = (key: string) =>
       parseKbsConfigText(`[http_server]

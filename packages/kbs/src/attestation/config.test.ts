@@ -227,6 +227,35 @@ type = "LocalFs"
     expect(configError({ rvps_config: { type: 'GrpcRemote', address: 'ftp://x:1' } })).toContain('address');
   });
 
+  it('reads the credentials of a GrpcRemote RVPS that authenticates registrations', () => {
+    const c = parseAttestationServiceConfig({
+      rvps_config: {
+        type: 'GrpcRemote',
+        address: 'https://rvps:50003',
+        admin_private_key: 'admin.key',
+        ca_cert: 'ca.pem',
+        client_cert: 'c.pem',
+        client_key: 'c.key',
+      },
+    });
+    expect(c.rvps).toEqual({
+      type: 'GrpcRemote',
+      address: 'https://rvps:50003',
+      credentials: {
+        adminPrivateKey: 'admin.key',
+        caCert: 'ca.pem',
+        clientCert: 'c.pem',
+        clientKey: 'c.key',
+      },
+    });
+    expect(configError({ rvps_config: { type: 'GrpcRemote', ca_cert: 'ca.pem' } })).toContain(
+      '[attestation_service.rvps_config] ca_cert needs an https://',
+    );
+    expect(configError({ rvps_config: { type: 'BuiltIn', admin_private_key: 'k' } })).toContain(
+      'only used by type = "GrpcRemote"',
+    );
+  });
+
   it('accepts the removed Simple token type as trustee does (ignored), and reports it', () => {
     const cfg = parseAttestationServiceConfig({
       type: 'coco_as_builtin',

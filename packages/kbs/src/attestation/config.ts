@@ -112,6 +112,8 @@ export interface RvpsConfig {
   readonly type: 'BuiltIn' | 'GrpcRemote';
   /** `http://HOST:PORT` (the scheme added when missing, as trustee does), for `GrpcRemote`. */
   readonly address?: string;
+  /** This project's credential keys, for a `GrpcRemote` RVPS that authenticates registrations. */
+  readonly credentials?: RemoteCredentialPaths;
   /** Overrides `[storage_backend] storage_type` for reference values. */
   readonly storageType?: StorageType;
   /** `extractors.swid_extractor`, kept as written (SWID extraction is not supported). */
@@ -119,20 +121,54 @@ export interface RvpsConfig {
 }
 
 /**
- * `[attestation_service]` of `type = "coco_as_grpc"`. trustee's keys are `as_addr` and `pool_size`; the
- * others are this project's, for an attestation service that authenticates writes (policies, reference
- * values) or serves TLS with a private CA. All are PEM file paths.
+ * This project's keys for a remote service (the AS of `coco_as_grpc`, a `GrpcRemote` RVPS) that
+ * authenticates writes (policies, reference values) or serves TLS with a private CA. All are PEM file
+ * paths.
  */
-export interface RemoteAsConfig {
-  readonly asAddr: string;
-  readonly poolSize: number;
+export interface RemoteCredentialPaths {
   /** `admin_private_key`: signs a short-lived admin JWT sent with each write. */
   readonly adminPrivateKey?: string;
-  /** `ca_cert`: trust anchors of an `https://` as_addr instead of the system roots. */
+  /** `ca_cert`: trust anchors of an `https://` address instead of the system roots. */
   readonly caCert?: string;
-  /** `client_cert` and `client_key`: presented to the AS over TLS (mutual TLS). */
+  /** `client_cert` and `client_key`: presented over TLS (mutual TLS). */
   readonly clientCert?: string;
   readonly clientKey?: string;
+}
+
+/** `[attestation_service]` of `type = "coco_as_grpc"`: trustee's `as_addr` and `pool_size`, and ours. */
+export interface RemoteAsConfig extends RemoteCredentialPaths {
+  readonly asAddr: string;
+  readonly poolSize: number;
+}
+
+const CREDENTIAL_KEYS = ['admin_private_key', 'ca_cert', 'client_cert', 'client_key'] as const;
+
+/** The credential keys of a remote service's section; `address` is where it is reached. */
+function parseRemoteCredentials(s: Section, address: string): RemoteCredentialPaths {
+  const paths: Partial<Record<(typeof CREDENTIAL_KEYS)[number], string>> = {};
+  for (const key of CREDENTIAL_KEYS) {
+    const v = s.optString(key);
+    if (v !== undefined && v.length === 0) throw new ConfigError(`${s.where} ${key} must not be empty`);
+    if (v !== undefined) paths[key] = v;
+  }
+  if ((paths.client_cert === undefined) !== (paths.client_key === undefined)) {
+    throw new ConfigError(`${s.where} client_cert and client_key go together`);
+  }
+  if (address.startsWith('http:')) {
+    for (const key of ['ca_cert', 'client_cert'] as const) {
+      if (paths[key] !== undefined) {
+        throw new ConfigError(
+          `${s.where} ${key} needs an https:// address, not ${JSON.stringify(address.slice(0, 100))}`,
+        );
+      }
+    }
+  }
+  return {
+    ...(paths.admin_private_key !== undefined && { adminPrivateKey: paths.admin_private_key }),
+    ...(paths.ca_cert !== undefined && { caCert: paths.ca_cert }),
+    ...(paths.client_cert !== undefined && { clientCert: paths.client_cert }),
+    ...(paths.client_key !== undefined && { clientKey: paths.client_key }),
+  };
 }
 
 export interface AttestationServiceConfig {
@@ -234,8 +270,13 @@ function parseRvps(s: Section | undefined, ignored: string[]): RvpsConfig {
         `${s.where} address ${JSON.stringify(given.slice(0, 100))} must be HOST:PORT or http(s)://HOST:PORT`,
       );
     }
+    const credentials = parseRemoteCredentials(s, address);
     s.finish();
-    return { type: 'GrpcRemote', address };
+    return {
+      type: 'GrpcRemote',
+      address,
+      ...(Object.keys(credentials).length > 0 && { credentials }),
+    };
   }
   if (type !== 'BuiltIn') {
     throw new ConfigError(
@@ -255,7 +296,10 @@ function parseRvps(s: Section | undefined, ignored: string[]): RvpsConfig {
     s.raw('storage');
     ignored.push('attestation_service.rvps_config.storage');
   }
-  s.finish({ address: 'only used by type = "GrpcRemote"' });
+  s.finish({
+    address: 'only used by type = "GrpcRemote"',
+    ...Object.fromEntries(CREDENTIAL_KEYS.map((k) => [k, 'only used by type = "GrpcRemote"'])),
+  });
   return {
     type: 'BuiltIn',
     ...(st !== undefined ? { storageType: st } : {}),
@@ -440,36 +484,11 @@ export function parseAttestationServiceConfig(
       );
     }
     const poolSize = s.optInt('pool_size', 1, 10_000) ?? 100;
-    const paths: Record<string, string | undefined> = {};
-    for (const key of ['admin_private_key', 'ca_cert', 'client_cert', 'client_key']) {
-      const v = s.optString(key);
-      if (v !== undefined && v.length === 0)
-        throw new ConfigError(`[attestation_service] ${key} must not be empty`);
-      paths[key] = v;
-    }
-    if ((paths.client_cert === undefined) !== (paths.client_key === undefined)) {
-      throw new ConfigError('[attestation_service] client_cert and client_key go together');
-    }
-    if (asAddr.startsWith('http:')) {
-      for (const key of ['ca_cert', 'client_cert']) {
-        if (paths[key] !== undefined) {
-          throw new ConfigError(
-            `[attestation_service] ${key} needs an https:// as_addr, not ${JSON.stringify(asAddr.slice(0, 100))}`,
-          );
-        }
-      }
-    }
+    const credentials = parseRemoteCredentials(s, asAddr);
     s.finish();
     return {
       type: 'coco_as_grpc',
-      grpc: {
-        asAddr,
-        poolSize,
-        ...(paths.admin_private_key !== undefined && { adminPrivateKey: paths.admin_private_key }),
-        ...(paths.ca_cert !== undefined && { caCert: paths.ca_cert }),
-        ...(paths.client_cert !== undefined && { clientCert: paths.client_cert }),
-        ...(paths.client_key !== undefined && { clientKey: paths.client_key }),
-      },
+      grpc: { asAddr, poolSize, ...credentials },
       timeoutMin,
       tokenBroker: parseTokenBroker(undefined, ignored),
       rvps: { type: 'BuiltIn' },

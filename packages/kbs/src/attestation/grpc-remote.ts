@@ -7,7 +7,7 @@ import { attestation, reference } from '@broker/trustee-protos';
 import { ChannelCredentials, type ChannelOptions, Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { RvpsError } from '../rvps/errors.js';
-import type { RemoteAsConfig } from './config.js';
+import type { RemoteAsConfig, RemoteCredentialPaths } from './config.js';
 import { AttestationFailed, ParsePolicyError, RemoteWriteRefused } from './errors.js';
 import type { AttestationService, VerifyRequest } from './service.js';
 import { adminTokenSigner } from './write-credential.js';
@@ -91,7 +91,12 @@ function describe(e: ServiceError): string {
  * A write the AS refused for want of a credential becomes RemoteWriteRefused, naming the keys that
  * give the KBS one; anything else is left to the caller.
  */
-function refusal(what: string, e: ServiceError, presented: boolean): RemoteWriteRefused | undefined {
+function refusal(
+  what: string,
+  e: ServiceError,
+  presented: boolean,
+  where = { service: 'attestation service', section: '[attestation_service]' },
+): RemoteWriteRefused | undefined {
   const code =
     e.code === status.UNAUTHENTICATED
       ? 'UNAUTHENTICATED'
@@ -100,11 +105,11 @@ function refusal(what: string, e: ServiceError, presented: boolean): RemoteWrite
         : undefined;
   if (code === undefined) return undefined;
   const hint = presented
-    ? 'the credential the KBS presented was not accepted (check that the AS trusts the public key of [attestation_service] admin_private_key, or the CA of client_cert)'
-    : 'configure [attestation_service] admin_private_key (a PEM private key whose public key the AS trusts through --admin-public-key), or client_cert and client_key (a certificate from its --client-ca)';
+    ? `the credential the KBS presented was not accepted (check that the service trusts the public key of ${where.section} admin_private_key, or the CA of client_cert)`
+    : `configure ${where.section} admin_private_key (a PEM private key whose public key the service trusts through --admin-public-key), or client_cert and client_key (a certificate from its --client-ca)`;
   return new RemoteWriteRefused(
     code,
-    `the remote attestation service refused ${what} (${code}: ${e.details || e.message}); ${hint}`,
+    `the remote ${where.service} refused ${what} (${code}: ${e.details || e.message}); ${hint}`,
     { cause: e },
   );
 }
@@ -272,40 +277,52 @@ export function createGrpcAttestationService(options: GrpcAttestationServiceOpti
   };
 }
 
-/** A file named by `[attestation_service] key`, read at start so that a wrong path stops the KBS. */
-function readConfigFile(key: string, path: string): Buffer {
-  try {
-    return readFileSync(path);
-  } catch (cause) {
-    throw new RangeError(`[attestation_service] ${key}: cannot read ${path}: ${(cause as Error).message}`, {
-      cause,
-    });
-  }
+/** The credentials of a remote service, read from their files. */
+export interface RemoteCredentials {
+  readonly tls: GrpcTlsOptions;
+  /** Signs the admin JWT of one write. */
+  readonly writeToken?: () => Promise<string>;
 }
 
-/** The client of `[attestation_service] type = "coco_as_grpc"`, its credential files read now. */
-export function openGrpcAttestationService(config: RemoteAsConfig, logger?: Logger): AttestationService {
-  const adminKey = config.adminPrivateKey;
-  let writeToken: (() => Promise<string>) | undefined;
-  if (adminKey !== undefined) {
+/**
+ * Reads the files named by a section's credential keys (`section` names it in errors), at start, so that
+ * a wrong path or key stops the KBS.
+ */
+export function readRemoteCredentials(paths: RemoteCredentialPaths, section: string): RemoteCredentials {
+  const read = (key: string, path: string): Buffer => {
     try {
-      writeToken = adminTokenSigner(readConfigFile('admin_private_key', adminKey));
+      return readFileSync(path);
+    } catch (cause) {
+      throw new RangeError(`${section} ${key}: cannot read ${path}: ${(cause as Error).message}`, { cause });
+    }
+  };
+  let writeToken: (() => Promise<string>) | undefined;
+  if (paths.adminPrivateKey !== undefined) {
+    const pem = read('admin_private_key', paths.adminPrivateKey);
+    try {
+      writeToken = adminTokenSigner(pem);
     } catch (e) {
-      throw new RangeError(`[attestation_service] admin_private_key ${adminKey}: ${(e as Error).message}`, {
+      throw new RangeError(`${section} admin_private_key ${paths.adminPrivateKey}: ${(e as Error).message}`, {
         cause: e,
       });
     }
   }
   const tls: GrpcTlsOptions = {
-    ...(config.caCert !== undefined && { caCert: readConfigFile('ca_cert', config.caCert) }),
-    ...(config.clientCert !== undefined &&
-      config.clientKey !== undefined && {
+    ...(paths.caCert !== undefined && { caCert: read('ca_cert', paths.caCert) }),
+    ...(paths.clientCert !== undefined &&
+      paths.clientKey !== undefined && {
         clientCert: {
-          certChain: readConfigFile('client_cert', config.clientCert),
-          privateKey: readConfigFile('client_key', config.clientKey),
+          certChain: read('client_cert', paths.clientCert),
+          privateKey: read('client_key', paths.clientKey),
         },
       }),
   };
+  return { tls, ...(writeToken !== undefined && { writeToken }) };
+}
+
+/** The client of `[attestation_service] type = "coco_as_grpc"`, its credential files read now. */
+export function openGrpcAttestationService(config: RemoteAsConfig, logger?: Logger): AttestationService {
+  const { tls, writeToken } = readRemoteCredentials(config, '[attestation_service]');
   return createGrpcAttestationService({
     asAddr: config.asAddr,
     poolSize: config.poolSize,
@@ -330,8 +347,12 @@ const RVPS_QUERY_DEADLINE_MS = 10_000;
  * Connects and checks the RVPS with trustee's health query (an id that never exists): as in trustee,
  * the attestation service does not start while its RVPS is unreachable.
  */
-export async function connectGrpcRvps(address: string): Promise<RemoteRvps> {
-  const { target: t, credentials } = target(address);
+export async function connectGrpcRvps(
+  address: string,
+  remote: RemoteCredentials = { tls: {} },
+): Promise<RemoteRvps> {
+  const { target: t, credentials } = target(address, remote.tls);
+  const presentsCredential = remote.writeToken !== undefined || remote.tls.clientCert !== undefined;
   const client = new reference.ReferenceValueProviderServiceClient(t, credentials, CHANNEL_OPTIONS);
   const call = <Req, Res>(
     method: (
@@ -341,9 +362,10 @@ export async function connectGrpcRvps(address: string): Promise<RemoteRvps> {
       cb: (e: ServiceError | null, r?: Res) => void,
     ) => unknown,
     req: Req,
+    md = new Metadata(),
   ) =>
     new Promise<Res>((resolve, reject) =>
-      method(req, new Metadata(), { deadline: new Date(Date.now() + RVPS_QUERY_DEADLINE_MS) }, (e, r) =>
+      method(req, md, { deadline: new Date(Date.now() + RVPS_QUERY_DEADLINE_MS) }, (e, r) =>
         e
           ? reject(new RvpsError('RECORD_CORRUPT', `remote RVPS at ${address}: ${describe(e)}`, { cause: e }))
           : resolve(r as Res),
@@ -351,7 +373,21 @@ export async function connectGrpcRvps(address: string): Promise<RemoteRvps> {
     );
   const rvps: RemoteRvps = {
     async register(message) {
-      await call(client.registerReferenceValue.bind(client), { message });
+      const md = new Metadata();
+      if (remote.writeToken !== undefined) md.set('authorization', `Bearer ${await remote.writeToken()}`);
+      try {
+        await call(client.registerReferenceValue.bind(client), { message }, md);
+      } catch (e) {
+        const cause = e instanceof Error ? e.cause : undefined;
+        const refused =
+          typeof cause === 'object' && cause !== null && 'code' in cause
+            ? refusal('the reference value', cause as ServiceError, presentsCredential, {
+                service: 'RVPS',
+                section: '[attestation_service.rvps_config]',
+              })
+            : undefined;
+        throw refused ?? e;
+      }
     },
     async query(name) {
       const res = await call<reference.ReferenceValueQueryRequest, reference.ReferenceValueQueryResponse>(

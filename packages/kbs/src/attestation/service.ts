@@ -26,7 +26,7 @@ import {
 } from './ear.js';
 import { AttestationFailed } from './errors.js';
 import { explainAppraisal } from './explain.js';
-import { connectGrpcRvps } from './grpc-remote.js';
+import { connectGrpcRvps, readRemoteCredentials } from './grpc-remote.js';
 import { checkPolicyId, PolicyStore } from './policy.js';
 import { loadSigner } from './signer.js';
 import { describeVerifierSettings, loadVerifierSettings } from './verifier-settings.js';
@@ -191,7 +191,10 @@ export async function createAttestationService(
   // rvps_config.type = "GrpcRemote": reference values live in trustee's RVPS process.
   const remoteRvps =
     cfg.rvps.type === 'GrpcRemote'
-      ? await connectGrpcRvps(cfg.rvps.address ?? 'http://127.0.0.1:50003')
+      ? await connectGrpcRvps(
+          cfg.rvps.address ?? 'http://127.0.0.1:50003',
+          readRemoteCredentials(cfg.rvps.credentials ?? {}, '[attestation_service.rvps_config]'),
+        )
       : undefined;
   const queryReferenceValue =
     options.queryReferenceValue ??
