@@ -53,3 +53,8 @@ export { ImageClientFailed, ImagePullFailed } from './image/errors.js';
 export type { ImagePullServiceOptions, PullImageEvent } from './image/service.js';
 export { UnsealSecretFailed } from './sealed/errors.js';
 export { type RunningDataHub, type StartDataHubOptions, startDataHub } from './server.js';
+export {
+  BLOCK_DEVICE_VOLUME_TYPE,
+  SecureMountFailed,
+  type SecureMountStep,
+} from './storage/block-device.js';
