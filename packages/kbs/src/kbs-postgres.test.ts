@@ -15,7 +15,14 @@ const b64u = (s: string) => Buffer.from(s).toString('base64url');
 
 let db: PostgresServer;
 const running: RunningKbs[] = [];
-const TABLES = ['kbs', 'repository', 'kbs_protocol_session', 'attestation_service_policy', 'reference_value'];
+const TABLES = [
+  'kbs',
+  'repository',
+  'kbs_protocol_session',
+  'attestation_service_policy',
+  'reference_value',
+  'provisioner',
+];
 
 beforeAll(async () => {
   db = await startPostgresServer();

@@ -16,7 +16,14 @@ insecure_http = true
 [admin]
 authorization_mode = "DenyAll"
 `;
-const TABLES = ['kbs', 'repository', 'kbs_protocol_session', 'attestation_service_policy', 'reference_value'];
+const TABLES = [
+  'kbs',
+  'repository',
+  'kbs_protocol_session',
+  'attestation_service_policy',
+  'reference_value',
+  'provisioner',
+];
 
 let db: PostgresServer;
 let dir: string;
@@ -87,6 +94,7 @@ async function seedLocalFs(sub = 'fs'): Promise<void> {
   await s.set('repository', 'other/cert/empty', new Uint8Array(0));
   await s.set('attestation_service_policy', 'default_cpu.rego', Buffer.from('package policy\n'));
   await s.set('reference_value', 'svn', Buffer.from('{"name":"svn","value":["1"]}'));
+  await s.set('provisioner', 'default/0f8fad5b-d9cb-469f-a165-70867728950e/root', randomBytes(32));
   await s.close();
 }
 
@@ -108,6 +116,7 @@ describe('kbs-storage copy', () => {
     expect(applied.kbs).toMatchObject({ keys: 1, written: 1 });
     expect(applied.attestation_service_policy).toMatchObject({ keys: 1, written: 1 });
     expect(applied.reference_value).toMatchObject({ keys: 1, written: 1 });
+    expect(applied.provisioner).toMatchObject({ keys: 1, written: 1 });
     expect(await db.psql("SELECT md5(value) FROM repository WHERE key = 'default/key/bin'")).toBe(
       `${createHash('md5').update(BINARY).digest('hex')}\n`,
     );
@@ -115,7 +124,7 @@ describe('kbs-storage copy', () => {
     expect(await db.psql('SELECT key FROM reference_value')).toBe('svn\n');
 
     const again = await report('copy', '--from', from, '--to', to);
-    for (const ns of ['kbs', 'repository', 'attestation_service_policy', 'reference_value']) {
+    for (const ns of ['kbs', 'repository', 'attestation_service_policy', 'reference_value', 'provisioner']) {
       expect(again[ns]?.identical).toBe(again[ns]?.keys);
       expect(again[ns]?.create).toBe(0);
     }

@@ -1,5 +1,5 @@
 // `kbs-storage copy --from <kbs-config> --to <kbs-config> [--apply]`: copies what a KBS keeps (the
-// resource policy, resources, attestation policies, reference values) from the stores one configuration
+// resource policy, resources, attestation policies, reference values, the provisioner plugin's keys) from the stores one configuration
 // names to those another names, byte for byte — e.g. from LocalFs to a shared PostgreSQL database before
 // scaling out. A dry run by default: it reads both sides and reports what it would do. Sessions are not
 // copied (they last minutes and the guests redo their handshake).
@@ -25,6 +25,7 @@ export const COPIED_NAMESPACES: readonly Namespace[] = [
   'repository',
   'attestation_service_policy',
   'reference_value',
+  'provisioner',
 ];
 
 /** Where one namespace of a configuration lives. */
@@ -244,7 +245,8 @@ export async function copyStores(
 const HELP = `Usage: kbs-storage copy --from <KBS-CONFIG> --to <KBS-CONFIG> [--apply] [--overwrite] [--namespace <NS>]... [--json]
 
 Copies what a KBS keeps — the resource policy (kbs), resources (repository), attestation policies
-(attestation_service_policy) and reference values (reference_value) — from the stores of one KBS
+(attestation_service_policy), reference values (reference_value) and the provisioner plugin's LUKS
+keys (provisioner) — from the stores of one KBS
 configuration file to those of another, byte for byte: e.g. from LocalFs to PostgreSQL or Redis before
 running replicas. Each side's stores are the ones its KBS would use ([storage_backend], the attestation
 service's storage_type overrides, a legacy LocalFs resource plugin); POSTGRES_URL and REDIS_URL apply to

@@ -26,6 +26,7 @@ const NAMESPACES: Namespace[] = [
   'kbs_protocol_session',
   'attestation_service_policy',
   'reference_value',
+  'provisioner',
 ];
 /** trustee's set-up.sql, unchanged: it creates the table `key_value` of trustee's own backend test. */
 const TRUSTEE_SETUP_SQL = readFileSync(vector('trustee/key-value-storage/postgres/set-up.sql'), 'utf8');
