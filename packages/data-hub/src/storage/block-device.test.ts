@@ -15,7 +15,9 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
+import { parseKbsConfigText, startKbs } from '@broker/kbs';
 import { TtrpcError } from '@broker/ttrpc';
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCdhConfig } from '../config.js';
 import { startDataHub } from '../server.js';
@@ -483,6 +485,83 @@ describe('SecureMount over ttrpc, the key from a KBS through the hub', () => {
       client.close();
       await hub.close({ graceMs: 0 });
       await aa.close();
+    }
+  });
+});
+
+describe("SecureMount keyed by trustee's provisioner plugin (kbs+provisioner://)", () => {
+  it('the admin provisions, the attested guest mounts with its key, the policy can refuse it, DELETE ends it', async () => {
+    const toml = `[http_server]\nsockets = ["127.0.0.1:0"]\ninsecure_http = true\n[attestation_token]\ninsecure_header_jwk = true\n[admin]\nauthorization_mode = "InsecureAllowAll"\n[[plugins]]\nname = "provisioner"\n`;
+    const kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+    const url = kbs.urls[0] as string;
+    const stops: (() => Promise<unknown> | unknown)[] = [() => kbs.close()];
+    try {
+      const http = (method: string, path: string, body?: string) =>
+        fetch(`${url}/kbs/v0/${path}`, { method, ...(body !== undefined && { body }) });
+      const setPolicy = async (allow: boolean) => {
+        const rego = `package policy\nimport rego.v1\ndefault allow := ${allow}\n`;
+        const r = await http(
+          'POST',
+          'resource-policy',
+          JSON.stringify({ policy: Buffer.from(rego).toString('base64url') }),
+        );
+        expect(r.status).toBe(200);
+      };
+      await setPolicy(true);
+      const posted = (await (
+        await http('POST', 'provisioner/provision', '{"vm_name":"pod-vm-1"}')
+      ).json()) as {
+        uuid: string;
+        resource_path: string;
+      };
+      const resource = `kbs+provisioner:///${posted.resource_path}`;
+      // The guest's initdata names its key, as the operator writes it.
+      const aa = await FakeAa.start(join(dir, 'aa.sock'), {
+        url,
+        certPem: null,
+        initData: `version = "0.1.0"\nalgorithm = "sha384"\n\n[data]\n"trustee.kbs.resource" = "${resource}"\n`,
+      });
+      stops.push(() => aa.close());
+      const cfg = parseCdhConfig(
+        `socket = "unix://${join(dir, 'cdh.sock')}"\ncredentials = []\n[aa]\naa_socket = "unix://${join(dir, 'aa.sock')}"\n[kbc]\nname = "cc_kbc"\nurl = "${url}"\n`,
+      );
+      const { logger } = captureLogger();
+      const hub = await startDataHub(cfg, {
+        logger,
+        credentialRoot: join(dir, 'kbs'),
+        secureMount: { env: { PATH: `${fakes}:/usr/bin:/bin`, FAKE_DIR: dir } },
+      });
+      stops.push(() => hub.close({ graceMs: 0 }));
+      const client = await DataHubClient.connect(cfg.socket, { timeoutMs: 20_000 });
+      stops.push(() => client.close());
+
+      await client.secureMount(request({ key: resource }));
+      // The key is the resource as the KBS stores it (trustee's confdata document), as upstream's hub uses it.
+      const key = stdinOf('open').toString('utf8');
+      expect(key).toMatch(
+        /^version = "0\.1\.0"\n\n\[data\]\n"io\.cryptsetup\.key\.text\.root" = "[A-Za-z0-9]{32}"\n$/,
+      );
+      expect(stdinOf('luksFormat').toString('utf8')).toBe(key);
+
+      // The resource policy refuses: the key step fails and nothing runs.
+      writeFileSync(join(dir, 'log'), '');
+      await setPolicy(false);
+      const denied = await client
+        .secureMount(request({ key: resource, sourceType: 'encrypted' }))
+        .catch((e) => e);
+      expect((denied as TtrpcError).message).toMatch(/Secure Mount failed: Failed to get key/);
+      expect(log()).toEqual([]);
+
+      // Deprovisioned: the key is gone for good.
+      await setPolicy(true);
+      expect((await http('DELETE', `provisioner/provision/${posted.uuid}`)).status).toBe(200);
+      const gone = await client
+        .secureMount(request({ key: resource, sourceType: 'encrypted' }))
+        .catch((e) => e);
+      expect((gone as TtrpcError).message).toMatch(/Secure Mount failed: Failed to get key/);
+      expect(log()).toEqual([]);
+    } finally {
+      for (const stop of stops.reverse()) await stop();
     }
   });
 });

@@ -111,20 +111,26 @@ export class FakeAa {
   readonly #server: TtrpcServer;
   readonly #kbsUrl: string;
   readonly #certPem: string | null;
+  readonly #initData: string | null;
 
-  private constructor(server: TtrpcServer, kbsUrl: string, certPem: string | null) {
+  private constructor(server: TtrpcServer, kbsUrl: string, certPem: string | null, initData: string | null) {
     this.#server = server;
     this.#kbsUrl = kbsUrl;
     this.#certPem = certPem;
+    this.#initData = initData;
   }
 
   get calls(): number {
     return this.tokenTypes.length;
   }
 
-  static async start(path: string, kbs: { url: string; certPem: string | null }): Promise<FakeAa> {
+  /** `initData`: the init-data TOML the agent attests with (as the guest's measured initdata). */
+  static async start(
+    path: string,
+    kbs: { url: string; certPem: string | null; initData?: string },
+  ): Promise<FakeAa> {
     const server = new TtrpcServer();
-    const aa = new FakeAa(server, kbs.url, kbs.certPem);
+    const aa = new FakeAa(server, kbs.url, kbs.certPem, kbs.initData ?? null);
     server.register('attestation_agent.AttestationAgentService', {
       GetToken: serverMethod(GetTokenRequest, GetTokenResponse, async (req) => {
         aa.tokenTypes.push(req.TokenType);
@@ -143,6 +149,7 @@ export class FakeAa {
     const client = new KbsClient({
       url: this.#kbsUrl,
       attester: new SampleAttester(),
+      initData: this.#initData,
       ...(this.#certPem !== null ? { certPem: this.#certPem } : {}),
     });
     try {
