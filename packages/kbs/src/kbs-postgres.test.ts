@@ -1,6 +1,8 @@
 // KBS instances on one real PostgreSQL server (Debian's), in trustee's tables: any instance finishes a
 // handshake another began, an admin change through one applies to the next request on the others, and a
 // database outage gives 401s (never a release, never a crash) until the database returns.
+
+import { readFileSync } from 'node:fs';
 import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -9,6 +11,7 @@ import { type RunningKbs, startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from './testing/client.js';
 import { type PostgresServer, startPostgresServer } from './testing/postgres-server.js';
+import { vector } from './testing/vectors.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 const b64u = (s: string) => Buffer.from(s).toString('base64url');
@@ -60,9 +63,9 @@ name = "resource"
 ${extra}`;
 }
 
-async function replica(lines: string[] = []): Promise<string> {
+async function replica(lines: string[] = [], toml = config()): Promise<string> {
   const logger = pino({ level: 'info' }, { write: (s: string) => lines.push(s) });
-  const kbs = await startKbs(parseKbsConfigText(config()), { logger });
+  const kbs = await startKbs(parseKbsConfigText(toml), { logger });
   running.push(kbs);
   return kbs.urls[0] as string;
 }
@@ -73,6 +76,30 @@ async function post(url: string, body: string | Uint8Array): Promise<void> {
 }
 
 describe('KBS replicas on PostgreSQL', () => {
+  it("serves what psql put in tables made by trustee's set-up.sql, as a user that may not create tables", async () => {
+    const setup = readFileSync(vector('trustee/key-value-storage/postgres/set-up.sql'), 'utf8');
+    await db.psql(`DROP ROLE IF EXISTS kbs_restricted;
+${TABLES.map((t) => setup.replace('key_value', t)).join('\n')}
+CREATE ROLE kbs_restricted LOGIN PASSWORD 'restricted-pw';
+GRANT SELECT, INSERT, UPDATE, DELETE ON ${TABLES.join(', ')} TO kbs_restricted;
+INSERT INTO kbs (key, value) VALUES ('resource-policy.rego', convert_to($$${BUILTIN_RESOURCE_POLICIES.allow_all}$$, 'UTF8'));
+INSERT INTO repository (key, value) VALUES ('default/key/psql', decode('00ff10', 'hex'));`);
+    const toml = config()
+      .replace('username = "postgres"', 'username = "kbs_restricted"')
+      .replace(`password = "${db.password}"`, 'password = "restricted-pw"');
+    const a = await replica([], toml);
+    const { cookie, key } = await handshake(a);
+    const r = await send(`${a}/kbs/v0/resource/default/key/psql`, { headers: { cookie } });
+    expect(r.status, r.text).toBe(200);
+    expect(Buffer.from(jweDecrypt(r.json() as never, key.privateKey)).toString('hex')).toBe('00ff10');
+    await post(`${a}/kbs/v0/resource/default/key/ours`, Buffer.from([1, 2, 0, 3]));
+    expect(await db.psql("SELECT encode(value, 'hex') FROM repository WHERE key = 'default/key/ours'")).toBe(
+      '01020003\n',
+    );
+    // The user could create nothing: the tables are trustee's, owned by the administrator.
+    expect(await db.psql("SELECT count(*) FROM pg_tables WHERE tableowner = 'kbs_restricted'")).toBe('0\n');
+  });
+
   it('finishes on B and C a handshake begun on A; every replica accepts every token', async () => {
     const [a, b, c] = [await replica(), await replica(), await replica()];
     await post(
