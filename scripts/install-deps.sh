@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the tests use as real peers, and the guest image's build and boot test (debootstrap,
 # e2fsprogs, qemu-system-x86). Add to this list as issues bring new peers.
-DEB_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci gpg gpg-agent faketime redis-server postgresql genisoimage systemd debootstrap e2fsprogs cryptsetup-bin systemd-boot-efi ovmf dosfstools mtools fdisk qemu-system-x86 gcc libc6-dev musl-tools protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf python3-cryptography chromium nebula runc qemu-user-static)
+DEB_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci tinyproxy gpg gpg-agent faketime redis-server postgresql genisoimage systemd debootstrap e2fsprogs cryptsetup-bin systemd-boot-efi ovmf dosfstools mtools fdisk qemu-system-x86 gcc libc6-dev musl-tools protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf python3-cryptography chromium nebula runc qemu-user-static prometheus)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

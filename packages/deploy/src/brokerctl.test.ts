@@ -57,7 +57,7 @@ describe('brokerctl', () => {
     expect(r2.io.stderr).toBe('');
     expect(r2.io.stdout).toBe(r1.io.stdout);
     const objects = parseYamlDocuments(r1.io.stdout, 'rendered') as Any[];
-    expect(objects).toHaveLength(14);
+    expect(objects).toHaveLength(15);
     for (const o of objects) expect(schemaProblems(o), `${o.kind}/${o.metadata.name}`).toEqual([]);
     const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'broker-kbs-config');
     expect(parseKbsConfigText(cm.data['kbs-config.toml']).admin.mode).toBe('AuthenticatedAuthorization');

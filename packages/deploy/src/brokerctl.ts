@@ -32,11 +32,12 @@ import { parseYamlDocuments, stringifyYamlDocuments } from './yaml-io.js';
 
 export const BROKERCTL_USAGE = `Usage:
   brokerctl render BROKERCONFIG.yaml --cluster-domain D [--crd-group G] [--secrets FILE]... [--image IMG]
-                  [--namespace NS]
+                  [--namespace NS] [--monitoring]
       Every object the BrokerConfig generates, as multi-document YAML. The TLS Secrets it names are read
       from Secret documents in BROKERCONFIG.yaml or in --secrets files (e.g. \`brokerctl certs\` output).
       A trustee-operator TrusteeConfig is read as the BrokerConfig it amounts to (--namespace when it
-      names none; default trustee-operator-system).
+      names none; default trustee-operator-system). --monitoring adds a ServiceMonitor, a PrometheusRule
+      and a Grafana dashboard ConfigMap (the Prometheus Operator's CRDs must be installed).
   brokerctl crds [--crd-group G]
       CustomResourceDefinitions of BrokerConfig and KbsConfig.
   brokerctl cert-manager (BROKERCONFIG.yaml --cluster-domain D | --route-host H [--namespace NS])
@@ -128,7 +129,12 @@ function render(args: ParsedArgs, io: CliIO): number {
     }
   }
   const image = args.flags.get('image');
-  const out = renderBrokerConfig(cfg, { clusterDomain, secrets, ...(image !== undefined && { image }) });
+  const out = renderBrokerConfig(cfg, {
+    clusterDomain,
+    secrets,
+    ...(image !== undefined && { image }),
+    monitoring: args.switches.has('monitoring'),
+  });
   io.out(stringifyYamlDocuments(out.objects));
   return 0;
 }
@@ -234,7 +240,7 @@ const BROKERCTL_COMMANDS = ['render', 'crds', 'cert-manager', 'certs', 'add-secr
 /** Runs brokerctl; returns the exit code (0 ok, 1 failure, 2 usage). Never exits the process. */
 export function brokerctlMain(argv: readonly string[], io: CliIO = nodeIO): Promise<number> {
   return runDeployTool('brokerctl', BROKERCTL_USAGE, BROKERCTL_COMMANDS, argv, io, async (cmd, rest) => {
-    const args = parseArgs(rest, VALUED, ['json']);
+    const args = parseArgs(rest, VALUED, ['json', 'monitoring']);
     if (answeredHelp(`brokerctl ${cmd}`, BROKERCTL_USAGE, args, io)) return 0;
     switch (cmd) {
       case 'render':

@@ -1,7 +1,7 @@
 // The KBS configuration file (trustee's kbs-config.toml keys) of a rendered deployment, and the paths
 // inside the KBS container where the generated Secrets and ConfigMaps are mounted.
 import type { BrokerConfig } from './broker-config.js';
-import { KBS_PORT } from './names.js';
+import { KBS_PORT, METRICS_PORT } from './names.js';
 import { INTEL_PCS_URL } from './policies.js';
 import { tomlString, tomlStringArray } from './toml-text.js';
 
@@ -56,7 +56,13 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
   ];
   const add = (...l: string[]) => lines.push(...l);
 
-  add('[http_server]', `sockets = ${tomlStringArray([`0.0.0.0:${KBS_PORT}`])}`);
+  add(
+    '[http_server]',
+    `sockets = ${tomlStringArray([`0.0.0.0:${KBS_PORT}`])}`,
+    "# /metrics on a plain-HTTP listener of its own (this KBS's key): the pod network, through Service",
+    '# kbs-metrics only; the public port answers /metrics with 404.',
+    `metrics_socket = ${tomlString(`0.0.0.0:${METRICS_PORT}`)}`,
+  );
   if (https) {
     add(
       'insecure_http = false',

@@ -96,7 +96,8 @@ beforeAll(async () => {
   });
   const toml = rendered.kbsConfigToml
     .replaceAll('"/etc/', `"${root}/etc/`)
-    .replace('"0.0.0.0:8080"', '"127.0.0.1:0"');
+    .replace('"0.0.0.0:8080"', '"127.0.0.1:0"')
+    .replace('"0.0.0.0:9090"', '"127.0.0.1:0"');
   kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
   port = kbs.addresses[0]?.port as number;
 }, 30_000);

@@ -10,6 +10,13 @@ export const SERVICE_NAME = 'kbs-service';
 export const KBS_CONTAINER_NAME = 'kbs';
 export const KBS_PORT = 8080;
 export const KBS_PORT_NAME = 'kbs-port';
+/**
+ * The KBS's `[http_server] metrics_socket`: plain HTTP on the pod's network (`0.0.0.0`), reached through
+ * the ClusterIP Service `kbs-metrics` only, never through `kbs-service` or the Route.
+ */
+export const METRICS_PORT = 9090;
+export const METRICS_PORT_NAME = 'metrics';
+export const METRICS_SERVICE_NAME = 'kbs-metrics';
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -40,6 +47,9 @@ export function generatedNames(config: string) {
     tdxConfigMap: `${config}-tdx-config`,
     resourcePolicyConfigMap: `${config}-resource-policy`,
     kbsConfig: `${config}-kbs-config`,
+    serviceMonitor: `${config}-kbs`,
+    prometheusRule: `${config}-kbs-alerts`,
+    dashboardConfigMap: `${config}-kbs-dashboard`,
   } as const;
 }
 

@@ -46,6 +46,7 @@ describe('renderBrokerConfig', () => {
       'ConfigMap/broker-resource-policy',
       'KbsConfig/broker-kbs-config',
       'Service/kbs-service',
+      'Service/kbs-metrics',
       'Deployment/kbs-deployment',
       'Route/kbs-route',
     ]);

@@ -13,6 +13,7 @@ import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
 import type { BrokerConfig } from './broker-config.js';
 import { CertificateError } from './errors.js';
 import { KBS_CONFIG_FILE, KBS_PATHS, REDIS_URL_ENV, renderKbsConfigToml } from './kbs-config.js';
+import { renderMonitoring } from './monitoring.js';
 import {
   CRD_VERSION,
   DEPLOYMENT_NAME,
@@ -21,6 +22,9 @@ import {
   KBS_CONTAINER_NAME,
   KBS_PORT,
   KBS_PORT_NAME,
+  METRICS_PORT,
+  METRICS_PORT_NAME,
+  METRICS_SERVICE_NAME,
   ROUTE_NAME,
   resourceVolumeName,
   routeHost,
@@ -50,6 +54,8 @@ export interface RenderOptions {
   readonly image?: string;
   /** Clock for certificate validity checks. */
   readonly now?: Date;
+  /** Also the ServiceMonitor, PrometheusRule and Grafana dashboard (`--monitoring`). */
+  readonly monitoring?: boolean;
 }
 
 /** A rendered Kubernetes object (plain JSON). */
@@ -139,6 +145,8 @@ export interface RenderedBrokerConfig {
   readonly routeHost: string;
   readonly names: GeneratedNames;
   readonly kbsConfigToml: string;
+  /** ServiceMonitor, PrometheusRule and dashboard ConfigMap (also in `objects` with `monitoring`). */
+  readonly monitoring: KubeObject[];
 }
 
 export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): RenderedBrokerConfig {
@@ -240,6 +248,21 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
     },
   };
 
+  // The metrics listener is plain HTTP on the pod network: reachable through this ClusterIP Service
+  // (what the ServiceMonitor scrapes), never through kbs-service, whose type may expose it, or the Route.
+  const metricsService: IService = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: METRICS_SERVICE_NAME, namespace: cfg.namespace, labels: objectLabels(cfg, 'metrics') },
+    spec: {
+      type: 'ClusterIP',
+      selector: selectorLabels(cfg),
+      ports: [
+        { name: METRICS_PORT_NAME, port: METRICS_PORT, targetPort: METRICS_PORT_NAME, protocol: 'TCP' },
+      ],
+    },
+  };
+
   const deployment = renderDeployment(cfg, n, https !== undefined, token !== undefined, opts);
   // The KBS reloads policies, reference values, resources and TLS files in place; the server
   // configuration itself is read at start, so a change of it changes the pod template and
@@ -268,8 +291,18 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
     },
   };
 
-  const objects = [...secrets, ...configMaps, kbsConfig, service, deployment, route] as KubeObject[];
-  return { objects, routeHost: host, names: n, kbsConfigToml };
+  const monitoring = renderMonitoring(cfg, n);
+  const objects = [
+    ...secrets,
+    ...configMaps,
+    kbsConfig,
+    service,
+    metricsService,
+    deployment,
+    route,
+    ...(opts.monitoring === true ? monitoring : []),
+  ] as KubeObject[];
+  return { objects, routeHost: host, names: n, kbsConfigToml, monitoring };
 }
 
 function renderDeployment(
@@ -332,7 +365,10 @@ function renderDeployment(
     image: opts.image ?? cfg.kbsImage ?? DEFAULT_KBS_IMAGE,
     imagePullPolicy: 'IfNotPresent',
     command: ['kbs', '--config-file', KBS_CONFIG_FILE],
-    ports: [{ name: KBS_PORT_NAME, containerPort: KBS_PORT, protocol: 'TCP' }],
+    ports: [
+      { name: KBS_PORT_NAME, containerPort: KBS_PORT, protocol: 'TCP' },
+      { name: METRICS_PORT_NAME, containerPort: METRICS_PORT, protocol: 'TCP' },
+    ],
     env: [
       ...Object.entries(kbsEnvVars(cfg)).map(([name, value]) => ({ name, value })),
       ...(cfg.redis !== undefined
