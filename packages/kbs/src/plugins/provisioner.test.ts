@@ -218,6 +218,23 @@ describe('provisioner plugin in a KBS', () => {
     }
   });
 
+  it('serves nothing but a stored default/<uuid>/root, whatever path the initdata names', async () => {
+    await provision({ vm_name: 'vm-c' });
+    // (Paths of at least two segments: the test's policy looks at the second.)
+    for (const path of [
+      'provision/x',
+      'default/x/root',
+      'default/x',
+      `default/${provisionerUuid('default', 'vm-c')}/other`,
+      `default/${provisionerUuid('default', 'vm-c')}/root/extra`,
+    ]) {
+      const guest = await attest(base, initDataFor(`kbs+provisioner:///${path}`));
+      const r = await send(`${base}/kbs/v0/provisioner/${path}`, { headers: { cookie: guest.cookie } });
+      expect(errorOf(r), path).toEqual([401, 'PluginInternalError']);
+      expect((r.json() as { detail: string }).detail, path).toMatch(/provisioner resource not found/);
+    }
+  });
+
   it('needs a token, and the resource policy decides', async () => {
     const denied = JSON.parse((await provision({ vm_name: 'denied-vm' })).text);
     const guest = await attest(base, initDataFor(`kbs+provisioner:///${denied.resource_path}`));
