@@ -3,7 +3,15 @@
 // tests run as root, the data directory belongs to the `postgres` account and the server (and initdb)
 // run under it. Connections over TCP need the password; psql reaches it the same way.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freeLoopbackPort } from './redis-server.js';
@@ -77,13 +85,22 @@ function run(
   });
 }
 
-/** The processes whose parent is `pid` (PostgreSQL's backends and workers). */
+/** The processes whose parent is `pid` (PostgreSQL's backends and workers), from /proc. */
 function childPids(pid: number): number[] {
-  const out = execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' });
-  return out
-    .split('\n')
-    .map((l) => Number(l.trim()))
-    .filter((n) => Number.isInteger(n) && n > 0);
+  const children: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses, so read after the last `)`.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid === pid) children.push(Number(name));
+  }
+  return children;
 }
 
 export async function startPostgresServer(): Promise<PostgresServer> {
