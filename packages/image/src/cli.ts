@@ -31,6 +31,7 @@ import { ImagePullError, openRegistryImage, pullImage } from './pull.js';
 import { type DockerReference, parseImageReference, referenceName, referenceString } from './reference.js';
 import { loadAuthFile } from './registry/auth.js';
 import { RegistryClient, type RegistryClientOptions } from './registry/client.js';
+import { proxySettingsFromEnv, resolveProxies } from './registry/proxy.js';
 import { pushSigstoreSignatures } from './registry/signatures.js';
 import { createSigstoreSignature, signatureToBlob } from './sigstore.js';
 
@@ -96,10 +97,14 @@ async function registryOptions(p: Parsed, io: ImageCliIo): Promise<RegistryClien
   const insecure = new Set(p.values.get('insecure-registry') ?? []);
   const plain = p.flags.has('plain-http');
   const ca = await Promise.all((p.values.get('registry-ca') ?? []).map((f) => readFile(f, 'utf8')));
+  const proxy = proxySettingsFromEnv(io.env);
+  if (proxy !== undefined) resolveProxies(proxy);
   return {
     ...(authfile !== undefined ? { credentials: await loadAuthFile(authfile) } : {}),
     insecure: (host) => plain || insecure.has(host),
     ...(ca.length > 0 ? { ca } : {}),
+    // HTTPS_PROXY, HTTP_PROXY and NO_PROXY, as skopeo reads them.
+    ...(proxy !== undefined ? { proxy } : {}),
     userAgent: `broker-image/${IMAGE_TOOLS_VERSION}`,
   };
 }

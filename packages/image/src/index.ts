@@ -167,12 +167,21 @@ export {
   VerifyingStream,
 } from './registry/client.js';
 export { HttpError } from './registry/http.js';
+export type { DockerRegistryOptions } from './registry/local-registry.js';
 export {
   freePort,
   type RunningRegistry,
   requireTool,
   startDockerRegistry,
 } from './registry/local-registry.js';
+export {
+  type NoProxy,
+  ProxyConfigError,
+  type ProxySettings,
+  parseNoProxy,
+  proxySettingsFromEnv,
+  resolveProxies,
+} from './registry/proxy.js';
 export {
   fetchSigstoreSignatures,
   MAX_SIGNATURE_ATTACHMENTS,
@@ -200,6 +209,7 @@ export {
   verifyPayloadSignature,
   verifySigstorePayload,
 } from './sigstore.js';
+export { type RunningTinyproxy, startTinyproxy } from './testing/tinyproxy.js';
 export {
   entryComponents,
   RootfsUnpacker,

@@ -21,6 +21,7 @@ import { decodeStdBase64, goArray, goNumber, goQuote, goString, paranoidObject, 
 import { type DockerReference, policyIdentity, policyNamespaces } from './reference.js';
 import type { RegistryClient } from './registry/client.js';
 import { HttpClient, readBody } from './registry/http.js';
+import type { ProxySettings } from './registry/proxy.js';
 import { MAX_SIGNATURE_BYTES, signatureFromBlob, type UntrustedSignature } from './sigstore.js';
 
 /** containers/image `maxLookasideSignatures`. */
@@ -206,7 +207,9 @@ export function lookasideSignatureUrl(
 export type LookasideFetcher = (url: URL) => Promise<Uint8Array | undefined>;
 
 /** The default fetcher: `file:` from disk, `http(s):` with redirects (never https → http), 404 = missing. */
-export function defaultLookasideFetcher(options: { ca?: readonly string[] } = {}): LookasideFetcher & {
+export function defaultLookasideFetcher(
+  options: { ca?: readonly string[]; proxy?: ProxySettings } = {},
+): LookasideFetcher & {
   close(): void;
 } {
   let http: HttpClient | undefined;
@@ -224,7 +227,10 @@ export function defaultLookasideFetcher(options: { ca?: readonly string[] } = {}
       }
     }
     if (url.protocol === 'http:' || url.protocol === 'https:') {
-      http ??= new HttpClient(options.ca !== undefined ? { ca: options.ca } : {});
+      http ??= new HttpClient({
+        ...(options.ca !== undefined ? { ca: options.ca } : {}),
+        ...(options.proxy !== undefined ? { proxy: options.proxy } : {}),
+      });
       const res = await http.request({ method: 'GET', url });
       if (res.status === 404) {
         res.body.resume();
@@ -325,7 +331,8 @@ export async function fetchSimpleSignatures(
   }
   const base = options.registriesD !== undefined ? lookasideTopLevel(options.registriesD, ref) : undefined;
   if (base === undefined) return [];
-  const own = options.fetch === undefined ? defaultLookasideFetcher() : undefined;
+  // Lookaside stores are reached with the registry client's CAs and proxies.
+  const own = options.fetch === undefined ? defaultLookasideFetcher(client.connectionOptions) : undefined;
   try {
     return await readLookasideSignatures(
       base,

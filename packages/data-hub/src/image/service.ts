@@ -38,6 +38,7 @@ import {
   type RegistriesD,
   RegistryClient,
   type RegistryClientOptions,
+  resolveProxies,
 } from '@broker/image';
 import type { Logger } from 'pino';
 import { type CdhConfig, parseRegistryConfiguration, type RegistryConfig } from '../config.js';
@@ -190,8 +191,18 @@ export class ImagePullService {
         throw new ImageClientFailed(`Malwared registry configuration: ${messageOf(e)}`, { cause: e });
       }
     }
-    if (image.imagePullProxy !== null) {
-      this.#log?.warn('[image.image_pull_proxy] is not supported: registries are contacted directly');
+    // `[image.image_pull_proxy]` (or `agent.https_proxy` & co.): every registry request, signatures included.
+    const proxy = image.imagePullProxy ?? undefined;
+    if (proxy !== undefined) {
+      try {
+        resolveProxies(proxy);
+      } catch (e) {
+        throw new ImageClientFailed(`Invalid image pull proxy: ${messageOf(e)}`, { cause: e });
+      }
+      this.#log?.info(
+        { https: proxy.httpsProxy !== null, http: proxy.httpProxy !== null, noProxy: proxy.noProxy },
+        'pulling images through a proxy',
+      );
     }
 
     // Plain http where the registry settings say `insecure`; image-rs decides per attempt, by the same entries.
@@ -204,6 +215,7 @@ export class ImagePullService {
     const client = new RegistryClient({
       ...(credentials !== undefined ? { credentials } : {}),
       ...(image.extraRootCertificates.length > 0 ? { ca: image.extraRootCertificates } : {}),
+      ...(proxy !== undefined ? { proxy } : {}),
       ...extra,
       insecure: (host) => insecureHosts.has(host) || (extra.insecure?.(host) ?? false),
     });

@@ -20,6 +20,7 @@ import {
   RegistryAuthError,
 } from './auth.js';
 import { discardBody, HttpClient, type HttpRequest, type HttpResponse, readBody, redact } from './http.js';
+import type { ProxySettings } from './proxy.js';
 
 /** containers/image `iolimits.MaxManifestBodySize`. */
 export const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
@@ -59,6 +60,8 @@ export interface RegistryClientOptions {
   readonly ca?: readonly string[];
   readonly userAgent?: string;
   readonly idleTimeoutMs?: number;
+  /** Proxies for every request (`https_proxy`, `http_proxy`, `no_proxy`); direct when absent. */
+  readonly proxy?: ProxySettings;
 }
 
 export interface FetchedManifest {
@@ -127,11 +130,20 @@ export class RegistryClient {
       ...(options.ca !== undefined ? { ca: options.ca } : {}),
       ...(options.idleTimeoutMs !== undefined ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
       ...(options.userAgent !== undefined ? { userAgent: options.userAgent } : {}),
+      ...(options.proxy !== undefined ? { proxy: options.proxy } : {}),
     });
   }
 
   close(): void {
     this.#http.close();
+  }
+
+  /** The CAs and proxies this client connects with (for other HTTP it makes on a pull's behalf). */
+  get connectionOptions(): { readonly ca?: readonly string[]; readonly proxy?: ProxySettings } {
+    return {
+      ...(this.#options.ca !== undefined ? { ca: this.#options.ca } : {}),
+      ...(this.#options.proxy !== undefined ? { proxy: this.#options.proxy } : {}),
+    };
   }
 
   /** `https://host` (or `http://` for insecure registries). */

@@ -8,7 +8,15 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { createSecureContext, rootCertificates } from 'node:tls';
-import { Agent, type Dispatcher, request, errors as undiciErrors } from './undici.js';
+import { type ProxySettings, type ResolvedProxies, resolveProxies } from './proxy.js';
+import {
+  Agent,
+  type Dispatcher,
+  newProxyAgent,
+  type ProxyAgent,
+  request,
+  errors as undiciErrors,
+} from './undici.js';
 
 /** Redirects followed for one request. */
 export const MAX_REDIRECTS = 10;
@@ -49,6 +57,11 @@ export interface HttpClientOptions {
   readonly ca?: readonly string[];
   readonly idleTimeoutMs?: number;
   readonly userAgent?: string;
+  /**
+   * Proxies (`https_proxy` for https URLs through CONNECT, `http_proxy` for
+   * http URLs in absolute form, `no_proxy` hosts direct); see `./proxy.ts`.
+   */
+  readonly proxy?: ProxySettings;
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -90,27 +103,62 @@ export class HttpClient {
   readonly #agent: Agent;
   readonly #idleTimeoutMs: number;
   readonly #userAgent: string;
+  readonly #proxies: ResolvedProxies | undefined;
+  /** One agent per proxy URL, made on first use. */
+  readonly #proxyAgents = new Map<string, ProxyAgent>();
+  readonly #secureContext: ReturnType<typeof createSecureContext> | undefined;
 
   constructor(options: HttpClientOptions = {}) {
     this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     this.#userAgent = options.userAgent ?? 'broker-image/0.1.0';
+    this.#proxies = options.proxy !== undefined ? resolveProxies(options.proxy) : undefined;
     const ca = options.ca ?? [];
+    // The roots and the extra CAs made into one TLS context once, not at every connection.
+    this.#secureContext =
+      ca.length > 0 ? createSecureContext({ ca: [...rootCertificates, ...ca] }) : undefined;
     this.#agent = new Agent({
+      ...this.#agentOptions(),
+      ...(this.#secureContext !== undefined ? { connect: { secureContext: this.#secureContext } } : {}),
+    });
+  }
+
+  #agentOptions() {
+    return {
       connections: CONNECTIONS_PER_ORIGIN,
       keepAliveTimeout: KEEP_ALIVE_MS,
       keepAliveMaxTimeout: KEEP_ALIVE_MS,
       // undici's two timers are exactly "no answer" and "no data" for this long.
       headersTimeout: this.#idleTimeoutMs,
       bodyTimeout: this.#idleTimeoutMs,
-      // The roots and the extra CAs made into one TLS context once, not at every connection.
-      ...(ca.length > 0
-        ? { connect: { secureContext: createSecureContext({ ca: [...rootCertificates, ...ca] }) } }
-        : {}),
-    });
+    };
+  }
+
+  /** The agent for `url`: direct, or through the proxy its scheme and host call for. */
+  #dispatcher(url: URL): Dispatcher {
+    const proxy = this.#proxies?.proxyFor(url);
+    if (proxy === undefined) return this.#agent;
+    let agent = this.#proxyAgents.get(proxy.href);
+    if (agent === undefined) {
+      agent = newProxyAgent({
+        ...this.#agentOptions(),
+        uri: proxy.href,
+        // https targets: CONNECT, then TLS with the registry; http targets: absolute-form requests.
+        proxyTunnel: false,
+        ...(this.#secureContext !== undefined ? { requestTls: { secureContext: this.#secureContext } } : {}),
+        // An https proxy's own certificate is checked against the same roots.
+        ...(this.#secureContext !== undefined && proxy.protocol === 'https:'
+          ? { proxyTls: { secureContext: this.#secureContext } }
+          : {}),
+      });
+      this.#proxyAgents.set(proxy.href, agent);
+    }
+    return agent;
   }
 
   close(): void {
     this.#agent.destroy().catch(() => undefined);
+    for (const a of this.#proxyAgents.values()) a.destroy().catch(() => undefined);
+    this.#proxyAgents.clear();
   }
 
   /**
@@ -166,7 +214,7 @@ export class HttpClient {
     const stream = typeof body === 'function' ? body() : undefined;
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(this.#agent, {
+      res = await request(this.#dispatcher(url), {
         origin: url.origin,
         path: `${url.pathname}${url.search}`,
         method: method as 'GET',

@@ -5,12 +5,17 @@
  * how to install it (`scripts/install-deps.sh`); `skopeo` and `umoci` are
  * found the same way.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { get as httpGet } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
 
 /** The path of `name` on PATH; throws telling to run the install script when absent. */
 export function requireTool(name: string): string {
@@ -44,16 +49,60 @@ export interface RunningRegistry {
   /** `127.0.0.1:PORT`. */
   readonly host: string;
   readonly port: number;
+  /** The access log so far (one line per request, the client's address first), when asked for. */
+  accessLog(): string;
+  /** The registry's self-signed certificate (PEM) when it serves https. */
+  readonly certPem?: string;
   stop(): Promise<void>;
 }
 
-async function waitForRegistry(url: string, child: ChildProcess, log: () => string): Promise<void> {
+export interface DockerRegistryOptions {
+  /** Serve https with a fresh self-signed certificate for 127.0.0.1 (openssl); plain http otherwise. */
+  readonly tls?: boolean;
+  /** Keep the access log (`accessLog()`); off otherwise. */
+  readonly accessLog?: boolean;
+}
+
+/** A P-256 certificate for 127.0.0.1 (SAN IP), self-signed by openssl, in `dir`. */
+async function selfSignedCertificate(
+  dir: string,
+): Promise<{ certPath: string; keyPath: string; certPem: string }> {
+  const keyPath = join(dir, 'registry.key');
+  const certPath = join(dir, 'registry.crt');
+  await run(requireTool('openssl'), [
+    ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2'],
+    ...['-keyout', keyPath, '-out', certPath, '-subj', '/CN=127.0.0.1'],
+    ...['-addext', 'subjectAltName=IP:127.0.0.1'],
+  ]);
+  return { certPath, keyPath, certPem: await readFile(certPath, 'utf8') };
+}
+
+/** GET `url` (trusting `ca` when given) and resolve with the status, or reject. */
+function probe(url: string, ca: string | undefined): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = (url.startsWith('https:') ? httpsGet : httpGet)(
+      url,
+      ca !== undefined ? { ca } : {},
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
+    req.on('error', reject);
+  });
+}
+
+async function waitForRegistry(
+  url: string,
+  child: ChildProcess,
+  log: () => string,
+  ca: string | undefined,
+): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`docker-registry exited (${child.exitCode}): ${log()}`);
     try {
-      const res = await fetch(url);
-      if (res.status === 200) return;
+      if ((await probe(url, ca)) === 200) return;
     } catch {
       // not listening yet
     }
@@ -63,9 +112,10 @@ async function waitForRegistry(url: string, child: ChildProcess, log: () => stri
 }
 
 /** Starts `docker-registry serve` on a free loopback port with a fresh storage root. */
-export async function startDockerRegistry(): Promise<RunningRegistry> {
+export async function startDockerRegistry(options: DockerRegistryOptions = {}): Promise<RunningRegistry> {
   const binary = requireTool('docker-registry');
   const root = await mkdtemp(join(tmpdir(), 'docker-registry-'));
+  const tls = options.tls === true ? await selfSignedCertificate(root) : undefined;
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
     const config = join(root, 'config.yml');
@@ -76,7 +126,7 @@ export async function startDockerRegistry(): Promise<RunningRegistry> {
         'log:',
         '  level: error',
         '  accesslog:',
-        '    disabled: true',
+        `    disabled: ${options.accessLog === true ? 'false' : 'true'}`,
         'storage:',
         '  filesystem:',
         `    rootdirectory: ${join(root, 'data')}`,
@@ -84,16 +134,26 @@ export async function startDockerRegistry(): Promise<RunningRegistry> {
         '    enabled: true',
         'http:',
         `  addr: 127.0.0.1:${port}`,
+        ...(tls !== undefined
+          ? ['  tls:', `    certificate: ${tls.certPath}`, `    key: ${tls.keyPath}`]
+          : []),
         '',
       ].join('\n'),
     );
-    const child = spawn(binary, ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(binary, ['serve', config], {
+      stdio: ['ignore', options.accessLog === true ? 'pipe' : 'ignore', 'pipe'],
+    });
     let stderr = '';
+    let access = '';
     child.stderr?.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
     });
+    child.stdout?.on('data', (d: Buffer) => {
+      access += d.toString();
+    });
+    const scheme = tls !== undefined ? 'https' : 'http';
     try {
-      await waitForRegistry(`http://127.0.0.1:${port}/v2/`, child, () => stderr);
+      await waitForRegistry(`${scheme}://127.0.0.1:${port}/v2/`, child, () => stderr, tls?.certPem);
     } catch (e) {
       child.kill('SIGKILL');
       if (attempt < 3 && /address already in use/.test(stderr)) continue;
@@ -102,6 +162,8 @@ export async function startDockerRegistry(): Promise<RunningRegistry> {
     return {
       host: `127.0.0.1:${port}`,
       port,
+      accessLog: () => access,
+      ...(tls !== undefined ? { certPem: tls.certPem } : {}),
       async stop() {
         if (child.exitCode === null) {
           const exited = new Promise((r) => child.once('exit', r));

@@ -8,11 +8,17 @@
  */
 import type * as Undici from 'undici';
 // @ts-expect-error as above
+import connectModule from 'undici/lib/api/api-connect.js';
+// @ts-expect-error as above
 import requestModule from 'undici/lib/api/api-request.js';
 // @ts-expect-error as above
 import errorsModule from 'undici/lib/core/errors.js';
 // @ts-expect-error undici ships no declarations for its internal modules; the types come from its index.
 import AgentModule from 'undici/lib/dispatcher/agent.js';
+// @ts-expect-error as above
+import PoolModule from 'undici/lib/dispatcher/pool.js';
+// @ts-expect-error as above
+import ProxyAgentModule from 'undici/lib/dispatcher/proxy-agent.js';
 
 const requestOf = requestModule as (
   this: Undici.Dispatcher,
@@ -21,6 +27,29 @@ const requestOf = requestModule as (
 
 export const Agent = AgentModule as typeof Undici.Agent;
 export type Agent = Undici.Agent;
+const ProxyAgentClass = ProxyAgentModule as typeof Undici.ProxyAgent;
+const PoolClass = PoolModule as typeof Undici.Pool;
+const connectOf = connectModule as (
+  this: Undici.Dispatcher,
+  options: Undici.Dispatcher.ConnectOptions,
+) => Promise<Undici.Dispatcher.ConnectData>;
+
+/**
+ * undici's `ProxyAgent`, whose client to the proxy gets the `connect` method
+ * (CONNECT tunnels) that undici's index would add to every dispatcher.
+ */
+export function newProxyAgent(options: Undici.ProxyAgent.Options): Undici.ProxyAgent {
+  return new ProxyAgentClass({
+    ...options,
+    clientFactory: (origin, opts) =>
+      Object.assign(new PoolClass(origin, opts), {
+        connect(this: Undici.Dispatcher, o: Undici.Dispatcher.ConnectOptions) {
+          return connectOf.call(this, o);
+        },
+      }),
+  });
+}
+export type ProxyAgent = Undici.ProxyAgent;
 /** `dispatcher.request(options)`: the index adds `request` to every dispatcher's prototype; this does not. */
 export function request(
   dispatcher: Undici.Dispatcher,
