@@ -419,6 +419,33 @@ describe('PostgresStorage', () => {
     await s.close();
   });
 
+  it('gives up on a write blocked by a lock held elsewhere (statement_timeout), without calling it an outage', async () => {
+    const events: PostgresEvent['kind'][] = [];
+    const s = await open({ statementTimeoutMs: 300, onEvent: (e) => events.push(e.kind) });
+    await s.set('kbs', 'locked', enc('before'));
+    // Another session holds the row for two seconds.
+    const holder = server.psql(
+      "BEGIN; SELECT key FROM kbs WHERE key = 'locked' FOR UPDATE; SELECT pg_sleep(2); COMMIT;",
+    );
+    // Wait until the lock is held: the holder shows up as sleeping.
+    while (
+      (await server.psql(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(2)%' AND pid <> pg_backend_pid()",
+      )) === '0\n'
+    )
+      await new Promise((r) => setTimeout(r, 20));
+    const started = Date.now();
+    const err = await s.set('kbs', 'locked', enc('after')).catch((e: unknown) => e);
+    console.log(`write blocked by a lock: failed after ${Date.now() - started} ms`);
+    expect(err).toBeInstanceOf(StorageUnavailable);
+    expect((err as Error).message).toMatch(/statement timeout/);
+    expect(events).not.toContain('disconnected');
+    await holder;
+    expect(await s.set('kbs', 'locked', enc('after'))).toBe(true);
+    expect(dec(await s.get('kbs', 'locked'))).toBe('after');
+    await s.close();
+  });
+
   it('times out when the database hangs, caps the queries left waiting, and carries on once it answers', async () => {
     const s = await open({ connectTimeoutMs: 300, statementTimeoutMs: 300, maxPendingQueries: 8 });
     await s.set('repository', 'r/t/k', enc('v'));

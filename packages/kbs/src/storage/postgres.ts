@@ -319,7 +319,8 @@ export class PostgresStorage implements KvStorage {
       return e;
     const msg = (e as Error).message;
     if (isUnavailable(e)) {
-      this.lost(e as Error);
+      // A statement that ran out of time says nothing about the connection.
+      if (sqlState(e) !== '57014') this.lost(e as Error);
       return new StorageUnavailable(`PostgreSQL ${op} failed at ${this.where}: ${msg}`, { cause: e });
     }
     if (sqlState(e) === '42P01') {
