@@ -45,13 +45,15 @@ export const INITDATA_USAGE = `Usage:
       Adds kata's ${KATA_INITDATA_ANNOTATION} annotation, the one kata and the
       peer-pods cloud-api-adaptor read (--annotation spec: the spec's ${SPEC_INITDATA_ANNOTATION}),
       to every workload in POD.yaml; an existing one of either name is replaced.
-  initdata configmap --initdata FILE [--provider azure|aws|gcp|libvirt] [--root-volume-size GiB]
+  initdata configmap --initdata FILE [--provider azure|aws|gcp|libvirt|alibabacloud|ibmcloud] [--root-volume-size GiB]
                      [--instance-size SIZE] [--instance-sizes SIZE,...] [--spec-instance-size] [--namespace NS]
       ConfigMap peer-pods-cm with the keys the peer-pods cloud-api-adaptor reads for the provider
       (default azure): CLOUD_PROVIDER, INITDATA, the root volume size (ROOT_VOLUME_SIZE; libvirt
-      LIBVIRT_ROOT_DISK_SIZE) and the default and allowed sizes (azure AZURE_INSTANCE_SIZE and
-      AZURE_INSTANCE_SIZES, aws PODVM_INSTANCE_TYPE and PODVM_INSTANCE_TYPES, gcp GCP_MACHINE_TYPE and
-      GCP_INSTANCE_TYPES). --spec-instance-size also writes the spec's CLOUD_INSTANCE_SIZE.
+      LIBVIRT_ROOT_DISK_SIZE, alibabacloud SYSTEM_DISK_SIZE) and the default and allowed sizes (azure
+      AZURE_INSTANCE_SIZE and AZURE_INSTANCE_SIZES, aws PODVM_INSTANCE_TYPE and PODVM_INSTANCE_TYPES, gcp
+      GCP_MACHINE_TYPE and GCP_INSTANCE_TYPES, alibabacloud PODVM_INSTANCE_TYPE, ibmcloud
+      IBMCLOUD_PODVM_INSTANCE_PROFILE_NAME and IBMCLOUD_PODVM_INSTANCE_PROFILE_LIST).
+      --spec-instance-size also writes the spec's CLOUD_INSTANCE_SIZE.
 `;
 
 /** Reads and parses an initdata file: its exact bytes and the parsed document. */

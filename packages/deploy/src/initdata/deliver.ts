@@ -145,7 +145,7 @@ export function annotateWorkloads(
 }
 
 /** The cloud-api-adaptor providers whose peer-pods-cm keys `initdata configmap` writes. */
-export const PEER_PODS_PROVIDERS = ['azure', 'aws', 'gcp', 'libvirt'] as const;
+export const PEER_PODS_PROVIDERS = ['azure', 'aws', 'gcp', 'libvirt', 'alibabacloud', 'ibmcloud'] as const;
 export type PeerPodsProvider = (typeof PEER_PODS_PROVIDERS)[number];
 export const DEFAULT_PEER_PODS_PROVIDER: PeerPodsProvider = 'azure';
 
@@ -162,8 +162,11 @@ interface ProviderKeys {
   /** The comma-separated sizes a pod may ask for. */
   readonly instanceSizes?: string;
   /** The pod VM disk, GiB. */
-  readonly rootVolume: string;
+  readonly rootVolume?: string;
   readonly maxRootVolumeGiB: number;
+  /** Why sizes or disk cannot be set, when they cannot. */
+  readonly noSize?: string;
+  readonly noRootVolume?: string;
   /** A size's shape on this cloud, for a first check of typos. */
   readonly sizeShape?: RegExp;
 }
@@ -171,7 +174,8 @@ interface ProviderKeys {
 /**
  * The environment variables the cloud-api-adaptor reads for each provider (the flags its providers
  * register in `src/cloud-providers/<provider>/manager.go`, listed in the Helm chart's
- * `providers/<provider>.yaml`). libvirt sizes a VM by CPU and memory, not by name.
+ * `providers/<provider>.yaml`). libvirt sizes a VM by CPU and memory, not by name; alibabacloud has no
+ * list of sizes; ibmcloud takes the disk from the image.
  */
 export const PEER_PODS_PROVIDER_KEYS: Readonly<Record<PeerPodsProvider, ProviderKeys>> = Object.freeze({
   azure: {
@@ -194,7 +198,24 @@ export const PEER_PODS_PROVIDER_KEYS: Readonly<Record<PeerPodsProvider, Provider
     maxRootVolumeGiB: 65536,
     sizeShape: /^[a-z][a-z0-9]{0,15}-[a-z0-9-]{1,48}$/,
   },
-  libvirt: { rootVolume: 'LIBVIRT_ROOT_DISK_SIZE', maxRootVolumeGiB: 65536 },
+  libvirt: {
+    rootVolume: 'LIBVIRT_ROOT_DISK_SIZE',
+    maxRootVolumeGiB: 65536,
+    noSize: 'libvirt sizes a pod VM by CPU and memory (LIBVIRT_CPU, LIBVIRT_MEMORY), not by an instance size',
+  },
+  alibabacloud: {
+    instanceSize: 'PODVM_INSTANCE_TYPE',
+    rootVolume: 'SYSTEM_DISK_SIZE',
+    maxRootVolumeGiB: 2048,
+    sizeShape: /^ecs\.[a-z0-9-]{1,32}\.[a-z0-9]{1,16}$/,
+  },
+  ibmcloud: {
+    instanceSize: 'IBMCLOUD_PODVM_INSTANCE_PROFILE_NAME',
+    instanceSizes: 'IBMCLOUD_PODVM_INSTANCE_PROFILE_LIST',
+    maxRootVolumeGiB: 0,
+    noRootVolume: 'the ibmcloud provider has no root volume size: the pod VM image sets it',
+    sizeShape: /^[a-z][a-z0-9]{0,15}-[0-9]{1,3}x[0-9]{1,5}$/,
+  },
 });
 
 export interface PeerPodsOptions {
@@ -253,6 +274,7 @@ export function peerPodsConfigMap(o: PeerPodsOptions): PeerPodsConfigMap {
   const keys = PEER_PODS_PROVIDER_KEYS[provider];
   const data: Record<string, string> = { CLOUD_PROVIDER: provider, INITDATA: o.encodedInitData };
   if (o.rootVolumeSizeGiB !== undefined) {
+    if (keys.rootVolume === undefined) throw new InitDataInputError(keys.noRootVolume ?? 'no root volume');
     const n = o.rootVolumeSizeGiB;
     if (!Number.isInteger(n) || n < 1 || n > keys.maxRootVolumeGiB) {
       throw new InitDataInputError(
@@ -263,16 +285,15 @@ export function peerPodsConfigMap(o: PeerPodsOptions): PeerPodsConfigMap {
   }
   let size: InstanceSize | undefined;
   if (o.instanceSize !== undefined || (o.instanceSizes !== undefined && o.instanceSizes.length > 0)) {
-    if (keys.instanceSize === undefined || keys.instanceSizes === undefined) {
-      throw new InitDataInputError(
-        `${provider} sizes a pod VM by CPU and memory (LIBVIRT_CPU, LIBVIRT_MEMORY), not by an instance size`,
-      );
-    }
+    if (keys.instanceSize === undefined) throw new InitDataInputError(keys.noSize ?? 'no instance size');
     if (o.instanceSize !== undefined) {
       data[keys.instanceSize] = checkedSize(provider, keys, o.instanceSize, '--instance-size');
       if (provider === 'azure') size = parseInstanceSize(o.instanceSize);
     }
     if (o.instanceSizes !== undefined && o.instanceSizes.length > 0) {
+      if (keys.instanceSizes === undefined) {
+        throw new InitDataInputError(`the ${provider} provider takes one instance size, no list`);
+      }
       const list = o.instanceSizes.map((s) => checkedSize(provider, keys, s, '--instance-sizes'));
       data[keys.instanceSizes] = [...new Set(list)].join(',');
     }

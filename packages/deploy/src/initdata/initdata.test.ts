@@ -17,7 +17,9 @@ import {
   DEFAULT_INITDATA_ANNOTATION,
   initDataAnnotationOf,
   KATA_INITDATA_ANNOTATION,
+  PEER_PODS_PROVIDER_KEYS,
   PEER_PODS_PROVIDERS,
+  type PeerPodsProvider,
   peerPodsConfigMap,
   SPEC_INITDATA_ANNOTATION,
 } from './deliver.js';
@@ -380,7 +382,7 @@ metadata: { name: svc }
     ).toThrow(/--instance-sizes "Standard_B2s" is not a confidential VM size/);
   });
 
-  it('peer-pods-cm for aws, gcp and libvirt uses their own keys', () => {
+  it('peer-pods-cm for aws, gcp, libvirt, alibabacloud and ibmcloud uses their own keys', () => {
     expect(
       peerPodsConfigMap({
         encodedInitData: 'x',
@@ -414,6 +416,42 @@ metadata: { name: svc }
     expect(
       peerPodsConfigMap({ encodedInitData: 'x', provider: 'libvirt', rootVolumeSizeGiB: 12 }).configMap.data,
     ).toEqual({ CLOUD_PROVIDER: 'libvirt', INITDATA: 'x', LIBVIRT_ROOT_DISK_SIZE: '12' });
+    expect(
+      peerPodsConfigMap({
+        encodedInitData: 'x',
+        provider: 'alibabacloud',
+        rootVolumeSizeGiB: 40,
+        instanceSize: 'ecs.g8i.xlarge',
+      }).configMap.data,
+    ).toEqual({
+      CLOUD_PROVIDER: 'alibabacloud',
+      INITDATA: 'x',
+      SYSTEM_DISK_SIZE: '40',
+      PODVM_INSTANCE_TYPE: 'ecs.g8i.xlarge',
+    });
+    expect(() =>
+      peerPodsConfigMap({
+        encodedInitData: 'x',
+        provider: 'alibabacloud',
+        instanceSizes: ['ecs.g8i.xlarge'],
+      }),
+    ).toThrow(/one instance size, no list/);
+    expect(
+      peerPodsConfigMap({
+        encodedInitData: 'x',
+        provider: 'ibmcloud',
+        instanceSize: 'bx2-2x8',
+        instanceSizes: ['bx2-2x8', 'bx3dc-4x20'],
+      }).configMap.data,
+    ).toEqual({
+      CLOUD_PROVIDER: 'ibmcloud',
+      INITDATA: 'x',
+      IBMCLOUD_PODVM_INSTANCE_PROFILE_NAME: 'bx2-2x8',
+      IBMCLOUD_PODVM_INSTANCE_PROFILE_LIST: 'bx2-2x8,bx3dc-4x20',
+    });
+    expect(() =>
+      peerPodsConfigMap({ encodedInitData: 'x', provider: 'ibmcloud', rootVolumeSizeGiB: 10 }),
+    ).toThrow(/image sets it/);
     expect(() =>
       peerPodsConfigMap({ encodedInitData: 'x', provider: 'libvirt', instanceSize: 'small' }),
     ).toThrow(/CPU and memory/);
@@ -424,9 +462,18 @@ metadata: { name: svc }
       peerPodsConfigMap({ encodedInitData: 'x', provider: 'gcp', instanceSize: 'm6a.large' }),
     ).toThrow(/not a gcp instance type/);
     expect(() =>
-      peerPodsConfigMap({ encodedInitData: 'x', provider: 'ibmcloud' as unknown as 'aws' }),
-    ).toThrow(/use one of azure, aws, gcp, libvirt/);
+      peerPodsConfigMap({ encodedInitData: 'x', provider: 'vsphere' as unknown as 'aws' }),
+    ).toThrow(/use one of azure, aws, gcp, libvirt, alibabacloud, ibmcloud/);
   });
+
+  const SAMPLE_SIZES: Record<PeerPodsProvider, string> = {
+    azure: 'Standard_DC2as_v5',
+    aws: 'm6a.large',
+    gcp: 'n2d-standard-2',
+    libvirt: '',
+    alibabacloud: 'ecs.g8i.xlarge',
+    ibmcloud: 'bx2-2x8',
+  };
 
   it("every key written is one the cloud-api-adaptor's Helm chart sets for that provider", () => {
     // The adaptor's chart: providers/<provider>.yaml lists each environment variable the provider reads
@@ -459,18 +506,20 @@ metadata: { name: svc }
       ]);
       expect(read.has('INITDATA'), provider).toBe(true);
       expect(read.has('CLOUD_INSTANCE_SIZE'), provider).toBe(false);
-      const sized = provider !== 'libvirt';
-      const sample = { aws: 'm6a.large', gcp: 'n2d-standard-2', azure: 'Standard_DC2as_v5', libvirt: '' }[
-        provider
-      ];
+      const keys = PEER_PODS_PROVIDER_KEYS[provider];
+      const sample = SAMPLE_SIZES[provider];
       const { data } = peerPodsConfigMap({
         encodedInitData: 'x',
         provider,
-        rootVolumeSizeGiB: 20,
-        ...(sized && { instanceSize: sample, instanceSizes: [sample] }),
+        ...(keys.rootVolume !== undefined && { rootVolumeSizeGiB: 20 }),
+        ...(keys.instanceSize !== undefined && { instanceSize: sample }),
+        ...(keys.instanceSizes !== undefined && { instanceSizes: [sample] }),
       }).configMap;
       const written = Object.keys(data ?? {});
-      expect(written.length, provider).toBe(sized ? 5 : 3);
+      const expected = [keys.rootVolume, keys.instanceSize, keys.instanceSizes].filter(
+        (k) => k !== undefined,
+      );
+      expect(written.sort(), provider).toEqual(['CLOUD_PROVIDER', 'INITDATA', ...expected].sort());
       for (const key of written) expect(read.has(key), `${provider} ${key}`).toBe(true);
     }
   });
@@ -584,7 +633,9 @@ describe('initdata CLI', () => {
       GCP_INSTANCE_TYPES: 'c3-standard-4,n2d-standard-2',
       CLOUD_INSTANCE_SIZE: 'c3-standard-4',
     });
-    expect(await initdataMain(['configmap', '--initdata', 'initdata.toml', '--provider', 'ibm'], io)).toBe(2);
+    expect(
+      await initdataMain(['configmap', '--initdata', 'initdata.toml', '--provider', 'vsphere'], io),
+    ).toBe(2);
     expect(
       await initdataMain(['configmap', '--initdata', 'initdata.toml', '--instance-sizes', 'a,,b'], io),
     ).toBe(2);
