@@ -127,7 +127,7 @@ describe('dist/bin/kbs on upstream configuration files, then a sample-TEE handsh
     );
     expect(cpu0(claims)['ear.status']).toBeDefined();
     const log = started.kbs.output();
-    expect(log).toMatch(/"level":20/);
+    expect(log).toMatch(/"level":"debug"/);
     expect(log).toContain('tpm_verifier.trusted_ak_keys_dir is a legacy key and is ignored');
   });
 

@@ -60,12 +60,12 @@ describe('createLogger', () => {
     json.info({ port: 8080 }, 'listening');
     json.debug('hidden');
     expect(lines).toHaveLength(1);
-    expect(JSON.parse(lines[0] as string)).toMatchObject({
-      level: 30,
-      name: 'kbs',
-      port: 8080,
-      msg: 'listening',
-    });
+    const entry = JSON.parse(lines[0] as string);
+    expect(entry).toMatchObject({ level: 'info', name: 'kbs', port: 8080, msg: 'listening' });
+    // ISO-8601 UTC, as log collectors parse it.
+    expect(entry.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(Math.abs(Date.parse(entry.time) - Date.now())).toBeLessThan(60_000);
+    expect(lines[0]).toMatch(/^\{"level":"info","time":"/);
     const text = createLogger({
       name: 'kbs',
       env: { RUST_LOG: 'kbs=debug' },

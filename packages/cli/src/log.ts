@@ -5,7 +5,8 @@
  * level, so the directive that applies to this program wins: the most verbose `target=level`
  * naming it (or one of its modules), else the bare level. Anything else is refused naming the
  * variable and the allowed values. Lines are JSON on stdout, or a human format when stdout is a
- * terminal or with `--log-format text`.
+ * terminal or with `--log-format text`. A JSON line names its level (`"level":"info"`) and carries an
+ * ISO-8601 UTC time (`"time":"2026-01-01T00:00:00.000Z"`), as log collectors expect.
  */
 import { writeSync } from 'node:fs';
 import { isatty } from 'node:tty';
@@ -145,8 +146,16 @@ export function formatLogLine(json: string): string {
   } catch {
     return json;
   }
-  const time = typeof entry.time === 'number' ? new Date(entry.time).toISOString() : '';
-  const level = LEVEL_LABELS[entry.level as number] ?? String(entry.level);
+  const time =
+    typeof entry.time === 'number'
+      ? new Date(entry.time).toISOString()
+      : typeof entry.time === 'string'
+        ? entry.time
+        : '';
+  const level =
+    typeof entry.level === 'string'
+      ? entry.level.toUpperCase()
+      : (LEVEL_LABELS[entry.level as number] ?? String(entry.level));
   const fields = Object.entries(entry)
     .filter(([k]) => !HIDDEN_IN_TEXT.has(k))
     .map(([k, v]) => `${k}=${typeof v === 'string' && !/[\s"=]/.test(v) ? v : JSON.stringify(v)}`);
@@ -174,7 +183,13 @@ export function createLogger(options: LoggerOptions): Logger {
   };
   const destination = format === 'text' ? { write: (line: string) => sink.write(formatLogLine(line)) } : sink;
   return pino(
-    { name: options.name, level, ...(options.base !== undefined && { base: options.base }) },
+    {
+      name: options.name,
+      level,
+      formatters: { level: (label) => ({ level: label }) },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      ...(options.base !== undefined && { base: options.base }),
+    },
     destination,
   );
 }

@@ -2,7 +2,8 @@
 import { readFile } from 'node:fs/promises';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import pino, { type Logger } from 'pino';
+import { createLogger } from '@broker/cli';
+import type { Logger } from 'pino';
 import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
 import { Api } from './api.js';
 import { openGrpcAttestationService } from './attestation/grpc-remote.js';
@@ -44,7 +45,7 @@ export class KbsStartupError extends Error {
 }
 
 export interface KbsOptions {
-  /** Defaults to JSON lines on stdout at level `info`. */
+  /** Defaults to the `kbs` command's logger: JSON lines on stdout, the level from RUST_LOG (else `info`). */
   readonly logger?: Logger;
   readonly sessionLimits?: SessionLimits;
   /** Clock in epoch milliseconds for sessions and token checks (tests). */
@@ -166,7 +167,7 @@ function urlOf(a: AddressInfo, tls: boolean): string {
 
 /** Starts a KBS; resolves once every socket listens. Throws KbsStartupError (or ConfigError-like) on failure. */
 export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Promise<RunningKbs> {
-  const logger = options.logger ?? pino({ name: 'kbs' });
+  const logger = options.logger ?? createLogger({ name: 'kbs' });
   for (const w of config.warnings) logger.warn(w);
   for (const k of config.attestationService.ignoredKeys) logger.warn(`${k} is a legacy key and is ignored`);
 
