@@ -312,6 +312,27 @@ describe('block-device mount with fake tools', () => {
     expect(lstatSync(occupied).isSymbolicLink()).toBe(false);
   });
 
+  it('calls on one device run one at a time (two first uses do not both format)', async () => {
+    // luksFormat takes a while and marks the device as LUKS, as the real one does.
+    writeFileSync(
+      join(fakes, 'cryptsetup'),
+      FAKE_TOOL.replace(
+        'exit 0\n',
+        `case "$step" in luksFormat) sleep 0.3; for a in "$@"; do dev=$a; done; printf 'LUKS\\272\\276' | dd of="$dev" conv=notrunc 2>/dev/null;; esac\nexit 0\n`,
+      ),
+    );
+    await Promise.all([mount({ mapperName: 'a' }), mount({ mapperName: 'b' })]);
+    const steps = log().map((l) => l.split(' ').slice(0, 2).join(' '));
+    expect(steps).toEqual([
+      'cryptsetup --batch-mode',
+      'cryptsetup open',
+      'mkfs.ext4 -F',
+      'mount -t',
+      'cryptsetup open',
+      'mount -t',
+    ]);
+  });
+
   it('a missing tool is the step that needed it', async () => {
     const e = await failure(mount({}, { env: { PATH: join(dir, 'empty-path') } }));
     expect(e.code).toBe('format');

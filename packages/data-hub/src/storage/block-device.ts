@@ -205,6 +205,9 @@ interface ToolResult {
   readonly stderr: string;
 }
 
+/** The calls running per device path, in this process. */
+const deviceLocks = new Map<string, Promise<void>>();
+
 export class BlockDevice {
   readonly #deps: BlockDeviceDeps;
   readonly #log: Logger | undefined;
@@ -222,6 +225,24 @@ export class BlockDevice {
       throw optionError('mount_point must be an absolute path');
     }
     const device = await this.#devicePath(p.device);
+    // One call at a time per device: two `auto` calls must not both see a blank device and format it.
+    const previous = deviceLocks.get(device) ?? Promise.resolve();
+    let release = () => {};
+    const mine = new Promise<void>((r) => {
+      release = r;
+    });
+    const chain = previous.then(() => mine);
+    deviceLocks.set(device, chain);
+    await previous;
+    try {
+      await this.#mountDevice(p, device, mountPoint);
+    } finally {
+      release();
+      if (deviceLocks.get(device) === chain) deviceLocks.delete(device);
+    }
+  }
+
+  async #mountDevice(p: BlockDeviceParameters, device: string, mountPoint: string): Promise<void> {
     const key = await this.#key(p.key);
     const undo: { what: string; run: () => Promise<void> }[] = [];
     try {
