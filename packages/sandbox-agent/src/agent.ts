@@ -1,0 +1,396 @@
+/**
+ * The sandbox agent's state and the RPCs it implements: one sandbox, its containers, their processes.
+ * Containers run under Debian's runc; requests' paths stay below the agent's roots (`paths.ts`).
+ */
+import { mkdir, readdir, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Code } from '@broker/ttrpc';
+import {
+  InvalidRequest,
+  NotFound,
+  RuntimeFailed,
+  SandboxAgentError,
+  UnimplementedRpc,
+  WrongState,
+} from './errors.js';
+import { checkId, resolveUnder, shown } from './paths.js';
+import type { Decoded } from './proto.js';
+import { AgentProcess, Runc } from './runc.js';
+import { processToOci, specToOci } from './spec.js';
+import { addStorages, type ImagePuller, type MountedStorage, removeStorages } from './storage.js';
+
+/** Where kata's runtime puts everything it shares with the guest; the default root. */
+export const DEFAULT_ROOT = '/run/kata-containers';
+/** The agent's own state: bundles and runc's state. */
+export const DEFAULT_STATE_DIR = '/run/sandbox-agent';
+
+export interface AgentLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+export interface SandboxAgentOptions {
+  /** Directories request paths must stay below [default: `/run/kata-containers`]. The first one also holds pulled image bundles. */
+  readonly roots?: readonly string[];
+  /** Bundles and runc state [default: `/run/sandbox-agent`]. */
+  readonly stateDir?: string;
+  /** The runc executable [default: `runc`]. */
+  readonly runc?: string;
+  /** Pulls images for `image_guest_pull` storages; without it that driver is refused. */
+  readonly pullImage?: ImagePuller;
+  /** Bytes of unread stdout (and of stderr) kept per process before the process is made to wait. */
+  readonly outputLimit?: number;
+  readonly logger?: AgentLogger;
+}
+
+type ContainerState = 'created' | 'running' | 'stopped';
+
+interface Container {
+  readonly id: string;
+  readonly bundle: string;
+  readonly storages: MountedStorage[];
+  readonly init: AgentProcess;
+  readonly execs: Map<string, AgentProcess>;
+  state: ContainerState;
+  readonly createdAt: number;
+}
+
+interface Sandbox {
+  readonly id: string;
+  readonly hostname: string;
+  readonly storages: MountedStorage[];
+}
+
+const silent: AgentLogger = { info() {}, warn() {} };
+
+export class SandboxAgent {
+  readonly stateDir: string;
+  readonly runc: Runc;
+  #roots: string[] = [];
+  readonly #requestedRoots: readonly string[];
+  readonly #options: SandboxAgentOptions;
+  readonly #log: AgentLogger;
+  #sandbox: Sandbox | undefined;
+  readonly #containers = new Map<string, Container>();
+
+  constructor(options: SandboxAgentOptions = {}) {
+    this.#options = options;
+    this.#requestedRoots = options.roots ?? [DEFAULT_ROOT];
+    this.stateDir = options.stateDir ?? DEFAULT_STATE_DIR;
+    this.runc = new Runc({ binary: options.runc, stateRoot: join(this.stateDir, 'runc') });
+    this.#log = options.logger ?? silent;
+  }
+
+  /** Makes the roots and state directories; call once before serving. */
+  async init(): Promise<void> {
+    if (this.#requestedRoots.length === 0) throw new Error('sandbox-agent needs at least one root');
+    this.#roots = [];
+    for (const r of this.#requestedRoots) {
+      await mkdir(r, { recursive: true, mode: 0o755 });
+      this.#roots.push(await realpath(r));
+    }
+    await mkdir(join(this.stateDir, 'runc'), { recursive: true, mode: 0o700 });
+    await mkdir(join(this.stateDir, 'containers'), { recursive: true, mode: 0o700 });
+  }
+
+  /** The canonical roots. */
+  get roots(): readonly string[] {
+    return this.#roots;
+  }
+
+  get sandboxId(): string | undefined {
+    return this.#sandbox?.id;
+  }
+
+  // ----- sandbox -----
+
+  async createSandbox(req: Decoded, signal?: AbortSignal): Promise<void> {
+    if (this.#sandbox)
+      throw new SandboxAgentError(Code.ALREADY_EXISTS, `sandbox ${this.#sandbox.id} already exists`);
+    const id = checkId(String(req.sandbox_id ?? ''), 'sandbox id');
+    if ((req.kernel_modules ?? []).length > 0)
+      throw new UnimplementedRpc('CreateSandbox with kernel_modules');
+    if (req.guest_hook_path) throw new UnimplementedRpc('CreateSandbox with guest_hook_path');
+    if (req.sandbox_pidns)
+      throw new UnimplementedRpc('CreateSandbox with sandbox_pidns (a shared PID namespace)');
+    const storages = await addStorages(req.storages ?? [], { roots: this.#roots, signal });
+    this.#sandbox = { id, hostname: String(req.hostname ?? ''), storages };
+    this.#log.info({ sandbox: id, storages: storages.length }, 'sandbox created');
+  }
+
+  async destroySandbox(): Promise<void> {
+    for (const id of [...this.#containers.keys()]) await this.removeContainer({ container_id: id });
+    if (this.#sandbox) {
+      await removeStorages(this.#sandbox.storages);
+      await removeCgroups(this.#sandbox.id);
+      this.#log.info({ sandbox: this.#sandbox.id }, 'sandbox destroyed');
+    }
+    this.#sandbox = undefined;
+  }
+
+  // ----- containers -----
+
+  #container(id: string): Container {
+    const c = this.#containers.get(id);
+    if (!c) throw new NotFound(Code.INVALID_ARGUMENT, `Invalid container id ${shown(id)}`);
+    return c;
+  }
+
+  #process(cid: string, eid: string): AgentProcess {
+    const c = this.#container(cid);
+    if (eid === '') return c.init;
+    const p = c.execs.get(eid);
+    if (!p) throw new NotFound(Code.NOT_FOUND, `Invalid exec id ${shown(eid)} in container ${shown(cid)}`);
+    return p;
+  }
+
+  /** Checks a bind mount's source in the spec; other mount types name no guest path. */
+  async #checkMounts(spec: Decoded): Promise<void> {
+    for (const m of spec.Mounts ?? []) {
+      const options = (m.options ?? []) as string[];
+      if (m.type === 'bind' || options.includes('bind') || options.includes('rbind')) {
+        await resolveUnder(this.#roots, String(m.source ?? ''), {
+          what: `source of mount ${shown(m.destination)}`,
+          mustExist: true,
+        });
+      }
+    }
+  }
+
+  async createContainer(req: Decoded, signal?: AbortSignal): Promise<void> {
+    const createdAt = performance.now();
+    const sandbox = this.#sandbox;
+    if (!sandbox) throw new WrongState('CreateSandbox has not been called');
+    const id = checkId(String(req.container_id ?? ''), 'container id');
+    if (this.#containers.has(id))
+      throw new SandboxAgentError(Code.ALREADY_EXISTS, `container ${id} already exists`);
+    const spec = req.OCI as Decoded | null;
+    if (!spec) throw new InvalidRequest('CreateContainer without an OCI spec');
+    if ((req.devices ?? []).length > 0) throw new UnimplementedRpc('CreateContainer with devices');
+    if ((req.shared_mounts ?? []).length > 0)
+      throw new UnimplementedRpc('CreateContainer with shared_mounts');
+    if (req.sandbox_pidns)
+      throw new UnimplementedRpc('CreateContainer with sandbox_pidns (a shared PID namespace)');
+    if (!spec.Process) throw new InvalidRequest('the OCI spec has no process');
+    if (spec.Process.Terminal) throw new UnimplementedRpc('CreateContainer with a terminal process');
+    const hooks = spec.Hooks as Decoded | null;
+    if (hooks && Object.values(hooks).some((h) => Array.isArray(h) && h.length > 0)) {
+      throw new InvalidRequest('OCI hooks are not accepted from the host');
+    }
+
+    const bundle = join(this.stateDir, 'containers', id);
+    await mkdir(bundle, { mode: 0o700 }).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'EEXIST')
+        throw new SandboxAgentError(
+          Code.ALREADY_EXISTS,
+          `a bundle for ${id} is left over; remove the container first`,
+        );
+      throw e;
+    });
+    let storages: MountedStorage[] = [];
+    try {
+      storages = await addStorages(req.storages ?? [], {
+        roots: this.#roots,
+        containerId: id,
+        pullImage: this.#options.pullImage,
+        signal,
+      });
+      const rootPath = await resolveUnder(this.#roots, String(spec.Root?.Path ?? ''), {
+        what: 'container root',
+        mustExist: true,
+      });
+      await this.#checkMounts(spec);
+      const oci = specToOci(spec);
+      oci.root = { path: rootPath, readonly: Boolean(spec.Root?.Readonly) };
+      const linux = (oci.linux ?? {}) as Record<string, unknown>;
+      // The pod's network is the guest's: no namespace of its own. Namespace paths name the host's
+      // namespaces, meaningless here; each container gets new ones (see the README).
+      const namespaces = ((linux.namespaces ?? []) as { type: string }[])
+        .filter((n) => n.type !== 'network')
+        .map((n) => ({ type: n.type }));
+      linux.namespaces = namespaces;
+      linux.cgroupsPath = `/sandbox-agent/${sandbox.id}/${id}`;
+      oci.linux = linux;
+      if (oci.hostname === undefined && sandbox.hostname !== '' && namespaces.some((n) => n.type === 'uts')) {
+        oci.hostname = sandbox.hostname;
+      }
+      await writeFile(join(bundle, 'config.json'), JSON.stringify(oci), { mode: 0o600 });
+    } catch (e) {
+      await removeStorages(storages).catch(() => {});
+      await rm(bundle, { recursive: true, force: true });
+      throw e;
+    }
+    this.#containers.set(id, {
+      id,
+      bundle,
+      storages,
+      init: new AgentProcess(this.#options.outputLimit),
+      execs: new Map(),
+      state: 'created',
+      createdAt,
+    });
+    this.#log.info({ container: id, storages: storages.length }, 'container created');
+  }
+
+  async startContainer(req: Decoded): Promise<void> {
+    const c = this.#container(String(req.container_id ?? ''));
+    if (c.state !== 'created') throw new WrongState(`container ${c.id} is ${c.state}, not created`);
+    c.state = 'running';
+    try {
+      await this.runc.run(c.init, c.id, c.bundle, join(c.bundle, 'init.pid'));
+    } catch (e) {
+      c.state = 'stopped';
+      const detail = await errorOutput(c.init);
+      throw new RuntimeFailed(`${(e as Error).message}${detail}`, { cause: e });
+    }
+    void c.init.wait().then((status) => {
+      c.state = 'stopped';
+      this.#log.info({ container: c.id, status }, 'container exited');
+    });
+    const first = firstOutput(c.init);
+    void first.then((at) => {
+      if (at !== undefined) {
+        this.#log.info(
+          { container: c.id, ms: Math.round((at - c.createdAt) * 10) / 10 },
+          'first output, measured from CreateContainer',
+        );
+      }
+    });
+    this.#log.info({ container: c.id, pid: c.init.pid }, 'container started');
+  }
+
+  async execProcess(req: Decoded): Promise<void> {
+    const c = this.#container(String(req.container_id ?? ''));
+    const eid = checkId(String(req.exec_id ?? ''), 'exec id');
+    if (c.state !== 'running') throw new WrongState(`container ${c.id} is ${c.state}, not running`);
+    if (c.execs.has(eid))
+      throw new SandboxAgentError(Code.ALREADY_EXISTS, `exec ${eid} already exists in ${c.id}`);
+    const proc = req.process as Decoded | null;
+    if (!proc) throw new InvalidRequest('ExecProcess without a process');
+    if (proc.Terminal) throw new UnimplementedRpc('ExecProcess with a terminal process');
+    const p = new AgentProcess(this.#options.outputLimit);
+    c.execs.set(eid, p);
+    const file = join(c.bundle, `exec-${eid}.json`);
+    try {
+      await writeFile(file, JSON.stringify(processToOci(proc)), { mode: 0o600 });
+      await this.runc.exec(p, c.id, file, join(c.bundle, `exec-${eid}.pid`));
+    } catch (e) {
+      c.execs.delete(eid);
+      const detail = await errorOutput(p);
+      throw new RuntimeFailed(`${(e as Error).message}${detail}`, { cause: e });
+    }
+  }
+
+  async signalProcess(req: Decoded): Promise<void> {
+    const cid = String(req.container_id ?? '');
+    const eid = String(req.exec_id ?? '');
+    const p = this.#process(cid, eid);
+    const signal = Number(req.signal ?? 0);
+    if (!p.started) throw new WrongState(`process ${eid || 'init'} of ${cid} has not started`);
+    if (p.status !== undefined) return; // already gone: nothing to signal
+    if (eid === '') {
+      await this.runc.kill(cid, signal);
+      return;
+    }
+    try {
+      process.kill(p.pid!, signal);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+    }
+  }
+
+  async waitProcess(req: Decoded, signal?: AbortSignal): Promise<number> {
+    const cid = String(req.container_id ?? '');
+    const eid = String(req.exec_id ?? '');
+    const p = this.#process(cid, eid);
+    const status = await abortable(p.wait(), signal);
+    if (eid !== '') this.#containers.get(cid)?.execs.delete(eid); // reaped, as waitpid does
+    return status;
+  }
+
+  async readStream(req: Decoded, which: 'stdout' | 'stderr', signal?: AbortSignal): Promise<Uint8Array> {
+    const p = this.#process(String(req.container_id ?? ''), String(req.exec_id ?? ''));
+    return p[which].read(Number(req.len ?? 0), signal);
+  }
+
+  async writeStdin(req: Decoded): Promise<number> {
+    const p = this.#process(String(req.container_id ?? ''), String(req.exec_id ?? ''));
+    const stdin = p.child?.stdin;
+    if (!stdin || stdin.writableEnded || p.status !== undefined)
+      throw new WrongState('the process has no open stdin');
+    const data = req.data as Uint8Array;
+    await new Promise<void>((resolve, reject) => stdin.write(data, (e) => (e ? reject(e) : resolve())));
+    return data.length;
+  }
+
+  async closeStdin(req: Decoded): Promise<void> {
+    const p = this.#process(String(req.container_id ?? ''), String(req.exec_id ?? ''));
+    p.child?.stdin.end();
+  }
+
+  async removeContainer(req: Decoded): Promise<void> {
+    const c = this.#container(String(req.container_id ?? ''));
+    if (c.init.started) await this.runc.delete(c.id); // before StartContainer runc has never seen it
+    for (const p of [c.init, ...c.execs.values()]) {
+      if (!p.started) p.abandon();
+      else if (p.status === undefined) p.child?.kill('SIGKILL');
+    }
+    await Promise.race([
+      Promise.all([c.init.wait(), ...[...c.execs.values()].map((p) => p.wait())]),
+      new Promise((r) => setTimeout(r, 5_000).unref()),
+    ]);
+    this.#containers.delete(c.id);
+    await removeStorages(c.storages);
+    await rm(c.bundle, { recursive: true, force: true });
+    this.#log.info({ container: c.id }, 'container removed');
+  }
+
+  /** Kills and removes everything: the agent is stopping. */
+  async shutdown(): Promise<void> {
+    await this.destroySandbox().catch((e) => this.#log.warn({ err: (e as Error).message }, 'cleanup failed'));
+  }
+}
+
+/** The sandbox's cgroup directories (runc removes each container's own, not the parents it made). */
+async function removeCgroups(sandboxId: string): Promise<void> {
+  const base = '/sys/fs/cgroup';
+  const hierarchies = await readdir(base).catch(() => [] as string[]);
+  for (const dir of ['', ...hierarchies.map((h) => `/${h}`)]) {
+    for (const path of [`${base}${dir}/sandbox-agent/${sandboxId}`, `${base}${dir}/sandbox-agent`]) {
+      await rmdir(path).catch(() => {}); // absent, or still in use by another sandbox
+    }
+  }
+}
+
+/** runc's words when a start fails: what it wrote to the process's stderr. */
+async function errorOutput(p: AgentProcess): Promise<string> {
+  const bytes = await Promise.race([
+    p.stderr.read(4096),
+    new Promise<Uint8Array>((r) => setTimeout(() => r(new Uint8Array(0)), 200).unref()),
+  ]);
+  const text = Buffer.from(bytes).toString('utf8').trim();
+  return text === '' ? '' : `: ${text}`;
+}
+
+function firstOutput(p: AgentProcess): Promise<number | undefined> {
+  return Promise.race([p.stdout.first, p.stderr.first, p.wait().then(() => undefined)]);
+}
+
+function abortable<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return promise;
+  signal.throwIfAborted();
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}

@@ -1,0 +1,246 @@
+// The service as a ttrpc peer sees it, without running containers: the RPC table, UNIMPLEMENTED by name,
+// refused requests (paths, ids, drivers, hooks, terminals) and the bundle CreateContainer writes.
+import { mkdir, readFile, stat, symlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { AGENT_METHODS } from '@broker/agent-policy';
+import { registerDataHubServices } from '@broker/guest-api';
+import { Code, TtrpcClient, TtrpcError, TtrpcServer } from '@broker/ttrpc';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codec, type Decoded } from './proto.js';
+import { dataHubPuller, parseListenAddress, type RunningAgent, startSandboxAgent } from './server.js';
+import { AGENT_SERVICE, IMPLEMENTED_RPCS, UNIMPLEMENTED_RPCS } from './service.js';
+import { kataSpec, tempDir } from './testing/index.js';
+
+describe('the sandbox agent service', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  let running: RunningAgent;
+  let client: TtrpcClient;
+  let root: string;
+  let hub: TtrpcServer;
+  const pulls: [string, string][] = [];
+
+  const call = async (rpc: string, req: Decoded = {}, response = 'Empty'): Promise<Decoded> => {
+    const bytes = codec(AGENT_METHODS[rpc]!).encode(req);
+    return codec(response).decode(await client.call(AGENT_SERVICE, rpc, bytes));
+  };
+  const failure = async (rpc: string, req: Decoded = {}): Promise<TtrpcError> => {
+    const e = await call(rpc, req).catch((err: unknown) => err);
+    expect(e).toBeInstanceOf(TtrpcError);
+    return e as TtrpcError;
+  };
+
+  beforeAll(async () => {
+    ({ dir, cleanup } = await tempDir());
+    root = join(dir, 'kata');
+    // A data hub standing in for the CDH: "pulls" by making the rootfs directory.
+    hub = new TtrpcServer();
+    registerDataHubServices(hub, {
+      async pullImage(image, bundlePath) {
+        pulls.push([image, bundlePath]);
+        await mkdir(join(bundlePath, 'rootfs'), { recursive: true });
+        return 'sha256:00';
+      },
+    });
+    await hub.listen({ path: join(dir, 'cdh.sock') });
+    running = await startSandboxAgent({
+      listen: [{ path: join(dir, 'agent.sock') }],
+      roots: [root],
+      stateDir: join(dir, 'state'),
+      pullImage: dataHubPuller(`unix://${join(dir, 'cdh.sock')}`),
+    });
+    root = running.agent.roots[0]!;
+    client = await TtrpcClient.connect({ path: join(dir, 'agent.sock') });
+    await mkdir(join(dir, 'outside'), { recursive: true });
+    await mkdir(join(root, 'images/app/rootfs'), { recursive: true });
+    await symlink(join(dir, 'outside'), join(root, 'link'));
+  });
+  afterAll(async () => {
+    client?.close();
+    await running?.close();
+    await hub?.close({ graceMs: 0 });
+    await cleanup?.();
+  });
+
+  it('registers all 42 RPCs of agent.proto: 12 implemented, the rest UNIMPLEMENTED by name', async () => {
+    expect(Object.keys(AGENT_METHODS)).toHaveLength(42);
+    expect(IMPLEMENTED_RPCS).toHaveLength(12);
+    expect([...IMPLEMENTED_RPCS, ...UNIMPLEMENTED_RPCS].sort()).toEqual(Object.keys(AGENT_METHODS).sort());
+    for (const rpc of UNIMPLEMENTED_RPCS) {
+      const e = await client.call(AGENT_SERVICE, rpc, new Uint8Array(0)).catch((err: TtrpcError) => err);
+      expect([rpc, (e as TtrpcError).code, (e as TtrpcError).message]).toEqual([
+        rpc,
+        Code.UNIMPLEMENTED,
+        `${rpc} is not implemented by sandbox-agent`,
+      ]);
+    }
+  });
+
+  it('answers grpc.Health', async () => {
+    const out = await client.call('grpc.Health', 'Check', new Uint8Array(0));
+    expect(codec('HealthCheckResponse').decode(out).status).toBe(1);
+  });
+
+  it('refuses containers before CreateSandbox, and bad sandbox requests', async () => {
+    expect((await failure('CreateContainer', { container_id: 'c' })).code).toBe(Code.FAILED_PRECONDITION);
+    expect((await failure('CreateSandbox', { sandbox_id: '../x' })).code).toBe(Code.INVALID_ARGUMENT);
+    const nfs = await failure('CreateSandbox', {
+      sandbox_id: 'p',
+      storages: [{ driver: 'nfs', mount_point: join(root, 'x') }],
+    });
+    expect([nfs.code, nfs.message]).toEqual([
+      Code.UNIMPLEMENTED,
+      'storage driver "nfs" is not supported by sandbox-agent',
+    ]);
+    for (const mountPoint of ['/etc/x', `${root}/../x`, `${root}/link/x`, 'relative']) {
+      const e = await failure('CreateSandbox', {
+        sandbox_id: 'p',
+        storages: [{ driver: 'local', mount_point: mountPoint }],
+      });
+      expect([mountPoint, e.code]).toEqual([mountPoint, Code.INVALID_ARGUMENT]);
+    }
+  });
+
+  it('creates the sandbox with its emptyDir', async () => {
+    await call('CreateSandbox', {
+      sandbox_id: 'pod-0',
+      hostname: 'pod-0',
+      storages: [{ driver: 'local', mount_point: join(root, 'sandbox/local/cache'), options: ['mode=0750'] }],
+    });
+    expect((await stat(join(root, 'sandbox/local/cache'))).mode & 0o7777).toBe(0o750);
+    expect((await failure('CreateSandbox', { sandbox_id: 'pod-1' })).code).toBe(Code.ALREADY_EXISTS);
+  });
+
+  it('refuses container requests that escape the roots or that it does not support, and leaves nothing behind', async () => {
+    const good = kataSpec(['/app'], join(root, 'images/app/rootfs'));
+    const cases: [string, Decoded, number, RegExp][] = [
+      ['bad id', { container_id: '../../etc', OCI: good }, Code.INVALID_ARGUMENT, /invalid container id/],
+      ['no spec', { container_id: 'c' }, Code.INVALID_ARGUMENT, /without an OCI spec/],
+      [
+        'root outside',
+        { container_id: 'c', OCI: { ...good, Root: { Path: '/' } } },
+        Code.INVALID_ARGUMENT,
+        /container root "\/" is not below/,
+      ],
+      [
+        'root through a link',
+        { container_id: 'c', OCI: { ...good, Root: { Path: `${root}/link` } } },
+        Code.INVALID_ARGUMENT,
+        /symbolic link/,
+      ],
+      [
+        'bind mount source outside',
+        {
+          container_id: 'c',
+          OCI: kataSpec(['/app'], join(root, 'images/app/rootfs'), {
+            mounts: [{ destination: '/host', source: '/etc', type: 'bind', options: ['rbind'] }],
+          }),
+        },
+        Code.INVALID_ARGUMENT,
+        /source of mount "\/host"/,
+      ],
+      [
+        'hooks',
+        { container_id: 'c', OCI: { ...good, Hooks: { Prestart: [{ Path: '/bin/sh' }] } } },
+        Code.INVALID_ARGUMENT,
+        /hooks are not accepted/,
+      ],
+      [
+        'terminal',
+        { container_id: 'c', OCI: { ...good, Process: { Args: ['/app'], Terminal: true } } },
+        Code.UNIMPLEMENTED,
+        /terminal/,
+      ],
+      [
+        'virtio-fs storage',
+        { container_id: 'c', OCI: good, storages: [{ driver: 'virtio-fs', mount_point: join(root, 'c') }] },
+        Code.UNIMPLEMENTED,
+        /storage driver "virtio-fs"/,
+      ],
+      [
+        'bind storage from outside',
+        {
+          container_id: 'c',
+          OCI: good,
+          storages: [{ driver: 'bind', source: '/etc', mount_point: join(root, 'c/rootfs') }],
+        },
+        Code.INVALID_ARGUMENT,
+        /storage source "\/etc" is not below/,
+      ],
+    ];
+    for (const [what, req, code, message] of cases) {
+      const e = await failure('CreateContainer', req);
+      expect([what, e.code]).toEqual([what, code]);
+      expect(e.message).toMatch(message);
+    }
+    // A refused request left no bundle: the same id is still free.
+    await call('CreateContainer', {
+      container_id: 'c',
+      OCI: good,
+      storages: [{ driver: 'local', mount_point: join(root, 'sandbox/local/c-tmp') }],
+    });
+    const config = JSON.parse(
+      await readFile(join(running.agent.stateDir, 'containers/c/config.json'), 'utf8'),
+    );
+    expect(config.root).toEqual({ path: join(root, 'images/app/rootfs'), readonly: true });
+    expect(config.process.args).toEqual(['/app']);
+    expect(config.linux.namespaces).toEqual([
+      { type: 'pid' },
+      { type: 'ipc' },
+      { type: 'uts' },
+      { type: 'mount' },
+    ]);
+    expect(config.linux.cgroupsPath).toBe('/sandbox-agent/pod-0/c');
+    expect((await failure('CreateContainer', { container_id: 'c', OCI: good })).code).toBe(
+      Code.ALREADY_EXISTS,
+    );
+  });
+
+  it('pulls an image_guest_pull rootfs through the data hub into <root>/<container id>', async () => {
+    await call('CreateContainer', {
+      container_id: 'pulled',
+      OCI: kataSpec(['/app'], join(root, 'pulled/rootfs')),
+      storages: [
+        {
+          driver: 'image_guest_pull',
+          source: 'registry.example/app:1',
+          mount_point: join(root, 'pulled/rootfs'),
+          driver_options: ['image_guest_pull={"metadata":{}}'],
+        },
+      ],
+    });
+    expect(pulls).toEqual([['registry.example/app:1', join(root, 'pulled')]]);
+    await call('RemoveContainer', { container_id: 'pulled' });
+    await expect(stat(join(root, 'pulled'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('answers for unknown containers and processes as kata does', async () => {
+    const unknown = await failure('ReadStdout', { container_id: 'nope', len: 10 });
+    expect([unknown.code, unknown.message]).toEqual([Code.INVALID_ARGUMENT, 'Invalid container id "nope"']);
+    const exec = await failure('WaitProcess', { container_id: 'c', exec_id: 'e1' });
+    expect(exec.code).toBe(Code.NOT_FOUND);
+    expect((await failure('StartContainer', { container_id: 'nope' })).code).toBe(Code.INVALID_ARGUMENT);
+  });
+
+  it('removes what it made at RemoveContainer and DestroySandbox', async () => {
+    await call('RemoveContainer', { container_id: 'c' });
+    await expect(stat(join(running.agent.stateDir, 'containers/c'))).rejects.toThrow(/ENOENT/);
+    await expect(stat(join(root, 'sandbox/local/c-tmp'))).rejects.toThrow(/ENOENT/);
+    await call('DestroySandbox');
+    await expect(stat(join(root, 'sandbox/local/cache'))).rejects.toThrow(/ENOENT/);
+    expect(running.agent.sandboxId).toBeUndefined();
+  });
+});
+
+describe('listen addresses', () => {
+  it("recognises kata's vsock address and says why it cannot be used", () => {
+    expect(() => parseListenAddress('vsock://-1:1024')).toThrow(/Node\.js has no AF_VSOCK sockets/);
+    expect(() => parseListenAddress('vsock://x')).toThrow(/expected vsock:\/\/CID:PORT/);
+  });
+  it('takes unix and tcp addresses', () => {
+    expect(parseListenAddress('unix:///run/kata-containers/agent.sock')).toEqual({
+      path: '/run/kata-containers/agent.sock',
+    });
+    expect(parseListenAddress('tcp://127.0.0.1:1024')).toEqual({ host: '127.0.0.1', port: 1024 });
+  });
+});

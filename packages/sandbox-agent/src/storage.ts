@@ -1,0 +1,169 @@
+/**
+ * Storages of CreateSandbox and CreateContainer, by driver:
+ * - `local`: an emptyDir, a directory made at the mount point (`mode=` option honoured);
+ * - `bind`: the source bind-mounted at the mount point (`ro` honoured);
+ * - `image_guest_pull`: the image named by `source` pulled through the data hub's
+ *   `api.ImagePullService/PullImage` into `<first root>/<container id>`, which unpacks it at
+ *   `…/rootfs`; that rootfs is bind-mounted at the mount point when the mount point is elsewhere.
+ * Any other driver is refused by name. Paths obey `resolveUnder`.
+ */
+import { execFile } from 'node:child_process';
+import { chmod, lstat, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { InvalidRequest, RuntimeFailed, UnsupportedStorage } from './errors.js';
+import { checkId, resolveUnder, shown } from './paths.js';
+import type { Decoded } from './proto.js';
+
+/** Pulls `image` into `bundlePath` (unpacked at `<bundlePath>/rootfs`). */
+export type ImagePuller = (image: string, bundlePath: string, signal?: AbortSignal) => Promise<void>;
+
+/** Undoes one storage: unmount, or remove the directory the agent made. */
+export interface MountedStorage {
+  readonly driver: string;
+  readonly path: string;
+  readonly undo: () => Promise<void>;
+}
+
+export function runMount(args: readonly string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('mount', args, { timeout: 30_000 }, (err, _out, stderr) => {
+      if (err)
+        reject(
+          new RuntimeFailed(`mount ${args.join(' ')}: ${(stderr || err.message).trim()}`, { cause: err }),
+        );
+      else resolve();
+    });
+  });
+}
+
+export function runUmount(path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('umount', ['--lazy', path], { timeout: 30_000 }, (err, _out, stderr) => {
+      if (err && !/not mounted|no mount point/.test(stderr)) {
+        reject(new RuntimeFailed(`umount ${path}: ${(stderr || err.message).trim()}`, { cause: err }));
+      } else resolve();
+    });
+  });
+}
+
+export interface StorageContext {
+  readonly roots: readonly string[];
+  readonly containerId?: string;
+  readonly pullImage?: ImagePuller;
+  readonly signal?: AbortSignal;
+}
+
+async function bindMount(source: string, target: string, readonly: boolean): Promise<void> {
+  await runMount(['--bind', source, target]);
+  if (readonly) await runMount(['-o', 'remount,bind,ro', target]);
+}
+
+/** A bind-mount target of the same kind as `source`: a directory, or an empty file. */
+async function makeTarget(roots: readonly string[], target: string, sourceIsDir: boolean): Promise<void> {
+  if (sourceIsDir) {
+    await resolveUnder(roots, target, { what: 'storage mount point', create: true });
+    return;
+  }
+  const parent = target.slice(0, target.lastIndexOf('/'));
+  await resolveUnder(roots, parent, { what: 'storage mount point', create: true });
+  await writeFile(target, '', { flag: 'a' });
+}
+
+function modeOption(options: readonly string[]): number | undefined {
+  for (const o of options) {
+    if (!o.startsWith('mode=')) continue;
+    const mode = Number.parseInt(o.slice(5), 8);
+    if (!Number.isInteger(mode) || mode < 0 || mode > 0o7777)
+      throw new InvalidRequest(`invalid storage option ${shown(o)}`);
+    return mode;
+  }
+  return undefined;
+}
+
+/** Sets up one storage; the result undoes it. */
+export async function addStorage(storage: Decoded, ctx: StorageContext): Promise<MountedStorage> {
+  const driver = String(storage.driver ?? '');
+  const options = (storage.options ?? []) as string[];
+  const target = await resolveUnder(ctx.roots, String(storage.mount_point ?? ''), {
+    what: 'storage mount point',
+  });
+  switch (driver) {
+    case 'local': {
+      await resolveUnder(ctx.roots, target, { what: 'storage mount point', create: true });
+      const mode = modeOption(options);
+      if (mode !== undefined) await chmod(target, mode);
+      return { driver, path: target, undo: () => rm(target, { recursive: true, force: true }) };
+    }
+    case 'bind': {
+      const source = await resolveUnder(ctx.roots, String(storage.source ?? ''), {
+        what: 'storage source',
+        mustExist: true,
+      });
+      const isDir = (await lstat(source)).isDirectory();
+      await makeTarget(ctx.roots, target, isDir);
+      await bindMount(source, target, options.includes('ro'));
+      return { driver, path: target, undo: () => runUmount(target) };
+    }
+    case 'image_guest_pull': {
+      if (ctx.pullImage === undefined) throw new UnsupportedStorage(`${driver} (no data hub configured)`);
+      const cid = checkId(ctx.containerId ?? '', 'container id');
+      const image = String(storage.source ?? '');
+      if (image === '') throw new InvalidRequest('image_guest_pull storage without an image in source');
+      const bundle = await resolveUnder(ctx.roots, join(ctx.roots[0]!, cid), {
+        what: 'image bundle',
+        create: true,
+      });
+      try {
+        await ctx.pullImage(image, bundle, ctx.signal);
+      } catch (e) {
+        throw new RuntimeFailed(`pulling image ${shown(image)}: ${(e as Error).message}`, { cause: e });
+      }
+      const rootfs = await resolveUnder(ctx.roots, join(bundle, 'rootfs'), {
+        what: 'pulled rootfs',
+        mustExist: true,
+      });
+      const removeBundle = () => rm(bundle, { recursive: true, force: true });
+      if (target === rootfs) return { driver, path: target, undo: removeBundle };
+      await makeTarget(ctx.roots, target, true);
+      await bindMount(rootfs, target, false);
+      return {
+        driver,
+        path: target,
+        undo: async () => {
+          await runUmount(target);
+          await removeBundle();
+        },
+      };
+    }
+    default:
+      throw new UnsupportedStorage(driver);
+  }
+}
+
+/** Sets up `storages` in order; on failure undoes those already set up and rethrows. */
+export async function addStorages(
+  storages: readonly Decoded[],
+  ctx: StorageContext,
+): Promise<MountedStorage[]> {
+  const done: MountedStorage[] = [];
+  try {
+    for (const s of storages) done.push(await addStorage(s, ctx));
+  } catch (e) {
+    await removeStorages(done);
+    throw e;
+  }
+  return done;
+}
+
+/** Undoes storages, last first; reports the first failure after trying all. */
+export async function removeStorages(storages: readonly MountedStorage[]): Promise<void> {
+  let first: unknown;
+  for (const s of [...storages].reverse()) {
+    try {
+      await s.undo();
+    } catch (e) {
+      first ??= e;
+    }
+  }
+  if (first !== undefined) throw first;
+}

@@ -1,0 +1,227 @@
+/**
+ * Test builders of @broker/sandbox-agent: a container rootfs holding one static program, a kata-style
+ * OCI spec for it, and the Go shim (containerd/ttrpc with gogo stubs generated from the agent's .proto
+ * text) that plays kata's shim.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { AGENT_PROTO, OCI_PROTO, TYPES_PROTO } from '@broker/agent-policy';
+import { RESPONSES_PROTO } from '../proto.js';
+
+const run = promisify(execFile);
+
+/** Root and `runc` present: the host tests can run containers. */
+export const CAN_RUN_CONTAINERS =
+  process.getuid?.() === 0 && ['/usr/sbin/runc', '/usr/bin/runc'].some((p) => existsSync(p));
+
+/** Set to skip the Go tests deliberately (as the other packages' Go interop tests). */
+export const SKIP_GO = process.env.BROKER_SKIP_GO_INTEROP === '1';
+
+export async function tempDir(
+  prefix = 'sandbox-agent-',
+): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The container's program: prints its first argument on stdout, "to stderr" on stderr, then
+ * behaves as its second argument says: a number is its exit status; `cat` copies stdin to stdout;
+ * `flood` writes 4 MiB to stdout; `sleep` waits to be signalled.
+ */
+export const HELLO_C = `#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  printf("hello from %s\\n", argc > 1 ? argv[1] : "a container");
+  fflush(stdout);
+  fputs("to stderr\\n", stderr);
+  const char *what = argc > 2 ? argv[2] : "0";
+  if (strcmp(what, "cat") == 0) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(0, buf, sizeof buf)) > 0) write(1, buf, n);
+    return 0;
+  }
+  if (strcmp(what, "flood") == 0) {
+    static char buf[65536];
+    memset(buf, 'x', sizeof buf);
+    for (int i = 0; i < 64; i++) write(1, buf, sizeof buf);
+    return 0;
+  }
+  if (strcmp(what, "sleep") == 0) {
+    for (;;) pause();
+  }
+  return atoi(what);
+}
+`;
+
+/** A directory holding `hello` (HELLO_C, static, built with musl-gcc) as a container rootfs. */
+export async function buildHelloRootfs(rootfs: string): Promise<string> {
+  const key = createHash('sha256').update(HELLO_C).digest('hex').slice(0, 16);
+  const cached = join(tmpdir(), `sandbox-agent-hello-${key}`);
+  if (!existsSync(cached)) {
+    const src = `${cached}.${process.pid}.c`;
+    await writeFile(src, HELLO_C);
+    const compiler = existsSync('/usr/bin/musl-gcc') ? 'musl-gcc' : 'gcc';
+    await run(compiler, ['-static', '-Os', '-o', `${cached}.${process.pid}`, src]);
+    await rename(`${cached}.${process.pid}`, cached);
+    await rm(src, { force: true });
+  }
+  await mkdir(rootfs, { recursive: true });
+  await writeFile(join(rootfs, 'hello'), await readFile(cached));
+  await chmod(join(rootfs, 'hello'), 0o755);
+  for (const d of ['proc', 'dev', 'scratch']) await mkdir(join(rootfs, d), { recursive: true });
+  return rootfs;
+}
+
+/** A `grpc.Spec` as kata's runtime sends it (PascalCase fields), running `args` from `rootPath`. */
+export function kataSpec(
+  args: readonly string[],
+  rootPath: string,
+  extra: { mounts?: object[] } = {},
+): object {
+  return {
+    Version: '1.0.2',
+    Process: { Args: [...args], Env: ['PATH=/'], Cwd: '/', User: { UID: 0, GID: 0 }, NoNewPrivileges: true },
+    Root: { Path: rootPath, Readonly: true },
+    Hostname: 'web',
+    Mounts: [
+      { destination: '/proc', source: 'proc', type: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/dev', source: 'tmpfs', type: 'tmpfs', options: ['nosuid', 'mode=755'] },
+      ...(extra.mounts ?? []),
+    ],
+    Linux: {
+      Namespaces: [
+        { Type: 'pid' },
+        { Type: 'ipc' },
+        { Type: 'uts' },
+        { Type: 'mount' },
+        { Type: 'network', Path: '/var/run/netns/x' },
+      ],
+    },
+  };
+}
+
+const GOPATH = '/usr/share/gocode';
+
+function shimSource(): string {
+  const beside = fileURLToPath(new URL('../../testdata/shim/main.go', import.meta.url));
+  if (existsSync(beside)) return beside;
+  return join(process.cwd(), 'packages/sandbox-agent/testdata/shim/main.go');
+}
+
+/**
+ * Builds the Go shim once per source, .proto text and Go version: writes the .proto files, generates
+ * gogo stubs with protoc and protoc-gen-gogofaster (built from Debian's gogo sources), builds main.go.
+ */
+export async function buildGoShim(): Promise<string> {
+  const goVersion = (await run('go', ['version'])).stdout;
+  const main = await readFile(shimSource());
+  // gogo predates proto3 `optional`; the shim never sends the MemAgent messages that use it.
+  const agentProto = AGENT_PROTO.replaceAll('optional ', '');
+  const key = createHash('sha256')
+    .update(main)
+    .update(TYPES_PROTO)
+    .update(OCI_PROTO)
+    .update(agentProto)
+    .update(RESPONSES_PROTO)
+    .update(goVersion)
+    .digest('hex')
+    .slice(0, 16);
+  const dir = join(tmpdir(), `sandbox-agent-go-shim-${key}`);
+  const bin = join(dir, 'shim');
+  if (existsSync(bin)) return bin;
+  const work = `${dir}.${process.pid}`;
+  await rm(work, { recursive: true, force: true });
+  const env = {
+    ...process.env,
+    GO111MODULE: 'off',
+    GOCACHE: join(tmpdir(), 'sandbox-agent-gocache'),
+    GOFLAGS: '',
+  };
+  try {
+    const protoDir = join(work, 'proto');
+    const pbDir = join(work, 'gopath/src/sagent/pb');
+    await mkdir(protoDir, { recursive: true });
+    await mkdir(join(pbDir, 'types'), { recursive: true });
+    await writeFile(join(protoDir, 'types.proto'), TYPES_PROTO);
+    await writeFile(join(protoDir, 'oci.proto'), OCI_PROTO);
+    await writeFile(join(protoDir, 'agent.proto'), agentProto);
+    await writeFile(join(protoDir, 'responses.proto'), RESPONSES_PROTO);
+    const plugin = join(work, 'protoc-gen-gogofaster');
+    await run('go', ['build', '-o', plugin, 'github.com/gogo/protobuf/protoc-gen-gogofaster'], {
+      env: { ...env, GOPATH },
+      timeout: 300_000,
+    });
+    const maps =
+      'Mtypes.proto=sagent/pb/types,Moci.proto=sagent/pb,Magent.proto=sagent/pb,Mresponses.proto=sagent/pb';
+    // Without go_package options gogo names the output after the .proto file, in the directory given.
+    const groups: [string, string[]][] = [
+      [join(pbDir, 'types'), ['types.proto']],
+      [pbDir, ['oci.proto', 'agent.proto', 'responses.proto']],
+    ];
+    for (const [out, files] of groups) {
+      await run(
+        'protoc',
+        [
+          `--plugin=protoc-gen-gogofaster=${plugin}`,
+          `-I${protoDir}`,
+          `--gogofaster_out=${maps}:${out}`,
+          ...files,
+        ],
+        { cwd: protoDir },
+      );
+    }
+    await run('go', ['build', '-o', join(work, 'shim'), shimSource()], {
+      cwd: dirname(shimSource()),
+      env: { ...env, GOPATH: `${join(work, 'gopath')}:${GOPATH}` },
+      timeout: 300_000,
+    });
+    await mkdir(dir, { recursive: true });
+    await rename(join(work, 'shim'), `${bin}.${process.pid}`);
+    await rename(`${bin}.${process.pid}`, bin);
+  } catch (e) {
+    const err = e as { stderr?: string; message: string };
+    throw new Error(`building the Go shim failed: ${err.stderr || err.message}`);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+  return bin;
+}
+
+export interface ShimPlan {
+  sandbox_id: string;
+  container_id: string;
+  rootfs_source: string;
+  rootfs_mount_point: string;
+  empty_dir: string;
+  args: string[];
+}
+
+export interface ShimReport {
+  steps: { name: string; error?: string }[];
+  stdout: string;
+  stderr: string;
+  status: number;
+  first_output_ms: number;
+}
+
+/** Runs the Go shim's pod sequence against the agent listening on `socket`. */
+export function runGoShim(bin: string, socket: string, plan: ShimPlan): Promise<ShimReport> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(bin, [socket], { timeout: 120_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`Go shim failed: ${stderr || err.message}`));
+      else resolve(JSON.parse(stdout) as ShimReport);
+    });
+    child.stdin?.end(JSON.stringify(plan));
+  });
+}
