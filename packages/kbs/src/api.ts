@@ -63,6 +63,8 @@ export interface ApiRequest {
   readonly body: Uint8Array;
   /** The client's address, for the verdict log. */
   readonly peer?: string | undefined;
+  /** The request's id (`x-request-id`), in its access-log line and its verdict. */
+  readonly requestId?: string | undefined;
 }
 
 export interface ApiDeps {
@@ -145,7 +147,7 @@ export class Api {
         if (method === 'POST') return this.deps.rcar.auth(req.body);
         break;
       case 'attest':
-        if (method === 'POST') return this.deps.rcar.attest(req.body, req.sessionId, req.peer);
+        if (method === 'POST') return this.deps.rcar.attest(req.body, req.sessionId, req.peer, req.requestId);
         break;
       case 'attestation-policy':
         if (method === 'POST') return this.setAttestationPolicy(req);
@@ -353,6 +355,7 @@ export class Api {
         resource: rest.join('/'),
         sessionId: req.sessionId,
         source: req.peer,
+        requestId: req.requestId,
         token,
         claims,
         status,

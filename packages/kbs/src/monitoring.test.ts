@@ -4,14 +4,16 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { generateTeeKeyPair } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseKbsConfigText } from './config.js';
 import { methodLabel, OTHER_ROUTE, routeOf } from './http-route.js';
 import { type RunningKbs, startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
-import { handshake, send } from './testing/client.js';
+import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from './testing/client.js';
 import { makeChain } from './testing/pki.js';
+import type { Verdict } from './verdicts/log.js';
 
 const running: RunningKbs[] = [];
 afterEach(async () => {
@@ -23,9 +25,13 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
+let lines: string[] = [];
+
 async function start(httpServer = '', tls = 'insecure_http = true'): Promise<RunningKbs> {
+  lines = [];
   const toml = `[http_server]\nsockets = ["127.0.0.1:0"]\n${tls}\n${httpServer}\n[attestation_token]\ninsecure_header_jwk = true\n[admin]\nauthorization_mode = "InsecureAllowAll"\n[[plugins]]\nname = "resource"\n`;
-  const kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+  const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(l) });
+  const kbs = await startKbs(parseKbsConfigText(toml), { logger });
   running.push(kbs);
   return kbs;
 }
@@ -149,5 +155,70 @@ describe('certificate expiry gauge', () => {
     const notAfter = Date.parse(new X509Certificate(readFileSync(chain.chainPath)).validTo) / 1000;
     const text = await kbs.metrics.registry.metrics();
     expect(text).toContain(`kbs_certificate_expiry_timestamp_seconds{certificate="https"} ${notAfter}`);
+  });
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** The access-log entries of this test's KBS. */
+function accessLines(): Record<string, unknown>[] {
+  return lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.msg === 'access');
+}
+
+describe('request ids', () => {
+  it('answer every request with x-request-id, the one its access-log line carries', async () => {
+    const kbs = await start();
+    const base = kbs.urls[0] as string;
+    const generated = await send(`${base}/healthz`);
+    const id = generated.headers['x-request-id'] as string;
+    expect(id).toMatch(UUID);
+    const own = await send(`${base}/kbs/v0/auth`, {
+      method: 'POST',
+      body: AUTH_BODY,
+      headers: { 'x-request-id': 'lb-7f3a:42' },
+    });
+    expect(own.headers['x-request-id']).toBe('lb-7f3a:42');
+    // Too long, or with a space: not the client's, a new one.
+    for (const bad of ['x'.repeat(65), 'has space', '']) {
+      const r = await send(`${base}/healthz`, { headers: { 'x-request-id': bad } });
+      expect(r.headers['x-request-id'], bad).toMatch(UUID);
+    }
+    await expect.poll(() => accessLines().length).toBe(5);
+    const access = accessLines();
+    expect(access[0]).toMatchObject({ path: '/healthz', requestId: id });
+    expect(access[1]).toMatchObject({ path: '/kbs/v0/auth', status: 200, requestId: 'lb-7f3a:42' });
+    // The request id comes after the fields shared with api-server-rest (scripts match on them).
+    expect(lines.find((l) => l.includes('lb-7f3a:42'))).toMatch(
+      /"method":"POST","path":"\/kbs\/v0\/auth","status":200,.*"requestId":"lb-7f3a:42"/,
+    );
+  });
+
+  it('are in the verdicts: an access-log line leads to the attestation and resource verdicts', async () => {
+    const kbs = await start();
+    const base = kbs.urls[0] as string;
+    await readSecret(base);
+    const auth = await send(`${base}/kbs/v0/auth`, { method: 'POST', body: AUTH_BODY });
+    const cookie = cookieOf(auth);
+    const { nonce } = auth.json() as { nonce: string };
+    const attest = await send(`${base}/kbs/v0/attest`, {
+      method: 'POST',
+      headers: { cookie, 'content-type': 'application/json', 'x-request-id': 'attest-1' },
+      body: attestationBody(nonce, generateTeeKeyPair()),
+    });
+    expect(attest.status).toBe(200);
+    const fetched = await send(`${base}/kbs/v0/resource/${SECRET_PATH}`, { headers: { cookie } });
+    expect(fetched.status).toBe(200);
+    const fetchId = fetched.headers['x-request-id'] as string;
+    expect(fetchId).toMatch(UUID);
+    const verdicts = async () =>
+      ((await send(`${base}/kbs/v0/admin/verdicts`)).json() as { verdicts: Verdict[] }).verdicts;
+    await expect.poll(async () => (await verdicts()).some((v) => v.requestId === 'attest-1')).toBe(true);
+    const all = await verdicts();
+    const attestation = all.find((v) => v.requestId === 'attest-1');
+    expect(attestation).toMatchObject({ kind: 'attestation', tee: 'sample' });
+    const resource = all.find((v) => v.requestId === fetchId);
+    expect(resource).toMatchObject({ kind: 'resource', status: 'allowed', resource: SECRET_PATH });
+    const line = accessLines().find((a) => a.requestId === fetchId);
+    expect(line).toMatchObject({ method: 'GET', path: `/kbs/v0/resource/${SECRET_PATH}`, status: 200 });
   });
 });

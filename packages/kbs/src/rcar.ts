@@ -148,7 +148,12 @@ export class Rcar {
     }
   }
 
-  async attest(body: Uint8Array, sessionId: string | undefined, source?: string): Promise<Reply> {
+  async attest(
+    body: Uint8Array,
+    sessionId: string | undefined,
+    source?: string,
+    requestId?: string,
+  ): Promise<Reply> {
     const { metrics, sessions, logger } = this.deps;
     metrics.attestationRequests.inc();
     if (sessionId === undefined) {
@@ -226,7 +231,7 @@ export class Rcar {
       });
     } catch (e) {
       metrics.attestationFailures.labels(tee).inc();
-      const verdict = { tee, sessionId: session.id, source, nonce, teePubkey };
+      const verdict = { tee, sessionId: session.id, source, requestId, nonce, teePubkey };
       void this.record({ ...verdict, outcome: { error: (e as Error).message } });
       logger.warn(
         { tee, session: session.id.slice(0, 8), reason: (e as Error).message },
@@ -235,7 +240,7 @@ export class Rcar {
       throw new AttestFailed(`verify TEE evidence failed: ${(e as Error).message}`, e);
     }
     metrics.attestationSuccesses.labels(tee).inc();
-    void this.record({ tee, sessionId: session.id, source, nonce, teePubkey, outcome: { token } });
+    void this.record({ tee, sessionId: session.id, source, requestId, nonce, teePubkey, outcome: { token } });
     logger.info(
       { tee, session: session.id.slice(0, 8) },
       'attestation succeeded: evidence verified, token issued',

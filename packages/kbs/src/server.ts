@@ -1,5 +1,6 @@
 // HTTP(S) front: routing of `/kbs/v0/*`, `/metrics` and `/healthz` as trustee's actix app does, body and
 // head limits, error bodies that never carry a stack trace, metrics and one access-log line per request.
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
   createServer as createHttpServer,
@@ -47,6 +48,19 @@ interface ServerDeps {
 }
 
 class PayloadTooLarge extends Error {}
+
+export const REQUEST_ID_HEADER = 'x-request-id';
+/** A client's `x-request-id` is kept when it is this short and printable ASCII without spaces. */
+const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,64}$/;
+
+/**
+ * The id of a request: the client's `x-request-id` when it is short and printable (a proxy's or a
+ * guest's id then runs through), else a new random UUID. It goes back in the answer's `x-request-id`,
+ * into the access-log line and into the request's verdict.
+ */
+export function requestIdOf(header: string | string[] | undefined): string {
+  return typeof header === 'string' && CLIENT_REQUEST_ID.test(header) ? header : randomUUID();
+}
 
 /** The whole body, or PayloadTooLarge once it passes `limit` bytes. */
 const EMPTY = Buffer.alloc(0);
@@ -171,7 +185,12 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
     return length;
   };
 
-  const handleKbs = async (req: IncomingMessage, rawPath: string, rawQuery: string): Promise<Reply> => {
+  const handleKbs = async (
+    req: IncomingMessage,
+    rawPath: string,
+    rawQuery: string,
+    requestId: string,
+  ): Promise<Reply> => {
     const method = req.method ?? '';
     // actix routes GET, POST, PUT and DELETE on `/kbs/v0/{path:.*}`; other methods get 405.
     if (method !== 'GET' && method !== 'POST' && method !== 'PUT' && method !== 'DELETE') {
@@ -207,6 +226,7 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
       sessionId: sessionIdFromCookieHeader(req.headers.cookie),
       body,
       peer: req.socket.remoteAddress,
+      requestId,
     };
     const reply = await answer(apiReq, req);
     // Admin answers (verdicts with claims, the console's CSRF token, policies) are never for a cache.
@@ -228,7 +248,7 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
         // A full or read-only volume: the operator's to fix, so the log and an admin's answer name it.
         const err = e instanceof KbsError ? e : fallbackError(plugin);
         logger.error(
-          { kind: err.kind, plugin, storage: fault.code, cause: causeChain(e) },
+          { kind: err.kind, plugin, storage: fault.code, cause: causeChain(e), requestId: apiReq.requestId },
           `${err.detail}: ${fault.message}`,
         );
         return errorReply(
@@ -236,14 +256,24 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
         );
       }
       if (e instanceof KbsError) {
-        logger.warn({ kind: e.kind, plugin, cause: causeChain(e.cause) || undefined }, e.detail);
+        logger.warn(
+          { kind: e.kind, plugin, cause: causeChain(e.cause) || undefined, requestId: apiReq.requestId },
+          e.detail,
+        );
         return errorReply(e);
       }
       const down = storageUnavailable(e);
       if (down !== undefined) {
         // Expected while the store (Redis) is away: the client gets its 401 and retries later.
-        logger.warn({ plugin, reason: down.message }, 'storage backend unavailable');
-      } else logger.error({ plugin, err: e }, 'unexpected failure while handling a request');
+        logger.warn(
+          { plugin, reason: down.message, requestId: apiReq.requestId },
+          'storage backend unavailable',
+        );
+      } else
+        logger.error(
+          { plugin, err: e, requestId: apiReq.requestId },
+          'unexpected failure while handling a request',
+        );
       return errorReply(fallbackError(plugin));
     }
   };
@@ -255,6 +285,8 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
     const rawPath = q < 0 ? uri : uri.slice(0, q);
     const rawQuery = q < 0 ? '' : uri.slice(q + 1);
     const isKbs = rawPath.startsWith('/kbs');
+    const requestId = requestIdOf(req.headers[REQUEST_ID_HEADER]);
+    res.setHeader(REQUEST_ID_HEADER, requestId);
     if (isKbs) {
       metrics.activeConnections.inc();
       const len = Number(req.headers['content-length'] ?? 0);
@@ -268,17 +300,21 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
         metrics.httpResponseSize.observe(size);
       }
       metrics.countHttp(methodLabel(req.method), routeOf(rawPath), res.statusCode, seconds);
-      // The access record shared with api-server-rest; the query is left out (it may carry data).
+      // The access record shared with api-server-rest; the query is left out (it may carry data). The
+      // request id comes last, after the shared fields.
       logger.info(
-        accessRecord({
-          method: req.method ?? '',
-          path: rawPath,
-          status: res.statusCode,
-          bytes: size,
-          ms: seconds * 1e3,
-          peer: req.socket.remoteAddress,
-          ua: req.headers['user-agent'],
-        }),
+        {
+          ...accessRecord({
+            method: req.method ?? '',
+            path: rawPath,
+            status: res.statusCode,
+            bytes: size,
+            ms: seconds * 1e3,
+            peer: req.socket.remoteAddress,
+            ua: req.headers['user-agent'],
+          }),
+          requestId,
+        },
         'access',
       );
     });
@@ -288,12 +324,12 @@ export function createRequestHandler(deps: ServerDeps): (req: IncomingMessage, r
     };
     // Only reading the request can fail outside the API's own error mapping (the client went away).
     const fail = (e: unknown) => {
-      logger.warn({ reason: (e as Error).message }, 'request dropped');
+      logger.warn({ reason: (e as Error).message, requestId }, 'request dropped');
       res.destroy();
     };
 
     if (rawPath.startsWith(KBS_PREFIX)) {
-      handleKbs(req, rawPath, rawQuery).then(finish, fail);
+      handleKbs(req, rawPath, rawQuery, requestId).then(finish, fail);
       return;
     }
     req.resume();

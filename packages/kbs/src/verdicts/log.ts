@@ -32,6 +32,8 @@ interface Common {
   /** The first 8 characters of the session id. */
   readonly session?: string;
   readonly source?: string;
+  /** The id of the HTTP request that led to it (`x-request-id`), as in the KBS's access log. */
+  readonly requestId?: string;
   readonly claims?: unknown;
   readonly reason?: string;
 }

@@ -34,6 +34,8 @@ export interface AttestationEvent {
   readonly tee: string;
   readonly sessionId: string;
   readonly source?: string | undefined;
+  /** The HTTP request's id (`x-request-id`), as its access-log line shows it. */
+  readonly requestId?: string | undefined;
   readonly nonce: string;
   readonly teePubkey: unknown;
   /** The EAR token issued, or the reason the evidence was not verified. */
@@ -45,6 +47,7 @@ export interface ResourceEvent {
   readonly resource: string;
   readonly sessionId?: string | undefined;
   readonly source?: string | undefined;
+  readonly requestId?: string | undefined;
   readonly token: string;
   readonly claims: Record<string, unknown>;
   readonly status: 'allowed' | 'denied' | 'error';
@@ -79,6 +82,7 @@ export class VerdictRecorder {
       tee: e.tee,
       session: e.sessionId.slice(0, 8),
       ...(e.source !== undefined && { source: e.source }),
+      ...(e.requestId !== undefined && { requestId: e.requestId }),
     };
     if ('error' in e.outcome) {
       const secrets = secretValues(e.nonce, e.teePubkey);
@@ -146,6 +150,7 @@ export class VerdictRecorder {
       ...(tee !== undefined && { tee }),
       ...(e.sessionId !== undefined && { session: e.sessionId.slice(0, 8) }),
       ...(e.source !== undefined && { source: e.source }),
+      ...(e.requestId !== undefined && { requestId: e.requestId }),
       ...(e.reason !== undefined && { reason: scrubText(e.reason, secrets) }),
       ...(kept !== undefined && { claims: kept }),
     });
