@@ -16,10 +16,11 @@
 //    `*_vs_floor` throughput ratios) and in CPU time (`*_cpu_vs_floor`: floor CPU / server CPU per op).
 //
 // Then the scale-out table, all in the same run: KBS processes (this module forked) on one real
-// redis-server — 1, 2 and 3 replicas, and one KBS with `worker_count = 2` — against one process with
-// Memory storage, under the same load, with each step of a handshake sent to the next replica in turn
+// redis-server — 1, 2 and 3 replicas, and one KBS with `worker_count = 2` — and the same on one real
+// PostgreSQL server (Debian's), against one process with Memory storage, under the same load, with each step of a handshake sent to the next replica in turn
 // (sessions cross replicas, as behind a load balancer without affinity). Besides throughput, it reads the
-// CPU time of every KBS process and of Redis from /proc, and counts Redis commands per handshake, which is
+// CPU time of every KBS process and of the store (redis-server, or PostgreSQL's processes) from /proc,
+// and counts the store's operations per handshake (Redis commands, PostgreSQL transactions), which is
 // what the prediction for larger machines rests on.
 import { fork } from 'node:child_process';
 import cluster from 'node:cluster';
@@ -37,6 +38,7 @@ import { reportListening, superviseWorkers } from './cluster.js';
 import { parseKbsConfigText } from './config.js';
 import { startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
+import { type PostgresServer, startPostgresServer } from './testing/postgres-server.js';
 import { freeLoopbackPort, startRedisServer } from './testing/redis-server.js';
 
 const ROLE = 'kbs-bench-server';
@@ -524,9 +526,20 @@ interface KbsProcess {
   stop(): Promise<void>;
 }
 
-function replicaToml(port: number, storage: 'Memory' | 'Redis', redisUrl: string, workers: number): string {
-  const redis = storage === 'Redis' ? `session_storage_type = "Redis"\n` : '';
-  return `${redis}[http_server]
+type StoreKind = 'Memory' | 'Redis' | 'Postgres';
+
+function storeToml(storage: StoreKind, stores: Stores): string {
+  if (storage === 'Redis') return `[storage_backend.backends.redis]\nurl = "${stores.redis.url}"`;
+  if (storage === 'Postgres') {
+    const pg = stores.postgres.server;
+    return `[storage_backend.backends.postgres]\nhost = "127.0.0.1"\nport = ${pg.port}\npassword = "${pg.password}"`;
+  }
+  return '';
+}
+
+function replicaToml(port: number, storage: StoreKind, stores: Stores, workers: number): string {
+  const sessions = storage !== 'Memory' ? `session_storage_type = "${storage}"\n` : '';
+  return `${sessions}[http_server]
 sockets = ["127.0.0.1:${port}"]
 insecure_http = true
 ${workers > 1 ? `worker_count = ${workers}` : ''}
@@ -536,20 +549,16 @@ insecure_header_jwk = true
 authorization_mode = "InsecureAllowAll"
 [storage_backend]
 storage_type = "${storage}"
-${storage === 'Redis' ? `[storage_backend.backends.redis]\nurl = "${redisUrl}"` : ''}
+${storeToml(storage, stores)}
 [[plugins]]
 name = "resource"
 `;
 }
 
-async function startKbsProcess(
-  storage: 'Memory' | 'Redis',
-  redisUrl: string,
-  workers = 1,
-): Promise<KbsProcess> {
+async function startKbsProcess(storage: StoreKind, stores: Stores, workers = 1): Promise<KbsProcess> {
   const port = await freeLoopbackPort();
   const child = fork(fileURLToPath(import.meta.url), [], {
-    env: { ...process.env, [REPLICA_ENV]: replicaToml(port, storage, redisUrl, workers) },
+    env: { ...process.env, [REPLICA_ENV]: replicaToml(port, storage, stores, workers) },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -581,26 +590,47 @@ async function startKbsProcess(
 
 export interface ScalingRow {
   readonly name: string;
-  readonly storage: 'Memory' | 'Redis';
+  readonly storage: StoreKind;
   readonly processes: number;
   readonly perSec: number;
   readonly p50: number;
   readonly p99: number;
   /** CPU of all KBS processes per handshake. */
   readonly kbsCpuUs: number;
-  /** CPU of redis-server per handshake. */
-  readonly redisCpuUs: number;
+  /** CPU of the store (redis-server, PostgreSQL's processes) per handshake. */
+  readonly storeCpuUs: number;
   /** CPU of this (client) process per handshake. */
   readonly clientCpuUs: number;
   /** Context switches of all KBS processes per handshake. */
   readonly kbsSwitches: number;
-  readonly redisCommands: number;
+  /** Redis commands, or PostgreSQL transactions (one a statement), per handshake. */
+  readonly storeOps: number;
 }
 
 /** What the table needs of a Redis client. */
 interface RedisStats {
   info(section: string): Promise<string>;
   flushAll(): Promise<unknown>;
+}
+
+/** The servers the rows run on. */
+interface Stores {
+  readonly redis: { url: string; pid: () => number | undefined; client: RedisStats };
+  readonly postgres: { server: PostgresServer };
+}
+
+/** Transactions committed or rolled back in the database (each statement the KBS sends is one). */
+async function postgresTransactions(server: PostgresServer): Promise<number> {
+  return Number(
+    (
+      await server.psql(
+        "SELECT pg_stat_clear_snapshot(); SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'postgres'",
+      )
+    )
+      .trim()
+      .split('\n')
+      .pop(),
+  );
 }
 
 async function redisCalls(client: RedisStats): Promise<number> {
@@ -612,16 +642,25 @@ async function redisCalls(client: RedisStats): Promise<number> {
 
 async function scalingRow(
   name: string,
-  storage: 'Memory' | 'Redis',
+  storage: StoreKind,
   replicas: number,
   workers: number,
-  redis: { url: string; pid: () => number | undefined; client: RedisStats },
+  stores: Stores,
   keys: readonly TeeKeyPair[],
 ): Promise<ScalingRow> {
+  const { redis } = stores;
+  const pg = stores.postgres.server;
   if (storage === 'Redis') await redis.client.flushAll();
+  if (storage === 'Postgres') {
+    await pg.psql(
+      ['kbs', 'repository', 'kbs_protocol_session', 'attestation_service_policy', 'reference_value']
+        .map((t) => `DROP TABLE IF EXISTS ${t};`)
+        .join('\n'),
+    );
+  }
   const procs: KbsProcess[] = [];
   try {
-    for (let i = 0; i < replicas; i++) procs.push(await startKbsProcess(storage, redis.url, workers));
+    for (let i = 0; i < replicas; i++) procs.push(await startKbsProcess(storage, stores, workers));
     const targets = procs.map((p) => ({
       agent: new Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
       url: p.url,
@@ -639,25 +678,38 @@ async function scalingRow(
     await admin('POST', '/kbs/v0/resource/default/bench/secret', SECRET.toString('latin1'));
     const pids = () => procs.flatMap((p) => processTree(p.pid));
     let measuredPids: number[] = [];
-    let start = { kbs: 0, redis: 0, client: 0, calls: 0, switches: 0 };
-    const snapshot = async () => {
-      const rp = redis.pid();
-      return {
-        kbs: measuredPids.reduce((a, pid) => a + procCpuUs(pid), 0),
-        switches: measuredPids.reduce((a, pid) => a + procSwitches(pid), 0),
-        redis: storage === 'Redis' && rp !== undefined ? procCpuUs(rp) : 0,
-        client: clientCpuUs(),
-        calls: storage === 'Redis' ? await redisCalls(redis.client) : 0,
-      };
-    };
+    let start = { kbs: 0, store: 0, client: 0, calls: 0, switches: 0 };
+    // PostgreSQL's backends of the measured window (one per pooled connection), with its postmaster.
+    let storePids: number[] = [];
+    const storeCpu = () => storePids.reduce((a, pid) => a + procCpuUs(pid), 0);
+    const snapshot = async () => ({
+      kbs: measuredPids.reduce((a, pid) => a + procCpuUs(pid), 0),
+      switches: measuredPids.reduce((a, pid) => a + procSwitches(pid), 0),
+      store: storeCpu(),
+      client: clientCpuUs(),
+      calls:
+        storage === 'Redis'
+          ? await redisCalls(redis.client)
+          : storage === 'Postgres'
+            ? await postgresTransactions(pg)
+            : 0,
+    });
     let next = 0;
-    let deltas = { kbs: 0, redis: 0, client: 0, calls: 0, switches: 0 };
+    let deltas = { kbs: 0, store: 0, client: 0, calls: 0, switches: 0 };
     const result = await load(
       (w) => handshakeAcross(targets, next++, keys[w % keys.length] as TeeKeyPair),
       async () => {
         // Called at the start and at the end of the measured window.
         if (measuredPids.length === 0) {
           measuredPids = pids();
+          const rp = redis.pid();
+          const pp = pg.pid;
+          storePids =
+            storage === 'Redis' && rp !== undefined
+              ? [rp]
+              : storage === 'Postgres' && pp !== undefined
+                ? processTree(pp)
+                : [];
           start = await snapshot();
           return 0;
         }
@@ -665,7 +717,7 @@ async function scalingRow(
         deltas = {
           kbs: end.kbs - start.kbs,
           switches: end.switches - start.switches,
-          redis: end.redis - start.redis,
+          store: end.store - start.store,
           client: end.client - start.client,
           calls: end.calls - start.calls,
         };
@@ -684,9 +736,9 @@ async function scalingRow(
       p50: result.p50,
       p99: result.p99,
       kbsCpuUs: deltas.kbs / n,
-      redisCpuUs: deltas.redis / n,
+      storeCpuUs: deltas.store / n,
       clientCpuUs: deltas.client / n,
-      redisCommands: deltas.calls / n,
+      storeOps: deltas.calls / n,
       kbsSwitches: deltas.switches / n,
     };
   } finally {
@@ -705,9 +757,9 @@ function formatTable(rows: readonly ScalingRow[]): string {
     'x redis1',
     'x memory',
     'KBS cpu us/hs',
-    'Redis cpu us/hs',
+    'store cpu us/hs',
     'client cpu us/hs',
-    'Redis cmds/hs',
+    'store ops/hs',
     'KBS ctx sw/hs',
   ];
   const lines = rows.map((r) => [
@@ -718,9 +770,9 @@ function formatTable(rows: readonly ScalingRow[]): string {
     base ? (r.perSec / base.perSec).toFixed(2) : '-',
     mem ? (r.perSec / mem.perSec).toFixed(2) : '-',
     r.kbsCpuUs.toFixed(0),
-    r.redisCpuUs.toFixed(0),
+    r.storeCpuUs.toFixed(0),
     r.clientCpuUs.toFixed(0),
-    r.redisCommands.toFixed(1),
+    r.storeOps.toFixed(1),
     r.kbsSwitches.toFixed(1),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] as string).length)));
@@ -733,16 +785,24 @@ async function scaling(keys: readonly TeeKeyPair[]): Promise<ScalingRow[]> {
   const client = createClient({ url: server.url });
   client.on('error', () => undefined);
   await client.connect();
+  // PostgreSQL as deployed: every commit flushed to its log (the test server's default turns that off).
+  const pg = await startPostgresServer({ durable: true });
   try {
-    const redis = { url: server.url, pid: () => server.pid, client };
+    const stores: Stores = {
+      redis: { url: server.url, pid: () => server.pid, client },
+      postgres: { server: pg },
+    };
     const rows: ScalingRow[] = [];
-    rows.push(await scalingRow('memory x1', 'Memory', 1, 1, redis, keys));
-    for (const n of [1, 2, 3]) rows.push(await scalingRow(`redis x${n}`, 'Redis', n, 1, redis, keys));
-    rows.push(await scalingRow('redis 1x2 workers', 'Redis', 1, 2, redis, keys));
+    rows.push(await scalingRow('memory x1', 'Memory', 1, 1, stores, keys));
+    for (const n of [1, 2, 3]) rows.push(await scalingRow(`redis x${n}`, 'Redis', n, 1, stores, keys));
+    rows.push(await scalingRow('redis 1x2 workers', 'Redis', 1, 2, stores, keys));
+    for (const n of [1, 2, 3]) rows.push(await scalingRow(`postgres x${n}`, 'Postgres', n, 1, stores, keys));
+    rows.push(await scalingRow('postgres 1x2 workers', 'Postgres', 1, 2, stores, keys));
     return rows;
   } finally {
     await client.close().catch(() => undefined);
     await server.dispose();
+    await pg.dispose();
   }
 }
 
@@ -860,8 +920,8 @@ export async function run(): Promise<Record<string, number>> {
     scale[`scale_${k}_handshakes_per_s`] = r.perSec;
     scale[`scale_${k}_p99_ms`] = r.p99;
     scale[`scale_${k}_kbs_cpu_us`] = r.kbsCpuUs;
-    scale[`scale_${k}_redis_cpu_us`] = r.redisCpuUs;
-    scale[`scale_${k}_redis_commands`] = r.redisCommands;
+    scale[`scale_${k}_store_cpu_us`] = r.storeCpuUs;
+    scale[`scale_${k}_store_ops`] = r.storeOps;
     scale[`scale_${k}_kbs_context_switches`] = r.kbsSwitches;
     scale[`scale_${k}_vs_redis_x1`] = r.perSec / redis1.perSec;
     scale[`scale_${k}_vs_memory_x1`] = r.perSec / memory1.perSec;
@@ -869,6 +929,6 @@ export async function run(): Promise<Record<string, number>> {
   // Capacity if each process had a core of its own, and the ceiling a single-threaded Redis sets.
   scale.scale_handshakes_per_core_memory = 1e6 / memory1.kbsCpuUs;
   scale.scale_handshakes_per_core_redis = 1e6 / redis1.kbsCpuUs;
-  scale.scale_redis_ceiling_handshakes_per_s = redis1.redisCpuUs > 0 ? 1e6 / redis1.redisCpuUs : 0;
+  scale.scale_redis_ceiling_handshakes_per_s = redis1.storeCpuUs > 0 ? 1e6 / redis1.storeCpuUs : 0;
   return { ...single, ...scale };
 }

@@ -103,7 +103,15 @@ function childPids(pid: number): number[] {
   return children;
 }
 
-export async function startPostgresServer(): Promise<PostgresServer> {
+export interface PostgresServerOptions {
+  /**
+   * Flush every commit to the log as a deployment does (fsync on). Default false: a test server, whose
+   * committed data may be lost in a machine crash but never in a process stop or kill.
+   */
+  readonly durable?: boolean;
+}
+
+export async function startPostgresServer(options: PostgresServerOptions = {}): Promise<PostgresServer> {
   const bin = postgresBinDir();
   if (bin === undefined) throw new Error('PostgreSQL is not installed (Debian package postgresql)');
   const account = postgresAccount();
@@ -155,13 +163,9 @@ export async function startPostgresServer(): Promise<PostgresServer> {
         dir,
         '-c',
         'listen_addresses=127.0.0.1',
-        // A test server: what is committed may be lost in a machine crash, never in a process stop.
-        '-c',
-        'fsync=off',
-        '-c',
-        'full_page_writes=off',
         '-c',
         'max_connections=100',
+        ...(options.durable === true ? [] : ['-c', 'fsync=off', '-c', 'full_page_writes=off']),
       ];
       const c = spawn(join(bin, 'postgres'), args, {
         stdio: ['ignore', 'pipe', 'pipe'],
