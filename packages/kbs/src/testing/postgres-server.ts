@@ -165,6 +165,9 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
         'listen_addresses=127.0.0.1',
         '-c',
         'max_connections=100',
+        // Small: several test files run a server at once.
+        '-c',
+        'shared_buffers=16MB',
         ...(options.durable === true ? [] : ['-c', 'fsync=off', '-c', 'full_page_writes=off']),
       ];
       const c = spawn(join(bin, 'postgres'), args, {
