@@ -218,6 +218,12 @@ describe('request ids', () => {
     expect(attestation).toMatchObject({ kind: 'attestation', tee: 'sample' });
     const resource = all.find((v) => v.requestId === fetchId);
     expect(resource).toMatchObject({ kind: 'resource', status: 'allowed', resource: SECRET_PATH });
+    // The verdict log finds a request's verdicts by its id.
+    const byId = await send(`${base}/kbs/v0/admin/verdicts?request_id=${encodeURIComponent(fetchId)}`);
+    expect((byId.json() as { verdicts: Verdict[] }).verdicts.map((v) => v.kind)).toEqual(['resource']);
+    const none = await send(`${base}/kbs/v0/admin/verdicts?request_id=no-such-request`);
+    expect((none.json() as { verdicts: Verdict[] }).verdicts).toEqual([]);
+    expect((await send(`${base}/kbs/v0/admin/verdicts?request_id=${'x'.repeat(65)}`)).status).toBe(400);
     const line = accessLines().find((a) => a.requestId === fetchId);
     expect(line).toMatchObject({ method: 'GET', path: `/kbs/v0/resource/${SECRET_PATH}`, status: 200 });
   });

@@ -1,4 +1,4 @@
-// `GET /kbs/v0/admin/verdicts?status=&tee=&kind=&limit=` and `GET /kbs/v0/admin/verdicts/<id>`: the
+// `GET /kbs/v0/admin/verdicts?status=&tee=&kind=&request_id=&limit=` and `GET /kbs/v0/admin/verdicts/<id>`: the
 // verdict log, behind the admin API's authorization (the ACL sees `/kbs/v0/admin/verdicts[/<id>]`).
 import { KbsError } from '@broker/protocol';
 import { type AdminAuthorizer, AdminError } from '../admin.js';
@@ -30,7 +30,7 @@ function badRequest(message: string): Reply {
 
 /** The query, checked: unknown parameters and values out of range are refused, not ignored. */
 export function parseVerdictQuery(q: Readonly<Record<string, string>>, size: number): VerdictQuery {
-  const out: { status?: string; tee?: string; kind?: string; limit?: number } = {};
+  const out: { status?: string; tee?: string; kind?: string; requestId?: string; limit?: number } = {};
   for (const [k, v] of Object.entries(q)) {
     if (k === 'status') {
       if (!STATUSES.has(v)) throw new BadVerdictQuery(`status must be one of ${[...STATUSES].join(', ')}`);
@@ -41,6 +41,10 @@ export function parseVerdictQuery(q: Readonly<Record<string, string>>, size: num
     } else if (k === 'kind') {
       if (!KINDS.has(v)) throw new BadVerdictQuery('kind must be attestation or resource');
       out.kind = v;
+    } else if (k === 'request_id') {
+      // The ids the KBS keeps (see requestIdOf): at most 64 printable characters.
+      if (!/^[\x21-\x7e]{1,64}$/.test(v)) throw new BadVerdictQuery('request_id must be a request id');
+      out.requestId = v;
     } else if (k === 'limit') {
       const n = /^[0-9]{1,7}$/.test(v) ? Number(v) : Number.NaN;
       if (!(n >= 1 && n <= size)) throw new BadVerdictQuery(`limit must be an integer from 1 to ${size}`);

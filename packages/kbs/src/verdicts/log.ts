@@ -60,6 +60,8 @@ export interface VerdictQuery {
   readonly status?: string;
   readonly tee?: string;
   readonly kind?: string;
+  /** The `x-request-id` of the request that led to it. */
+  readonly requestId?: string;
   readonly limit?: number;
 }
 
@@ -135,6 +137,7 @@ export function matches(v: Verdict, q: VerdictQuery): boolean {
   if (q.status !== undefined && v.status !== q.status) return false;
   if (q.tee !== undefined && v.tee !== q.tee) return false;
   if (q.kind !== undefined && v.kind !== q.kind) return false;
+  if (q.requestId !== undefined && v.requestId !== q.requestId) return false;
   return true;
 }
 
