@@ -1,0 +1,140 @@
+// Containers run by Debian's runc through the agent's RPCs: exec, signals, stdin, bounded output, a
+// failed start. Root only (runc needs it); the Go shim's pod sequence is in interop.test.ts.
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { AGENT_METHODS } from '@broker/agent-policy';
+import { Code, TtrpcClient, type TtrpcError } from '@broker/ttrpc';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codec, type Decoded } from './proto.js';
+import { type RunningAgent, startSandboxAgent } from './server.js';
+import { AGENT_SERVICE } from './service.js';
+import { buildHelloRootfs, CAN_RUN_CONTAINERS, kataSpec, tempDir } from './testing/index.js';
+
+const OUTPUT_LIMIT = 64 * 1024;
+
+describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  let running: RunningAgent;
+  let client: TtrpcClient;
+  let rootfs: string;
+
+  const call = async (rpc: string, req: Decoded = {}, response = 'Empty'): Promise<Decoded> =>
+    codec(response).decode(await client.call(AGENT_SERVICE, rpc, codec(AGENT_METHODS[rpc]!).encode(req)));
+  const read = async (cid: string, eid = '', stream = 'ReadStdout', len = 65536): Promise<Buffer> =>
+    Buffer.from((await call(stream, { container_id: cid, exec_id: eid, len }, 'ReadStreamResponse')).data);
+  const readAll = async (cid: string, eid = '', stream = 'ReadStdout'): Promise<string> => {
+    let out = '';
+    for (;;) {
+      const chunk = await read(cid, eid, stream);
+      if (chunk.length === 0) return out;
+      out += chunk.toString();
+    }
+  };
+  const wait = async (cid: string, eid = ''): Promise<number> =>
+    (await call('WaitProcess', { container_id: cid, exec_id: eid }, 'WaitProcessResponse')).status;
+  const create = (cid: string, args: string[]) =>
+    call('CreateContainer', { container_id: cid, OCI: kataSpec(args, rootfs) });
+
+  beforeAll(async () => {
+    ({ dir, cleanup } = await tempDir());
+    const root = join(dir, 'kata');
+    await mkdir(root, { recursive: true });
+    running = await startSandboxAgent({
+      listen: [{ path: join(dir, 'agent.sock') }],
+      roots: [root],
+      stateDir: join(dir, 'state'),
+      outputLimit: OUTPUT_LIMIT,
+    });
+    rootfs = await buildHelloRootfs(join(running.agent.roots[0]!, 'images/hello/rootfs'));
+    client = await TtrpcClient.connect({ path: join(dir, 'agent.sock') });
+    await call('CreateSandbox', { sandbox_id: 'pod-1' });
+  }, 120_000);
+
+  afterAll(async () => {
+    client?.close();
+    await running?.close();
+    await cleanup?.();
+  });
+
+  it('runs an exec process beside the first one, and stops the first with SignalProcess', async () => {
+    await create('sleeper', ['/hello', 'sleeper', 'sleep']);
+    await call('StartContainer', { container_id: 'sleeper' });
+    expect((await read('sleeper')).toString()).toBe('hello from sleeper\n');
+    await call('ExecProcess', {
+      container_id: 'sleeper',
+      exec_id: 'e1',
+      process: { Args: ['/hello', 'exec', '3'], Env: ['PATH=/'], Cwd: '/', User: {} },
+    });
+    expect(await readAll('sleeper', 'e1')).toBe('hello from exec\n');
+    expect(await readAll('sleeper', 'e1', 'ReadStderr')).toBe('to stderr\n');
+    expect(await wait('sleeper', 'e1')).toBe(3);
+    // Waited for, the exec is gone (as waitpid reaps).
+    const gone = (await call('WaitProcess', { container_id: 'sleeper', exec_id: 'e1' }).catch(
+      (e) => e,
+    )) as TtrpcError;
+    expect(gone.code).toBe(Code.NOT_FOUND);
+    // SIGKILL: the process is PID 1 of its namespace, where signals it does not handle are ignored.
+    await call('SignalProcess', { container_id: 'sleeper', signal: 9 });
+    expect(await wait('sleeper')).toBe(128 + 9);
+    const again = (await call('StartContainer', { container_id: 'sleeper' }).catch((e) => e)) as TtrpcError;
+    expect(again.code).toBe(Code.FAILED_PRECONDITION);
+    await call('RemoveContainer', { container_id: 'sleeper' });
+  });
+
+  it('feeds WriteStdin to the process and ends its input at CloseStdin', async () => {
+    await create('cat', ['/hello', 'cat', 'cat']);
+    await call('StartContainer', { container_id: 'cat' });
+    const written = await call(
+      'WriteStdin',
+      { container_id: 'cat', data: Buffer.from('typed in\n') },
+      'WriteStreamResponse',
+    );
+    expect(written.len).toBe(9);
+    await call('CloseStdin', { container_id: 'cat' });
+    expect(await readAll('cat')).toBe('hello from cat\ntyped in\n');
+    expect(await wait('cat')).toBe(0);
+    await call('RemoveContainer', { container_id: 'cat' });
+  });
+
+  it('keeps at most the output limit of unread output, holding the process back until it is read', async () => {
+    await create('flood', ['/hello', 'flood', 'flood']);
+    await call('StartContainer', { container_id: 'flood' });
+    await new Promise((r) => setTimeout(r, 300));
+    // 4 MiB written, nothing read: the process is blocked on a full pipe, not exited.
+    const early = await Promise.race([
+      wait('flood').then(() => 'exited'),
+      new Promise((r) => setTimeout(() => r('blocked'), 200)),
+    ]);
+    expect(early).toBe('blocked');
+    let total = 0;
+    let largest = 0;
+    for (;;) {
+      const chunk = await read('flood', '', 'ReadStdout', 1 << 20);
+      if (chunk.length === 0) break;
+      largest = Math.max(largest, chunk.length);
+      total += chunk.length;
+    }
+    expect(total).toBe('hello from flood\n'.length + 64 * 65536);
+    // No read ever got more than the buffer held: the limit plus the pipe read that crossed it.
+    expect(largest).toBeLessThanOrEqual(OUTPUT_LIMIT + 65536);
+    expect(await wait('flood')).toBe(0);
+    await call('RemoveContainer', { container_id: 'flood' });
+  });
+
+  it("fails StartContainer with runc's reason when the process cannot start, and removes the container", async () => {
+    await create('broken', ['/no-such-program']);
+    const e = (await call('StartContainer', { container_id: 'broken' }).catch((err) => err)) as TtrpcError;
+    expect(e.code).toBe(Code.INTERNAL);
+    expect(e.message).toMatch(/starting container broken failed.*no-such-program/s);
+    await call('RemoveContainer', { container_id: 'broken' });
+  });
+
+  it('kills running processes at RemoveContainer', async () => {
+    await create('busy', ['/hello', 'busy', 'sleep']);
+    await call('StartContainer', { container_id: 'busy' });
+    const waiting = wait('busy');
+    await call('RemoveContainer', { container_id: 'busy' });
+    expect(await waiting).toBe(128 + 9);
+  });
+});
