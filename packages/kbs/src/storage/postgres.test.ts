@@ -308,6 +308,37 @@ describe('PostgresStorage', () => {
     await s.close();
   });
 
+  it('reads hostile rows that other writers left without failing the rest of the table', async () => {
+    await server.psql(`${TRUSTEE_SETUP_SQL.replace('key_value', 'repository')}
+      INSERT INTO repository (key, value) VALUES (E'bad\\nkey', 'x'::bytea);
+      INSERT INTO repository (key, value) VALUES (repeat('k', 5000), 'x'::bytea);
+      INSERT INTO repository (key, value) VALUES ('big', decode(repeat('ab', 2 * 1024 * 1024), 'hex'));
+      INSERT INTO repository (key, value) VALUES ('fine', 'ok'::bytea);`);
+    const s = await open();
+    const keys = await s.list('repository');
+    expect(keys).toHaveLength(4);
+    expect(keys).toContain('bad\nkey');
+    // Keys this store would not write are not read either, with the usual error.
+    await expect(s.get('repository', 'bad\nkey')).rejects.toBeInstanceOf(InvalidStorageKey);
+    await expect(s.get('repository', 'k'.repeat(5000))).rejects.toBeInstanceOf(InvalidStorageKey);
+    expect((await s.get('repository', 'big'))?.byteLength).toBe(2 * 1024 * 1024);
+    expect(dec(await s.get('repository', 'fine'))).toBe('ok');
+    await s.close();
+  });
+
+  it('reports a table whose value column is not BYTEA as malformed, not as bytes', async () => {
+    await server.psql(
+      "CREATE TABLE kbs (value TEXT, key TEXT PRIMARY KEY); INSERT INTO kbs VALUES ('text', 'k');",
+    );
+    const s = await open();
+    const err = await s.get('kbs', 'k').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PostgresStorageError);
+    expect((err as PostgresStorageError).code).toBe('MALFORMED_VALUE');
+    expect((err as Error).message).toMatch(/not BYTEA/);
+    await expect(s.list('kbs')).resolves.toEqual(['k']);
+    await s.close();
+  });
+
   it('takes POSTGRES_URL over the configured fields, as trustee does, and never shows the password', async () => {
     const config = { ...DEFAULT_POSTGRES_CONFIG, host: 'db.invalid', password: 'unused' };
     expect(postgresTarget(config, {})).toEqual({ kind: 'config', config });

@@ -219,8 +219,8 @@ function isConnectionLost(e: unknown): boolean {
 }
 
 interface Row {
-  key?: string;
-  value?: Buffer | null;
+  key?: unknown;
+  value?: unknown;
 }
 
 export class PostgresStorage implements KvStorage {
@@ -404,6 +404,13 @@ export class PostgresStorage implements KvStorage {
       throw new PostgresStorageError(
         'MALFORMED_VALUE',
         `PostgreSQL table ${ns} holds a NULL value for key ${JSON.stringify(key.slice(0, 80))}`,
+      );
+    }
+    // A table made with another type than trustee's BYTEA hands back something else than bytes.
+    if (!Buffer.isBuffer(v)) {
+      throw new PostgresStorageError(
+        'MALFORMED_VALUE',
+        `PostgreSQL table ${ns}: column value is not BYTEA (trustee's schema: value BYTEA, key TEXT PRIMARY KEY)`,
       );
     }
     return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
