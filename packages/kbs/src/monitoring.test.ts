@@ -1,7 +1,8 @@
 // What production monitoring sees of the KBS: the separate metrics listener, the secret paths kept out of
 // the metrics unless asked for, the HTTP metrics' templated labels, and the certificate expiry gauge.
+import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateTeeKeyPair } from '@broker/protocol';
@@ -155,6 +156,30 @@ describe('certificate expiry gauge', () => {
     const notAfter = Date.parse(new X509Certificate(readFileSync(chain.chainPath)).validTo) / 1000;
     const text = await kbs.metrics.registry.metrics();
     expect(text).toContain(`kbs_certificate_expiry_timestamp_seconds{certificate="https"} ${notAfter}`);
+  });
+
+  it('follows the certificate when the key pair is reloaded', async () => {
+    const chain = makeChain(tmp, 'reloaded');
+    const keyPath = join(tmp, 'reload-key.pem');
+    const certPath = join(tmp, 'reload-cert.pem');
+    copyFileSync(chain.leafKeyPath, keyPath);
+    copyFileSync(chain.chainPath, certPath);
+    const kbs = await start('', `private_key = "${keyPath}"\ncertificate = "${certPath}"`);
+    const gauge = async () => (await kbs.metrics.certificateExpiry.get()).values[0]?.value;
+    const before = await gauge();
+    expect(before).toBe(Date.parse(new X509Certificate(readFileSync(certPath)).validTo) / 1000);
+    // A renewed pair that expires sooner (3 days, the chain's leaf 30).
+    execFileSync(
+      'openssl',
+      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '3'].concat(
+        ['-keyout', keyPath, '-out', certPath, '-subj', '/CN=renewed'],
+      ),
+      { stdio: 'pipe' },
+    );
+    await kbs.reload();
+    const after = Date.parse(new X509Certificate(readFileSync(certPath)).validTo) / 1000;
+    expect(after).toBeLessThan(before as number);
+    expect(await gauge()).toBe(after);
   });
 });
 
