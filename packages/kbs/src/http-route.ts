@@ -23,11 +23,8 @@ export function routeOf(path: string): string {
   const segments = path.slice(PREFIX.length).split('/');
   const plugin = segments[0] ?? '';
   const n = segments.length;
-  if (plugin === 'resource') {
-    if (n === 4) return `${PREFIX}resource/{repository}/{type}/{tag}`;
-    if (n === 3) return `${PREFIX}resource/{type}/{tag}`;
-    return OTHER_ROUTE;
-  }
+  // Exactly `repository/type/tag`: any other resource path is refused.
+  if (plugin === 'resource') return n === 4 ? `${PREFIX}resource/{repository}/{type}/{tag}` : OTHER_ROUTE;
   if (FIXED.has(plugin)) {
     if (n === 1) return `${PREFIX}${plugin}`;
     return n === 2 ? `${PREFIX}${plugin}/{id}` : OTHER_ROUTE;

@@ -133,7 +133,7 @@ describe('HTTP metrics labels', () => {
 
   it('template every endpoint', () => {
     expect(routeOf('/kbs/v0/resource/a/b/c')).toBe('/kbs/v0/resource/{repository}/{type}/{tag}');
-    expect(routeOf('/kbs/v0/resource/b/c')).toBe('/kbs/v0/resource/{type}/{tag}');
+    expect(routeOf('/kbs/v0/resource/b/c')).toBe(OTHER_ROUTE);
     expect(routeOf('/kbs/v0/resource/a/b/c/d')).toBe(OTHER_ROUTE);
     expect(routeOf('/kbs/v0/reference-value/snp_pcr03')).toBe('/kbs/v0/reference-value/{id}');
     expect(routeOf('/kbs/v0/resource-policy')).toBe('/kbs/v0/resource-policy');
