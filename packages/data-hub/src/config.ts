@@ -94,6 +94,12 @@ export interface ImageConfig {
    * `PROTOCOL:FILE-OR-KBS-URI[:PASSWORD]`; read by `image/decryption-keys.ts`.
    */
   readonly decryptionKeys: readonly string[];
+  /**
+   * Our addition (`index_signatures`, default true as image-rs behaves): for an image pulled through
+   * an index, a signature made on the index counts. false: containers/image's rule (the platform
+   * manifest's own signatures only).
+   */
+  readonly indexSignatures: boolean;
 }
 
 export interface CdhConfig {
@@ -353,6 +359,7 @@ const EMPTY_IMAGE_CONFIG: ImageConfig = Object.freeze({
   extraRootCertificates: Object.freeze([]) as readonly string[],
   expansionLimits: DEFAULT_EXPANSION_LIMITS,
   decryptionKeys: Object.freeze([]) as readonly string[],
+  indexSignatures: true,
 });
 
 /** `[image] max_layer_bytes` and the other caps, spelt like `image-pull`'s options with `_`. */
@@ -387,6 +394,7 @@ function readImage(t: Table, unknown: string[]): ImageConfig {
     extraRootCertificates: t.stringArray('extra_root_certificates'),
     expansionLimits: readExpansionLimits(t),
     decryptionKeys: t.stringArray('decryption_keys'),
+    indexSignatures: t.bool('index_signatures', true),
   };
   if (registry !== null) unknown.push(...registry.unknown());
   if (proxy !== null) unknown.push(...proxy.unknown());

@@ -27,7 +27,7 @@ import { encryptRegistryImage, wrappersFromArguments } from './ocicrypt/encrypt-
 import { answerKeyProviderRequest, MAX_KEY_PROVIDER_REQUEST_BYTES } from './ocicrypt/keyprovider-cmd.js';
 import { loadPolicyFile, type PolicyRequirement } from './policy.js';
 import { progressPrinter } from './progress.js';
-import { ImagePullError, openRegistryImage, pullImage } from './pull.js';
+import { DEFAULT_INDEX_SIGNATURES, ImagePullError, openRegistryImage, pullImage } from './pull.js';
 import { type DockerReference, parseImageReference, referenceName, referenceString } from './reference.js';
 import { loadAuthFile } from './registry/auth.js';
 import { RegistryClient, type RegistryClientOptions } from './registry/client.js';
@@ -107,6 +107,16 @@ async function registryOptions(p: Parsed, io: ImageCliIo): Promise<RegistryClien
     ...(proxy !== undefined ? { proxy } : {}),
     userAgent: `broker-image/${IMAGE_TOOLS_VERSION}`,
   };
+}
+
+/** `--no-index-signatures` (containers/image's rule) or the default (image-rs'). */
+function indexSignaturesOf(p: Parsed): boolean {
+  if (p.flags.has('no-index-signatures')) {
+    if (p.flags.has('index-signatures'))
+      throw new UsageError('--index-signatures and --no-index-signatures contradict each other');
+    return false;
+  }
+  return DEFAULT_INDEX_SIGNATURES;
 }
 
 /** A key reader for `kbs:///` paths through a KBS, and local files otherwise. */
@@ -246,7 +256,9 @@ Options:
   --policy FILE              the policy (check)
   --reference REF            docker reference of a dir: image (check)
   --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
-  --index-signatures         also accept signatures made on the index (image-rs)
+  --no-index-signatures      containers/image's rule for an index: only the platform manifest's own
+                             signatures count (default: the index's signatures count too, as image-rs)
+  --index-signatures         the default, kept for scripts that name it
   --registries.d DIR         lookaside stores of GPG signatures (containers-registries.d(5))
   --kbs-url URL              resolve kbs:/// key paths through this KBS
   --kbs-cert FILE            PEM certificate to trust for an https KBS
@@ -278,7 +290,9 @@ usage error.
 Options:
   --policy FILE              containers-policy.json to enforce
   --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
-  --index-signatures         also accept signatures made on the index (image-rs)
+  --no-index-signatures      containers/image's rule for an index: only the platform manifest's own
+                             signatures count (default: the index's signatures count too, as image-rs)
+  --index-signatures         the default, kept for scripts that name it
   --registries.d DIR         lookaside stores of GPG signatures (containers-registries.d(5))
   --kbs-url URL / --kbs-cert FILE   resolve kbs:/// key paths through a KBS
   --authfile FILE            registry credentials (containers-auth.json); default $REGISTRY_AUTH_FILE
@@ -325,7 +339,7 @@ function policyCommand(command: string, valued: readonly string[], booleans: rea
 const CHECK = policyCommand(
   'check',
   ['policy', 'reference', 'platform', 'registries.d', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
-  ['index-signatures', 'plain-http'],
+  ['index-signatures', 'no-index-signatures', 'plain-http'],
 );
 const SIGN = policyCommand(
   'sign',
@@ -381,7 +395,7 @@ async function checkCommand(p: Parsed, io: ImageCliIo): Promise<number> {
       const platform = platformOf(p);
       const source = await openRegistryImage(client, image.ref, {
         ...(platform !== undefined ? { platform } : {}),
-        indexSignatures: p.flags.has('index-signatures'),
+        indexSignatures: indexSignaturesOf(p),
         ...(await registriesDOf(p)),
       });
       decision = await evaluatePolicy(policy, source.policyImage, { readKey: keys.read });
@@ -561,7 +575,7 @@ const PULL = {
       ...REGISTRY_OPTIONS,
       ...Object.values(LIMIT_NAMES),
     ],
-    ['index-signatures', 'plain-http', 'no-progress'],
+    ['index-signatures', 'no-index-signatures', 'plain-http', 'no-progress'],
   ),
   positionals: ['IMAGE', 'DEST'],
   exitStatus: [[1, 'the pull failed: refused by the policy, registry or KBS unreachable, bad layer']],
@@ -600,7 +614,7 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
         policy,
         readKey: keys.read,
         ...(platform !== undefined ? { platform } : {}),
-        indexSignatures: p.flags.has('index-signatures'),
+        indexSignatures: indexSignaturesOf(p),
         ...(progress !== undefined ? { onProgress: progress } : {}),
         limits,
         decryption,

@@ -110,6 +110,7 @@ export {
 export { formatBytes, type ProgressOutput, progressPrinter } from './progress.js';
 export {
   BUNDLE_ROOTFS,
+  DEFAULT_INDEX_SIGNATURES,
   ImagePullError,
   type ImageSource,
   imageRsDenial,

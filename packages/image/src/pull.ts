@@ -111,6 +111,12 @@ export type PullProgressEvent =
       readonly done: boolean;
     };
 
+/**
+ * Whether pulls accept a signature made on the index a platform manifest was
+ * chosen from, by default: yes, as image-rs does (containers/image: no).
+ */
+export const DEFAULT_INDEX_SIGNATURES = true;
+
 export interface PullImageOptions {
   /** Registry client to use; otherwise one is made from `registry` and closed afterwards. */
   readonly client?: RegistryClient;
@@ -122,8 +128,11 @@ export interface PullImageOptions {
   /** Platform to choose from an index (default: this machine's). */
   readonly platform?: Platform;
   /**
-   * Also accept signatures made on the index (image-rs since 2026-04).
-   * containers/image, and this default, verify the platform manifest only.
+   * When the platform manifest was chosen from an index, also offer the
+   * index's signatures to the policy, and accept a signature whose payload
+   * names the index's digest (image-rs since 2026-04). Default true; false is
+   * containers/image's rule: only the platform manifest's own signatures,
+   * naming its own digest.
    */
   readonly indexSignatures?: boolean;
   /** Lookaside signature stores (registries.d) for `signedBy` requirements. */
@@ -171,7 +180,7 @@ function fail(stage: PullStage, message: string, detail: string, cause?: unknown
 export interface OpenRegistryImageOptions {
   /** Platform to choose from an index (default: this machine's). */
   readonly platform?: Platform;
-  /** Also offer the index's signatures and digest to the policy (image-rs behaviour). */
+  /** Also offer the index's signatures and digest to the policy (image-rs; default true, see `PullImageOptions`). */
   readonly indexSignatures?: boolean;
   /** Lookaside signature stores (registries.d) for `signedBy` requirements. */
   readonly registriesD?: RegistriesD;
@@ -190,7 +199,7 @@ export async function openRegistryImage(
 ): Promise<ImageSource> {
   const { signal, onProgress } = options;
   const platform = options.platform ?? currentPlatform();
-  const indexSignatures = options.indexSignatures ?? false;
+  const indexSignatures = options.indexSignatures ?? DEFAULT_INDEX_SIGNATURES;
   const repo = { domain: ref.domain, path: ref.path };
   const top = await client.getManifest(
     repo,

@@ -263,6 +263,8 @@ export class ImagePullService {
           readKey: (uri) => this.#resources.get(uri),
           ...(this.#options.platform !== undefined ? { platform: this.#options.platform } : {}),
           limits: this.#config.image.expansionLimits,
+          // A signature on the index counts (image-rs) unless `[image] index_signatures = false`.
+          indexSignatures: this.#config.image.indexSignatures,
           ...(registriesD !== undefined ? { registriesD } : {}),
           // Encrypted layers: jwe keys from the config; the attestation-agent provider's KEKs from the KBS by kid.
           decryption,

@@ -363,7 +363,7 @@ describe('pullImage against the fake registry', () => {
     expect(events.map((e) => e.kind)).toEqual(['manifest', 'policy', 'layer', 'layer', 'layer']);
     expect(events.at(-1)).toMatchObject({ kind: 'layer', done: true });
 
-    // amd64 has no signature: refused, with image-rs' words, before any layer is fetched.
+    // amd64 has no signature, nor has the index: refused, with image-rs' words, before any layer is fetched.
     const before = r.requests.length;
     const dir2 = await workDir();
     const e = (await pullImage(`${r.host}/ns/app:multi`, dir2, {
@@ -378,21 +378,33 @@ describe('pullImage against the fake registry', () => {
     expect(after).toEqual([]);
     expect(await readdir(dir2)).toEqual([]);
 
-    // image-rs' index signatures are accepted only when asked for.
+    // Signed on the index only: accepted by default (image-rs), refused under containers/image's rule.
     await pushSigstoreSignatures(c, repo(r), index.digest, [
       createSigstoreSignature(keys.privateKey, {
         manifestDigest: index.digest,
         dockerReference: `${r.host}/ns/app`,
       }),
     ]);
+    const strictDir = await workDir();
+    const strict = (await pullImage(`${r.host}/ns/app:multi`, strictDir, {
+      client: c,
+      policy,
+      platform: { os: 'linux', architecture: 'amd64' },
+      indexSignatures: false,
+    }).catch((x: unknown) => x)) as ImagePullError;
+    expect(strict).toBeInstanceOf(ImagePullError);
+    expect(strict.detail).toBe('A signature was required, but no signature exists');
+    expect(await readdir(strictDir)).toEqual([]);
     const dir3 = await workDir();
     const viaIndex = await pullImage(`${r.host}/ns/app:multi`, dir3, {
       client: c,
       policy,
       platform: { os: 'linux', architecture: 'amd64' },
-      indexSignatures: true,
     });
     expect(viaIndex.manifestDigest).toBe(amd.manifestDigest);
+    expect(viaIndex.indexDigest).toBe(index.digest);
+    expect(viaIndex.decision?.verdicts[0]?.signature?.dockerManifestDigest).toBe(index.digest);
+    expect(readFileSync(join(dir3, 'rootfs/arch'), 'utf8')).toBe('amd64');
   });
 
   it('a reject default names the image; a tampered layer leaves nothing behind', async () => {
