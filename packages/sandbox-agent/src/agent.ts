@@ -5,6 +5,7 @@
 import { mkdir, readdir, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Code } from '@broker/ttrpc';
+import { copyFile } from './copy-file.js';
 import {
   InvalidRequest,
   NotFound,
@@ -343,6 +344,10 @@ export class SandboxAgent {
     await removeStorages(c.storages);
     await rm(c.bundle, { recursive: true, force: true });
     this.#log.info({ container: c.id }, 'container removed');
+  }
+
+  async copyFile(req: Decoded): Promise<void> {
+    await copyFile(this.#roots, req);
   }
 
   /** Kills and removes everything: the agent is stopping. */

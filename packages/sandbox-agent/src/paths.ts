@@ -30,6 +30,8 @@ export interface ResolveOptions {
   readonly create?: boolean;
   /** The path must already exist. */
   readonly mustExist?: boolean;
+  /** The last component may be a symbolic link (the caller replaces it, never follows it). */
+  readonly leafMayBeLink?: boolean;
 }
 
 /** The root `path` lies strictly below, or undefined. `roots` are canonical absolute paths. */
@@ -82,7 +84,7 @@ export async function resolveUnder(
       }
       st = await lstat(at); // a link raced in is still refused below
     }
-    if (st.isSymbolicLink()) {
+    if (st.isSymbolicLink() && !(last && options.leafMayBeLink)) {
       throw new InvalidRequest(`${what} ${shown(requested)} goes through a symbolic link (${shown(at)})`);
     }
     if (!last && !st.isDirectory()) {
