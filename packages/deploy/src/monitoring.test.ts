@@ -59,7 +59,8 @@ function metricNames(expr: string): string[] {
 async function exportedNames(): Promise<Set<string>> {
   const names = new Set<string>();
   for (const m of await new KbsMetrics().registry.getMetricsAsJSON()) {
-    if (String(m.type) === 'histogram') for (const s of ['_bucket', '_sum', '_count']) names.add(`${m.name}${s}`);
+    if (String(m.type) === 'histogram')
+      for (const s of ['_bucket', '_sum', '_count']) names.add(`${m.name}${s}`);
     else names.add(m.name);
   }
   return names;

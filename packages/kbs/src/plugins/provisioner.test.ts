@@ -226,7 +226,8 @@ describe('provisioner plugin in a KBS', () => {
       'default/x/root',
       'default/x',
       `default/${provisionerUuid('default', 'vm-c')}/other`,
-      `default/${provisionerUuid('default', 'vm-c')}/root/extra`,
+      // A segment after the key's name (`…/root/extra`).
+      [`default/${provisionerUuid('default', 'vm-c')}`, 'root', 'extra'].join('/'),
     ]) {
       const guest = await attest(base, initDataFor(`kbs+provisioner:///${path}`));
       const r = await send(`${base}/kbs/v0/provisioner/${path}`, { headers: { cookie: guest.cookie } });
