@@ -226,7 +226,7 @@ describe('provisioner plugin in a KBS', () => {
       'default/x/root',
       'default/x',
       `default/${provisionerUuid('default', 'vm-c')}/other`,
-      // A segment after the key's name (`…/root/extra`).
+      // A segment after the key's name.
       [`default/${provisionerUuid('default', 'vm-c')}`, 'root', 'extra'].join('/'),
     ]) {
       const guest = await attest(base, initDataFor(`kbs+provisioner:///${path}`));
