@@ -31,7 +31,7 @@ Options:
 
 Time stamps come from SOURCE_DATE_EPOCH, else the commit's time; org.opencontainers.image.revision from
 BROKER_IMAGE_REVISION, else the commit (for a source tree without git); org.opencontainers.image.source
-from BROKER_IMAGE_SOURCE, else the git remote "origin".`;
+from BROKER_IMAGE_SOURCE, else the web address of the git remote "origin".`;
 
 function git(root: string, args: string[]): string | undefined {
   try {
@@ -50,6 +50,18 @@ function createdTime(root: string, env: Readonly<Record<string, string | undefin
   if (epoch === undefined || !/^\d+$/.test(epoch))
     throw new ImageBuildError('SOURCE_DATE', 'no time stamp: set SOURCE_DATE_EPOCH (not a git checkout)');
   return new Date(Number(epoch) * 1000);
+}
+
+/**
+ * The web address of a git remote (`https://…`, or `git@host:owner/repo.git` as https), for
+ * `org.opencontainers.image.source`; undefined for a local path or anything else that is not one.
+ */
+export function sourceUrl(remote: string | undefined): string | undefined {
+  if (remote === undefined) return undefined;
+  const https = /^https:\/\/[^\s@/]+\/[^\s]+$/.exec(remote);
+  const scp = /^[\w.-]+@([\w.-]+):([\w./-]+)$/.exec(remote);
+  const url = https !== null ? remote : scp !== null ? `https://${scp[1]}/${scp[2]}` : undefined;
+  return url?.replace(/\.git$/, '');
 }
 
 function readKey(path: string): KeyObject {
@@ -101,7 +113,7 @@ export function imagesMain(argv: string[], root: string, io: CommandIo = process
       });
       const keyPath = values['sign-key'] ?? (env.IMAGE_SIGN_KEY || undefined);
       const revision = env.BROKER_IMAGE_REVISION || git(root, ['rev-parse', 'HEAD']) || 'unknown';
-      const source = env.BROKER_IMAGE_SOURCE || git(root, ['remote', 'get-url', 'origin']);
+      const source = env.BROKER_IMAGE_SOURCE || sourceUrl(git(root, ['remote', 'get-url', 'origin']));
       const outDir = resolve(values.out ?? join(root, 'dist/images'));
       const summaries = await buildImages({
         root,
