@@ -8,6 +8,7 @@ run(
     'confidential-data-hub': async () => (await import('@broker/data-hub')).main,
     'api-server-rest': async () => (await import('@broker/api-server-rest')).main,
     'agent-policy-gate': async () => (await import('@broker/agent-policy')).main,
+    'sandbox-agent': async () => (await import('@broker/sandbox-agent')).main,
     'sealed-secret-init': async () => (await import('@broker/sealed-secret')).mainInit,
     'process-user-data': async () => (await import('@broker/provisioner')).processUserDataMain,
   },

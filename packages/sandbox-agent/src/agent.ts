@@ -4,6 +4,7 @@
  */
 import { mkdir, readdir, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { makeDirectory } from '@broker/cli';
 import { Code } from '@broker/ttrpc';
 import { copyFile } from './copy-file.js';
 import {
@@ -87,11 +88,11 @@ export class SandboxAgent {
     if (this.#requestedRoots.length === 0) throw new Error('sandbox-agent needs at least one root');
     this.#roots = [];
     for (const r of this.#requestedRoots) {
-      await mkdir(r, { recursive: true, mode: 0o755 });
+      await makeDirectory(r, 0o755);
       this.#roots.push(await realpath(r));
     }
-    await mkdir(join(this.stateDir, 'runc'), { recursive: true, mode: 0o700 });
-    await mkdir(join(this.stateDir, 'containers'), { recursive: true, mode: 0o700 });
+    await makeDirectory(join(this.stateDir, 'runc'), 0o700);
+    await makeDirectory(join(this.stateDir, 'containers'), 0o700);
   }
 
   /** The canonical roots. */

@@ -1,0 +1,74 @@
+import { join } from 'node:path';
+import { Code, TtrpcClient, type TtrpcError } from '@broker/ttrpc';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from './cli.js';
+import type { RunningAgent } from './server.js';
+import { tempDir } from './testing/index.js';
+
+describe('sandbox-agent command', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  beforeAll(async () => {
+    ({ dir, cleanup } = await tempDir());
+  });
+  afterAll(() => cleanup());
+
+  const run = async (argv: string[]) => {
+    let out = '';
+    let err = '';
+    const code = await main(argv, {
+      stdout: (t) => {
+        out += t;
+      },
+      stderr: (t) => {
+        err += t;
+      },
+    });
+    return { code, out, err };
+  };
+
+  it('prints its help with the exit statuses', async () => {
+    const r = await run(['--help']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^Usage: sandbox-agent \[OPTIONS\]/);
+    expect(r.out).toMatch(/\nExit status:\n {2}0 {2}.+\n {2}1 {2}.+\n {2}2 {2}.+/);
+  });
+
+  it("refuses kata's vsock address as a usage error that says why", async () => {
+    const r = await run(['--listen', 'vsock://-1:1024']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/cannot listen on vsock:\/\/-1:1024: Node\.js has no AF_VSOCK sockets/);
+  });
+
+  it('serves on a unix socket until stopped', async () => {
+    const socket = join(dir, 'agent.sock');
+    const stop = new AbortController();
+    const lines: string[] = [];
+    let ready: (a: RunningAgent) => void = () => {};
+    const listening = new Promise<RunningAgent>((r) => {
+      ready = r;
+    });
+    const exited = main(
+      [
+        ...['--listen', `unix://${socket}`, '--root', join(dir, 'kata'), '--state-dir', join(dir, 'state')],
+        '--no-data-hub',
+      ],
+      { signal: stop.signal, logDestination: { write: (l) => void lines.push(l) }, onListening: ready },
+    );
+    await listening;
+    const client = await TtrpcClient.connect({ path: socket });
+    const e = (await client
+      .call('grpc.AgentService', 'ListRoutes', new Uint8Array(0))
+      .catch((x) => x)) as TtrpcError;
+    expect([e.code, e.message]).toEqual([
+      Code.UNIMPLEMENTED,
+      'ListRoutes is not implemented by sandbox-agent',
+    ]);
+    client.close();
+    stop.abort();
+    expect(await exited).toBe(0);
+    const serving = JSON.parse(lines.find((l) => l.includes('sandbox-agent serving'))!);
+    expect(serving.listen).toEqual([`unix://${socket}`]);
+    expect(serving.implemented).toContain('CreateContainer');
+  });
+});
