@@ -82,6 +82,10 @@ describe('KBS replicas on PostgreSQL', () => {
 ${TABLES.map((t) => setup.replace('key_value', t)).join('\n')}
 CREATE ROLE kbs_restricted LOGIN PASSWORD 'restricted-pw';
 GRANT SELECT, INSERT, UPDATE, DELETE ON ${TABLES.join(', ')} TO kbs_restricted;
+DROP TABLE IF EXISTS kbs_verdicts; DROP TABLE IF EXISTS kbs_replicas;
+CREATE TABLE kbs_verdicts (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, entry TEXT NOT NULL);
+CREATE TABLE kbs_replicas (id TEXT PRIMARY KEY, info TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
+GRANT SELECT, INSERT, UPDATE, DELETE ON kbs_verdicts, kbs_replicas TO kbs_restricted;
 INSERT INTO kbs (key, value) VALUES ('resource-policy.rego', convert_to($$${BUILTIN_RESOURCE_POLICIES.allow_all}$$, 'UTF8'));
 INSERT INTO repository (key, value) VALUES ('default/key/psql', decode('00ff10', 'hex'));`);
     const toml = config()
@@ -96,6 +100,9 @@ INSERT INTO repository (key, value) VALUES ('default/key/psql', decode('00ff10',
     expect(await db.psql("SELECT encode(value, 'hex') FROM repository WHERE key = 'default/key/ours'")).toBe(
       '01020003\n',
     );
+    // The verdict log works with the tables made for it (README: setting up the database).
+    await (running[running.length - 1]?.verdicts as { flushed?: () => Promise<void> }).flushed?.();
+    expect(Number(await db.psql('SELECT count(*) FROM kbs_verdicts'))).toBeGreaterThan(0);
     // The user could create nothing: the tables are trustee's, owned by the administrator.
     expect(await db.psql("SELECT count(*) FROM pg_tables WHERE tableowner = 'kbs_restricted'")).toBe('0\n');
   });

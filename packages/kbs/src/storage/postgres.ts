@@ -218,6 +218,46 @@ function isConnectionLost(e: unknown): boolean {
   );
 }
 
+/**
+ * A pool of connections to `target` with bounded waits: `connectTimeoutMs` (default 2000) for a
+ * connection, `statementTimeoutMs` (default 2000) on the server for a statement, half a second more on
+ * the client (a hung server never answers). Connects lazily; the caller must listen for 'error'.
+ */
+export function createPostgresPool(
+  target: PostgresTarget,
+  options: { max: number; connectTimeoutMs?: number; statementTimeoutMs?: number },
+): pg.Pool {
+  if (target.kind === 'url') checkPostgresUrl(target.url);
+  const statementTimeout = options.statementTimeoutMs ?? 2000;
+  const connection: pg.PoolConfig =
+    target.kind === 'url'
+      ? { connectionString: target.url }
+      : {
+          host: target.config.host,
+          port: target.config.port,
+          user: target.config.username,
+          database: target.config.db,
+          ...(target.config.password !== undefined && { password: target.config.password }),
+        };
+  try {
+    return new pg.Pool({
+      ...connection,
+      max: options.max,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 2000,
+      statement_timeout: statementTimeout,
+      query_timeout: statementTimeout + 500,
+      idleTimeoutMillis: 30_000,
+      keepAlive: true,
+      application_name: 'broker-kbs',
+    });
+  } catch (e) {
+    throw new StorageUnavailable(
+      `PostgreSQL target ${describePostgresTarget(target)} is not valid: ${(e as Error).message}`,
+      { cause: e },
+    );
+  }
+}
+
 interface Row {
   key?: unknown;
   value?: unknown;
@@ -249,38 +289,12 @@ export class PostgresStorage implements KvStorage {
 
   /** Connects (retrying until `startupTimeoutMs`) and checks the server answers. */
   static async open(options: PostgresStorageOptions): Promise<PostgresStorage> {
-    if (options.target.kind === 'url') checkPostgresUrl(options.target.url);
     const where = describePostgresTarget(options.target);
-    const statementTimeout = options.statementTimeoutMs ?? 2000;
-    const connection: pg.PoolConfig =
-      options.target.kind === 'url'
-        ? { connectionString: options.target.url }
-        : {
-            host: options.target.config.host,
-            port: options.target.config.port,
-            user: options.target.config.username,
-            database: options.target.config.db,
-            ...(options.target.config.password !== undefined && { password: options.target.config.password }),
-          };
-    let pool: pg.Pool;
-    try {
-      pool = new pg.Pool({
-        ...connection,
-        max: options.poolSize ?? DEFAULT_POSTGRES_POOL_SIZE,
-        connectionTimeoutMillis: options.connectTimeoutMs ?? 2000,
-        // The server abandons a statement after this; the client stops waiting a little later (a hung
-        // server never answers at all).
-        statement_timeout: statementTimeout,
-        query_timeout: statementTimeout + 500,
-        idleTimeoutMillis: 30_000,
-        keepAlive: true,
-        application_name: 'broker-kbs',
-      });
-    } catch (e) {
-      throw new StorageUnavailable(`PostgreSQL target ${where} is not valid: ${(e as Error).message}`, {
-        cause: e,
-      });
-    }
+    const pool = createPostgresPool(options.target, {
+      max: options.poolSize ?? DEFAULT_POSTGRES_POOL_SIZE,
+      ...(options.connectTimeoutMs !== undefined && { connectTimeoutMs: options.connectTimeoutMs }),
+      ...(options.statementTimeoutMs !== undefined && { statementTimeoutMs: options.statementTimeoutMs }),
+    });
     const storage = new PostgresStorage(pool, where, options);
     const deadline = Date.now() + (options.startupTimeoutMs ?? 10_000);
     let delay = 50;

@@ -123,8 +123,8 @@ export function keptClaims(claims: unknown): unknown {
 export interface VerdictStore {
   /** How many verdicts are kept. */
   readonly size: number;
-  /** `Memory` (this process's) or `Redis` (every replica's). */
-  readonly backend: 'Memory' | 'Redis';
+  /** `Memory` (this process's), `Redis` or `Postgres` (every replica's). */
+  readonly backend: 'Memory' | 'Redis' | 'Postgres';
   record(v: NewVerdict): void;
   get(id: number): Promise<Verdict | undefined>;
   /** Newest first. */

@@ -1,17 +1,19 @@
-// Where the verdict log lives: in Redis when the KBS's store is Redis (replicas then share one log, and
-// the console counts the replicas), else in this process's memory.
+// Where the verdict log lives: in Redis or PostgreSQL when the KBS's store is one of them (replicas then
+// share one log, and the console counts the replicas), else in this process's memory.
 import type { Logger } from 'pino';
 import type { KbsConfig } from '../config.js';
 import { ReplicaPresence } from '../console/replicas.js';
+import { createPostgresPool, describePostgresTarget, postgresTarget } from '../storage/postgres.js';
 import { REDIS_URL_ENV } from '../storage/redis.js';
 import { VerdictLog, type VerdictStore } from './log.js';
+import { createVerdictTables, PostgresReplicaPresence, PostgresVerdictLog } from './postgres-log.js';
 import { RedisLink } from './redis-link.js';
 import { RedisVerdictLog } from './redis-log.js';
 
 export interface OpenedVerdicts {
   readonly store: VerdictStore;
-  /** Present over Redis. */
-  readonly replicas?: ReplicaPresence;
+  /** Present over Redis and PostgreSQL, with the console on. */
+  readonly replicas?: Pick<ReplicaPresence, 'count'>;
   close(): Promise<void>;
 }
 
@@ -28,6 +30,9 @@ export async function openVerdicts(
   now?: () => number,
 ): Promise<OpenedVerdicts> {
   const size = config.console.verdictLogSize;
+  if (config.storageBackend.storageType === 'Postgres' && config.storageBackend.postgres !== undefined) {
+    return openPostgresVerdicts(config, logger, now);
+  }
   const url = sharedRedisUrl(config);
   if (url === undefined) {
     const store = new VerdictLog(size, now);
@@ -56,6 +61,42 @@ export async function openVerdicts(
       await store.close();
       await replicas?.stop();
       await link.close();
+    },
+  };
+}
+
+async function openPostgresVerdicts(
+  config: KbsConfig,
+  logger: Logger,
+  now?: () => number,
+): Promise<OpenedVerdicts> {
+  const target = postgresTarget(
+    config.storageBackend.postgres as NonNullable<KbsConfig['storageBackend']['postgres']>,
+  );
+  const log = logger.child({ component: 'verdict-log', postgres: describePostgresTarget(target) });
+  // Connections of its own, so that its writes never queue behind the store's.
+  const pool = createPostgresPool(target, { max: 2 });
+  pool.on('error', (e: Error) => log.debug({ reason: e.message }, 'verdict log: PostgreSQL connection lost'));
+  try {
+    await createVerdictTables(pool);
+  } catch (e) {
+    // The store itself was reached at start; the log records nothing until its table can be written.
+    log.warn({ reason: (e as Error).message }, 'verdict log: its tables could not be created');
+  }
+  const store = new PostgresVerdictLog(pool, {
+    size: config.console.verdictLogSize,
+    ...(now !== undefined && { now }),
+    onDropped: (count, reason) => log.warn({ count, reason }, 'verdicts not recorded in PostgreSQL'),
+  });
+  const replicas = config.console.enabled ? new PostgresReplicaPresence(pool) : undefined;
+  await replicas?.start();
+  return {
+    store,
+    ...(replicas !== undefined && { replicas }),
+    close: async () => {
+      await store.close();
+      await replicas?.stop();
+      await pool.end().catch(() => undefined);
     },
   };
 }
