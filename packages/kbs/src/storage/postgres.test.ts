@@ -368,6 +368,25 @@ describe('PostgresStorage', () => {
     await s.close();
   });
 
+  it('connects with a username and password holding URL and SQL metacharacters, given as fields', async () => {
+    const password = `p@ss:w/rd?#%'"\\ ;`;
+    const quoted = password.replaceAll("'", "''");
+    await server.psql(`DROP ROLE IF EXISTS "odd user@x";
+      CREATE ROLE "odd user@x" LOGIN PASSWORD '${quoted}';
+      GRANT CREATE ON SCHEMA public TO "odd user@x";`);
+    const s = await PostgresStorage.open({
+      target: { kind: 'config', config: { ...target().config, username: 'odd user@x', password } },
+    });
+    await s.set('kbs', 'odd', enc('1'));
+    expect(await server.psql("SELECT tableowner FROM pg_tables WHERE tablename = 'kbs'")).toBe(
+      'odd user@x\n',
+    );
+    await s.close();
+    await server.psql(
+      'DROP TABLE kbs; REVOKE CREATE ON SCHEMA public FROM "odd user@x"; DROP ROLE "odd user@x";',
+    );
+  });
+
   it('fails at once on a wrong password, naming the server but not the password', async () => {
     const err = await PostgresStorage.open({
       target: { kind: 'config', config: { ...target().config, password: 'wr0ng-secret' } },
