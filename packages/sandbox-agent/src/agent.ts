@@ -2,7 +2,7 @@
  * The sandbox agent's state and the RPCs it implements: one sandbox, its containers, their processes.
  * Containers run under Debian's runc; requests' paths stay below the agent's roots (`paths.ts`).
  */
-import { mkdir, readdir, realpath, rm, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { makeDirectory } from '@broker/cli';
 import { Code } from '@broker/ttrpc';
@@ -62,6 +62,9 @@ interface Sandbox {
   readonly hostname: string;
   readonly storages: MountedStorage[];
 }
+
+const SYSFS_BLOCK_SIZE = '/sys/devices/system/memory/block_size_bytes';
+const SYSFS_HOTPLUG_PROBE = '/sys/devices/system/memory/probe';
 
 const silent: AgentLogger = { info() {}, warn() {} };
 
@@ -345,6 +348,53 @@ export class SandboxAgent {
     await removeStorages(c.storages);
     await rm(c.bundle, { recursive: true, force: true });
     this.#log.info({ container: c.id }, 'container removed');
+  }
+
+  async pauseContainer(req: Decoded): Promise<void> {
+    const c = this.#container(String(req.container_id ?? ''));
+    if (c.state !== 'running') throw new WrongState(`container ${c.id} is ${c.state}, not running`);
+    await this.runc.command(['pause', c.id], `pausing container ${c.id}`);
+  }
+
+  async resumeContainer(req: Decoded): Promise<void> {
+    const c = this.#container(String(req.container_id ?? ''));
+    if (c.state !== 'running') throw new WrongState(`container ${c.id} is ${c.state}, not running`);
+    await this.runc.command(['resume', c.id], `resuming container ${c.id}`);
+  }
+
+  /** What the runtime asks at sandbox start: memory block size, hotplug probe, the agent's details. */
+  async guestDetails(req: Decoded, version: string): Promise<Decoded> {
+    let blockSize = 0n;
+    if (req.mem_block_size) {
+      const text = await readFile(SYSFS_BLOCK_SIZE, 'utf8').catch((e: NodeJS.ErrnoException) => {
+        if (e.code === 'ENOENT') return '';
+        throw e;
+      });
+      if (text.trim() !== '') {
+        if (!/^[0-9a-fA-F]+$/.test(text.trim()))
+          throw new RuntimeFailed(`${SYSFS_BLOCK_SIZE}: not a hexadecimal size`);
+        blockSize = BigInt(`0x${text.trim()}`);
+      }
+    }
+    const probe = req.mem_hotplug_probe
+      ? await stat(SYSFS_HOTPLUG_PROBE).then(
+          () => true,
+          () => false,
+        )
+      : false;
+    const status = await readFile('/proc/self/status', 'utf8').catch(() => '');
+    return {
+      mem_block_size_bytes: blockSize,
+      support_mem_hotplug_probe: probe,
+      agent_details: {
+        version,
+        init_daemon: process.pid === 1,
+        device_handlers: [],
+        storage_handlers: this.#options.pullImage ? ['bind', 'image_guest_pull', 'local'] : ['bind', 'local'],
+        supports_seccomp: /^Seccomp:/m.test(status),
+        extra_features: [],
+      },
+    };
   }
 
   async copyFile(req: Decoded): Promise<void> {

@@ -57,7 +57,7 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     await cleanup?.();
   });
 
-  it('runs an exec process beside the first one, and stops the first with SignalProcess', async () => {
+  it('runs an exec process beside the first one, pauses and resumes, and stops the first with SignalProcess', async () => {
     await create('sleeper', ['/hello', 'sleeper', 'sleep']);
     await call('StartContainer', { container_id: 'sleeper' });
     expect((await read('sleeper')).toString()).toBe('hello from sleeper\n');
@@ -74,6 +74,12 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
       (e) => e,
     )) as TtrpcError;
     expect(gone.code).toBe(Code.NOT_FOUND);
+    const runcState = async () =>
+      JSON.parse(await running.agent.runc.command(['state', 'sleeper'], 'state')).status;
+    await call('PauseContainer', { container_id: 'sleeper' });
+    expect(await runcState()).toBe('paused');
+    await call('ResumeContainer', { container_id: 'sleeper' });
+    expect(await runcState()).toBe('running');
     // SIGKILL: the process is PID 1 of its namespace, where signals it does not handle are ignored.
     await call('SignalProcess', { container_id: 'sleeper', signal: 9 });
     expect(await wait('sleeper')).toBe(128 + 9);

@@ -14,6 +14,20 @@ message Empty {}
 message WaitProcessResponse { int32 status = 1; }
 message WriteStreamResponse { uint32 len = 1; }
 
+message AgentDetails {
+  string version = 1;
+  bool init_daemon = 2;
+  repeated string device_handlers = 3;
+  repeated string storage_handlers = 4;
+  bool supports_seccomp = 5;
+  repeated string extra_features = 6;
+}
+message GuestDetailsResponse {
+  uint64 mem_block_size_bytes = 1;
+  AgentDetails agent_details = 2;
+  bool support_mem_hotplug_probe = 3;
+}
+
 message CheckRequest { string service = 1; }
 message HealthCheckResponse {
   enum ServingStatus { UNKNOWN = 0; SERVING = 1; NOT_SERVING = 2; }

@@ -62,9 +62,9 @@ describe('the sandbox agent service', () => {
     await cleanup?.();
   });
 
-  it('registers all 42 RPCs of agent.proto: 13 implemented, the rest UNIMPLEMENTED by name', async () => {
+  it('registers all 42 RPCs of agent.proto: 16 implemented, the rest UNIMPLEMENTED by name', async () => {
     expect(Object.keys(AGENT_METHODS)).toHaveLength(42);
-    expect(IMPLEMENTED_RPCS).toHaveLength(13);
+    expect(IMPLEMENTED_RPCS).toHaveLength(16);
     expect([...IMPLEMENTED_RPCS, ...UNIMPLEMENTED_RPCS].sort()).toEqual(Object.keys(AGENT_METHODS).sort());
     for (const rpc of UNIMPLEMENTED_RPCS) {
       const e = await client.call(AGENT_SERVICE, rpc, new Uint8Array(0)).catch((err: TtrpcError) => err);
@@ -74,6 +74,23 @@ describe('the sandbox agent service', () => {
         `${rpc} is not implemented by sandbox-agent`,
       ]);
     }
+  });
+
+  it('answers GetGuestDetails from sysfs and with what this agent supports', async () => {
+    const details = await call(
+      'GetGuestDetails',
+      { mem_block_size: true, mem_hotplug_probe: true },
+      'GuestDetailsResponse',
+    );
+    const sysfs = await readFile('/sys/devices/system/memory/block_size_bytes', 'utf8').catch(() => '');
+    expect(details.mem_block_size_bytes).toBe(sysfs.trim() === '' ? 0n : BigInt(`0x${sysfs.trim()}`));
+    expect(details.agent_details).toMatchObject({
+      version: '0.1.0',
+      storage_handlers: ['bind', 'image_guest_pull', 'local'],
+      device_handlers: [],
+    });
+    const none = await call('GetGuestDetails', {}, 'GuestDetailsResponse');
+    expect(none.mem_block_size_bytes).toBe(0n);
   });
 
   it('answers grpc.Health', async () => {

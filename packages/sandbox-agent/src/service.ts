@@ -40,6 +40,9 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     WriteStdin: async (req) => ({ len: await agent.writeStdin(req) }),
     CloseStdin: empty(async (req) => agent.closeStdin(req)),
     CopyFile: empty(async (req) => agent.copyFile(req)),
+    PauseContainer: empty(async (req) => agent.pauseContainer(req)),
+    ResumeContainer: empty(async (req) => agent.resumeContainer(req)),
+    GetGuestDetails: async (req) => agent.guestDetails(req, AGENT_VERSION),
   };
 }
 
@@ -48,6 +51,7 @@ const RESPONSES: Readonly<Record<string, string>> = {
   ReadStdout: 'ReadStreamResponse',
   ReadStderr: 'ReadStreamResponse',
   WriteStdin: 'WriteStreamResponse',
+  GetGuestDetails: 'GuestDetailsResponse',
 };
 
 /** The RPCs this agent implements, sorted. */
