@@ -76,6 +76,30 @@ describe('the sandbox agent service', () => {
     }
   });
 
+  it('is described by the README: the same RPCs implemented and UNIMPLEMENTED', async () => {
+    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8');
+    const section = (from: string, to: string) =>
+      readme.slice(readme.indexOf(from), readme.indexOf(to, readme.indexOf(from)));
+    const names = (text: string) => [...text.matchAll(/`([A-Z][A-Za-z]+)`/g)].map((m) => m[1]!);
+    const implemented = section('**Implemented (', '\n\nIds ');
+    expect(implemented).toContain(`(${IMPLEMENTED_RPCS.length}):`);
+    expect(
+      [
+        ...new Set(
+          names(
+            implemented
+              .split('\n')
+              .map((l) => l.split('|')[1] ?? '')
+              .join(' '),
+          ),
+        ),
+      ].sort(),
+    ).toEqual(IMPLEMENTED_RPCS);
+    const unimplemented = section('**Answering UNIMPLEMENTED', ' belongs to the agent-policy gate');
+    expect(unimplemented).toContain(`(${UNIMPLEMENTED_RPCS.length}):`);
+    expect([...new Set(names(unimplemented))].sort()).toEqual(UNIMPLEMENTED_RPCS);
+  });
+
   it('answers GetGuestDetails from sysfs and with what this agent supports', async () => {
     const details = await call(
       'GetGuestDetails',
