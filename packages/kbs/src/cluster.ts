@@ -1,7 +1,7 @@
 // `[http_server] worker_count`: one primary process forks that many node:cluster workers, each a full KBS
 // on the same sockets (the primary accepts connections and hands them out round-robin), so one KBS uses
 // every core. Workers share no memory, which is why the configuration check refuses more than one worker
-// unless every store is shared between processes (Redis or LocalFs).
+// unless every store is shared between processes (Redis, PostgreSQL or LocalFs).
 //
 // The primary only supervises: it starts the workers, restarts one that dies after it was serving,
 // gives up when a worker cannot start (the same configuration would fail again) or crashes too often, and

@@ -55,7 +55,7 @@ export interface HttpServerConfig {
   readonly payloadRequestSize: number;
   /**
    * Processes serving the sockets (node:cluster workers); more than one needs every store shared between
-   * processes (Redis or LocalFs, not Memory). Absent: one.
+   * processes (Redis, PostgreSQL or LocalFs, not Memory). Absent: one.
    */
   readonly workerCount?: number;
   readonly tls: TlsConfig;
