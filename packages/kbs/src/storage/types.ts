@@ -1,5 +1,5 @@
 // The KBS keeps all of its state behind this key-value interface, as trustee does, so that the
-// embedded backends (Memory, LocalFs) and distributed ones (Redis) are interchangeable.
+// embedded backends (Memory, LocalFs) and distributed ones (Redis, PostgreSQL) are interchangeable.
 
 /** trustee's namespaces. */
 export type Namespace =
