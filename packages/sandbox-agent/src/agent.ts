@@ -2,8 +2,10 @@
  * The sandbox agent's state and the RPCs it implements: one sandbox, its containers, their processes.
  * Containers run under Debian's runc; requests' paths stay below the agent's roots (`paths.ts`).
  */
+
+import { execFile } from 'node:child_process';
 import { mkdir, readdir, readFile, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { makeDirectory } from '@broker/cli';
 import { Code } from '@broker/ttrpc';
 import { copyFile } from './copy-file.js';
@@ -19,7 +21,7 @@ import { checkId, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
 import { AgentProcess, Runc } from './runc.js';
 import { processToOci, specToOci } from './spec.js';
-import { addStorages, type ImagePuller, type MountedStorage, removeStorages } from './storage.js';
+import { addStorages, type ImagePuller, type MountedStorage, removeStorages, runUmount } from './storage.js';
 
 /** Where kata's runtime puts everything it shares with the guest; the default root. */
 export const DEFAULT_ROOT = '/run/kata-containers';
@@ -42,6 +44,11 @@ export interface SandboxAgentOptions {
   readonly pullImage?: ImagePuller;
   /** Bytes of unread stdout (and of stderr) kept per process before the process is made to wait. */
   readonly outputLimit?: number;
+  /**
+   * Give the pod one IPC and one UTS namespace, made at CreateSandbox, that every container joins
+   * [default: true]. Needs CAP_SYS_ADMIN; without it each container gets its own.
+   */
+  readonly sharedNamespaces?: boolean;
   readonly logger?: AgentLogger;
 }
 
@@ -61,6 +68,8 @@ interface Sandbox {
   readonly id: string;
   readonly hostname: string;
   readonly storages: MountedStorage[];
+  /** The pod's IPC and UTS namespaces, kept by bind mounts on these files; every container joins them. */
+  readonly namespaces: { readonly ipc: string; readonly uts: string } | undefined;
 }
 
 const SYSFS_BLOCK_SIZE = '/sys/devices/system/memory/block_size_bytes';
@@ -118,15 +127,63 @@ export class SandboxAgent {
     if (req.guest_hook_path) throw new UnimplementedRpc('CreateSandbox with guest_hook_path');
     if (req.sandbox_pidns)
       throw new UnimplementedRpc('CreateSandbox with sandbox_pidns (a shared PID namespace)');
+    const hostname = String(req.hostname ?? '');
     const storages = await addStorages(req.storages ?? [], { roots: this.#roots, signal });
-    this.#sandbox = { id, hostname: String(req.hostname ?? ''), storages };
+    let namespaces: Sandbox['namespaces'];
+    try {
+      namespaces =
+        this.#options.sharedNamespaces === false ? undefined : await this.#sharedNamespaces(hostname);
+    } catch (e) {
+      await removeStorages(storages).catch(() => {});
+      throw e;
+    }
+    this.#sandbox = { id, hostname, storages, namespaces };
     this.#log.info({ sandbox: id, storages: storages.length }, 'sandbox created');
+  }
+
+  /**
+   * The pod's shared IPC and UTS namespaces, as kata's agent makes them at CreateSandbox: `unshare`
+   * (util-linux) creates both, keeps them by bind-mounting them on files, and sets the sandbox's
+   * hostname inside the new UTS namespace.
+   */
+  async #sharedNamespaces(hostname: string): Promise<Sandbox['namespaces']> {
+    const dir = join(this.stateDir, 'sandbox-ns');
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { mode: 0o700 });
+    const ipc = join(dir, 'ipc');
+    const uts = join(dir, 'uts');
+    await writeFile(ipc, '');
+    await writeFile(uts, '');
+    const inside = hostname === '' ? ['true'] : ['hostname', hostname];
+    await new Promise<void>((resolve, reject) => {
+      execFile(
+        'unshare',
+        [`--ipc=${ipc}`, `--uts=${uts}`, ...inside],
+        { timeout: 30_000 },
+        (err, _out, stderr) => {
+          if (err)
+            reject(
+              new RuntimeFailed(`creating the sandbox's namespaces: ${(stderr || err.message).trim()}`, {
+                cause: err,
+              }),
+            );
+          else resolve();
+        },
+      );
+    });
+    return { ipc, uts };
   }
 
   async destroySandbox(): Promise<void> {
     for (const id of [...this.#containers.keys()]) await this.removeContainer({ container_id: id });
     if (this.#sandbox) {
       await removeStorages(this.#sandbox.storages);
+      const ns = this.#sandbox.namespaces;
+      if (ns) {
+        await runUmount(ns.ipc);
+        await runUmount(ns.uts);
+        await rm(dirname(ns.ipc), { recursive: true, force: true });
+      }
       await removeCgroups(this.#sandbox.id);
       this.#log.info({ sandbox: this.#sandbox.id }, 'sandbox destroyed');
     }
@@ -209,16 +266,22 @@ export class SandboxAgent {
       oci.root = { path: rootPath, readonly: Boolean(spec.Root?.Readonly) };
       const linux = (oci.linux ?? {}) as Record<string, unknown>;
       // The pod's network is the guest's: no namespace of its own. Namespace paths name the host's
-      // namespaces, meaningless here; each container gets new ones (see the README).
+      // namespaces, meaningless here: IPC and UTS are the sandbox's, the others new (see the README).
+      const shared = sandbox.namespaces;
       const namespaces = ((linux.namespaces ?? []) as { type: string }[])
         .filter((n) => n.type !== 'network')
-        .map((n) => ({ type: n.type }));
+        .map((n) =>
+          n.type === 'ipc' && shared
+            ? { type: 'ipc', path: shared.ipc }
+            : n.type === 'uts' && shared
+              ? { type: 'uts', path: shared.uts }
+              : { type: n.type },
+        );
       linux.namespaces = namespaces;
       linux.cgroupsPath = `/sandbox-agent/${sandbox.id}/${id}`;
       oci.linux = linux;
-      if (oci.hostname === undefined && sandbox.hostname !== '' && namespaces.some((n) => n.type === 'uts')) {
-        oci.hostname = sandbox.hostname;
-      }
+      // The hostname is the pod's, set in the shared UTS namespace at CreateSandbox.
+      if (shared) delete oci.hostname;
       await writeFile(join(bundle, 'config.json'), JSON.stringify(oci), { mode: 0o600 });
     } catch (e) {
       await removeStorages(storages).catch(() => {});
@@ -302,6 +365,11 @@ export class SandboxAgent {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
     }
+  }
+
+  /** The host pid of a started process (the container's own when `eid` is empty), or undefined. */
+  pidOf(cid: string, eid = ''): number | undefined {
+    return this.#process(cid, eid).pid;
   }
 
   async waitProcess(req: Decoded, signal?: AbortSignal): Promise<number> {

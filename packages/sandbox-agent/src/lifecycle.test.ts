@@ -1,6 +1,7 @@
 // Containers run by Debian's runc through the agent's RPCs: exec, signals, stdin, bounded output, a
 // failed start. Root only (runc needs it); the Go shim's pod sequence is in interop.test.ts.
-import { mkdir } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AGENT_METHODS } from '@broker/agent-policy';
 import { Code, TtrpcClient, type TtrpcError } from '@broker/ttrpc';
@@ -48,7 +49,7 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     });
     rootfs = await buildHelloRootfs(join(running.agent.roots[0]!, 'images/hello/rootfs'));
     client = await TtrpcClient.connect({ path: join(dir, 'agent.sock') });
-    await call('CreateSandbox', { sandbox_id: 'pod-1' });
+    await call('CreateSandbox', { sandbox_id: 'pod-1', hostname: 'pod-1' });
   }, 120_000);
 
   afterAll(async () => {
@@ -134,6 +135,31 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     expect(e.code).toBe(Code.INTERNAL);
     expect(e.message).toMatch(/starting container broken failed.*no-such-program/s);
     await call('RemoveContainer', { container_id: 'broken' });
+  });
+
+  it("puts every container in the pod's IPC and UTS namespaces, with the sandbox's hostname", async () => {
+    const ns = async (cid: string, type: string) => {
+      const pid = running.agent.pidOf(cid);
+      return readlink(`/proc/${pid}/ns/${type}`);
+    };
+    await create('one', ['/hello', 'one', 'sleep']);
+    await create('two', ['/hello', 'two', 'sleep']);
+    await call('StartContainer', { container_id: 'one' });
+    await call('StartContainer', { container_id: 'two' });
+    for (const type of ['ipc', 'uts']) {
+      expect(await ns('one', type)).toBe(await ns('two', type));
+      expect(await ns('one', type)).not.toBe(await readlink(`/proc/self/ns/${type}`));
+    }
+    // PID and mount namespaces stay the container's own.
+    expect(await ns('one', 'pid')).not.toBe(await ns('two', 'pid'));
+    const hostname = execFileSync(
+      'nsenter',
+      [`--uts=/proc/${running.agent.pidOf('two')}/ns/uts`, 'hostname'],
+      { encoding: 'utf8' },
+    );
+    expect(hostname).toBe('pod-1\n');
+    await call('RemoveContainer', { container_id: 'one' });
+    await call('RemoveContainer', { container_id: 'two' });
   });
 
   it('kills running processes at RemoveContainer', async () => {

@@ -48,6 +48,7 @@ describe('the sandbox agent service', () => {
       roots: [root],
       stateDir: join(dir, 'state'),
       pullImage: dataHubPuller(`unix://${join(dir, 'cdh.sock')}`),
+      sharedNamespaces: false, // needs root; lifecycle.test.ts covers them
     });
     root = running.agent.roots[0]!;
     client = await TtrpcClient.connect({ path: join(dir, 'agent.sock') });
