@@ -59,6 +59,8 @@ interface Container {
   readonly bundle: string;
   readonly storages: MountedStorage[];
   readonly init: AgentProcess;
+  /** CreateContainer's `exec_id`: kata's runtime names the container's own process by it (the container id). */
+  readonly initExecId: string;
   readonly execs: Map<string, AgentProcess>;
   state: ContainerState;
   readonly createdAt: number;
@@ -200,7 +202,7 @@ export class SandboxAgent {
 
   #process(cid: string, eid: string): AgentProcess {
     const c = this.#container(cid);
-    if (eid === '') return c.init;
+    if (eid === '' || eid === c.initExecId) return c.init;
     const p = c.execs.get(eid);
     if (!p) throw new NotFound(Code.NOT_FOUND, `Invalid exec id ${shown(eid)} in container ${shown(cid)}`);
     return p;
@@ -226,6 +228,7 @@ export class SandboxAgent {
     const id = checkId(String(req.container_id ?? ''), 'container id');
     if (this.#containers.has(id))
       throw new SandboxAgentError(Code.ALREADY_EXISTS, `container ${id} already exists`);
+    const initExecId = req.exec_id ? checkId(String(req.exec_id), 'exec id') : '';
     const spec = req.OCI as Decoded | null;
     if (!spec) throw new InvalidRequest('CreateContainer without an OCI spec');
     if ((req.devices ?? []).length > 0) throw new UnimplementedRpc('CreateContainer with devices');
@@ -293,6 +296,7 @@ export class SandboxAgent {
       bundle,
       storages,
       init: new AgentProcess(this.#options.outputLimit),
+      initExecId,
       execs: new Map(),
       state: 'created',
       createdAt,
@@ -331,7 +335,7 @@ export class SandboxAgent {
     const c = this.#container(String(req.container_id ?? ''));
     const eid = checkId(String(req.exec_id ?? ''), 'exec id');
     if (c.state !== 'running') throw new WrongState(`container ${c.id} is ${c.state}, not running`);
-    if (c.execs.has(eid))
+    if (c.execs.has(eid) || eid === c.initExecId)
       throw new SandboxAgentError(Code.ALREADY_EXISTS, `exec ${eid} already exists in ${c.id}`);
     const proc = req.process as Decoded | null;
     if (!proc) throw new InvalidRequest('ExecProcess without a process');
@@ -356,7 +360,7 @@ export class SandboxAgent {
     const signal = Number(req.signal ?? 0);
     if (!p.started) throw new WrongState(`process ${eid || 'init'} of ${cid} has not started`);
     if (p.status !== undefined) return; // already gone: nothing to signal
-    if (eid === '') {
+    if (p === this.#container(cid).init) {
       await this.runc.kill(cid, signal);
       return;
     }
@@ -377,7 +381,8 @@ export class SandboxAgent {
     const eid = String(req.exec_id ?? '');
     const p = this.#process(cid, eid);
     const status = await abortable(p.wait(), signal);
-    if (eid !== '') this.#containers.get(cid)?.execs.delete(eid); // reaped, as waitpid does
+    const c = this.#containers.get(cid);
+    if (c && p !== c.init) c.execs.delete(eid); // reaped, as waitpid does
     return status;
   }
 

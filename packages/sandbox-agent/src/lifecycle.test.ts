@@ -90,17 +90,29 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
   });
 
   it('feeds WriteStdin to the process and ends its input at CloseStdin', async () => {
-    await create('cat', ['/hello', 'cat', 'cat']);
+    // As kata's runtime does, the container's own process is named by the container id as exec id.
+    await call('CreateContainer', {
+      container_id: 'cat',
+      exec_id: 'cat',
+      OCI: kataSpec(['/hello', 'cat', 'cat'], rootfs),
+    });
     await call('StartContainer', { container_id: 'cat' });
+    const clash = (await call('ExecProcess', {
+      container_id: 'cat',
+      exec_id: 'cat',
+      process: { Args: ['/hello'], Cwd: '/' },
+    }).catch((e) => e)) as TtrpcError;
+    expect(clash.code).toBe(Code.ALREADY_EXISTS);
     const written = await call(
       'WriteStdin',
-      { container_id: 'cat', data: Buffer.from('typed in\n') },
+      { container_id: 'cat', exec_id: 'cat', data: Buffer.from('typed in\n') },
       'WriteStreamResponse',
     );
     expect(written.len).toBe(9);
-    await call('CloseStdin', { container_id: 'cat' });
-    expect(await readAll('cat')).toBe('hello from cat\ntyped in\n');
-    expect(await wait('cat')).toBe(0);
+    await call('CloseStdin', { container_id: 'cat', exec_id: 'cat' });
+    expect(await readAll('cat', 'cat')).toBe('hello from cat\ntyped in\n');
+    expect(await wait('cat', 'cat')).toBe(0);
+    expect(await wait('cat')).toBe(0); // still there: the container's process is not reaped by a wait
     await call('RemoveContainer', { container_id: 'cat' });
   });
 

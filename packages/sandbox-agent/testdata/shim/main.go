@@ -6,6 +6,7 @@
 //
 // Usage: shim <unix socket path> < plan.json; prints one JSON object with each step's outcome.
 //
+// As kata's runtime does, the container's own process is named by the container id as its exec id.
 // The sequence: CreateSandbox (a local emptyDir storage), CreateContainer (the rootfs as a bind storage,
 // the emptyDir mounted in the container), StartContainer, ReadStdout until end of stream, WaitProcess,
 // RemoveContainer, DestroySandbox. It reports the output, the exit status and the time from sending
@@ -147,7 +148,7 @@ func main() {
 	}
 	for {
 		var resp pb.ReadStreamResponse
-		if !call("ReadStdout", &pb.ReadStreamRequest{ContainerId: p.ContainerID, Len: 4096}, &resp) {
+		if !call("ReadStdout", &pb.ReadStreamRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID, Len: 4096}, &resp) {
 			return
 		}
 		if len(resp.Data) == 0 {
@@ -159,11 +160,11 @@ func main() {
 		r.Stdout += string(resp.Data)
 	}
 	var errResp pb.ReadStreamResponse
-	if call("ReadStderr", &pb.ReadStreamRequest{ContainerId: p.ContainerID, Len: 4096}, &errResp) {
+	if call("ReadStderr", &pb.ReadStreamRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID, Len: 4096}, &errResp) {
 		r.Stderr = string(errResp.Data)
 	}
 	var wait pb.WaitProcessResponse
-	if !call("WaitProcess", &pb.WaitProcessRequest{ContainerId: p.ContainerID}, &wait) {
+	if !call("WaitProcess", &pb.WaitProcessRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID}, &wait) {
 		return
 	}
 	r.Status = wait.Status
