@@ -309,9 +309,9 @@ describe('signed images: built, published with skopeo, verified by image-policy 
       expect(r.stdout).toMatch(/decision: rejected\n$/);
     });
 
-    it('the default signedIdentity refuses the repository-only identity cosign signs, by tag and by digest', async () => {
+    it("containers/image's default signedIdentity refuses the repository-only identity cosign signs, by tag and by digest", async () => {
       for (const image of [tag(), `docker://${repository()}@${platformDigest(HOST_ARCH)}`]) {
-        const r = await check('signer.pub', undefined, image);
+        const r = await check('signer.pub', undefined, '--policy-semantics', 'containers-image', image);
         expect(r.code).toBe(1);
         expect(r.stdout).toContain(`rejected: Signature for identity "${repository()}" is not accepted\n`);
       }

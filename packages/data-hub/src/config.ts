@@ -10,7 +10,14 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { DEFAULT_EXPANSION_LIMITS, type ExpansionLimits, LIMIT_NAMES } from '@broker/image';
+import {
+  DEFAULT_EXPANSION_LIMITS,
+  DEFAULT_POLICY_SEMANTICS,
+  type ExpansionLimits,
+  LIMIT_NAMES,
+  POLICY_SEMANTICS,
+  type PolicySemantics,
+} from '@broker/image';
 import { parseTtrpcAddress, type TtrpcAddress, type UnixAddress } from '@broker/ttrpc';
 import { parse as parseToml } from 'smol-toml';
 
@@ -100,6 +107,12 @@ export interface ImageConfig {
    * manifest's own signatures only).
    */
   readonly indexSignatures: boolean;
+  /**
+   * Our addition (`policy_semantics`, default `image-rs`): how `sigstoreSigned` rules read `keyData`
+   * (PEM text or base64) and a missing `signedIdentity` (no identity check), as image-rs does;
+   * `containers-image` keeps containers/image's meanings (base64 only; `matchRepoDigestOrExact`).
+   */
+  readonly policySemantics: PolicySemantics;
 }
 
 export interface CdhConfig {
@@ -360,6 +373,7 @@ const EMPTY_IMAGE_CONFIG: ImageConfig = Object.freeze({
   expansionLimits: DEFAULT_EXPANSION_LIMITS,
   decryptionKeys: Object.freeze([]) as readonly string[],
   indexSignatures: true,
+  policySemantics: DEFAULT_POLICY_SEMANTICS,
 });
 
 /** `[image] max_layer_bytes` and the other caps, spelt like `image-pull`'s options with `_`. */
@@ -369,6 +383,17 @@ function readExpansionLimits(t: Table): ExpansionLimits {
     out[key] = t.int(name.replaceAll('-', '_'), DEFAULT_EXPANSION_LIMITS[key], 1, Number.MAX_SAFE_INTEGER);
   }
   return out as unknown as ExpansionLimits;
+}
+
+function readPolicySemantics(t: Table): PolicySemantics {
+  const v = t.string('policy_semantics', DEFAULT_POLICY_SEMANTICS);
+  const known = POLICY_SEMANTICS.find((s) => s === v);
+  if (known === undefined) {
+    throw new CdhConfigError(
+      `image.policy_semantics must be ${POLICY_SEMANTICS.map((s) => `"${s}"`).join(' or ')}, got ${JSON.stringify(v)}`,
+    );
+  }
+  return known;
 }
 
 function readImage(t: Table, unknown: string[]): ImageConfig {
@@ -395,6 +420,7 @@ function readImage(t: Table, unknown: string[]): ImageConfig {
     expansionLimits: readExpansionLimits(t),
     decryptionKeys: t.stringArray('decryption_keys'),
     indexSignatures: t.bool('index_signatures', true),
+    policySemantics: readPolicySemantics(t),
   };
   if (registry !== null) unknown.push(...registry.unknown());
   if (proxy !== null) unknown.push(...proxy.unknown());

@@ -25,7 +25,13 @@ import { formatPlatform, type Platform, parseManifest, parsePlatform } from './m
 import { DecryptionKeyArgumentError, unwrappersFromArguments } from './ocicrypt/decryption-keys.js';
 import { encryptRegistryImage, wrappersFromArguments } from './ocicrypt/encrypt-image.js';
 import { answerKeyProviderRequest, MAX_KEY_PROVIDER_REQUEST_BYTES } from './ocicrypt/keyprovider-cmd.js';
-import { loadPolicyFile, type PolicyRequirement } from './policy.js';
+import {
+  DEFAULT_POLICY_SEMANTICS,
+  loadPolicyFile,
+  POLICY_SEMANTICS,
+  type PolicyRequirement,
+  type PolicySemantics,
+} from './policy.js';
 import { progressPrinter } from './progress.js';
 import { DEFAULT_INDEX_SIGNATURES, ImagePullError, openRegistryImage, pullImage } from './pull.js';
 import { type DockerReference, parseImageReference, referenceName, referenceString } from './reference.js';
@@ -107,6 +113,18 @@ async function registryOptions(p: Parsed, io: ImageCliIo): Promise<RegistryClien
     ...(proxy !== undefined ? { proxy } : {}),
     userAgent: `broker-image/${IMAGE_TOOLS_VERSION}`,
   };
+}
+
+/** `--policy-semantics image-rs|containers-image` (default image-rs). */
+function semanticsOf(p: Parsed): PolicySemantics {
+  const v = one(p, 'policy-semantics');
+  if (v === undefined) return DEFAULT_POLICY_SEMANTICS;
+  const known = POLICY_SEMANTICS.find((s) => s === v);
+  if (known === undefined)
+    throw new UsageError(
+      `--policy-semantics takes ${POLICY_SEMANTICS.join(' or ')}, got ${JSON.stringify(v)}`,
+    );
+  return known;
 }
 
 /** `--no-index-signatures` (containers/image's rule) or the default (image-rs'). */
@@ -259,6 +277,9 @@ Options:
   --no-index-signatures      containers/image's rule for an index: only the platform manifest's own
                              signatures count (default: the index's signatures count too, as image-rs)
   --index-signatures         the default, kept for scripts that name it
+  --policy-semantics S       image-rs (default) or containers-image: how sigstoreSigned rules read
+                             keyData (PEM text or base64, or base64 only) and a missing
+                             signedIdentity (no identity check, or matchRepoDigestOrExact)
   --registries.d DIR         lookaside stores of GPG signatures (containers-registries.d(5))
   --kbs-url URL              resolve kbs:/// key paths through this KBS
   --kbs-cert FILE            PEM certificate to trust for an https KBS
@@ -293,6 +314,9 @@ Options:
   --no-index-signatures      containers/image's rule for an index: only the platform manifest's own
                              signatures count (default: the index's signatures count too, as image-rs)
   --index-signatures         the default, kept for scripts that name it
+  --policy-semantics S       image-rs (default) or containers-image: how sigstoreSigned rules read
+                             keyData (PEM text or base64, or base64 only) and a missing
+                             signedIdentity (no identity check, or matchRepoDigestOrExact)
   --registries.d DIR         lookaside stores of GPG signatures (containers-registries.d(5))
   --kbs-url URL / --kbs-cert FILE   resolve kbs:/// key paths through a KBS
   --authfile FILE            registry credentials (containers-auth.json); default $REGISTRY_AUTH_FILE
@@ -338,7 +362,15 @@ function policyCommand(command: string, valued: readonly string[], booleans: rea
 
 const CHECK = policyCommand(
   'check',
-  ['policy', 'reference', 'platform', 'registries.d', ...KBS_OPTIONS, ...REGISTRY_OPTIONS],
+  [
+    'policy',
+    'policy-semantics',
+    'reference',
+    'platform',
+    'registries.d',
+    ...KBS_OPTIONS,
+    ...REGISTRY_OPTIONS,
+  ],
   ['index-signatures', 'no-index-signatures', 'plain-http'],
 );
 const SIGN = policyCommand(
@@ -372,7 +404,7 @@ async function checkCommand(p: Parsed, io: ImageCliIo): Promise<number> {
   if (policyFile === undefined) throw new UsageError('check needs --policy FILE');
   if (p.positional.length !== 1) throw new UsageError('check takes exactly one IMAGE');
   const image = imageArg(p.positional[0] as string);
-  const policy = await loadPolicyFile(policyFile);
+  const policy = await loadPolicyFile(policyFile, { semantics: semanticsOf(p) });
   const reference = one(p, 'reference');
   if (reference !== undefined && image.kind !== 'dir')
     throw new UsageError('--reference applies to dir: images only');
@@ -568,6 +600,7 @@ const PULL = {
   options: optionsOf(
     [
       'policy',
+      'policy-semantics',
       'platform',
       'decryption-key',
       'registries.d',
@@ -592,7 +625,10 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
     if (p.positional.length !== 2) throw new UsageError('image-pull takes IMAGE and DEST');
     const [imageText, dest] = p.positional as [string, string];
     const policyFile = one(p, 'policy');
-    const policy = policyFile !== undefined ? await loadPolicyFile(policyFile) : null;
+    const semantics = semanticsOf(p);
+    if (policyFile === undefined && one(p, 'policy-semantics') !== undefined)
+      throw new UsageError('--policy-semantics needs --policy');
+    const policy = policyFile !== undefined ? await loadPolicyFile(policyFile, { semantics }) : null;
     const platform = platformOf(p);
     const limits = limitsOf(p);
     const keys = await keyReader(p, io);

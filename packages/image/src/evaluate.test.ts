@@ -1,4 +1,4 @@
-import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { digestOf } from './digest.js';
 import { openDirImage } from './dir-image.js';
 import { evaluatePolicy, type PolicyImage } from './evaluate.js';
-import { parsePolicy } from './policy.js';
+import { type PolicySemantics, parsePolicy } from './policy.js';
 import { parseImageReference, policyIdentity, policyNamespaces } from './reference.js';
 import {
   createSigstorePayload,
@@ -25,13 +25,22 @@ const CI = vector('containers-image');
 const GC = vector('guest-components/image-policy');
 const SAMPLE = '192.168.64.2:5000/cosign-signed-single-sample';
 
-function sigstorePolicy(req: Record<string, unknown>): ReturnType<typeof parsePolicy> {
-  return parsePolicy(JSON.stringify({ default: [{ type: 'sigstoreSigned', ...req }] }));
+function sigstorePolicy(
+  req: Record<string, unknown>,
+  semantics: PolicySemantics = 'containers-image',
+): ReturnType<typeof parsePolicy> {
+  return parsePolicy(JSON.stringify({ default: [{ type: 'sigstoreSigned', ...req }] }), { semantics });
 }
 
-async function decide(dir: string, req: Record<string, unknown>, reference: string | null = SAMPLE) {
+/** containers/image's semantics unless told: these are its fixtures and verdicts. */
+async function decide(
+  dir: string,
+  req: Record<string, unknown>,
+  reference: string | null = SAMPLE,
+  semantics: PolicySemantics = 'containers-image',
+) {
   const image = await openDirImage(join(CI, dir), reference !== null ? { reference } : {});
-  return evaluatePolicy(sigstorePolicy(req), image);
+  return evaluatePolicy(sigstorePolicy(req, semantics), image);
 }
 
 const KEY = join(CI, 'cosign.pub');
@@ -98,6 +107,44 @@ describe("containers/image's signature fixtures give its verdicts", () => {
       const d = await decide('dir-img-cosign-valid', { keyPath: KEY, ...identity }, `${SAMPLE}:latest`);
       expect(d.reason).toBe(`Signature for identity "${SAMPLE}" is not accepted`);
     }
+  });
+
+  it('image-rs semantics: no signedIdentity checks no identity, but still the key and the digest', async () => {
+    const d = await decide('dir-img-cosign-valid', { keyPath: KEY }, `${SAMPLE}:latest`, 'image-rs');
+    expect(d.allowed).toBe(true);
+    expect(sigstorePolicy({ keyPath: KEY }, 'image-rs').default[0]).toMatchObject({
+      signedIdentity: { type: 'unchecked' },
+    });
+    // Signed for another repository altogether: accepted as image-rs does (matchRepository would refuse).
+    const elsewhere = await decide('dir-img-cosign-valid', { keyPath: KEY }, 'other.example/x:1', 'image-rs');
+    expect(elsewhere.allowed).toBe(true);
+    const wrongKey = await decide(
+      'dir-img-cosign-valid',
+      { keyPath: WRONG_KEY },
+      `${SAMPLE}:latest`,
+      'image-rs',
+    );
+    expect(wrongKey.allowed).toBe(false);
+    const modified = await decide('dir-img-cosign-modified-manifest', { keyPath: KEY }, SAMPLE, 'image-rs');
+    expect(modified.reason).toMatch(/^Signature for digest sha256:[0-9a-f]{64} does not match$/);
+  });
+
+  it('image-rs semantics: keyData as the PEM text, as base64 of it; containers/image takes base64 only', async () => {
+    const pem = (await readFile(KEY)).toString('utf8');
+    for (const keyData of [pem, Buffer.from(pem).toString('base64')]) {
+      const d = await decide('dir-img-cosign-valid', { keyData }, `${SAMPLE}:latest`, 'image-rs');
+      expect(d.allowed, keyData.slice(0, 16)).toBe(true);
+    }
+    const both = await decide(
+      'dir-img-cosign-valid',
+      { keyDatas: [(await readFile(WRONG_KEY)).toString('utf8'), pem] },
+      `${SAMPLE}:latest`,
+      'image-rs',
+    );
+    expect(both.allowed).toBe(true);
+    expect(() => sigstorePolicy({ keyData: pem }, 'containers-image')).toThrow(
+      /^illegal base64 data at input byte \d+$/,
+    );
   });
 
   it('exactRepository, remapIdentity, keyPaths and keyData', async () => {
@@ -209,6 +256,48 @@ describe('signature algorithms and payload checks', () => {
   });
   const policyFor = (key: KeyObject, identity: unknown = { type: 'matchRepository' }) =>
     sigstorePolicy({ keyData: Buffer.from(pem(key)).toString('base64'), signedIdentity: identity });
+
+  it('P-384 and P-521 signatures over SHA-384 / SHA-512 (image-rs) verify as well as over SHA-256 (cosign)', async () => {
+    for (const [curve, hash] of [
+      ['P-384', 'sha384'],
+      ['P-521', 'sha512'],
+    ] as const) {
+      const k = generateKeyPairSync('ec', { namedCurve: curve });
+      const claims = { manifestDigest: digest, dockerReference: 'registry.example/ns/app' };
+      const cosignStyle = createSigstoreSignature(k.privateKey, claims);
+      const payload = cosignStyle.payload;
+      const imageRsStyle = {
+        ...cosignStyle,
+        annotations: {
+          ...cosignStyle.annotations,
+          [SIGSTORE_SIGNATURE_ANNOTATION]: sign(hash, payload, {
+            key: k.privateKey,
+            dsaEncoding: 'der',
+          }).toString('base64'),
+        },
+      };
+      for (const sig of [cosignStyle, imageRsStyle]) {
+        expect(
+          (await evaluatePolicy(policyFor(k.publicKey), memoryImage(manifest, [sig]))).allowed,
+          curve,
+        ).toBe(true);
+      }
+      // Another hash than those two is still refused.
+      const sha1 = {
+        ...cosignStyle,
+        annotations: {
+          ...cosignStyle.annotations,
+          [SIGSTORE_SIGNATURE_ANNOTATION]: sign('sha1', payload, {
+            key: k.privateKey,
+            dsaEncoding: 'der',
+          }).toString('base64'),
+        },
+      };
+      expect((await evaluatePolicy(policyFor(k.publicKey), memoryImage(manifest, [sha1]))).reason).toBe(
+        'cryptographic signature verification failed: invalid signature when validating ASN.1 encoded signature',
+      );
+    }
+  });
 
   for (const alg of ['p256', 'p384', 'rsa', 'ed25519']) {
     it(`${alg}: valid, then tampered payload, then wrong key`, async () => {

@@ -69,6 +69,9 @@ export function matchesDockerReference(
   signatureReference: string,
 ): boolean {
   switch (matcher.type) {
+    case 'unchecked':
+      // image-rs semantics of a rule without `signedIdentity`: any identity (the digest is still checked).
+      return true;
     case 'exactReference': {
       const intended = tryParse(matcher.dockerReference);
       const signature = tryParse(signatureReference);

@@ -203,4 +203,32 @@ describe('image-pull and image-policy check', () => {
     ).toBe(2);
     expect(both.err()).toContain('--index-signatures and --no-index-signatures contradict each other');
   });
+
+  it("--policy-semantics: a policy with keyData as PEM text is image-rs' (default), not containers/image's", async () => {
+    const pemPolicy = join(work, 'pem-policy.json');
+    const p = policy(signer.publicKey);
+    const rules = p.transports.docker[`${registry.host}/multi`] ?? [];
+    for (const rule of rules) rule.keyData = pem(signer.publicKey);
+    await writeFile(pemPolicy, JSON.stringify(p));
+    const args = ['--policy', pemPolicy, '--plain-http', '--platform', 'linux/arm64', '--no-progress'];
+    const ok = io();
+    expect(await imagePullMain([...args, `docker://${ref('index-only')}`, bundle()], ok.io)).toBe(0);
+    expect(ok.out()).toBe(`${digests['index-only/arm64']}\n`);
+    const strict = io();
+    expect(
+      await imagePullMain(
+        [...args, '--policy-semantics', 'containers-image', `docker://${ref('index-only')}`, bundle()],
+        strict.io,
+      ),
+    ).toBe(1);
+    expect(strict.err()).toMatch(/illegal base64 data at input byte \d+/);
+    const bad = io();
+    expect(
+      await imagePullMain(
+        [...args, '--policy-semantics', 'skopeo', `docker://${ref('index-only')}`, bundle()],
+        bad.io,
+      ),
+    ).toBe(2);
+    expect(bad.err()).toContain('--policy-semantics takes image-rs or containers-image, got "skopeo"');
+  });
 });

@@ -94,13 +94,17 @@ export {
 export * from './ocicrypt/index.js';
 export {
   cleanPath,
+  DEFAULT_POLICY_SEMANTICS,
   type IdentityMatcher,
   InvalidPolicyError,
   type KeySource,
   loadPolicyFile,
   MAX_POLICY_BYTES,
+  POLICY_SEMANTICS,
   type Policy,
+  type PolicyParseOptions,
   type PolicyRequirement,
+  type PolicySemantics,
   parsePolicy,
   type RequirementType,
   requirementsForImage,

@@ -16,7 +16,7 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, buildIndex, buildLayer, pushImage } from './build.js';
 import { MEDIA_TYPE } from './manifest.js';
-import { type Policy, parsePolicy } from './policy.js';
+import { DEFAULT_POLICY_SEMANTICS, type Policy, type PolicySemantics, parsePolicy } from './policy.js';
 import { ImagePullError, pullImage } from './pull.js';
 import { RegistryClient } from './registry/client.js';
 import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
@@ -46,7 +46,10 @@ async function readKey(uri: string): Promise<Uint8Array> {
 
 const localhost = () => `localhost:${r1.port}`;
 
-function specPolicy(defaultType: 'reject' | 'insecureAcceptAnything' = 'reject'): Policy {
+function specPolicy(
+  defaultType: 'reject' | 'insecureAcceptAnything' = 'reject',
+  semantics: PolicySemantics = DEFAULT_POLICY_SEMANTICS,
+): Policy {
   return parsePolicy(
     JSON.stringify({
       default: [{ type: defaultType }],
@@ -58,6 +61,7 @@ function specPolicy(defaultType: 'reject' | 'insecureAcceptAnything' = 'reject')
         },
       },
     }),
+    { semantics },
   );
 }
 
@@ -156,8 +160,11 @@ describe("the spec's policy on docker-registry", () => {
     expect(e.detail).toMatch(/^cryptographic signature verification failed/);
   });
 
-  it('a cosign-style (repository-only) signature fails the default identity rule, as in containers/image', async () => {
-    const e = await refused(`${r1.host}/signed/cosign-style:v1`, specPolicy());
+  it('a cosign-style (repository-only) signature: accepted by default (image-rs), refused by containers/image semantics', async () => {
+    // The spec's rule names no signedIdentity: image-rs checks no identity, so `cosign sign` signatures pass.
+    const { result } = await pull(`${r1.host}/signed/cosign-style:v1`, specPolicy());
+    expect(result.decision?.verdicts[0]?.signature?.dockerReference).toBe(`${r1.host}/signed/cosign-style`);
+    const e = await refused(`${r1.host}/signed/cosign-style:v1`, specPolicy('reject', 'containers-image'));
     expect(e.detail).toBe(`Signature for identity "${r1.host}/signed/cosign-style" is not accepted`);
     const relaxed = parsePolicy(
       JSON.stringify({

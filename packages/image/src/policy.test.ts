@@ -2,7 +2,13 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadPolicyFile, type Policy, parsePolicy, requirementsForImage } from './policy.js';
+import {
+  InvalidPolicyError,
+  loadPolicyFile,
+  type Policy,
+  parsePolicy,
+  requirementsForImage,
+} from './policy.js';
 import { parseImageReference, policyIdentity, policyNamespaces } from './reference.js';
 import { vector } from './testing/vectors.js';
 
@@ -217,7 +223,15 @@ describe('requirements', () => {
     const p = parsePolicy(JSON.stringify({ default: reqs }));
     expect(p.default.map((r) => r.type)).toEqual(reqs.map((r) => r.type));
     const [first, second, third, fourth, fifth] = p.default;
+    // Without signedIdentity: image-rs checks no identity (the default); containers/image means matchRepoDigestOrExact.
     expect(first).toEqual({
+      type: 'sigstoreSigned',
+      keySource: { kind: 'keyPath', path: '/k' },
+      signedIdentity: { type: 'unchecked' },
+    });
+    expect(
+      parsePolicy(JSON.stringify({ default: reqs }), { semantics: 'containers-image' }).default[0],
+    ).toEqual({
       type: 'sigstoreSigned',
       keySource: { kind: 'keyPath', path: '/k' },
       signedIdentity: { type: 'matchRepoDigestOrExact' },
@@ -250,16 +264,41 @@ describe('upstream fixtures', () => {
     expect(p.transports.get('dir')?.get('')).toEqual([{ type: 'insecureAcceptAnything' }]);
   });
 
-  it('parses the sample KBC policy', async () => {
-    const p = await loadPolicyFile(join(FIXTURES, 'guest-components/image-policy/sample_kbc-policy.json'));
-    const docker = p.transports.get('docker');
-    expect(docker?.get('quay.io/kata-containers/confidential-containers:cosign-signed')).toEqual([
-      {
-        type: 'sigstoreSigned',
-        keySource: { kind: 'keyPath', path: '/run/image-security/cosign/cosign.pub' },
-        signedIdentity: { type: 'matchRepoDigestOrExact' },
-      },
-    ]);
+  it('parses the sample KBC policy, its rule without signedIdentity as each side means it', async () => {
+    const file = join(FIXTURES, 'guest-components/image-policy/sample_kbc-policy.json');
+    for (const [semantics, identity] of [
+      ['image-rs', 'unchecked'],
+      ['containers-image', 'matchRepoDigestOrExact'],
+    ] as const) {
+      const p = await loadPolicyFile(file, { semantics });
+      expect(
+        p.transports.get('docker')?.get('quay.io/kata-containers/confidential-containers:cosign-signed'),
+      ).toEqual([
+        {
+          type: 'sigstoreSigned',
+          keySource: { kind: 'keyPath', path: '/run/image-security/cosign/cosign.pub' },
+          signedIdentity: { type: identity },
+        },
+      ]);
+    }
+  });
+
+  it('keyData: PEM text under image-rs semantics (the default), base64 under both', () => {
+    const pem = '-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----\n';
+    const policy = (keyData: string) =>
+      JSON.stringify({
+        default: [{ type: 'sigstoreSigned', keyData, signedIdentity: { type: 'matchRepository' } }],
+      });
+    for (const text of [pem, Buffer.from(pem).toString('base64')]) {
+      expect(parsePolicy(policy(text)).default[0]).toMatchObject({
+        keySource: { kind: 'keyData', data: new Uint8Array(Buffer.from(pem)) },
+      });
+    }
+    expect(() => parsePolicy(policy(pem), { semantics: 'containers-image' })).toThrow(InvalidPolicyError);
+    // signedBy's keyData is base64 in image-rs too.
+    expect(() =>
+      parsePolicy(JSON.stringify({ default: [{ type: 'signedBy', keyType: 'GPGKeys', keyData: pem }] })),
+    ).toThrow(InvalidPolicyError);
   });
 
   it('wraps file errors with the file name', async () => {

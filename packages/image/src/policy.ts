@@ -31,8 +31,13 @@ export class InvalidPolicyError extends Error {
   override readonly name = 'InvalidPolicyError';
 }
 
-/** How a signature's claimed identity must relate to the image (`signedIdentity`). */
+/**
+ * How a signature's claimed identity must relate to the image (`signedIdentity`).
+ * `unchecked` is no policy spelling: it is what a `sigstoreSigned` rule
+ * without `signedIdentity` means under image-rs semantics (no identity check).
+ */
 export type IdentityMatcher =
+  | { readonly type: 'unchecked' }
   | { readonly type: 'matchExact' }
   | { readonly type: 'matchRepoDigestOrExact' }
   | { readonly type: 'matchRepository' }
@@ -71,6 +76,25 @@ export interface Policy {
   readonly transports: ReadonlyMap<string, ReadonlyMap<string, readonly PolicyRequirement[]>>;
 }
 
+/**
+ * What the points where image-rs and containers/image read the same policy
+ * differently mean (`sigstoreSigned` rules only):
+ *
+ * - `image-rs` (the default): `keyData`/`keyDatas` may be the PEM text itself
+ *   (image-rs) or base64 of it (containers/image); a missing
+ *   `signedIdentity` checks no identity (only the manifest digest).
+ * - `containers-image`: `keyData` is base64 only; a missing
+ *   `signedIdentity` means `matchRepoDigestOrExact`.
+ */
+export type PolicySemantics = 'image-rs' | 'containers-image';
+export const DEFAULT_POLICY_SEMANTICS: PolicySemantics = 'image-rs';
+export const POLICY_SEMANTICS: readonly PolicySemantics[] = ['image-rs', 'containers-image'];
+
+export interface PolicyParseOptions {
+  /** Default `DEFAULT_POLICY_SEMANTICS` (image-rs). */
+  readonly semantics?: PolicySemantics;
+}
+
 /** Largest policy file read (real ones are a few KiB). */
 export const MAX_POLICY_BYTES = 4 * 1024 * 1024;
 
@@ -91,9 +115,9 @@ function invalid(message: string): never {
 }
 
 /** Parses policy JSON. Throws `InvalidPolicyError`. */
-export function parsePolicy(input: string | Uint8Array): Policy {
+export function parsePolicy(input: string | Uint8Array, options: PolicyParseOptions = {}): Policy {
   try {
-    return readPolicy(parseJson(input));
+    return readPolicy(parseJson(input), options.semantics ?? DEFAULT_POLICY_SEMANTICS);
   } catch (e) {
     if (e instanceof InvalidPolicyError) throw e;
     if (e instanceof Error) throw new InvalidPolicyError(e.message, { cause: e });
@@ -102,7 +126,7 @@ export function parsePolicy(input: string | Uint8Array): Policy {
 }
 
 /** Reads and parses a policy file; errors say `invalid policy in "<file>": …` as containers/image. */
-export async function loadPolicyFile(file: string): Promise<Policy> {
+export async function loadPolicyFile(file: string, options: PolicyParseOptions = {}): Promise<Policy> {
   const bytes = await readFile(file);
   if (bytes.byteLength > MAX_POLICY_BYTES) {
     throw new InvalidPolicyError(
@@ -110,7 +134,7 @@ export async function loadPolicyFile(file: string): Promise<Policy> {
     );
   }
   try {
-    return parsePolicy(bytes);
+    return parsePolicy(bytes, options);
   } catch (e) {
     if (e instanceof InvalidPolicyError) {
       throw new InvalidPolicyError(`invalid policy in ${goQuote(file)}: ${e.message}`, { cause: e });
@@ -119,25 +143,29 @@ export async function loadPolicyFile(file: string): Promise<Policy> {
   }
 }
 
-function readPolicy(v: JsonValue): Policy {
+function readPolicy(v: JsonValue, semantics: PolicySemantics): Policy {
   let def: PolicyRequirement[] | undefined;
   const transports = new Map<string, Map<string, PolicyRequirement[]>>();
   paranoidObject(v, (key) => {
-    if (key === 'default') return (value) => (def = readRequirements(value));
-    if (key === 'transports') return (value) => readTransports(value, transports);
+    if (key === 'default') return (value) => (def = readRequirements(value, semantics));
+    if (key === 'transports') return (value) => readTransports(value, transports, semantics);
     return undefined;
   });
   if (def === undefined) invalid('Default policy is missing');
   return { default: def, transports };
 }
 
-function readTransports(v: JsonValue, out: Map<string, Map<string, PolicyRequirement[]>>): void {
+function readTransports(
+  v: JsonValue,
+  out: Map<string, Map<string, PolicyRequirement[]>>,
+  semantics: PolicySemantics,
+): void {
   paranoidObject(v, (transport) => (value) => {
     const scopes = new Map<string, PolicyRequirement[]>();
     paranoidObject(value, (scope) => {
       // containers/image makes an invalid scope of a known transport an unknown key.
       if (scope !== '' && validateScope(transport, scope) !== undefined) return undefined;
-      return (reqs) => scopes.set(scope, readRequirements(reqs));
+      return (reqs) => scopes.set(scope, readRequirements(reqs, semantics));
     });
     out.set(transport, scopes);
   });
@@ -164,10 +192,10 @@ export function cleanPath(p: string): string {
   return n.length > 1 && n.endsWith('/') ? n.slice(0, -1) : n;
 }
 
-function readRequirements(v: JsonValue): PolicyRequirement[] {
+function readRequirements(v: JsonValue, semantics: PolicySemantics): PolicyRequirement[] {
   const items = goArray(v);
   if (items.length === 0) invalid('List of verification policy requirements must not be empty');
-  return items.map(readRequirement);
+  return items.map((item) => readRequirement(item, semantics));
 }
 
 /**
@@ -194,7 +222,7 @@ function expectType(actual: string, expected: string): void {
   if (actual !== expected) invalid(`Unexpected policy requirement type ${goQuote(actual)}`);
 }
 
-function readRequirement(v: JsonValue): PolicyRequirement {
+function readRequirement(v: JsonValue, semantics: PolicySemantics): PolicyRequirement {
   const t = probeType(v, 'prCommon');
   switch (t) {
     case 'insecureAcceptAnything':
@@ -214,7 +242,7 @@ function readRequirement(v: JsonValue): PolicyRequirement {
       return { type: 'signedBaseLayer', baseLayerIdentity: readIdentity(identity ?? { kind: 'null' }) };
     }
     case 'sigstoreSigned':
-      return readSigstoreSigned(v);
+      return readSigstoreSigned(v, semantics);
     default:
       return invalid(`Unknown policy requirement type ${goQuote(t)}`);
   }
@@ -276,7 +304,19 @@ function readSignedBy(v: JsonValue): PolicyRequirement {
   return { type: 'signedBy', keyType, keySource, signedIdentity };
 }
 
-function readSigstoreSigned(v: JsonValue): PolicyRequirement {
+/**
+ * A `keyData` value: base64 of the key (containers/image), or under image-rs
+ * semantics also the PEM text itself (which is never valid base64: `-` and
+ * blanks are not in its alphabet, so the two readings cannot collide).
+ */
+function keyDataOf(x: JsonValue, semantics: PolicySemantics): Uint8Array | undefined {
+  if (semantics === 'image-rs' && x.kind === 'string' && x.value.trimStart().startsWith('-----BEGIN ')) {
+    return new TextEncoder().encode(x.value);
+  }
+  return goBytes(x);
+}
+
+function readSigstoreSigned(v: JsonValue, semantics: PolicySemantics): PolicyRequirement {
   let typ = '';
   let keyPath: string | undefined;
   let keyPaths: { value: string[] | undefined } | undefined;
@@ -293,9 +333,16 @@ function readSigstoreSigned(v: JsonValue): PolicyRequirement {
       case 'keyPaths':
         return (x) => (keyPaths = { value: goStringArray(x) });
       case 'keyData':
-        return (x) => (keyData = goBytes(x));
+        return (x) => (keyData = keyDataOf(x, semantics));
       case 'keyDatas':
-        return (x) => (keyDatas = { value: goBytesArray(x) });
+        return (x) => {
+          keyDatas = {
+            value:
+              x.kind === 'array'
+                ? x.items.map((item) => keyDataOf(item, semantics) ?? new Uint8Array(0))
+                : goBytesArray(x),
+          };
+        };
       case 'signedIdentity':
         return (x) => (identity = x);
       default:
@@ -304,8 +351,13 @@ function readSigstoreSigned(v: JsonValue): PolicyRequirement {
     }
   });
   expectType(typ, 'sigstoreSigned');
+  // image-rs checks no identity when the rule names none; containers/image defaults to matchRepoDigestOrExact.
   const signedIdentity: IdentityMatcher =
-    identity === undefined ? { type: 'matchRepoDigestOrExact' } : readIdentity(identity);
+    identity !== undefined
+      ? readIdentity(identity)
+      : semantics === 'image-rs'
+        ? { type: 'unchecked' }
+        : { type: 'matchRepoDigestOrExact' };
   // containers/image's option order: each option checks its own value, then the sources are counted.
   const sources: KeySource[] = [];
   if (keyPath !== undefined && keyPath !== '') sources.push({ kind: 'keyPath', path: keyPath });

@@ -203,14 +203,22 @@ export function parsePublicKeyPem(pem: Uint8Array | string): KeyObject {
   }
 }
 
+/** The hash sigstore-rs (image-rs) pairs with each curve other than P-256. */
+const EC_CURVE_HASH: Readonly<Record<string, string>> = { secp384r1: 'sha384', secp521r1: 'sha512' };
+
 /** One key's verdict on raw signature bytes; the failure text is sigstore's verifier's. */
 function verifyWithKey(key: KeyObject, payload: Uint8Array, signature: Uint8Array): string | undefined {
   try {
     switch (key.asymmetricKeyType) {
-      case 'ec':
-        return cryptoVerify('sha256', payload, { key, dsaEncoding: 'der' }, signature)
+      case 'ec': {
+        // cosign and containers/image hash with SHA-256 for every curve; image-rs (sigstore-rs) with the
+        // curve's own hash (SHA-384 for P-384, SHA-512 for P-521). A signature either way is accepted.
+        const own = EC_CURVE_HASH[key.asymmetricKeyDetails?.namedCurve ?? ''];
+        const ok = (hash: string) => cryptoVerify(hash, payload, { key, dsaEncoding: 'der' }, signature);
+        return ok('sha256') || (own !== undefined && ok(own))
           ? undefined
           : 'invalid signature when validating ASN.1 encoded signature';
+      }
       case 'rsa':
         return cryptoVerify('sha256', payload, key, signature) ? undefined : 'crypto/rsa: verification error';
       case 'ed25519':

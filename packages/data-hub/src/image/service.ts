@@ -145,7 +145,7 @@ export class ImagePullService {
     }
     if (policyText !== null) {
       try {
-        policy = parsePolicy(policyText);
+        policy = parsePolicy(policyText, { semantics: image.policySemantics });
       } catch (e) {
         throw new ImageClientFailed(
           `Initialize signature validator failed: Invalid image policy file: ${messageOf(e)}`,
