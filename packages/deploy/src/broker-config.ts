@@ -20,9 +20,16 @@ export type ServiceType = (typeof SERVICE_TYPES)[number];
 export const MAX_REPLICAS = 32;
 export const MAX_SECRET_RESOURCES = 256;
 export const DEFAULT_REDIS_URL_KEY = 'url';
+export const DEFAULT_POSTGRES_URL_KEY = 'url';
 
 export interface RedisSpec {
   /** Secret in the service namespace holding the Redis URL (it may embed a password). */
+  readonly urlSecretName: string;
+  readonly urlSecretKey: string;
+}
+
+export interface PostgresSpec {
+  /** Secret in the service namespace holding the PostgreSQL URI (`postgresql://user:password@host:port/db`). */
   readonly urlSecretName: string;
   readonly urlSecretKey: string;
 }
@@ -40,7 +47,10 @@ export interface BrokerConfig {
   readonly tokenTlsSecretName?: string;
   readonly kbsSecretResources: readonly string[];
   readonly replicas: number;
+  /** Sessions and state in Redis; with `postgres` too, only the sessions. */
   readonly redis?: RedisSpec;
+  /** Policies, reference values and resources (and, without `redis`, the sessions) in PostgreSQL. */
+  readonly postgres?: PostgresSpec;
   readonly kbsImage?: string;
   /** `spec.collateralSpec`: where the KBS fetches Intel collateral and AMD VCEKs (trustee's defaults when unset). */
   readonly collateral?: CollateralSpec;
@@ -92,6 +102,34 @@ function secretName(f: Fields, key: string, required: boolean): string | undefin
   }
   return v;
 }
+
+/** `redisSpec` / `postgresSpec`: the Secret and key whose value the KBS gets as REDIS_URL / POSTGRES_URL. */
+function urlSecretSpec(
+  f: Fields,
+  defaultKey: string,
+  hints: Record<string, string> = {},
+): { urlSecretName: string; urlSecretKey: string } {
+  const urlSecretName = secretName(f, 'urlSecretName', true) as string;
+  const urlSecretKey = f.optString('urlSecretKey') ?? defaultKey;
+  if (!/^[-._a-zA-Z0-9]{1,253}$/.test(urlSecretKey)) {
+    throw new BrokerConfigError(
+      `${f.path}.urlSecretKey`,
+      `${JSON.stringify(urlSecretKey)} is not a valid Secret key`,
+    );
+  }
+  f.finish(hints);
+  return { urlSecretName, urlSecretKey };
+}
+
+/** trustee's `[storage_backend.backends.postgres]` keys, which here travel inside the URI in the Secret. */
+const POSTGRES_CONNECTION_HINT =
+  'put the connection, password included, in the postgresql:// URI of the Secret urlSecretName names: the KBS reads it as POSTGRES_URL, and nothing of it is written into a ConfigMap';
+const POSTGRES_SPEC_HINTS: Record<string, string> = Object.fromEntries(
+  ['url', 'uri', 'host', 'port', 'db', 'database', 'username', 'user', 'password'].map((k) => [
+    k,
+    POSTGRES_CONNECTION_HINT,
+  ]),
+);
 
 /**
  * Reads a BrokerConfig document. `crdGroup`, when given, must match the document's apiVersion; otherwise the
@@ -192,23 +230,28 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
 
   const replicas = spec.optInt('replicas', 1, MAX_REPLICAS) ?? 1;
   const redisFields = spec.optFields('redisSpec');
-  let redis: RedisSpec | undefined;
-  if (redisFields !== undefined) {
-    const urlSecretName = secretName(redisFields, 'urlSecretName', true) as string;
-    const urlSecretKey = redisFields.optString('urlSecretKey') ?? DEFAULT_REDIS_URL_KEY;
-    if (!/^[-._a-zA-Z0-9]{1,253}$/.test(urlSecretKey)) {
-      throw new BrokerConfigError(
-        'spec.redisSpec.urlSecretKey',
-        `${JSON.stringify(urlSecretKey)} is not a valid Secret key`,
-      );
-    }
-    redisFields.finish();
-    redis = { urlSecretName, urlSecretKey };
+  const redis: RedisSpec | undefined =
+    redisFields === undefined ? undefined : urlSecretSpec(redisFields, DEFAULT_REDIS_URL_KEY);
+  const postgresFields = spec.optFields('postgresSpec');
+  const postgres: PostgresSpec | undefined =
+    postgresFields === undefined
+      ? undefined
+      : urlSecretSpec(postgresFields, DEFAULT_POSTGRES_URL_KEY, POSTGRES_SPEC_HINTS);
+  if (
+    redis !== undefined &&
+    postgres !== undefined &&
+    redis.urlSecretName === postgres.urlSecretName &&
+    redis.urlSecretKey === postgres.urlSecretKey
+  ) {
+    throw new BrokerConfigError(
+      'spec.postgresSpec.urlSecretKey',
+      `names the same Secret key as spec.redisSpec (${postgres.urlSecretName}/${postgres.urlSecretKey}): the Redis URL and the PostgreSQL URI need a key each`,
+    );
   }
-  if (replicas > 1 && redis === undefined) {
+  if (replicas > 1 && redis === undefined && postgres === undefined) {
     throw new BrokerConfigError(
       'spec.replicas',
-      `${replicas} replicas need spec.redisSpec: handshake sessions must be shared so that any replica can finish one another began`,
+      `${replicas} replicas need spec.redisSpec or spec.postgresSpec: handshake sessions must be shared so that any replica can finish one another began`,
     );
   }
   const kbsImage = spec.optString('kbsImage');
@@ -221,6 +264,10 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
     profile: 'did you mean profileType?',
     tlsSecretName: 'it belongs under httpsSpec or attestationTokenVerificationSpec',
     redis: 'did you mean redisSpec?',
+    postgres: 'did you mean postgresSpec?',
+    postgresql: 'did you mean postgresSpec?',
+    postgresqlSpec: 'did you mean postgresSpec?',
+    postgreSQLSpec: 'did you mean postgresSpec?',
     image: 'did you mean kbsImage?',
   });
   root.ignore('status');
@@ -238,6 +285,7 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
     kbsSecretResources: resources,
     replicas,
     ...(redis !== undefined && { redis }),
+    ...(postgres !== undefined && { postgres }),
     ...(kbsImage !== undefined && { kbsImage }),
     ...(collateral !== undefined && { collateral }),
   };

@@ -63,6 +63,37 @@ describe('brokerctl', () => {
     expect(parseKbsConfigText(cm.data['kbs-config.toml']).admin.mode).toBe('AuthenticatedAuthorization');
   });
 
+  it('render with postgresSpec: a URL Secret in the input stream stays out of the output', async () => {
+    const doc = brokerConfigDoc({
+      profileType: 'Permissive',
+      httpsSpec: null,
+      attestationTokenVerificationSpec: null,
+      replicas: 2,
+      postgresSpec: { urlSecretName: 'pg-url' },
+    });
+    const urlSecret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'pg-url', namespace: NAMESPACE },
+      stringData: { url: 'postgresql://kbs:pg-pass-7f3a@db.internal:5432/kbs' },
+    };
+    const r = await run(['render', 'all.yaml', '--cluster-domain', CLUSTER_DOMAIN], {
+      'all.yaml': `${stringify(doc)}---\n${stringify(urlSecret)}`,
+    });
+    expect(r.io.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.io.stdout).not.toContain('pg-pass-7f3a');
+    expect(r.io.stdout).not.toContain(Buffer.from(urlSecret.stringData.url).toString('base64'));
+    const objects = parseYamlDocuments(r.io.stdout, 'rendered') as Any[];
+    expect(objects.filter((o) => o.kind === 'Secret')).toEqual([]);
+    const d = objects.find((o) => o.kind === 'Deployment');
+    expect(d.spec.replicas).toBe(2);
+    expect(d.spec.template.spec.containers[0].env).toContainEqual({
+      name: 'POSTGRES_URL',
+      valueFrom: { secretKeyRef: { name: 'pg-url', key: 'url' } },
+    });
+  });
+
   it('render --image and --crd-group', async () => {
     const doc = brokerConfigDoc({
       profileType: 'Permissive',
@@ -214,6 +245,26 @@ describe('brokerctl', () => {
 });
 
 describe('parseBrokerConfig', () => {
+  it('reads postgresSpec and redisSpec, the Secret keys defaulting to url', () => {
+    const cfg = parseBrokerConfig(
+      brokerConfigDoc({
+        replicas: 4,
+        redisSpec: { urlSecretName: 'redis-url' },
+        postgresSpec: { urlSecretName: 'pg-url' },
+      }),
+    );
+    expect(cfg.replicas).toBe(4);
+    expect(cfg.redis).toEqual({ urlSecretName: 'redis-url', urlSecretKey: 'url' });
+    expect(cfg.postgres).toEqual({ urlSecretName: 'pg-url', urlSecretKey: 'url' });
+    expect(
+      parseBrokerConfig(brokerConfigDoc({ replicas: 3, postgresSpec: { urlSecretName: 'p' } })).postgres,
+    ).toEqual({
+      urlSecretName: 'p',
+      urlSecretKey: 'url',
+    });
+    expect(parseBrokerConfig(brokerConfigDoc()).postgres).toBeUndefined();
+  });
+
   it('reads the spec fields, with defaults', () => {
     const cfg = parseBrokerConfig({
       apiVersion: 'broker.confidentialcontainers.org/v1alpha1',
@@ -251,6 +302,22 @@ describe('parseBrokerConfig', () => {
         'BrokerConfig spec.redisSpec.url: unknown field',
       ],
       [
+        brokerConfigDoc({ postgres: { urlSecretName: 'p' } }),
+        'BrokerConfig spec.postgres: unknown field (did you mean postgresSpec?)',
+      ],
+      [
+        brokerConfigDoc({ postgresqlSpec: { urlSecretName: 'p' } }),
+        'BrokerConfig spec.postgresqlSpec: unknown field (did you mean postgresSpec?)',
+      ],
+      [
+        brokerConfigDoc({ postgresSpec: { urlSecretName: 'p', password: 'x' } }),
+        'BrokerConfig spec.postgresSpec.password: unknown field (put the connection, password included, in the postgresql:// URI of the Secret urlSecretName names',
+      ],
+      [
+        brokerConfigDoc({ postgresSpec: { urlSecretName: 'p', url: 'postgresql://u:p@db/kbs' } }),
+        'BrokerConfig spec.postgresSpec.url: unknown field (put the connection',
+      ],
+      [
         { ...brokerConfigDoc(), metadata: { name: 'b', namespace: 'ns', nmespace: 'x' } },
         'BrokerConfig metadata.nmespace: unknown field',
       ],
@@ -262,7 +329,10 @@ describe('parseBrokerConfig', () => {
     const cases: [Record<string, unknown>, RegExp][] = [
       [brokerConfigDoc({ replicas: 0 }), /spec.replicas: must be an integer from 1 to 32/],
       [brokerConfigDoc({ replicas: 1.5 }), /spec.replicas/],
-      [brokerConfigDoc({ replicas: 2 }), /spec.replicas: 2 replicas need spec.redisSpec/],
+      [
+        brokerConfigDoc({ replicas: 2 }),
+        /spec.replicas: 2 replicas need spec.redisSpec or spec.postgresSpec: handshake sessions must be shared/,
+      ],
       [brokerConfigDoc({ kbsServiceType: 'ExternalName' }), /spec.kbsServiceType/],
       [
         brokerConfigDoc({ httpsSpec: null }),
@@ -278,6 +348,27 @@ describe('parseBrokerConfig', () => {
       [brokerConfigDoc({ kbsSecretResources: [1] }), /kbsSecretResources\[0\]: must be a string/],
       [brokerConfigDoc({ redisSpec: {} }), /redisSpec.urlSecretName: is required/],
       [brokerConfigDoc({ redisSpec: { urlSecretName: 'r', urlSecretKey: 'a b' } }), /urlSecretKey/],
+      [brokerConfigDoc({ postgresSpec: {} }), /spec.postgresSpec.urlSecretName: is required/],
+      [
+        brokerConfigDoc({ postgresSpec: { urlSecretName: '' } }),
+        /spec.postgresSpec.urlSecretName: is required/,
+      ],
+      [
+        brokerConfigDoc({ postgresSpec: { urlSecretName: 'Bad_Name' } }),
+        /spec.postgresSpec.urlSecretName: "Bad_Name" is not a valid Secret name/,
+      ],
+      [
+        brokerConfigDoc({ postgresSpec: { urlSecretName: 'p', urlSecretKey: 'a/b' } }),
+        /spec.postgresSpec.urlSecretKey: "a\/b" is not a valid Secret key/,
+      ],
+      [brokerConfigDoc({ postgresSpec: 'postgresql://db' }), /spec.postgresSpec: must be a mapping/],
+      [
+        brokerConfigDoc({
+          redisSpec: { urlSecretName: 'urls' },
+          postgresSpec: { urlSecretName: 'urls' },
+        }),
+        /spec.postgresSpec.urlSecretKey: names the same Secret key as spec.redisSpec \(urls\/url\)/,
+      ],
       [brokerConfigDoc({ kbsImage: 'has space' }), /kbsImage/],
       [{ ...brokerConfigDoc(), kind: 'TrusteeConfig' }, /kind: must be BrokerConfig/],
       [{ ...brokerConfigDoc(), apiVersion: 'v1' }, /apiVersion: must be/],

@@ -31,6 +31,12 @@ describe('renderCrds', () => {
     const good = [
       brokerConfigDoc(),
       brokerConfigDoc({ replicas: 2, redisSpec: { urlSecretName: 'r' }, kbsImage: 'registry/kbs:1' }),
+      brokerConfigDoc({ replicas: 3, postgresSpec: { urlSecretName: 'p', urlSecretKey: 'uri' } }),
+      brokerConfigDoc({
+        replicas: 2,
+        redisSpec: { urlSecretName: 'r' },
+        postgresSpec: { urlSecretName: 'p' },
+      }),
       brokerConfigDoc({ profileType: 'Permissive', httpsSpec: {}, attestationTokenVerificationSpec: {} }),
     ];
     for (const d of good) {
@@ -45,6 +51,21 @@ describe('renderCrds', () => {
       /profileType: "Strict" is not one of Restricted, Permissive/,
     );
     expect(schemaProblems(badEnum).length).toBeGreaterThan(0);
+    for (const badPg of [
+      brokerConfigDoc({ postgresSpec: {} }),
+      brokerConfigDoc({ postgresSpec: { urlSecretName: 'p', password: 'x' } }),
+      brokerConfigDoc({ postgresSpec: { urlSecretName: 'p', urlSecretKey: 'a b' } }),
+    ]) {
+      expect(() => parseBrokerConfig(badPg)).toThrow(BrokerConfigError);
+      expect(schemaProblems(badPg).length, JSON.stringify(badPg.spec)).toBeGreaterThan(0);
+    }
+    // The API server's side of the replicas check (CEL, which ajv does not run): Redis or PostgreSQL.
+    const bcRules = (renderCrds('example.org')[0] as Any).spec.versions[0].schema.openAPIV3Schema.properties
+      .spec['x-kubernetes-validations'] as { rule: string; message: string }[];
+    expect(bcRules.find((x) => x.rule.includes('self.replicas'))).toEqual({
+      rule: '!has(self.replicas) || self.replicas <= 1 || has(self.redisSpec) || has(self.postgresSpec)',
+      message: 'more than one replica needs redisSpec or postgresSpec (shared handshake sessions)',
+    });
     const badName = brokerConfigDoc({ kbsSecretResources: ['Not_A_Name'] });
     expect(() => parseBrokerConfig(badName)).toThrow(BrokerConfigError);
     expect(schemaProblems(badName).length).toBeGreaterThan(0);
@@ -82,8 +103,8 @@ describe('KbsConfig CRD and trustee-operator', () => {
     for (const f of UPSTREAM_FIELDS) expect(names, f).toContain(f);
     expect(names).not.toContain('tdxConfigSpec');
     expect(names).not.toContain('kbsDeploymentSpec');
-    // Ours only: the Redis of the replicas.
-    expect(names.filter((n) => !UPSTREAM_FIELDS.includes(n))).toEqual(['kbsRedisSpec']);
+    // Ours only: the Redis and PostgreSQL of the replicas.
+    expect(names.filter((n) => !UPSTREAM_FIELDS.includes(n))).toEqual(['kbsRedisSpec', 'kbsPostgresSpec']);
   });
 
   it('refuses by name, with the reason, the fields that mean nothing here', () => {

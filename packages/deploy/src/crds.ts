@@ -24,10 +24,26 @@ function tlsSecretSpec(description: string): IJSONSchemaProps {
 
 const REDIS_SPEC: IJSONSchemaProps = {
   type: 'object',
-  description: 'Redis holding the handshake sessions that replicas share',
+  description:
+    'Redis holding the handshake sessions that replicas share (and, without postgresSpec, the rest of the state)',
   required: ['urlSecretName'],
   properties: {
     urlSecretName: { ...SECRET_NAME, description: 'Secret holding the Redis URL (redis:// or rediss://)' },
+    urlSecretKey: { type: 'string', default: 'url', pattern: '^[-._a-zA-Z0-9]+$', maxLength: 253 },
+  },
+};
+
+const POSTGRES_SPEC: IJSONSchemaProps = {
+  type: 'object',
+  description:
+    'PostgreSQL holding policies, reference values and resources (and, without redisSpec, the sessions) that replicas share',
+  required: ['urlSecretName'],
+  properties: {
+    urlSecretName: {
+      ...SECRET_NAME,
+      description:
+        'Secret holding the PostgreSQL URI (postgresql://user:password@host:port/db), passed as POSTGRES_URL',
+    },
     urlSecretKey: { type: 'string', default: 'url', pattern: '^[-._a-zA-Z0-9]+$', maxLength: 253 },
   },
 };
@@ -103,6 +119,7 @@ export function brokerConfigSchema(): IJSONSchemaProps {
           kbsSecretResources: SECRET_RESOURCES,
           replicas: { type: 'integer', minimum: 1, maximum: MAX_REPLICAS, default: 1 },
           redisSpec: REDIS_SPEC,
+          postgresSpec: POSTGRES_SPEC,
           kbsImage: { type: 'string', maxLength: 512 },
           collateralSpec: {
             type: 'object',
@@ -125,8 +142,8 @@ export function brokerConfigSchema(): IJSONSchemaProps {
               'profileType Restricted needs httpsSpec.tlsSecretName and attestationTokenVerificationSpec.tlsSecretName',
           },
           {
-            rule: '!has(self.replicas) || self.replicas <= 1 || has(self.redisSpec)',
-            message: 'more than one replica needs redisSpec (shared handshake sessions)',
+            rule: '!has(self.replicas) || self.replicas <= 1 || has(self.redisSpec) || has(self.postgresSpec)',
+            message: 'more than one replica needs redisSpec or postgresSpec (shared handshake sessions)',
           },
         ],
       },
@@ -188,6 +205,7 @@ export function kbsConfigSchema(): IJSONSchemaProps {
             ]),
           ),
           kbsRedisSpec: REDIS_SPEC,
+          kbsPostgresSpec: POSTGRES_SPEC,
         },
         'x-kubernetes-validations': [
           {

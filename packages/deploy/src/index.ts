@@ -2,9 +2,11 @@
 export { type AddSecretPlan, addSecretPlan, type JsonPatch } from './add-secret.js';
 export {
   type BrokerConfig,
+  DEFAULT_POSTGRES_URL_KEY,
   DEFAULT_REDIS_URL_KEY,
   MAX_REPLICAS,
   MAX_SECRET_RESOURCES,
+  type PostgresSpec,
   PROFILE_TYPES,
   type ProfileType,
   parseBrokerConfig,
@@ -80,6 +82,7 @@ export {
   ADMIN_ROLE,
   KBS_CONFIG_FILE,
   KBS_PATHS,
+  POSTGRES_URL_ENV,
   REDIS_URL_ENV,
   renderKbsConfigToml,
 } from './kbs-config.js';

@@ -43,6 +43,8 @@ export const ADMIN_ENDPOINTS = '^/kbs/v0/.+$';
 
 /** Environment variable that carries the Redis URL from its Secret (trustee reads it before `url`). */
 export const REDIS_URL_ENV = 'REDIS_URL';
+/** Environment variable that carries the PostgreSQL URI from its Secret (it replaces the table's keys). */
+export const POSTGRES_URL_ENV = 'POSTGRES_URL';
 
 /** Text of `kbs-config.toml` for a BrokerConfig. */
 export function renderKbsConfigToml(cfg: BrokerConfig): string {
@@ -55,6 +57,16 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
     '',
   ];
   const add = (...l: string[]) => lines.push(...l);
+  if (cfg.postgres !== undefined) {
+    // A top-level key: it must come before the first table.
+    add(
+      cfg.redis === undefined
+        ? '# Handshake sessions in PostgreSQL with the rest of the state, shared by every replica.'
+        : '# Handshake sessions in Redis (fast, expired by Redis); everything else in PostgreSQL.',
+      `session_storage_type = ${tomlString(cfg.redis === undefined ? 'Postgres' : 'Redis')}`,
+      '',
+    );
+  }
 
   add(
     '[http_server]',
@@ -140,7 +152,25 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
     '',
   );
 
-  if (cfg.redis === undefined) {
+  if (cfg.postgres !== undefined) {
+    add(
+      '# Policies, reference values and resources live in PostgreSQL, shared by the replicas. The',
+      `# connection comes from Secret ${cfg.postgres.urlSecretName} through ${POSTGRES_URL_ENV} (a postgresql:// URI,`,
+      '# password included), which replaces every key of the table below; the table stays empty.',
+      '[storage_backend]',
+      'storage_type = "Postgres"',
+      '',
+      '[storage_backend.backends.postgres]',
+      '',
+    );
+    if (cfg.redis !== undefined) {
+      add(
+        `# The sessions' Redis: the URL comes from Secret ${cfg.redis.urlSecretName} through ${REDIS_URL_ENV}.`,
+        '[storage_backend.backends.redis]',
+        '',
+      );
+    }
+  } else if (cfg.redis === undefined) {
     add(
       '# One replica: sessions and the loaded files live in memory.',
       '[storage_backend]',

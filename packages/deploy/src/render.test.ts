@@ -54,7 +54,12 @@ describe('renderBrokerConfig', () => {
   });
 
   it('passes the schema of every object (Kubernetes, cert-manager, CRDs, Route)', async () => {
-    for (const spec of [{}, { replicas: 3, redisSpec: { urlSecretName: 'redis-url' } }]) {
+    for (const spec of [
+      {},
+      { replicas: 3, redisSpec: { urlSecretName: 'redis-url' } },
+      { replicas: 3, postgresSpec: { urlSecretName: 'pg-url' } },
+      { replicas: 2, redisSpec: { urlSecretName: 'redis-url' }, postgresSpec: { urlSecretName: 'pg-url' } },
+    ]) {
       const r = await renderDoc(spec);
       for (const o of r.objects) expect(schemaProblems(o), `${o.kind}/${o.metadata.name}`).toEqual([]);
     }
@@ -301,6 +306,121 @@ describe('renderBrokerConfig', () => {
     expect(cfg.storageBackend.storageType).toBe('Redis');
     expect(cfg.warnings).toEqual([]);
     expect((find(r.objects, 'KbsConfig') as Any).spec.KbsDeploymentSpec).toEqual({ replicas: 3 });
+  });
+
+  it('replicas with PostgreSQL: state and sessions in PostgreSQL, POSTGRES_URL from the Secret', async () => {
+    const r = await renderDoc({
+      replicas: 3,
+      postgresSpec: { urlSecretName: 'pg-url', urlSecretKey: 'uri' },
+    });
+    const d = find(r.objects, 'Deployment') as Any;
+    expect(d.spec.replicas).toBe(3);
+    expect(d.spec.template.spec.topologySpreadConstraints).toHaveLength(1);
+    expect((find(r.objects, 'Service', 'kbs-service') as Any).spec.sessionAffinity).toBe('None');
+    expect(d.spec.template.spec.containers[0].env).toEqual([
+      { name: 'RUST_LOG', value: 'info' },
+      { name: 'POSTGRES_URL', valueFrom: { secretKeyRef: { name: 'pg-url', key: 'uri' } } },
+    ]);
+    const toml = parseToml(r.kbsConfigToml) as Any;
+    expect(toml.storage_backend).toEqual({ storage_type: 'Postgres', backends: { postgres: {} } });
+    expect(toml.session_storage_type).toBe('Postgres');
+    const cfg = parseKbsConfigText(r.kbsConfigToml);
+    expect(cfg.storageBackend.storageType).toBe('Postgres');
+    // The empty table: every key at trustee's default, all of them replaced by POSTGRES_URL at start.
+    expect(cfg.storageBackend.postgres).toBeDefined();
+    expect(cfg.storageBackend.redisUrl).toBeUndefined();
+    expect(cfg.sessionStorageType).toBe('Postgres');
+    expect(cfg.warnings).toEqual([]);
+    const spec = (find(r.objects, 'KbsConfig') as Any).spec;
+    expect(spec.KbsDeploymentSpec).toEqual({ replicas: 3 });
+    expect(spec.kbsPostgresSpec).toEqual({ urlSecretName: 'pg-url', urlSecretKey: 'uri' });
+    expect(spec.kbsRedisSpec).toBeUndefined();
+  });
+
+  it('PostgreSQL with one replica, and the Secret key defaulting to url', async () => {
+    const r = await renderDoc({ postgresSpec: { urlSecretName: 'pg-url' } });
+    const d = find(r.objects, 'Deployment') as Any;
+    expect(d.spec.replicas).toBe(1);
+    expect(d.spec.template.spec.topologySpreadConstraints).toBeUndefined();
+    expect(d.spec.template.spec.containers[0].env).toContainEqual({
+      name: 'POSTGRES_URL',
+      valueFrom: { secretKeyRef: { name: 'pg-url', key: 'url' } },
+    });
+    expect(parseKbsConfigText(r.kbsConfigToml).storageBackend.storageType).toBe('Postgres');
+  });
+
+  it('PostgreSQL and Redis together: state in PostgreSQL, sessions in Redis, both URLs from Secrets', async () => {
+    const r = await renderDoc({
+      replicas: 2,
+      redisSpec: { urlSecretName: 'store-urls', urlSecretKey: 'redis' },
+      postgresSpec: { urlSecretName: 'store-urls', urlSecretKey: 'postgres' },
+    });
+    const env = (find(r.objects, 'Deployment') as Any).spec.template.spec.containers[0].env;
+    expect(env).toEqual([
+      { name: 'RUST_LOG', value: 'info' },
+      { name: 'REDIS_URL', valueFrom: { secretKeyRef: { name: 'store-urls', key: 'redis' } } },
+      { name: 'POSTGRES_URL', valueFrom: { secretKeyRef: { name: 'store-urls', key: 'postgres' } } },
+    ]);
+    const toml = parseToml(r.kbsConfigToml) as Any;
+    expect(toml.session_storage_type).toBe('Redis');
+    expect(toml.storage_backend).toEqual({
+      storage_type: 'Postgres',
+      backends: { postgres: {}, redis: {} },
+    });
+    const cfg = parseKbsConfigText(r.kbsConfigToml);
+    expect(cfg.storageBackend.storageType).toBe('Postgres');
+    expect(cfg.sessionStorageType).toBe('Redis');
+    expect(cfg.warnings).toEqual([]);
+    const spec = (find(r.objects, 'KbsConfig') as Any).spec;
+    expect(spec.kbsRedisSpec).toEqual({ urlSecretName: 'store-urls', urlSecretKey: 'redis' });
+    expect(spec.kbsPostgresSpec).toEqual({ urlSecretName: 'store-urls', urlSecretKey: 'postgres' });
+  });
+
+  it('never copies a database URL into the output, even when its Secret is among the inputs', async () => {
+    const url = 'postgresql://kbs:s3cret-pg-pass@db.internal:5432/kbs?sslmode=require';
+    const redisUrl = 'rediss://:s3cret-redis-pass@redis.internal:6380/0';
+    const { secrets } = await sourceSecrets();
+    const withUrls = new Map(secrets);
+    withUrls.set('store-urls', {
+      name: 'store-urls',
+      type: 'Opaque',
+      data: new Map([
+        ['postgres', Buffer.from(url)],
+        ['redis', Buffer.from(redisUrl)],
+      ]),
+    });
+    const r = renderBrokerConfig(
+      parseBrokerConfig(
+        brokerConfigDoc({
+          replicas: 2,
+          redisSpec: { urlSecretName: 'store-urls', urlSecretKey: 'redis' },
+          postgresSpec: { urlSecretName: 'store-urls', urlSecretKey: 'postgres' },
+        }),
+      ),
+      { clusterDomain: CLUSTER_DOMAIN, secrets: withUrls },
+    );
+    // Decoded, so that a base64 copy in a Secret's data would be found too.
+    const text = r.objects
+      .map((o: Any) =>
+        JSON.stringify({
+          ...o,
+          decoded: Object.values(o.kind === 'Secret' ? (o.data ?? {}) : {}).map((v) =>
+            Buffer.from(v as string, 'base64').toString('utf8'),
+          ),
+        }),
+      )
+      .join('\n');
+    for (const needle of ['s3cret-pg-pass', 's3cret-redis-pass', 'db.internal', 'redis.internal']) {
+      expect(text, needle).not.toContain(needle);
+    }
+    expect(r.objects.map((o) => `${o.kind}/${o.metadata.name}`)).not.toContain('Secret/store-urls');
+    for (const cm of r.objects.filter((o) => o.kind === 'ConfigMap') as Any[]) {
+      for (const v of Object.values(cm.data) as string[]) {
+        expect(v, cm.metadata.name).not.toMatch(/(postgres(ql)?|rediss?):\/\/[^\s]/);
+      }
+    }
+    const backends = (parseToml(r.kbsConfigToml) as Any).storage_backend.backends;
+    expect(backends).toEqual({ postgres: {}, redis: {} });
   });
 
   it('Permissive without TLS Secrets: plain HTTP, no admin, header JWK; edge Route', async () => {

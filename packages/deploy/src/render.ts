@@ -6,13 +6,20 @@ import { DEFAULT_REPOSITORY_PREFIX, IMAGES_VERSION } from '@broker/images/versio
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
 import type { ISecret } from 'kubernetes-models/v1/Secret';
 import type { IService } from 'kubernetes-models/v1/Service';
 import type { IVolume } from 'kubernetes-models/v1/Volume';
 import type { IVolumeMount } from 'kubernetes-models/v1/VolumeMount';
 import type { BrokerConfig } from './broker-config.js';
 import { CertificateError } from './errors.js';
-import { KBS_CONFIG_FILE, KBS_PATHS, REDIS_URL_ENV, renderKbsConfigToml } from './kbs-config.js';
+import {
+  KBS_CONFIG_FILE,
+  KBS_PATHS,
+  POSTGRES_URL_ENV,
+  REDIS_URL_ENV,
+  renderKbsConfigToml,
+} from './kbs-config.js';
 import { renderMonitoring } from './monitoring.js';
 import {
   CRD_VERSION,
@@ -232,6 +239,7 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
       KbsEnvVars: kbsEnvVars(cfg),
       KbsDeploymentSpec: { replicas: cfg.replicas },
       ...(cfg.redis !== undefined && { kbsRedisSpec: { ...cfg.redis } }),
+      ...(cfg.postgres !== undefined && { kbsPostgresSpec: { ...cfg.postgres } }),
     },
   };
 
@@ -243,7 +251,7 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
       type: cfg.kbsServiceType,
       selector: selectorLabels(cfg),
       ports: [{ name: KBS_PORT_NAME, port: KBS_PORT, targetPort: KBS_PORT_NAME, protocol: 'TCP' }],
-      // Replicas share sessions through Redis, so no client needs to stick to one pod.
+      // Replicas share sessions through Redis or PostgreSQL, so no client needs to stick to one pod.
       sessionAffinity: 'None',
     },
   };
@@ -371,14 +379,9 @@ function renderDeployment(
     ],
     env: [
       ...Object.entries(kbsEnvVars(cfg)).map(([name, value]) => ({ name, value })),
-      ...(cfg.redis !== undefined
-        ? [
-            {
-              name: REDIS_URL_ENV,
-              valueFrom: { secretKeyRef: { name: cfg.redis.urlSecretName, key: cfg.redis.urlSecretKey } },
-            },
-          ]
-        : []),
+      // The URLs may hold passwords: they come from their Secrets, never from a ConfigMap.
+      ...(cfg.redis !== undefined ? [secretEnv(REDIS_URL_ENV, cfg.redis)] : []),
+      ...(cfg.postgres !== undefined ? [secretEnv(POSTGRES_URL_ENV, cfg.postgres)] : []),
     ],
     readinessProbe: {
       httpGet: { path: '/healthz', port: KBS_PORT_NAME, scheme },
@@ -437,6 +440,13 @@ function renderDeployment(
       },
     },
   };
+}
+
+function secretEnv(
+  name: string,
+  spec: { readonly urlSecretName: string; readonly urlSecretKey: string },
+): IEnvVar {
+  return { name, valueFrom: { secretKeyRef: { name: spec.urlSecretName, key: spec.urlSecretKey } } };
 }
 
 /** Volume and mount of one `kbsSecretResources` Secret: the repository folder `default/<secret>/`. */
