@@ -20,7 +20,7 @@ import {
 import { checkId, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
 import { AgentProcess, Runc } from './runc.js';
-import { processToOci, specToOci } from './spec.js';
+import { processToOci, resourcesToOci, specToOci } from './spec.js';
 import { addStorages, type ImagePuller, type MountedStorage, removeStorages, runUmount } from './storage.js';
 
 /** Where kata's runtime puts everything it shares with the guest; the default root. */
@@ -421,6 +421,17 @@ export class SandboxAgent {
     await removeStorages(c.storages);
     await rm(c.bundle, { recursive: true, force: true });
     this.#log.info({ container: c.id }, 'container removed');
+  }
+
+  /** `runc update --resources <file>`: the new limits of a running container's cgroup. */
+  async updateContainer(req: Decoded): Promise<void> {
+    const c = this.#container(String(req.container_id ?? ''));
+    if (c.state !== 'running') throw new WrongState(`container ${c.id} is ${c.state}, not running`);
+    const resources = resourcesToOci(req.resources ?? null);
+    if (!resources) throw new InvalidRequest('UpdateContainer without resources');
+    const file = join(c.bundle, 'update.json');
+    await writeFile(file, JSON.stringify(resources), { mode: 0o600 });
+    await this.runc.command(['update', '--resources', file, c.id], `updating container ${c.id}`);
   }
 
   async pauseContainer(req: Decoded): Promise<void> {

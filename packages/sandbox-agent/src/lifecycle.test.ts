@@ -1,7 +1,7 @@
 // Containers run by Debian's runc through the agent's RPCs: exec, signals, stdin, bounded output, a
 // failed start. Root only (runc needs it); the Go shim's pod sequence is in interop.test.ts.
 import { execFileSync } from 'node:child_process';
-import { mkdir, readlink } from 'node:fs/promises';
+import { mkdir, readFile, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AGENT_METHODS } from '@broker/agent-policy';
 import { Code, TtrpcClient, type TtrpcError } from '@broker/ttrpc';
@@ -58,7 +58,7 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     await cleanup?.();
   });
 
-  it('runs an exec process beside the first one, pauses and resumes, and stops the first with SignalProcess', async () => {
+  it('runs an exec process beside the first one, pauses, resumes and updates, and stops the first with SignalProcess', async () => {
     await create('sleeper', ['/hello', 'sleeper', 'sleep']);
     await call('StartContainer', { container_id: 'sleeper' });
     expect((await read('sleeper')).toString()).toBe('hello from sleeper\n');
@@ -81,6 +81,15 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     expect(await runcState()).toBe('paused');
     await call('ResumeContainer', { container_id: 'sleeper' });
     expect(await runcState()).toBe('running');
+    // UpdateContainer: the pids limit lands in the container's cgroup (v1 or v2 layout).
+    await call('UpdateContainer', { container_id: 'sleeper', resources: { Pids: { Limit: 42 } } });
+    const pidsMax = await Promise.any(
+      [
+        '/sys/fs/cgroup/pids/sandbox-agent/pod-1/sleeper/pids.max',
+        '/sys/fs/cgroup/sandbox-agent/pod-1/sleeper/pids.max',
+      ].map((f) => readFile(f, 'utf8')),
+    );
+    expect(pidsMax.trim()).toBe('42');
     // SIGKILL: the process is PID 1 of its namespace, where signals it does not handle are ignored.
     await call('SignalProcess', { container_id: 'sleeper', signal: 9 });
     expect(await wait('sleeper')).toBe(128 + 9);

@@ -40,6 +40,7 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     WriteStdin: async (req) => ({ len: await agent.writeStdin(req) }),
     CloseStdin: empty(async (req) => agent.closeStdin(req)),
     CopyFile: empty(async (req) => agent.copyFile(req)),
+    UpdateContainer: empty(async (req) => agent.updateContainer(req)),
     PauseContainer: empty(async (req) => agent.pauseContainer(req)),
     ResumeContainer: empty(async (req) => agent.resumeContainer(req)),
     GetGuestDetails: async (req) => agent.guestDetails(req, AGENT_VERSION),

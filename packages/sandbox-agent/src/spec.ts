@@ -77,7 +77,8 @@ function hooks(h: Msg | null): Json | undefined {
   });
 }
 
-function resources(r: Msg | null): Json | undefined {
+/** `LinuxResources` as the OCI spec (and `runc update --resources`) spells it. */
+export function resourcesToOci(r: Msg | null): Json | undefined {
   if (!r) return undefined;
   const weight = (d: Msg) =>
     compact({
@@ -146,7 +147,7 @@ function linux(l: Msg | null): Json | undefined {
     uidMappings: list(l.UIDMappings).map(idMap),
     gidMappings: list(l.GIDMappings).map(idMap),
     sysctl: l.Sysctl ?? {},
-    resources: resources(l.Resources),
+    resources: resourcesToOci(l.Resources),
     cgroupsPath: l.CgroupsPath,
     namespaces: list(l.Namespaces).map((n) => compact({ type: n.Type, path: n.Path })),
     devices: list(l.Devices).map((d) =>
