@@ -42,6 +42,8 @@ export interface SandboxAgentOptions {
   readonly runc?: string;
   /** Pulls images for `image_guest_pull` storages; without it that driver is refused. */
   readonly pullImage?: ImagePuller;
+  /** The guest's pause image (`config.json`, `rootfs/`) for the sandbox container [default: `/pause_bundle`]. */
+  readonly pauseBundle?: string;
   /** Bytes of unread stdout (and of stderr) kept per process before the process is made to wait. */
   readonly outputLimit?: number;
   /**
@@ -258,6 +260,7 @@ export class SandboxAgent {
         roots: this.#roots,
         containerId: id,
         pullImage: this.#options.pullImage,
+        pauseBundle: this.#options.pauseBundle,
         signal,
       });
       const rootPath = await resolveUnder(this.#roots, String(spec.Root?.Path ?? ''), {

@@ -37,6 +37,8 @@ Options:
       --runc <PATH>         the runc executable [default: runc]
       --data-hub <ADDR>     the data hub (CDH) for image_guest_pull storages [default: ${DEFAULT_CDH_SOCKET}]
       --no-data-hub         refuse image_guest_pull storages
+      --pause-bundle <DIR>  the guest's pause image (config.json, rootfs/) for the sandbox container
+                            [default: /pause_bundle]
       --log-level <LEVEL>   off, error, warn, info, debug or trace [default: RUST_LOG, else info]
 ${LOG_FORMAT_HELP}
   -h, --help                Print help
@@ -49,6 +51,7 @@ ${LOG_FORMAT_HELP}
     runc: { type: 'string' },
     'data-hub': { type: 'string' },
     'no-data-hub': { type: 'boolean' },
+    'pause-bundle': { type: 'string' },
     'log-level': { type: 'string' },
     ...LOG_FORMAT_OPTION,
   },
@@ -117,6 +120,7 @@ export function main(argv: string[], options: MainOptions = {}): Promise<number>
         roots: values.root ?? undefined,
         stateDir: values['state-dir'],
         runc: values.runc,
+        pauseBundle: values['pause-bundle'],
         ...(dataHub !== undefined && { pullImage: dataHubPuller(dataHub) }),
         logger,
       });

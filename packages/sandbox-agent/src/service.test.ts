@@ -1,6 +1,6 @@
 // The service as a ttrpc peer sees it, without running containers: the RPC table, UNIMPLEMENTED by name,
 // refused requests (paths, ids, drivers, hooks, terminals) and the bundle CreateContainer writes.
-import { mkdir, readFile, stat, symlink } from 'node:fs/promises';
+import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AGENT_METHODS } from '@broker/agent-policy';
 import { registerDataHubServices } from '@broker/guest-api';
@@ -49,7 +49,11 @@ describe('the sandbox agent service', () => {
       stateDir: join(dir, 'state'),
       pullImage: dataHubPuller(`unix://${join(dir, 'cdh.sock')}`),
       sharedNamespaces: false, // needs root; lifecycle.test.ts covers them
+      pauseBundle: join(dir, 'pause_bundle'),
     });
+    await mkdir(join(dir, 'pause_bundle/rootfs'), { recursive: true });
+    await writeFile(join(dir, 'pause_bundle/config.json'), JSON.stringify({ process: { args: ['/pause'] } }));
+    await writeFile(join(dir, 'pause_bundle/rootfs/pause'), 'the pause program');
     root = running.agent.roots[0]!;
     client = await TtrpcClient.connect({ path: join(dir, 'agent.sock') });
     await mkdir(join(dir, 'outside'), { recursive: true });
@@ -254,6 +258,26 @@ describe('the sandbox agent service', () => {
     expect(pulls).toEqual([['registry.example/app:1', join(root, 'pulled')]]);
     await call('RemoveContainer', { container_id: 'pulled' });
     await expect(stat(join(root, 'pulled'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it("takes the sandbox container's rootfs from the guest's pause bundle, not from a pull", async () => {
+    const before = pulls.length;
+    await call('CreateContainer', {
+      container_id: 'pause',
+      OCI: kataSpec(['/pause'], join(root, 'pause/rootfs')),
+      storages: [
+        {
+          driver: 'image_guest_pull',
+          source: 'registry.k8s.io/pause:3.10',
+          mount_point: join(root, 'pause/rootfs'),
+          driver_options: ['image_guest_pull={"metadata":{"io.kubernetes.cri.container-type":"sandbox"}}'],
+        },
+      ],
+    });
+    expect(pulls.length).toBe(before);
+    expect(await readFile(join(root, 'pause/rootfs/pause'), 'utf8')).toBe('the pause program');
+    await call('RemoveContainer', { container_id: 'pause' });
+    await expect(stat(join(root, 'pause'))).rejects.toThrow(/ENOENT/);
   });
 
   it('answers for unknown containers and processes as kata does', async () => {

@@ -8,11 +8,14 @@
  * Any other driver is refused by name. Paths obey `resolveUnder`.
  */
 import { execFile } from 'node:child_process';
-import { chmod, lstat, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { chmod, copyFile, lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { InvalidRequest, RuntimeFailed, UnsupportedStorage } from './errors.js';
 import { checkId, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
+
+/** Where kata's guest keeps the pause image. */
+export const DEFAULT_PAUSE_BUNDLE = '/pause_bundle';
 
 /** Pulls `image` into `bundlePath` (unpacked at `<bundlePath>/rootfs`). */
 export type ImagePuller = (image: string, bundlePath: string, signal?: AbortSignal) => Promise<void>;
@@ -50,7 +53,51 @@ export interface StorageContext {
   readonly roots: readonly string[];
   readonly containerId?: string;
   readonly pullImage?: ImagePuller;
+  /** The pause image baked into the guest (`config.json` and `rootfs/`), for the sandbox container. */
+  readonly pauseBundle?: string;
   readonly signal?: AbortSignal;
+}
+
+const CONTAINER_TYPE_KEYS = ['io.kubernetes.cri.container-type', 'io.kubernetes.cri-o.ContainerType'];
+
+/** The `image_guest_pull=<json>` driver option's metadata says this is the pod's sandbox (pause) container. */
+export function isSandboxImage(driverOptions: readonly string[]): boolean {
+  for (const o of driverOptions) {
+    if (!o.startsWith('image_guest_pull=')) continue;
+    let volume: { metadata?: Record<string, unknown> };
+    try {
+      volume = JSON.parse(o.slice('image_guest_pull='.length));
+    } catch (e) {
+      throw new InvalidRequest(`invalid image_guest_pull driver option: ${(e as Error).message}`);
+    }
+    return CONTAINER_TYPE_KEYS.some((k) => volume.metadata?.[k] === 'sandbox');
+  }
+  return false;
+}
+
+/**
+ * The sandbox container's rootfs from the guest's own pause bundle instead of a pull, as kata's agent
+ * does: the one program its `config.json` runs, copied into `<bundle>/rootfs`.
+ */
+async function pauseRootfs(pauseBundle: string, bundle: string): Promise<void> {
+  let config: { process?: { args?: string[] } };
+  try {
+    config = JSON.parse(await readFile(join(pauseBundle, 'config.json'), 'utf8'));
+  } catch (e) {
+    throw new RuntimeFailed(
+      `the guest's pause bundle ${pauseBundle} is missing or unreadable: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  const program = config.process?.args?.[0];
+  if (!program?.startsWith('/') || program.split('/').some((s) => s === '..')) {
+    throw new RuntimeFailed(`the pause bundle's config.json does not name an absolute program`);
+  }
+  const target = join(bundle, 'rootfs', program);
+  await mkdir(dirname(target), { recursive: true });
+  await copyFile(join(pauseBundle, 'rootfs', program), target);
 }
 
 async function bindMount(source: string, target: string, readonly: boolean): Promise<void> {
@@ -105,18 +152,24 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
       return { driver, path: target, undo: () => runUmount(target) };
     }
     case 'image_guest_pull': {
-      if (ctx.pullImage === undefined) throw new UnsupportedStorage(`${driver} (no data hub configured)`);
       const cid = checkId(ctx.containerId ?? '', 'container id');
       const image = String(storage.source ?? '');
       if (image === '') throw new InvalidRequest('image_guest_pull storage without an image in source');
+      const sandbox = isSandboxImage((storage.driver_options ?? []) as string[]);
+      const pull = ctx.pullImage;
+      if (!sandbox && pull === undefined) throw new UnsupportedStorage(`${driver} (no data hub configured)`);
       const bundle = await resolveUnder(ctx.roots, join(ctx.roots[0]!, cid), {
         what: 'image bundle',
         create: true,
       });
-      try {
-        await ctx.pullImage(image, bundle, ctx.signal);
-      } catch (e) {
-        throw new RuntimeFailed(`pulling image ${shown(image)}: ${(e as Error).message}`, { cause: e });
+      if (sandbox) {
+        await pauseRootfs(ctx.pauseBundle ?? DEFAULT_PAUSE_BUNDLE, bundle);
+      } else if (pull !== undefined) {
+        try {
+          await pull(image, bundle, ctx.signal);
+        } catch (e) {
+          throw new RuntimeFailed(`pulling image ${shown(image)}: ${(e as Error).message}`, { cause: e });
+        }
       }
       const rootfs = await resolveUnder(ctx.roots, join(bundle, 'rootfs'), {
         what: 'pulled rootfs',
