@@ -103,8 +103,8 @@ export interface ImageConfig {
   readonly decryptionKeys: readonly string[];
   /**
    * Our addition (`index_signatures`, default true as image-rs behaves): for an image pulled through
-   * an index, a signature made on the index counts. false: containers/image's rule (the platform
-   * manifest's own signatures only).
+   * an index whose platform manifest has no signature, the index's signatures count. false:
+   * containers/image's rule (the platform manifest's own signatures only).
    */
   readonly indexSignatures: boolean;
   /**

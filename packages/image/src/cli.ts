@@ -275,7 +275,7 @@ Options:
   --reference REF            docker reference of a dir: image (check)
   --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
   --no-index-signatures      containers/image's rule for an index: only the platform manifest's own
-                             signatures count (default: the index's signatures count too, as image-rs)
+                             signatures count (default: when it has none, the index's do, as image-rs)
   --index-signatures         the default, kept for scripts that name it
   --policy-semantics S       image-rs (default) or containers-image: how sigstoreSigned rules read
                              keyData (PEM text or base64, or base64 only) and a missing
@@ -312,7 +312,7 @@ Options:
   --policy FILE              containers-policy.json to enforce
   --platform OS/ARCH[/VAR]   platform to choose from an index (default: this machine)
   --no-index-signatures      containers/image's rule for an index: only the platform manifest's own
-                             signatures count (default: the index's signatures count too, as image-rs)
+                             signatures count (default: when it has none, the index's do, as image-rs)
   --index-signatures         the default, kept for scripts that name it
   --policy-semantics S       image-rs (default) or containers-image: how sigstoreSigned rules read
                              keyData (PEM text or base64, or base64 only) and a missing

@@ -128,11 +128,11 @@ export interface PullImageOptions {
   /** Platform to choose from an index (default: this machine's). */
   readonly platform?: Platform;
   /**
-   * When the platform manifest was chosen from an index, also offer the
-   * index's signatures to the policy, and accept a signature whose payload
-   * names the index's digest (image-rs since 2026-04). Default true; false is
-   * containers/image's rule: only the platform manifest's own signatures,
-   * naming its own digest.
+   * When the platform manifest was chosen from an index and has no
+   * signature of its own, offer the index's signatures to the policy, and
+   * accept a payload that names the index's digest (image-rs since its
+   * commit de3f6ff6). Default true; false is containers/image's rule: only
+   * the platform manifest's own signatures, naming its own digest.
    */
   readonly indexSignatures?: boolean;
   /** Lookaside signature stores (registries.d) for `signedBy` requirements. */
@@ -233,8 +233,9 @@ export async function openRegistryImage(
     signatures: () => {
       sigs ??= (async () => {
         const own = await fetchSigstoreSignatures(client, repo, manifestDigest);
-        if (!indexSignatures || indexDigest === undefined) return own;
-        return [...own, ...(await fetchSigstoreSignatures(client, repo, indexDigest))];
+        // The index's signatures stand in only when the platform manifest has none.
+        if (!indexSignatures || indexDigest === undefined || own.length > 0) return own;
+        return fetchSigstoreSignatures(client, repo, indexDigest);
       })();
       return sigs;
     },
@@ -242,8 +243,8 @@ export async function openRegistryImage(
       simpleSigs ??= (async () => {
         const source = options.registriesD !== undefined ? { registriesD: options.registriesD } : {};
         const own = await fetchSimpleSignatures(client, ref, manifestDigest, source);
-        if (!indexSignatures || indexDigest === undefined) return own;
-        return [...own, ...(await fetchSimpleSignatures(client, ref, indexDigest, source))];
+        if (!indexSignatures || indexDigest === undefined || own.length > 0) return own;
+        return fetchSimpleSignatures(client, ref, indexDigest, source);
       })();
       return simpleSigs;
     },
