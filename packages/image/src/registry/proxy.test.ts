@@ -5,16 +5,20 @@
  * by request, whether it came through the proxy (127.0.0.3) or directly
  * (127.0.0.1).
  */
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, buildLayer, pushImage } from '../build.js';
+import { parsePolicy } from '../policy.js';
 import { pullImage } from '../pull.js';
+import { createSigstoreSignature } from '../sigstore.js';
 import { type RunningTinyproxy, startTinyproxy } from '../testing/tinyproxy.js';
 import { RegistryClient } from './client.js';
 import { type RunningRegistry, startDockerRegistry } from './local-registry.js';
 import { ProxyConfigError, parseNoProxy, proxySettingsFromEnv, resolveProxies } from './proxy.js';
+import { pushSigstoreSignatures } from './signatures.js';
 
 describe('no_proxy', () => {
   const url = (s: string) => new URL(s);
@@ -89,6 +93,7 @@ describe('pulls through tinyproxy (Debian) from docker-registry', () => {
   let plain: RunningRegistry;
   let secure: RunningRegistry;
   let ca: string;
+  const signer = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   let work: string;
 
   const image = async () =>
@@ -117,7 +122,13 @@ describe('pulls through tinyproxy (Debian) from docker-registry', () => {
     ca = secure.certPem ?? '';
     const direct = new RegistryClient({ insecure: (h) => h === plain.host, ca: [ca] });
     await pushImage(direct, { domain: plain.host, path: 'ns/app' }, 'v1', await image());
-    await pushImage(direct, { domain: secure.host, path: 'ns/app' }, 'v1', await image());
+    const digest = await pushImage(direct, { domain: secure.host, path: 'ns/app' }, 'v1', await image());
+    await pushSigstoreSignatures(direct, { domain: secure.host, path: 'ns/app' }, digest, [
+      createSigstoreSignature(signer.privateKey, {
+        manifestDigest: digest,
+        dockerReference: `${secure.host}/ns/app:v1`,
+      }),
+    ]);
     direct.close();
   }, 60_000);
 
@@ -160,6 +171,58 @@ describe('pulls through tinyproxy (Debian) from docker-registry', () => {
     const through = proxy.requests().slice(seen);
     expect(through.length).toBeGreaterThanOrEqual(1);
     for (const r of through) expect(r).toBe(`CONNECT ${secure.host}`);
+  });
+
+  it('signatures are fetched through the proxy too: a signed pull sends nothing around it', async () => {
+    const policy = parsePolicy(
+      JSON.stringify({
+        default: [{ type: 'reject' }],
+        transports: {
+          docker: {
+            [secure.host]: [
+              {
+                type: 'sigstoreSigned',
+                keyData: signer.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+              },
+            ],
+          },
+        },
+      }),
+    );
+    const lines = await registryLines(secure, async () => {
+      const r = await pullImage(`${secure.host}/ns/app:v1`, join(work, 'signed'), {
+        policy,
+        registry: { ca: [ca], proxy: { httpsProxy: proxy.url } },
+      });
+      expect(r.decision?.allowed).toBe(true);
+    });
+    expect(lines.some((l) => /GET \/v2\/ns\/app\/manifests\/sha256-[0-9a-f]{64}\.sig /.test(l))).toBe(true);
+    for (const l of lines) expect(l.startsWith(`${proxy.bind} `)).toBe(true);
+  });
+
+  it('proxy credentials in the URL are sent as Proxy-Authorization; without them the proxy refuses', async () => {
+    const guarded = await startTinyproxy({ basicAuth: { user: 'puller', password: 's3cret' } });
+    try {
+      const withCredentials = new URL(guarded.url);
+      withCredentials.username = 'puller';
+      withCredentials.password = 's3cret';
+      const lines = await registryLines(secure, () =>
+        pullImage(`${secure.host}/ns/app:v1`, join(work, 'auth'), {
+          registry: { ca: [ca], proxy: { httpsProxy: withCredentials.href } },
+        }),
+      );
+      expect(lines.length).toBeGreaterThanOrEqual(3);
+      for (const l of lines) expect(l.startsWith(`${guarded.bind} `)).toBe(true);
+      await expect(
+        pullImage(`${secure.host}/ns/app:v1`, join(work, 'noauth'), {
+          registry: { ca: [ca], proxy: { httpsProxy: guarded.url } },
+        }),
+      ).rejects.toThrow(
+        /^Failed to pull image manifest: .*Proxy response \(407\) !== 200 when HTTP Tunneling/,
+      );
+    } finally {
+      await guarded.stop();
+    }
   });
 
   it.each([

@@ -41,7 +41,10 @@ async function listening(port: number, child: ChildProcess, log: () => string): 
   }
 }
 
-export async function startTinyproxy(options: { bind?: string } = {}): Promise<RunningTinyproxy> {
+/** `basicAuth`: the proxy requires these credentials (`Proxy-Authorization: Basic`), 407 otherwise. */
+export async function startTinyproxy(
+  options: { bind?: string; basicAuth?: { user: string; password: string } } = {},
+): Promise<RunningTinyproxy> {
   const binary = requireTool('tinyproxy');
   const bind = options.bind ?? '127.0.0.3';
   const dir = await mkdtemp(join(tmpdir(), 'tinyproxy-'));
@@ -60,6 +63,9 @@ export async function startTinyproxy(options: { bind?: string } = {}): Promise<R
       'LogLevel Connect',
       'MaxClients 64',
       'Allow 127.0.0.1',
+      ...(options.basicAuth !== undefined
+        ? [`BasicAuth ${options.basicAuth.user} ${options.basicAuth.password}`]
+        : []),
       '',
     ].join('\n'),
   );
