@@ -21,6 +21,7 @@ import { checkId, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
 import { AgentProcess, Runc } from './runc.js';
 import { processToOci, resourcesToOci, specToOci } from './spec.js';
+import { parseRuncJson, statsFromRunc } from './stats.js';
 import { addStorages, type ImagePuller, type MountedStorage, removeStorages, runUmount } from './storage.js';
 
 /** Where kata's runtime puts everything it shares with the guest; the default root. */
@@ -435,6 +436,16 @@ export class SandboxAgent {
     const file = join(c.bundle, 'update.json');
     await writeFile(file, JSON.stringify(resources), { mode: 0o600 });
     await this.runc.command(['update', '--resources', file, c.id], `updating container ${c.id}`);
+  }
+
+  /** `runc events --stats`: the container's cgroup statistics. */
+  async statsContainer(req: Decoded): Promise<Decoded> {
+    const c = this.#container(String(req.container_id ?? ''));
+    if (c.state !== 'running') throw new WrongState(`container ${c.id} is ${c.state}, not running`);
+    const out = await this.runc.command(['events', '--stats', c.id], `statistics of container ${c.id}`);
+    const event = parseRuncJson(out);
+    if (event.type !== 'stats') throw new RuntimeFailed(`runc events --stats ${c.id}: unexpected output`);
+    return statsFromRunc((event.data ?? {}) as Record<string, unknown>);
   }
 
   async pauseContainer(req: Decoded): Promise<void> {

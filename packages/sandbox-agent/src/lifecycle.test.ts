@@ -58,7 +58,7 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     await cleanup?.();
   });
 
-  it('runs an exec process beside the first one, pauses, resumes and updates, and stops the first with SignalProcess', async () => {
+  it('runs an exec process beside the first one, pauses, resumes, updates and reports statistics, and stops the first with SignalProcess', async () => {
     await create('sleeper', ['/hello', 'sleeper', 'sleep']);
     await call('StartContainer', { container_id: 'sleeper' });
     expect((await read('sleeper')).toString()).toBe('hello from sleeper\n');
@@ -90,6 +90,12 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
       ].map((f) => readFile(f, 'utf8')),
     );
     expect(pidsMax.trim()).toBe('42');
+    const stats = (await call('StatsContainer', { container_id: 'sleeper' }, 'StatsContainerResponse'))
+      .cgroup_stats;
+    expect(stats.pids_stats.current).toBe(1n); // the sleeper itself; the exec has gone
+    expect(stats.pids_stats.limit).toBe(42n);
+    expect(stats.memory_stats.usage.usage).toBeGreaterThan(0n);
+    expect(stats.cpu_stats.cpu_usage.total_usage).toBeGreaterThan(0n);
     // SIGKILL: the process is PID 1 of its namespace, where signals it does not handle are ignored.
     await call('SignalProcess', { container_id: 'sleeper', signal: 9 });
     expect(await wait('sleeper')).toBe(128 + 9);

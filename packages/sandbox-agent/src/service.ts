@@ -41,6 +41,7 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     CloseStdin: empty(async (req) => agent.closeStdin(req)),
     CopyFile: empty(async (req) => agent.copyFile(req)),
     UpdateContainer: empty(async (req) => agent.updateContainer(req)),
+    StatsContainer: async (req) => agent.statsContainer(req),
     PauseContainer: empty(async (req) => agent.pauseContainer(req)),
     ResumeContainer: empty(async (req) => agent.resumeContainer(req)),
     GetGuestDetails: async (req) => agent.guestDetails(req, AGENT_VERSION),
@@ -53,6 +54,7 @@ const RESPONSES: Readonly<Record<string, string>> = {
   ReadStderr: 'ReadStreamResponse',
   WriteStdin: 'WriteStreamResponse',
   GetGuestDetails: 'GuestDetailsResponse',
+  StatsContainer: 'StatsContainerResponse',
 };
 
 /** The RPCs this agent implements, sorted. */
