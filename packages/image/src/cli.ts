@@ -292,8 +292,9 @@ Options:
                              provider:attestation-agent:keyid=kbs:///R/T/G::keypath=KEK32.bin
   --key FILE                 PEM private key: EC P-256/P-384, Ed25519 or RSA (sign)
   --identity REF             docker-reference to sign (default: the reference as given, as skopeo)
-  --repository-identity      sign the repository only, as cosign does (needs signedIdentity
-                             matchRepository in the policy for images pulled by tag)
+  --repository-identity      sign the repository only, as cosign does (accepted by a rule without
+                             signedIdentity under image-rs semantics; under containers-image semantics
+                             it needs signedIdentity matchRepository for images pulled by tag)
   -h, --help                 print help
   --version                  print version
 `;
