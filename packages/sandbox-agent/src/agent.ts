@@ -110,6 +110,15 @@ export class SandboxAgent {
     }
     await makeDirectory(join(this.stateDir, 'runc'), 0o700);
     await makeDirectory(join(this.stateDir, 'containers'), 0o700);
+    // Containers of an earlier run of the agent: their processes lost their parent, nobody can wait
+    // for them, and the host will create its pod again. They go.
+    for (const id of await readdir(join(this.stateDir, 'containers'))) {
+      await this.runc
+        .delete(id)
+        .catch((e) => this.#log.warn({ container: id, err: (e as Error).message }, 'stale container'));
+      await rm(join(this.stateDir, 'containers', id), { recursive: true, force: true });
+      this.#log.warn({ container: id }, 'removed a container left by an earlier run');
+    }
   }
 
   /** The canonical roots. */

@@ -310,3 +310,25 @@ describe('listen addresses', () => {
     expect(parseListenAddress('tcp://127.0.0.1:1024')).toEqual({ host: '127.0.0.1', port: 1024 });
   });
 });
+
+describe('a restarted agent', () => {
+  it('removes the containers an earlier run left in its state directory', async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      await mkdir(join(dir, 'state/containers/old'), { recursive: true });
+      await writeFile(join(dir, 'state/containers/old/config.json'), '{}');
+      const warnings: string[] = [];
+      const agent = await startSandboxAgent({
+        listen: [],
+        roots: [join(dir, 'kata')],
+        stateDir: join(dir, 'state'),
+        logger: { info() {}, warn: (_o, msg) => void warnings.push(msg) },
+      });
+      await expect(stat(join(dir, 'state/containers/old'))).rejects.toThrow(/ENOENT/);
+      expect(warnings).toContain('removed a container left by an earlier run');
+      await agent.close();
+    } finally {
+      await cleanup();
+    }
+  });
+});
