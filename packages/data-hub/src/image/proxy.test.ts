@@ -123,6 +123,50 @@ describe('[image.image_pull_proxy]', () => {
     expect(log.join('\n')).not.toContain('is not supported');
   });
 
+  it('https_proxy with extra_root_certificates: CONNECT, then TLS with the registry checked against that CA', async () => {
+    const cfg = parseCdhConfig(
+      [
+        socket(),
+        '[kbc]',
+        'name = "offline_fs_kbc"',
+        '[image]',
+        `work_dir = "${join(dir, 'work')}"`,
+        `extra_root_certificates = ['''${secure.certPem ?? ''}''']`,
+        '[image.image_pull_proxy]',
+        `https_proxy = "${proxy.url}"`,
+        '',
+      ].join('\n'),
+    );
+    const { s } = service(cfg);
+    const seen = proxy.requests().length;
+    const lines = await registryLines(secure, async () => {
+      expect(await s.pullImage(`${secure.host}/app/proxied:v1`, join(dir, 'bundle'))).toBe(
+        digests.get(secure.host),
+      );
+    });
+    expect(lines.length).toBeGreaterThanOrEqual(3);
+    for (const l of lines) expect(l.startsWith(`${proxy.bind} `)).toBe(true);
+    expect(proxy.requests().slice(seen)).toContain(`CONNECT ${secure.host}`);
+    // Without the CA the tunnel opens, and the registry's certificate is refused.
+    const { s: untrusting } = service(
+      parseCdhConfig(
+        [
+          socket(),
+          '[kbc]',
+          'name = "offline_fs_kbc"',
+          '[image]',
+          `work_dir = "${join(dir, 'work2')}"`,
+          '[image.image_pull_proxy]',
+          `https_proxy = "${proxy.url}"`,
+          '',
+        ].join('\n'),
+      ),
+    );
+    await expect(untrusting.pullImage(`${secure.host}/app/proxied:v1`, join(dir, 'bundle2'))).rejects.toThrow(
+      /self[- ]signed certificate/,
+    );
+  });
+
   it('a proxy setting that is not a proxy URL fails the image client', async () => {
     const cfg = parseCdhConfig(
       [
