@@ -17,6 +17,7 @@ import {
   UnimplementedRpc,
   WrongState,
 } from './errors.js';
+import { OomEvents } from './oom.js';
 import { checkId, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
 import { AgentProcess, Runc } from './runc.js';
@@ -91,12 +92,14 @@ export class SandboxAgent {
   readonly #log: AgentLogger;
   #sandbox: Sandbox | undefined;
   readonly #containers = new Map<string, Container>();
+  readonly #oom: OomEvents;
 
   constructor(options: SandboxAgentOptions = {}) {
     this.#options = options;
     this.#requestedRoots = options.roots ?? [DEFAULT_ROOT];
     this.stateDir = options.stateDir ?? DEFAULT_STATE_DIR;
     this.runc = new Runc({ binary: options.runc, stateRoot: join(this.stateDir, 'runc') });
+    this.#oom = new OomEvents(this.runc.binary, this.runc.stateRoot);
     this.#log = options.logger ?? silent;
   }
 
@@ -328,8 +331,11 @@ export class SandboxAgent {
       const detail = await errorOutput(c.init);
       throw new RuntimeFailed(`${(e as Error).message}${detail}`, { cause: e });
     }
+    const stopWatching = this.#oom.watch(c.id);
     void c.init.wait().then((status) => {
       c.state = 'stopped';
+      // Let runc report an OOM kill that ended the process before the watcher goes.
+      setTimeout(stopWatching, 1000).unref();
       this.#log.info({ container: c.id, status }, 'container exited');
     });
     const first = firstOutput(c.init);
@@ -421,6 +427,7 @@ export class SandboxAgent {
 
   async removeContainer(req: Decoded): Promise<void> {
     const c = this.#container(String(req.container_id ?? ''));
+    this.#oom.unwatch(c.id);
     if (c.init.started) await this.runc.delete(c.id); // before StartContainer runc has never seen it
     for (const p of [c.init, ...c.execs.values()]) {
       if (!p.started) p.abandon();
@@ -508,8 +515,14 @@ export class SandboxAgent {
     await copyFile(this.#roots, req);
   }
 
+  /** GetOOMEvent: the id of the next container that ran out of memory. */
+  oomEvent(signal?: AbortSignal): Promise<string> {
+    return this.#oom.next(signal);
+  }
+
   /** Kills and removes everything: the agent is stopping. */
   async shutdown(): Promise<void> {
+    this.#oom.close();
     await this.destroySandbox().catch((e) => this.#log.warn({ err: (e as Error).message }, 'cleanup failed'));
   }
 }

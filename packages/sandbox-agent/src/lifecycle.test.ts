@@ -189,6 +189,18 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     await call('RemoveContainer', { container_id: 'two' });
   });
 
+  it('reports a container killed for lack of memory through GetOOMEvent', async () => {
+    await call('CreateContainer', {
+      container_id: 'eater',
+      OCI: kataSpec(['/hello', 'eater', 'eat'], rootfs, { memoryLimit: 16 * 1024 * 1024 }),
+    });
+    const oom = call('GetOOMEvent', {}, 'OOMEvent');
+    await call('StartContainer', { container_id: 'eater' });
+    expect(await wait('eater')).toBe(128 + 9);
+    expect((await oom).container_id).toBe('eater');
+    await call('RemoveContainer', { container_id: 'eater' });
+  });
+
   it('kills running processes at RemoveContainer', async () => {
     await create('busy', ['/hello', 'busy', 'sleep']);
     await call('StartContainer', { container_id: 'busy' });

@@ -105,6 +105,8 @@ message StatsContainerResponse {
   repeated NetworkStats network_stats = 2;
 }
 
+message OOMEvent { string container_id = 1; }
+
 message CheckRequest { string service = 1; }
 message HealthCheckResponse {
   enum ServingStatus { UNKNOWN = 0; SERVING = 1; NOT_SERVING = 2; }

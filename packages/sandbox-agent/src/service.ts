@@ -42,6 +42,7 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     CopyFile: empty(async (req) => agent.copyFile(req)),
     UpdateContainer: empty(async (req) => agent.updateContainer(req)),
     StatsContainer: async (req) => agent.statsContainer(req),
+    GetOOMEvent: async (_req, ctx) => ({ container_id: await agent.oomEvent(ctx.signal) }),
     PauseContainer: empty(async (req) => agent.pauseContainer(req)),
     ResumeContainer: empty(async (req) => agent.resumeContainer(req)),
     GetGuestDetails: async (req) => agent.guestDetails(req, AGENT_VERSION),
@@ -55,6 +56,7 @@ const RESPONSES: Readonly<Record<string, string>> = {
   WriteStdin: 'WriteStreamResponse',
   GetGuestDetails: 'GuestDetailsResponse',
   StatsContainer: 'StatsContainerResponse',
+  GetOOMEvent: 'OOMEvent',
 };
 
 /** The RPCs this agent implements, sorted. */

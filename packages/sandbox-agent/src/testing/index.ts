@@ -33,7 +33,7 @@ export async function tempDir(
 /**
  * The container's program: prints its first argument on stdout, "to stderr" on stderr, then
  * behaves as its second argument says: a number is its exit status; `cat` copies stdin to stdout;
- * `flood` writes 4 MiB to stdout; `sleep` waits to be signalled.
+ * `flood` writes 4 MiB to stdout; `sleep` waits to be signalled; `eat` waits half a second, then takes memory until it is killed.
  */
 export const HELLO_C = `#include <signal.h>
 #include <stdio.h>
@@ -56,6 +56,13 @@ int main(int argc, char **argv) {
     memset(buf, 'x', sizeof buf);
     for (int i = 0; i < 64; i++) write(1, buf, sizeof buf);
     return 0;
+  }
+  if (strcmp(what, "eat") == 0) {
+    usleep(500000); /* after the agent's OOM watcher has started */
+    for (;;) {
+      char *p = malloc(1 << 20);
+      if (p) memset(p, 1, 1 << 20);
+    }
   }
   if (strcmp(what, "sleep") == 0) {
     for (;;) pause();
@@ -87,7 +94,7 @@ export async function buildHelloRootfs(rootfs: string): Promise<string> {
 export function kataSpec(
   args: readonly string[],
   rootPath: string,
-  extra: { mounts?: object[] } = {},
+  extra: { mounts?: object[]; memoryLimit?: number } = {},
 ): object {
   return {
     Version: '1.0.2',
@@ -107,6 +114,7 @@ export function kataSpec(
         { Type: 'mount' },
         { Type: 'network', Path: '/var/run/netns/x' },
       ],
+      ...(extra.memoryLimit !== undefined && { Resources: { Memory: { Limit: extra.memoryLimit } } }),
     },
   };
 }
