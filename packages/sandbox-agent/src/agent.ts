@@ -223,15 +223,24 @@ export class SandboxAgent {
     return p;
   }
 
-  /** Checks a bind mount's source in the spec; other mount types name no guest path. */
+  /**
+   * Checks the spec's mounts: a bind mount's source must be below the roots; any other mount must not
+   * name a guest path as its source (`proc`, `tmpfs`, `devpts`… do not), so the host cannot mount one of
+   * the guest's block devices into a container.
+   */
   async #checkMounts(spec: Decoded): Promise<void> {
     for (const m of spec.Mounts ?? []) {
       const options = (m.options ?? []) as string[];
+      const source = String(m.source ?? '');
       if (m.type === 'bind' || options.includes('bind') || options.includes('rbind')) {
-        await resolveUnder(this.#roots, String(m.source ?? ''), {
+        await resolveUnder(this.#roots, source, {
           what: `source of mount ${shown(m.destination)}`,
           mustExist: true,
         });
+      } else if (source.startsWith('/')) {
+        throw new InvalidRequest(
+          `mount ${shown(m.destination)} of type ${shown(String(m.type ?? ''))} names the guest path ${shown(source)}; only bind mounts from below the agent's roots may`,
+        );
       }
     }
   }

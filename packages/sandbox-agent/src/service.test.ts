@@ -186,6 +186,17 @@ describe('the sandbox agent service', () => {
         /source of mount "\/host"/,
       ],
       [
+        'a guest device mounted',
+        {
+          container_id: 'c',
+          OCI: kataSpec(['/app'], join(root, 'images/app/rootfs'), {
+            mounts: [{ destination: '/disk', source: '/dev/vda1', type: 'ext4', options: [] }],
+          }),
+        },
+        Code.INVALID_ARGUMENT,
+        /mount "\/disk" of type "ext4" names the guest path "\/dev\/vda1"/,
+      ],
+      [
         'hooks',
         { container_id: 'c', OCI: { ...good, Hooks: { Prestart: [{ Path: '/bin/sh' }] } } },
         Code.INVALID_ARGUMENT,
