@@ -4,7 +4,7 @@
  */
 
 import { execFile } from 'node:child_process';
-import { mkdir, readdir, readFile, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, realpath, rm, rmdir, stat, statfs, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { makeDirectory } from '@broker/cli';
 import { Code } from '@broker/ttrpc';
@@ -522,6 +522,23 @@ export class SandboxAgent {
 
   async copyFile(req: Decoded): Promise<void> {
     await copyFile(this.#roots, req);
+  }
+
+  /** GetVolumeStats: bytes and inodes of the filesystem holding a volume below the roots (statfs). */
+  async volumeStats(req: Decoded): Promise<Decoded> {
+    const path = await resolveUnder(this.#roots, String(req.volume_guest_path ?? ''), {
+      what: 'volume path',
+      mustExist: true,
+    });
+    const fs = await statfs(path, { bigint: true });
+    const bytes = { total: fs.blocks * fs.bsize, available: fs.bfree * fs.bsize };
+    return {
+      usage: [
+        { ...bytes, used: bytes.total - bytes.available, unit: 1 },
+        { total: fs.files, available: fs.ffree, used: fs.files - fs.ffree, unit: 2 },
+      ],
+      volume_condition: { abnormal: false, message: 'OK' },
+    };
   }
 
   /** GetOOMEvent: the id of the next container that ran out of memory. */

@@ -107,6 +107,22 @@ message StatsContainerResponse {
 
 message OOMEvent { string container_id = 1; }
 
+message VolumeUsage {
+  enum Unit { UNKNOWN = 0; BYTES = 1; INODES = 2; }
+  uint64 available = 1;
+  uint64 total = 2;
+  uint64 used = 3;
+  Unit unit = 4;
+}
+message VolumeCondition {
+  bool abnormal = 1;
+  string message = 2;
+}
+message VolumeStatsResponse {
+  repeated VolumeUsage usage = 1;
+  VolumeCondition volume_condition = 2;
+}
+
 message CheckRequest { string service = 1; }
 message HealthCheckResponse {
   enum ServingStatus { UNKNOWN = 0; SERVING = 1; NOT_SERVING = 2; }

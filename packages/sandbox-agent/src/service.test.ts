@@ -1,6 +1,6 @@
 // The service as a ttrpc peer sees it, without running containers: the RPC table, UNIMPLEMENTED by name,
 // refused requests (paths, ids, drivers, hooks, terminals) and the bundle CreateContainer writes.
-import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, statfs, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AGENT_METHODS } from '@broker/agent-policy';
 import { registerDataHubServices } from '@broker/guest-api';
@@ -67,9 +67,9 @@ describe('the sandbox agent service', () => {
     await cleanup?.();
   });
 
-  it('registers all 42 RPCs of agent.proto: 19 implemented, the rest UNIMPLEMENTED by name', async () => {
+  it('registers all 42 RPCs of agent.proto: 20 implemented, the rest UNIMPLEMENTED by name', async () => {
     expect(Object.keys(AGENT_METHODS)).toHaveLength(42);
-    expect(IMPLEMENTED_RPCS).toHaveLength(19);
+    expect(IMPLEMENTED_RPCS).toHaveLength(20);
     expect([...IMPLEMENTED_RPCS, ...UNIMPLEMENTED_RPCS].sort()).toEqual(Object.keys(AGENT_METHODS).sort());
     for (const rpc of UNIMPLEMENTED_RPCS) {
       const e = await client.call(AGENT_SERVICE, rpc, new Uint8Array(0)).catch((err: TtrpcError) => err);
@@ -120,6 +120,23 @@ describe('the sandbox agent service', () => {
     });
     const none = await call('GetGuestDetails', {}, 'GuestDetailsResponse');
     expect(none.mem_block_size_bytes).toBe(0n);
+  });
+
+  it('answers GetVolumeStats with statfs of a volume below the roots, and refuses others', async () => {
+    const stats = await call(
+      'GetVolumeStats',
+      { volume_guest_path: join(root, 'images') },
+      'VolumeStatsResponse',
+    );
+    const fs = await statfs(join(root, 'images'), { bigint: true });
+    expect(stats.usage).toEqual([
+      expect.objectContaining({ total: fs.blocks * fs.bsize, unit: 1 }),
+      expect.objectContaining({ total: fs.files, unit: 2 }),
+    ]);
+    for (const u of stats.usage) expect(u.used + u.available).toBe(u.total);
+    expect(stats.volume_condition).toEqual({ abnormal: false, message: 'OK' });
+    const outside = await failure('GetVolumeStats', { volume_guest_path: '/etc' });
+    expect(outside.code).toBe(Code.INVALID_ARGUMENT);
   });
 
   it('answers grpc.Health', async () => {

@@ -43,6 +43,7 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     UpdateContainer: empty(async (req) => agent.updateContainer(req)),
     StatsContainer: async (req) => agent.statsContainer(req),
     GetOOMEvent: async (_req, ctx) => ({ container_id: await agent.oomEvent(ctx.signal) }),
+    GetVolumeStats: async (req) => agent.volumeStats(req),
     PauseContainer: empty(async (req) => agent.pauseContainer(req)),
     ResumeContainer: empty(async (req) => agent.resumeContainer(req)),
     GetGuestDetails: async (req) => agent.guestDetails(req, AGENT_VERSION),
@@ -57,6 +58,7 @@ const RESPONSES: Readonly<Record<string, string>> = {
   GetGuestDetails: 'GuestDetailsResponse',
   StatsContainer: 'StatsContainerResponse',
   GetOOMEvent: 'OOMEvent',
+  GetVolumeStats: 'VolumeStatsResponse',
 };
 
 /** The RPCs this agent implements, sorted. */
