@@ -68,6 +68,8 @@ interface Container {
   readonly execs: Map<string, AgentProcess>;
   state: ContainerState;
   readonly createdAt: number;
+  /** Joins this container's PID namespace at StartContainer (the pod shares one). */
+  readonly joinPidnsOf: Container | undefined;
 }
 
 interface Sandbox {
@@ -76,6 +78,10 @@ interface Sandbox {
   readonly storages: MountedStorage[];
   /** The pod's IPC and UTS namespaces, kept by bind mounts on these files; every container joins them. */
   readonly namespaces: { readonly ipc: string; readonly uts: string } | undefined;
+  /** CreateSandbox asked for one PID namespace for the pod. */
+  readonly sharedPidns: boolean;
+  /** The container whose PID namespace the pod shares: the first one created that shares it. */
+  pidnsHolder: Container | undefined;
 }
 
 const SYSFS_BLOCK_SIZE = '/sys/devices/system/memory/block_size_bytes';
@@ -142,8 +148,6 @@ export class SandboxAgent {
     if ((req.kernel_modules ?? []).length > 0)
       throw new UnimplementedRpc('CreateSandbox with kernel_modules');
     if (req.guest_hook_path) throw new UnimplementedRpc('CreateSandbox with guest_hook_path');
-    if (req.sandbox_pidns)
-      throw new UnimplementedRpc('CreateSandbox with sandbox_pidns (a shared PID namespace)');
     const hostname = String(req.hostname ?? '');
     const storages = await addStorages(req.storages ?? [], { roots: this.#roots, signal });
     let namespaces: Sandbox['namespaces'];
@@ -154,7 +158,14 @@ export class SandboxAgent {
       await removeStorages(storages).catch(() => {});
       throw e;
     }
-    this.#sandbox = { id, hostname, storages, namespaces };
+    this.#sandbox = {
+      id,
+      hostname,
+      storages,
+      namespaces,
+      sharedPidns: Boolean(req.sandbox_pidns),
+      pidnsHolder: undefined,
+    };
     this.#log.info({ sandbox: id, storages: storages.length }, 'sandbox created');
   }
 
@@ -258,8 +269,6 @@ export class SandboxAgent {
     if ((req.devices ?? []).length > 0) throw new UnimplementedRpc('CreateContainer with devices');
     if ((req.shared_mounts ?? []).length > 0)
       throw new UnimplementedRpc('CreateContainer with shared_mounts');
-    if (req.sandbox_pidns)
-      throw new UnimplementedRpc('CreateContainer with sandbox_pidns (a shared PID namespace)');
     if (!spec.Process) throw new InvalidRequest('the OCI spec has no process');
     if (spec.Process.Terminal) throw new UnimplementedRpc('CreateContainer with a terminal process');
     const hooks = spec.Hooks as Decoded | null;
@@ -305,6 +314,8 @@ export class SandboxAgent {
               ? { type: 'uts', path: shared.uts }
               : { type: n.type },
         );
+      // As kata's agent: a container always gets a PID namespace, never the guest's.
+      if (!namespaces.some((n) => n.type === 'pid')) namespaces.push({ type: 'pid' });
       linux.namespaces = namespaces;
       linux.cgroupsPath = `/sandbox-agent/${sandbox.id}/${id}`;
       oci.linux = linux;
@@ -316,7 +327,8 @@ export class SandboxAgent {
       await rm(bundle, { recursive: true, force: true });
       throw e;
     }
-    this.#containers.set(id, {
+    const sharesPidns = sandbox.sharedPidns || Boolean(req.sandbox_pidns);
+    const container: Container = {
       id,
       bundle,
       storages,
@@ -325,13 +337,17 @@ export class SandboxAgent {
       execs: new Map(),
       state: 'created',
       createdAt,
-    });
+      joinPidnsOf: sharesPidns ? sandbox.pidnsHolder : undefined,
+    };
+    if (sharesPidns && !sandbox.pidnsHolder) sandbox.pidnsHolder = container;
+    this.#containers.set(id, container);
     this.#log.info({ container: id, storages: storages.length }, 'container created');
   }
 
   async startContainer(req: Decoded): Promise<void> {
     const c = this.#container(String(req.container_id ?? ''));
     if (c.state !== 'created') throw new WrongState(`container ${c.id} is ${c.state}, not created`);
+    if (c.joinPidnsOf) await this.#joinPidns(c, c.joinPidnsOf);
     c.state = 'running';
     try {
       await this.runc.run(c.init, c.id, c.bundle, join(c.bundle, 'init.pid'));
@@ -357,6 +373,25 @@ export class SandboxAgent {
       }
     });
     this.#log.info({ container: c.id, pid: c.init.pid }, 'container started');
+  }
+
+  /**
+   * The pod shares one PID namespace (CreateSandbox's or CreateContainer's `sandbox_pidns`): the first
+   * container that shares it (normally the pause container) holds it, and the others join it through
+   * its process, whose pid is only known once it runs; so the path goes into config.json here.
+   */
+  async #joinPidns(c: Container, holder: Container): Promise<void> {
+    if (holder.state !== 'running' || holder.init.pid === undefined) {
+      throw new WrongState(`the pod's PID namespace is held by container ${holder.id}, which is not running`);
+    }
+    const config = join(c.bundle, 'config.json');
+    const oci = JSON.parse(await readFile(config, 'utf8')) as {
+      linux?: { namespaces?: { type: string; path?: string }[] };
+    };
+    const namespaces = (oci.linux?.namespaces ?? []).filter((n) => n.type !== 'pid');
+    namespaces.push({ type: 'pid', path: `/proc/${holder.init.pid}/ns/pid` });
+    oci.linux = { ...oci.linux, namespaces };
+    await writeFile(config, JSON.stringify(oci), { mode: 0o600 });
   }
 
   async execProcess(req: Decoded): Promise<void> {
@@ -447,6 +482,7 @@ export class SandboxAgent {
       new Promise((r) => setTimeout(r, 5_000).unref()),
     ]);
     this.#containers.delete(c.id);
+    if (this.#sandbox?.pidnsHolder === c) this.#sandbox.pidnsHolder = undefined;
     await removeStorages(c.storages);
     await rm(c.bundle, { recursive: true, force: true });
     this.#log.info({ container: c.id }, 'container removed');

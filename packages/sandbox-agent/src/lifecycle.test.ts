@@ -201,6 +201,26 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     await call('RemoveContainer', { container_id: 'eater' });
   });
 
+  it('shares one PID namespace across the pod when the sandbox asks for it (the first container holds it)', async () => {
+    await call('DestroySandbox');
+    await call('CreateSandbox', { sandbox_id: 'pod-2', hostname: 'pod-2', sandbox_pidns: true });
+    await create('holder', ['/hello', 'holder', 'sleep']);
+    await create('joiner', ['/hello', 'joiner', 'sleep']);
+    // The joiner cannot start before the holder runs.
+    const early = (await call('StartContainer', { container_id: 'joiner' }).catch((e) => e)) as TtrpcError;
+    expect([early.code, early.message]).toEqual([
+      Code.FAILED_PRECONDITION,
+      "the pod's PID namespace is held by container holder, which is not running",
+    ]);
+    await call('StartContainer', { container_id: 'holder' });
+    await call('StartContainer', { container_id: 'joiner' });
+    const pidns = (cid: string) => readlink(`/proc/${running.agent.pidOf(cid)}/ns/pid`);
+    expect(await pidns('joiner')).toBe(await pidns('holder'));
+    expect(await pidns('holder')).not.toBe(await readlink('/proc/self/ns/pid'));
+    await call('RemoveContainer', { container_id: 'joiner' });
+    await call('RemoveContainer', { container_id: 'holder' });
+  });
+
   it('kills running processes at RemoveContainer', async () => {
     await create('busy', ['/hello', 'busy', 'sleep']);
     await call('StartContainer', { container_id: 'busy' });
