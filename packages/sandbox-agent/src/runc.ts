@@ -82,7 +82,7 @@ export class AgentProcess {
     } catch (e) {
       throw new RuntimeFailed(`${what}: cannot run runc: ${(e as Error).message}`, { cause: e });
     }
-    for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+    for (let delay = 1; ; delay = Math.min(delay * 2, 4)) {
       const text = await readFile(pidFile, 'utf8').catch(() => '');
       const pid = Number.parseInt(text, 10);
       if (pid > 0) {
