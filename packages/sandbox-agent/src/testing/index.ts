@@ -32,8 +32,8 @@ export async function tempDir(
 
 /**
  * The container's program: prints its first argument on stdout, "to stderr" on stderr, then
- * behaves as its second argument says: a number is its exit status; `cat` copies stdin to stdout;
- * `flood` writes 4 MiB to stdout; `sleep` waits to be signalled; `eat` waits half a second, then takes memory until it is killed.
+ * behaves as its second argument says: a number is its exit status; `cat [STATUS]` copies stdin to stdout, then exits with STATUS;
+ * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits half a second, then takes memory until it is killed.
  */
 export const HELLO_C = `#include <signal.h>
 #include <stdio.h>
@@ -49,12 +49,20 @@ int main(int argc, char **argv) {
     char buf[4096];
     ssize_t n;
     while ((n = read(0, buf, sizeof buf)) > 0) write(1, buf, n);
-    return 0;
+    return argc > 3 ? atoi(argv[3]) : 0;
   }
   if (strcmp(what, "flood") == 0) {
     static char buf[65536];
     memset(buf, 'x', sizeof buf);
     for (int i = 0; i < 64; i++) write(1, buf, sizeof buf);
+    return 0;
+  }
+  if (strcmp(what, "show") == 0 && argc > 3) {
+    FILE *f = fopen(argv[3], "r");
+    if (!f) return 2;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, stdout);
     return 0;
   }
   if (strcmp(what, "eat") == 0) {
@@ -86,7 +94,8 @@ export async function buildHelloRootfs(rootfs: string): Promise<string> {
   await mkdir(rootfs, { recursive: true });
   await writeFile(join(rootfs, 'hello'), await readFile(cached));
   await chmod(join(rootfs, 'hello'), 0o755);
-  for (const d of ['proc', 'dev', 'scratch']) await mkdir(join(rootfs, d), { recursive: true });
+  for (const d of ['proc', 'dev', 'scratch', 'etc']) await mkdir(join(rootfs, d), { recursive: true });
+  await writeFile(join(rootfs, 'etc/hosts'), ''); // a mount point for the pod's hosts file
   return rootfs;
 }
 
@@ -209,6 +218,10 @@ export async function buildGoShim(): Promise<string> {
 export interface ShimPlan {
   sandbox_id: string;
   container_id: string;
+  /** Where CopyFile puts the pod's hosts file, bind-mounted on the container's /etc/hosts. */
+  hosts_file: string;
+  hosts: string;
+  exec_args: string[];
   rootfs_source: string;
   rootfs_mount_point: string;
   empty_dir: string;
@@ -217,9 +230,13 @@ export interface ShimPlan {
 
 export interface ShimReport {
   steps: { name: string; error?: string }[];
+  healthy: boolean;
+  agent_version: string;
   stdout: string;
   stderr: string;
   status: number;
+  exec_stdout: string;
+  exec_status: number;
   first_output_ms: number;
 }
 

@@ -7,10 +7,12 @@
 // Usage: shim <unix socket path> < plan.json; prints one JSON object with each step's outcome.
 //
 // As kata's runtime does, the container's own process is named by the container id as its exec id.
-// The sequence: CreateSandbox (a local emptyDir storage), CreateContainer (the rootfs as a bind storage,
-// the emptyDir mounted in the container), StartContainer, ReadStdout until end of stream, WaitProcess,
-// RemoveContainer, DestroySandbox. It reports the output, the exit status and the time from sending
-// CreateContainer to receiving the first output.
+// The sequence: grpc.Health/Check, GetGuestDetails, CreateSandbox (a local emptyDir storage), CopyFile
+// (the pod's hosts file), CreateContainer (the rootfs as a bind storage, the emptyDir and the hosts file
+// mounted in the container), StartContainer, ReadStdout (its first line), ExecProcess and its output to
+// the end and WaitProcess, WriteStdin and CloseStdin to the container's process, ReadStdout to the end,
+// ReadStderr, WaitProcess, RemoveContainer, DestroySandbox. It reports what it read, the exit statuses
+// and the time from sending CreateContainer to receiving the first output.
 package main
 
 import (
@@ -30,6 +32,9 @@ import (
 type plan struct {
 	SandboxID   string   `json:"sandbox_id"`
 	ContainerID string   `json:"container_id"`
+	HostsFile   string   `json:"hosts_file"`
+	Hosts       string   `json:"hosts"`
+	ExecArgs    []string `json:"exec_args"`
 	RootfsSrc   string   `json:"rootfs_source"`
 	RootfsMount string   `json:"rootfs_mount_point"`
 	EmptyDir    string   `json:"empty_dir"`
@@ -43,6 +48,10 @@ type step struct {
 
 type report struct {
 	Steps         []step  `json:"steps"`
+	Healthy       bool    `json:"healthy"`
+	AgentVersion  string  `json:"agent_version"`
+	ExecStdout    string  `json:"exec_stdout"`
+	ExecStatus    int32   `json:"exec_status"`
 	Stdout        string  `json:"stdout"`
 	Stderr        string  `json:"stderr"`
 	Status        int32   `json:"status"`
@@ -66,8 +75,8 @@ func main() {
 	defer cancel()
 
 	var r report
-	call := func(name string, req, resp proto.Message) bool {
-		err := client.Call(ctx, service, name, req, resp)
+	callService := func(svc, name string, req, resp proto.Message) bool {
+		err := client.Call(ctx, svc, name, req, resp)
 		s := step{Name: name}
 		if err != nil {
 			s.Error = err.Error()
@@ -75,11 +84,25 @@ func main() {
 		r.Steps = append(r.Steps, s)
 		return err == nil
 	}
+	call := func(name string, req, resp proto.Message) bool { return callService(service, name, req, resp) }
 	done := func() {
 		out, _ := json.Marshal(r)
 		fmt.Println(string(out))
 	}
 	defer done()
+
+	var health pb.HealthCheckResponse
+	if !callService("grpc.Health", "Check", &pb.CheckRequest{}, &health) {
+		return
+	}
+	r.Healthy = health.Status == pb.HealthCheckResponse_SERVING
+	var details pb.GuestDetailsResponse
+	if !call("GetGuestDetails", &pb.GuestDetailsRequest{MemBlockSize: true, MemHotplugProbe: true}, &details) {
+		return
+	}
+	if details.AgentDetails != nil {
+		r.AgentVersion = details.AgentDetails.Version
+	}
 
 	if !call("CreateSandbox", &pb.CreateSandboxRequest{
 		Hostname:  "pod-0",
@@ -91,6 +114,17 @@ func main() {
 			Options:    []string{"mode=0777"},
 			MountPoint: p.EmptyDir,
 		}},
+	}, &pb.Empty{}) {
+		return
+	}
+
+	// As the runtime shares files with a guest that has no shared filesystem: CopyFile, then a bind mount.
+	if !call("CopyFile", &pb.CopyFileRequest{
+		Path:     p.HostsFile,
+		FileSize: int64(len(p.Hosts)),
+		FileMode: 0o100644,
+		DirMode:  0o750,
+		Data:     []byte(p.Hosts),
 	}, &pb.Empty{}) {
 		return
 	}
@@ -116,6 +150,7 @@ func main() {
 			{Destination: "/proc", Source: "proc", Type: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/dev", Source: "tmpfs", Type: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 			{Destination: "/scratch", Source: p.EmptyDir, Type: "bind", Options: []string{"rbind", "rw"}},
+			{Destination: "/etc/hosts", Source: p.HostsFile, Type: "bind", Options: []string{"rbind", "ro"}},
 		},
 		Annotations: map[string]string{"io.kubernetes.cri.container-type": "container"},
 		Linux: &pb.Linux{
@@ -146,19 +181,57 @@ func main() {
 	if !call("StartContainer", &pb.StartContainerRequest{ContainerId: p.ContainerID}, &pb.Empty{}) {
 		return
 	}
-	for {
-		var resp pb.ReadStreamResponse
-		if !call("ReadStdout", &pb.ReadStreamRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID, Len: 4096}, &resp) {
-			return
+	// readAll reads a process's stdout until the agent answers empty data (end of stream).
+	readAll := func(execID string) (string, bool) {
+		out := ""
+		for {
+			var resp pb.ReadStreamResponse
+			if !call("ReadStdout", &pb.ReadStreamRequest{ContainerId: p.ContainerID, ExecId: execID, Len: 4096}, &resp) {
+				return out, false
+			}
+			if len(resp.Data) == 0 {
+				return out, true
+			}
+			out += string(resp.Data)
 		}
-		if len(resp.Data) == 0 {
-			break
-		}
-		if r.Stdout == "" {
-			r.FirstOutputMs = float64(time.Since(created).Microseconds()) / 1000
-		}
-		r.Stdout += string(resp.Data)
 	}
+	// The container's first line, then an exec beside it that prints the copied hosts file.
+	var first pb.ReadStreamResponse
+	if !call("ReadStdout", &pb.ReadStreamRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID, Len: 4096}, &first) {
+		return
+	}
+	r.FirstOutputMs = float64(time.Since(created).Microseconds()) / 1000
+	r.Stdout = string(first.Data)
+	const execID = "0b7c4a52-3f36-4e0e-9d8e-1c2f5b1d7a11"
+	if !call("ExecProcess", &pb.ExecProcessRequest{
+		ContainerId: p.ContainerID,
+		ExecId:      execID,
+		Process:     &pb.Process{Args: p.ExecArgs, Env: []string{"PATH=/"}, Cwd: "/", User: &pb.User{}},
+	}, &pb.Empty{}) {
+		return
+	}
+	var ok bool
+	if r.ExecStdout, ok = readAll(execID); !ok {
+		return
+	}
+	var execWait pb.WaitProcessResponse
+	if !call("WaitProcess", &pb.WaitProcessRequest{ContainerId: p.ContainerID, ExecId: execID}, &execWait) {
+		return
+	}
+	r.ExecStatus = execWait.Status
+	// The container's process copies its stdin until it ends, then exits with its status.
+	var written pb.WriteStreamResponse
+	if !call("WriteStdin", &pb.WriteStreamRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID, Data: []byte("bye\n")}, &written) {
+		return
+	}
+	if !call("CloseStdin", &pb.CloseStdinRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID}, &pb.Empty{}) {
+		return
+	}
+	rest, ok := readAll(p.ContainerID)
+	if !ok {
+		return
+	}
+	r.Stdout += rest
 	var errResp pb.ReadStreamResponse
 	if call("ReadStderr", &pb.ReadStreamRequest{ContainerId: p.ContainerID, ExecId: p.ContainerID, Len: 4096}, &errResp) {
 		r.Stderr = string(errResp.Data)
