@@ -84,6 +84,8 @@ interface Sandbox {
   pidnsHolder: Container | undefined;
 }
 
+/** Where CopyFile writes, below the first root: kata's share directory for a guest without a shared filesystem. */
+const SHARE_DIR = 'shared/containers';
 const SYSFS_BLOCK_SIZE = '/sys/devices/system/memory/block_size_bytes';
 const SYSFS_HOTPLUG_PROBE = '/sys/devices/system/memory/probe';
 
@@ -556,8 +558,13 @@ export class SandboxAgent {
     };
   }
 
+  /** CopyFile, below `<first root>/shared/containers` only, as kata's agent keeps it in its share directory. */
   async copyFile(req: Decoded): Promise<void> {
-    await copyFile(this.#roots, req);
+    const share = await resolveUnder(this.#roots, join(this.#roots[0]!, SHARE_DIR), {
+      what: 'the share directory',
+      create: true,
+    });
+    await copyFile([share], req);
   }
 
   /** GetVolumeStats: bytes and inodes of the filesystem holding a volume below the roots (statfs). */

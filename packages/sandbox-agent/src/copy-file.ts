@@ -36,10 +36,13 @@ export async function copyFile(roots: readonly string[], req: Decoded): Promise<
   const uid = Number(req.uid ?? 0);
   const gid = Number(req.gid ?? 0);
   const parent = dirname(path);
-  const parentExisted = (await exists(parent)) !== undefined;
-  await resolveUnder(roots, parent, { what: 'CopyFile parent', create: true });
-  if (!parentExisted) await chmod(parent, Number(req.dir_mode ?? 0o755) & 0o777);
-  await chown(parent, uid, gid);
+  if (!roots.includes(parent)) {
+    // The root itself keeps its owner and mode.
+    const parentExisted = (await exists(parent)) !== undefined;
+    await resolveUnder(roots, parent, { what: 'CopyFile parent', create: true });
+    if (!parentExisted) await chmod(parent, Number(req.dir_mode ?? 0o755) & 0o777);
+    await chown(parent, uid, gid);
+  }
   // The path itself may be a leftover link: it is replaced, never followed.
   const current = await exists(path);
   const type = fileMode & S_IFMT;

@@ -139,6 +139,23 @@ describe('the sandbox agent service', () => {
     expect(outside.code).toBe(Code.INVALID_ARGUMENT);
   });
 
+  it('writes CopyFile only below <root>/shared/containers', async () => {
+    const file = {
+      file_size: 2,
+      file_mode: 0o100644,
+      dir_mode: 0o755,
+      uid: process.getuid?.() ?? 0,
+      gid: process.getgid?.() ?? 0,
+      data: Buffer.from('ok'),
+    };
+    await call('CopyFile', { ...file, path: join(root, 'shared/containers/c1-resolv.conf') });
+    expect(await readFile(join(root, 'shared/containers/c1-resolv.conf'), 'utf8')).toBe('ok');
+    const e = await failure('CopyFile', { ...file, path: join(root, 'images/app/rootfs/bin/sh') });
+    expect(e.code).toBe(Code.INVALID_ARGUMENT);
+    expect(e.message).toMatch(/is not below the agent's roots/);
+    await expect(stat(join(root, 'images/app/rootfs/bin'))).rejects.toThrow(/ENOENT/);
+  });
+
   it('answers grpc.Health', async () => {
     const out = await client.call('grpc.Health', 'Check', new Uint8Array(0));
     expect(codec('HealthCheckResponse').decode(out).status).toBe(1);
