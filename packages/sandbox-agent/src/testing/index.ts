@@ -16,9 +16,13 @@ import { RESPONSES_PROTO } from '../proto.js';
 
 const run = promisify(execFile);
 
-/** Root and `runc` present: the host tests can run containers. */
-export const CAN_RUN_CONTAINERS =
-  process.getuid?.() === 0 && ['/usr/sbin/runc', '/usr/bin/runc'].some((p) => existsSync(p));
+/** `name` is an executable on PATH (as the agent runs runc, mount and unshare). */
+function onPath(name: string): boolean {
+  return (process.env.PATH ?? '').split(':').some((dir) => dir !== '' && existsSync(join(dir, name)));
+}
+
+/** Root and `runc` on PATH: the host tests can run containers. */
+export const CAN_RUN_CONTAINERS = process.getuid?.() === 0 && onPath('runc');
 
 /** Set to skip the Go tests deliberately (as the other packages' Go interop tests). */
 export const SKIP_GO = process.env.BROKER_SKIP_GO_INTEROP === '1';
