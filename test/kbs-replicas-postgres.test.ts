@@ -163,6 +163,72 @@ describe('KBS replicas on one PostgreSQL database, real processes', () => {
     expect(gone.status).toBe(401);
   });
 
+  it('guests round-robin across the replicas while a resource and the policy rotate through one and another is killed: every answer is an old or a new value', async () => {
+    const path = 'default/app/rotating';
+    const written = ['r0'];
+    await putResource(0, path, 'r0');
+    const policyV2 = join(dir, 'allow-v2.rego');
+    writeFileSync(policyV2, 'package policy\n\ndefault allow := true\n\n# second version\n');
+    let next = 0;
+    let retries = 0;
+    const down = new Set<number>();
+    /** One step on the next replica in turn; a replica that cannot be reached is skipped (the client retries). */
+    const step = async <T>(f: (url: string) => Promise<T>): Promise<T> => {
+      for (let attempt = 0; attempt < urls.length * 2; attempt++) {
+        const i = next++ % urls.length;
+        try {
+          return await f(urls[i]!);
+        } catch {
+          retries++;
+          down.add(i);
+        }
+      }
+      throw new Error('no replica answered');
+    };
+    let writing = true;
+    const seen: string[] = [];
+    const guestLoop = async () => {
+      while (writing) {
+        const guest = sampleGuest(set.ca);
+        const auth = await step((u) => guest.auth(u));
+        expect(auth.status, auth.body).toBe(200);
+        const attest = await step((u) => guest.attest(u, auth.cookie, auth.nonce));
+        expect(attest.status, attest.body).toBe(200);
+        const res = await step((u) => guest.resource(u, path, { cookie: auth.cookie }));
+        seen.push(plaintext(guest, res));
+      }
+    };
+    const writer = async () => {
+      try {
+        for (let k = 1; k <= 8; k++) {
+          written.push(`r${k}`);
+          await putResource(0, path, `r${k}`);
+          // Both policy versions allow: a fetch never fails because of the rotation, whichever it met.
+          if (k % 2 === 1) await mustAdmin(0, 'set-resource-policy', '--policy-file', policyV2);
+          else await mustAdmin(0, 'set-resource-policy', '--allow-all');
+          if (k === 3) await set.replicas[2]!.stop('SIGKILL');
+        }
+      } finally {
+        writing = false;
+      }
+    };
+    await Promise.all([writer(), guestLoop(), guestLoop(), guestLoop()]);
+    console.log(
+      `rotation under load: ${seen.length} fetches across the replicas, ${retries} steps retried on another replica after the kill`,
+    );
+    expect(seen.length).toBeGreaterThan(8);
+    for (const value of seen) expect(written).toContain(value);
+    expect(seen).toContain('r8');
+    expect(down.has(2)).toBe(true);
+    expect([...down]).toEqual([2]);
+    await set.replicas[2]!.start();
+    await mustAdmin(0, 'set-resource-policy', '--allow-all');
+    const guest = sampleGuest(set.ca);
+    expect(
+      plaintext(guest, await guest.resource(urls[2]!, path, { token: await tokenFrom(guest, urls[2]!) })),
+    ).toBe('r8');
+  }, 240_000);
+
   it('uses reference values registered on one replica in the appraisals of the others', async () => {
     await mustAdmin(0, 'set-resource-policy', '--affirming');
     try {
