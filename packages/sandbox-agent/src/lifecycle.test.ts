@@ -221,6 +221,23 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     await call('RemoveContainer', { container_id: 'holder' });
   });
 
+  it('serves stdout, stderr and the wait concurrently, as the shim asks for them', async () => {
+    await call('CreateContainer', {
+      container_id: 'together',
+      exec_id: 'together',
+      OCI: kataSpec(['/hello', 'together', '5'], rootfs),
+    });
+    // All three are asked before the process starts.
+    const results = Promise.all([
+      readAll('together', 'together'),
+      readAll('together', 'together', 'ReadStderr'),
+      wait('together', 'together'),
+    ]);
+    await call('StartContainer', { container_id: 'together' });
+    expect(await results).toEqual(['hello from together\n', 'to stderr\n', 5]);
+    await call('RemoveContainer', { container_id: 'together' });
+  });
+
   it('kills running processes at RemoveContainer', async () => {
     await create('busy', ['/hello', 'busy', 'sleep']);
     await call('StartContainer', { container_id: 'busy' });
