@@ -423,9 +423,19 @@ export class SandboxAgent {
     const eid = String(req.exec_id ?? '');
     const p = this.#process(cid, eid);
     const signal = Number(req.signal ?? 0);
-    if (!p.started) throw new WrongState(`process ${eid || 'init'} of ${cid} has not started`);
     if (p.status !== undefined) return; // already gone: nothing to signal
-    if (p === this.#container(cid).init) {
+    const c = this.#container(cid);
+    if (!p.started) {
+      // Here the process of a container that was never started does not exist yet (see the README);
+      // in kata's agent it would be waiting to start, and SIGKILL or SIGTERM would end it. So it ends.
+      if (p !== c.init || (signal !== 9 && signal !== 15)) {
+        throw new WrongState(`process ${eid || 'init'} of ${cid} has not started`);
+      }
+      c.state = 'stopped';
+      p.abandon(128 + signal);
+      return;
+    }
+    if (p === c.init) {
       await this.runc.kill(cid, signal);
       return;
     }

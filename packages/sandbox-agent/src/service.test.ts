@@ -333,6 +333,26 @@ describe('the sandbox agent service', () => {
     expect((await failure('StartContainer', { container_id: 'nope' })).code).toBe(Code.INVALID_ARGUMENT);
   });
 
+  it('ends a container that was never started at SIGKILL or SIGTERM, as if its waiting process were killed', async () => {
+    await call('CreateContainer', {
+      container_id: 'never',
+      OCI: kataSpec(['/app'], join(root, 'images/app/rootfs')),
+    });
+    const hup = await failure('SignalProcess', { container_id: 'never', signal: 1 });
+    expect([hup.code, hup.message]).toEqual([
+      Code.FAILED_PRECONDITION,
+      'process init of never has not started',
+    ]);
+    const waited = call('WaitProcess', { container_id: 'never' }, 'WaitProcessResponse');
+    await call('SignalProcess', { container_id: 'never', signal: 9 });
+    expect((await waited).status).toBe(137);
+    expect(
+      (await call('ReadStdout', { container_id: 'never', len: 10 }, 'ReadStreamResponse')).data.length,
+    ).toBe(0);
+    expect((await failure('StartContainer', { container_id: 'never' })).code).toBe(Code.FAILED_PRECONDITION);
+    await call('RemoveContainer', { container_id: 'never' });
+  });
+
   it('removes what it made at RemoveContainer and DestroySandbox', async () => {
     await call('RemoveContainer', { container_id: 'c' });
     await expect(stat(join(running.agent.stateDir, 'containers/c'))).rejects.toThrow(/ENOENT/);
