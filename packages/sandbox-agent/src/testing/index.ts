@@ -37,7 +37,7 @@ export async function tempDir(
 /**
  * The container's program: prints its first argument on stdout, "to stderr" on stderr, then
  * behaves as its second argument says: a number is its exit status; `cat [STATUS]` copies stdin to stdout, then exits with STATUS;
- * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits half a second, then takes memory until it is killed.
+ * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits two seconds, then takes memory until it is killed.
  */
 export const HELLO_C = `#include <signal.h>
 #include <stdio.h>
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(what, "eat") == 0) {
-    usleep(500000); /* after the agent's OOM watcher has started */
+    sleep(2); /* after the agent's OOM watcher has started */
     for (;;) {
       char *p = malloc(1 << 20);
       if (p) memset(p, 1, 1 << 20);
