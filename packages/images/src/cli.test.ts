@@ -16,7 +16,14 @@ describe('broker-images command line', () => {
   const run = async (argv: string[]) => {
     let out = '';
     let err = '';
-    const code = await imagesMain(argv, '.', { out: (t) => void (out += t), err: (t) => void (err += t) });
+    const code = await imagesMain(argv, '.', {
+      out: (t) => {
+        out += t;
+      },
+      err: (t) => {
+        err += t;
+      },
+    });
     return { code, out, err };
   };
 
