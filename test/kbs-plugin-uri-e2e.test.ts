@@ -97,6 +97,12 @@ afterAll(async () => {
   await kbs?.stop();
 });
 
+/** Waits (up to 10 s) for the KBS's log to show `re`: an access line is written after its answer. */
+async function logged(re: RegExp): Promise<void> {
+  for (let i = 0; i < 200 && !re.test(kbs.process.output()); i++) await new Promise((r) => setTimeout(r, 50));
+  expect(kbs.process.output()).toMatch(re);
+}
+
 describe('kbs+<plugin>:// URIs through the data hub', () => {
   beforeEach(() =>
     onTestFailed(() => {
@@ -133,7 +139,7 @@ describe('kbs+<plugin>:// URIs through the data hub', () => {
     expect(details.details.name).toBe('pod-1');
     expect(details.details.ips).toEqual(['10.9.0.2/24']);
     // The request the KBS saw is the URI's plugin, path and query.
-    expect(kbs.process.output()).toMatch(/"path":"\/kbs\/v0\/nebula-ca\/credential/);
+    await logged(/"path":"\/kbs\/v0\/nebula-ca\/credential/);
   });
 
   it('the query reaches the resource policy: another node name is refused', async () => {
@@ -145,13 +151,15 @@ describe('kbs+<plugin>:// URIs through the data hub', () => {
 
   it('kbs+sample:/// reaches the sample plugin, which answers admins only, as in trustee', async () => {
     expect(await refused('kbs+sample:///anything')).toContain('Get Resource failed');
-    expect(kbs.process.output()).toMatch(/"path":"\/kbs\/v0\/sample\/anything/);
+    await logged(/"path":"\/kbs\/v0\/sample\/anything/);
     expect(guest.cdh.output()).toMatch(/AdminAuth|unauthorized/i);
   });
 
   it('an unknown plugin is the KBS 404, an illegal plugin URI never leaves the guest', async () => {
     expect(await refused('kbs+nosuch:///x')).toContain('Get Resource failed');
     expect(guest.cdh.output()).toMatch(/PluginNotFound|not found/i);
+    // The access line of the refused request above is written after its answer: wait for it.
+    await logged(/"path":"\/kbs\/v0\/nosuch\/x"/);
     const before = (kbs.process.output().match(/"path":"\/kbs\/v0\//g) ?? []).length;
     for (const uri of ['kbs+:///x', 'kbs+sample:///a/../b', 'kbs+Sample:///x', 'kbs+sample:///%2e%2e']) {
       expect(await refused(uri)).toContain('Get Resource failed');
