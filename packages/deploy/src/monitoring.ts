@@ -6,8 +6,8 @@
 // KBS exports (checked by the tests against its registry) and `up`, which Prometheus adds itself.
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { BrokerConfig } from './broker-config.js';
+import { type KubeObject, objectLabels } from './kube-object.js';
 import { type GeneratedNames, METRICS_PORT_NAME, METRICS_SERVICE_NAME } from './names.js';
-import { type KubeObject, objectLabels } from './render.js';
 
 export interface AlertRule {
   readonly alert: string;

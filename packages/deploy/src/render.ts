@@ -20,6 +20,7 @@ import {
   REDIS_URL_ENV,
   renderKbsConfigToml,
 } from './kbs-config.js';
+import { type KubeObject, objectLabels } from './kube-object.js';
 import { renderMonitoring } from './monitoring.js';
 import {
   CRD_VERSION,
@@ -65,12 +66,7 @@ export interface RenderOptions {
   readonly monitoring?: boolean;
 }
 
-/** A rendered Kubernetes object (plain JSON). */
-export type KubeObject = {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
-} & Record<string, unknown>;
+export { type KubeObject, objectLabels } from './kube-object.js';
 
 export interface RouteObject {
   apiVersion: 'route.openshift.io/v1';
@@ -89,17 +85,6 @@ const DNS_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-
 
 function b64(buf: Buffer | string): string {
   return (typeof buf === 'string' ? Buffer.from(buf, 'utf8') : buf).toString('base64');
-}
-
-export function objectLabels(cfg: BrokerConfig, component: string): Record<string, string> {
-  return {
-    ...cfg.labels,
-    'app.kubernetes.io/name': 'kbs',
-    'app.kubernetes.io/instance': cfg.name,
-    'app.kubernetes.io/part-of': 'broker',
-    'app.kubernetes.io/managed-by': 'brokerctl',
-    'app.kubernetes.io/component': component,
-  };
 }
 
 function selectorLabels(cfg: BrokerConfig): Record<string, string> {

@@ -21,6 +21,7 @@ import type { ResourcePolicy } from '../policy/resource-policy.js';
 import type { ResourceRepository } from '../repository.js';
 import { referenceValueMessages } from '../rvps/document.js';
 import { isValidSegment } from '../storage/keys.js';
+import { MountedFileError } from './errors.js';
 import { DEFAULT_SETTLE_MS, SettledFiles } from './settle.js';
 import { DirectoryWatcher, type DirectoryWatcherOptions } from './watcher.js';
 
@@ -35,9 +36,7 @@ export const MAX_MOUNTED_FILE_BYTES = 8 * 1024 * 1024;
 export const MAX_MOUNTED_FILES = 10_000;
 const RESOURCE_POLICY_FILE = 'resource-policy.rego';
 
-export class MountedFileError extends Error {
-  override readonly name = 'MountedFileError';
-}
+export { MountedFileError } from './errors.js';
 
 export interface MountedFilesDeps {
   readonly config: MountedFilesConfig;

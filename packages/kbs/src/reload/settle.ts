@@ -5,7 +5,7 @@
 // same for the settle window (as seen by this process, or its change time is already that old), and they
 // are still the same once its content has been read. Until then the store keeps the previous value.
 import { readFile, stat } from 'node:fs/promises';
-import { MountedFileError } from './mounted.js';
+import { MountedFileError } from './errors.js';
 
 /** How long a mounted file must stay unchanged before it is applied; default of `settleMs`. */
 export const DEFAULT_SETTLE_MS = 500;
