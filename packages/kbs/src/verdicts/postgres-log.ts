@@ -11,13 +11,13 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type pg from 'pg';
 import { matches, type NewVerdict, type Verdict, type VerdictQuery, type VerdictStore } from './log.js';
+import { VerdictWriteBehind } from './write-behind.js';
 
 export const VERDICT_TABLE = 'kbs_verdicts';
 export const REPLICA_TABLE = 'kbs_replicas';
 /** Entries waiting for the database; more drop the oldest. */
-export const MAX_QUEUED_VERDICTS = 256;
+export { MAX_QUEUED_VERDICTS } from './write-behind.js';
 /** Entries sent in one statement. */
-const BATCH = 64;
 export const REPLICA_TTL_MS = 15_000;
 
 const CREATE = [
@@ -64,68 +64,39 @@ export interface PostgresVerdictLogOptions {
 export class PostgresVerdictLog implements VerdictStore {
   readonly backend = 'Postgres' as const;
   readonly size: number;
-  private readonly now: () => number;
-  private queue: string[] = [];
-  private flushing: Promise<void> | undefined;
-  private dropped = 0;
-  private lastDropReport = 0;
-  private closed = false;
+  private readonly writes: VerdictWriteBehind;
 
   constructor(
     private readonly pool: pg.Pool,
-    private readonly options: PostgresVerdictLogOptions,
+    options: PostgresVerdictLogOptions,
   ) {
     if (!Number.isInteger(options.size) || options.size < 1)
       throw new RangeError('verdict log size must be a positive integer');
     this.size = options.size;
-    this.now = options.now ?? Date.now;
+    this.writes = new VerdictWriteBehind((batch) => this.send(batch), {
+      ...(options.now !== undefined && { now: options.now }),
+      ...(options.onDropped !== undefined && { onDropped: options.onDropped }),
+    });
   }
 
   record(v: NewVerdict): void {
-    if (this.closed) return;
-    this.queue.push(JSON.stringify({ time: new Date(this.now()).toISOString(), ...v }));
-    if (this.queue.length > MAX_QUEUED_VERDICTS) {
-      this.queue.splice(0, this.queue.length - MAX_QUEUED_VERDICTS);
-      this.drop(1, 'queue full');
-    }
-    this.flushing ??= this.flush();
+    this.writes.record(v);
   }
 
-  private drop(count: number, reason: string): void {
-    this.dropped += count;
-    const t = Date.now();
-    if (t - this.lastDropReport >= 10_000) {
-      this.lastDropReport = t;
-      this.options.onDropped?.(this.dropped, reason);
-      this.dropped = 0;
-    }
-  }
-
-  private async flush(): Promise<void> {
-    try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, BATCH);
-        try {
-          // One statement: the entries in order (identity numbers follow the array), then the ring trim.
-          await this.pool.query({
-            name: 'broker_verdicts_insert',
-            text: `WITH added AS (INSERT INTO ${VERDICT_TABLE} (entry) SELECT e FROM unnest($1::text[]) WITH ORDINALITY AS t(e, n) ORDER BY n RETURNING id)
-              DELETE FROM ${VERDICT_TABLE} WHERE id <= (SELECT max(id) FROM added) - $2`,
-            values: [batch, this.size],
-          });
-        } catch (e) {
-          // Not retried: a timed-out statement may have been applied, and a retry would record it twice.
-          this.drop(batch.length, (e as Error).message);
-        }
-      }
-    } finally {
-      this.flushing = undefined;
-    }
+  /** Stores one batch of entries (oldest first) in one call. */
+  private async send(batch: string[]): Promise<void> {
+    // One statement: the entries in order (identity numbers follow the array), then the ring trim.
+    await this.pool.query({
+      name: 'broker_verdicts_insert',
+      text: `WITH added AS (INSERT INTO ${VERDICT_TABLE} (entry) SELECT e FROM unnest($1::text[]) WITH ORDINALITY AS t(e, n) ORDER BY n RETURNING id)
+        DELETE FROM ${VERDICT_TABLE} WHERE id <= (SELECT max(id) FROM added) - $2`,
+      values: [batch, this.size],
+    });
   }
 
   /** Resolves once every entry recorded so far has been sent (or dropped). */
   async flushed(): Promise<void> {
-    while (this.flushing !== undefined) await this.flushing;
+    await this.writes.flushed();
   }
 
   async get(id: number): Promise<Verdict | undefined> {
@@ -157,8 +128,7 @@ export class PostgresVerdictLog implements VerdictStore {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    await this.flushed();
+    await this.writes.close();
   }
 }
 

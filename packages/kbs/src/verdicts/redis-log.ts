@@ -7,13 +7,14 @@
 // queue fills and the oldest entries are dropped (counted, and logged at most every 10 s).
 import { matches, type NewVerdict, type Verdict, type VerdictQuery, type VerdictStore } from './log.js';
 import type { RedisLink } from './redis-link.js';
+import { VerdictWriteBehind } from './write-behind.js';
 
 export const VERDICT_LIST_KEY = 'kbs_verdicts:log';
 export const VERDICT_SEQ_KEY = 'kbs_verdicts:seq';
 /** Entries waiting for Redis; more drop the oldest. */
-export const MAX_QUEUED_VERDICTS = 256;
+export { MAX_QUEUED_VERDICTS } from './write-behind.js';
+
 /** Entries sent in one script call. */
-const BATCH = 64;
 
 // Numbers the entries with one INCRBY and writes them with their id as the first member in one LPUSH
 // (the last given ends up first), so ids are unique across replicas, the list is in id order, and a
@@ -72,68 +73,38 @@ export interface RedisVerdictLogOptions {
 export class RedisVerdictLog implements VerdictStore {
   readonly backend = 'Redis' as const;
   readonly size: number;
-  private readonly now: () => number;
-  private queue: string[] = [];
-  private flushing: Promise<void> | undefined;
-  private dropped = 0;
-  private lastDropReport = 0;
-  private closed = false;
+  private readonly writes: VerdictWriteBehind;
 
   constructor(
     private readonly link: RedisLink,
-    private readonly options: RedisVerdictLogOptions,
+    options: RedisVerdictLogOptions,
   ) {
     if (!Number.isInteger(options.size) || options.size < 1)
       throw new RangeError('verdict log size must be a positive integer');
     this.size = options.size;
-    this.now = options.now ?? Date.now;
+    this.writes = new VerdictWriteBehind((batch) => this.send(batch), {
+      ...(options.now !== undefined && { now: options.now }),
+      ...(options.onDropped !== undefined && { onDropped: options.onDropped }),
+    });
   }
 
   record(v: NewVerdict): void {
-    if (this.closed) return;
-    // `time` first: the entry is an object with at least one member, as the script expects.
-    this.queue.push(JSON.stringify({ time: new Date(this.now()).toISOString(), ...v }));
-    if (this.queue.length > MAX_QUEUED_VERDICTS) {
-      this.queue.splice(0, this.queue.length - MAX_QUEUED_VERDICTS);
-      this.drop(1, 'queue full');
-    }
-    this.flushing ??= this.flush();
+    this.writes.record(v);
   }
 
-  private drop(count: number, reason: string): void {
-    this.dropped += count;
-    const t = Date.now();
-    if (t - this.lastDropReport >= 10_000) {
-      this.lastDropReport = t;
-      this.options.onDropped?.(this.dropped, reason);
-      this.dropped = 0;
-    }
-  }
-
-  private async flush(): Promise<void> {
-    try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, BATCH);
-        try {
-          await this.link.run('verdict LPUSH', (c) =>
-            c.eval(RECORD_SCRIPT, {
-              keys: [VERDICT_LIST_KEY, VERDICT_SEQ_KEY],
-              arguments: [String(this.size), ...batch],
-            }),
-          );
-        } catch (e) {
-          // Not retried: a timed-out call may have been applied, and a retry would record it twice.
-          this.drop(batch.length, (e as Error).message);
-        }
-      }
-    } finally {
-      this.flushing = undefined;
-    }
+  /** Stores one batch of entries (oldest first) in one call. */
+  private async send(batch: string[]): Promise<void> {
+    await this.link.run('verdict LPUSH', (c) =>
+      c.eval(RECORD_SCRIPT, {
+        keys: [VERDICT_LIST_KEY, VERDICT_SEQ_KEY],
+        arguments: [String(this.size), ...batch],
+      }),
+    );
   }
 
   /** Resolves once every entry recorded so far has been sent (or dropped). */
   async flushed(): Promise<void> {
-    while (this.flushing !== undefined) await this.flushing;
+    await this.writes.flushed();
   }
 
   async get(id: number): Promise<Verdict | undefined> {
@@ -158,7 +129,6 @@ export class RedisVerdictLog implements VerdictStore {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    await this.flushed();
+    await this.writes.close();
   }
 }
