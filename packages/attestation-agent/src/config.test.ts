@@ -1,6 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { parseInitData } from '@broker/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -13,7 +14,6 @@ import {
   parseAaKbcParams,
   readAaKbcParams,
 } from './config.js';
-import { vector } from './testing/vectors.js';
 
 const EXAMPLE_PATH = vector('guest-components/configs/attestation-agent.config.example.toml');
 

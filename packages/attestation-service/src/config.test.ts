@@ -1,7 +1,7 @@
+import { vector } from '@broker/cli/testing';
 import { loadRvpsConfig, parseRvpsConfig } from '@broker/rvps';
 import { describe, expect, it } from 'vitest';
 import { loadAsConfig, parseAsConfig } from './config.js';
-import { vector } from './testing/vectors.js';
 
 describe('AS config', () => {
   it("reads trustee's docker-compose as-config.json", () => {

@@ -1,6 +1,7 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CdhConfigError,
@@ -16,7 +17,6 @@ import {
   parseCdhConfig,
   parseLogLevel,
 } from './config.js';
-import { vector } from './testing/vectors.js';
 
 const FIXTURE = vector('guest-components/configs/confidential-data-hub.example.config.toml');
 

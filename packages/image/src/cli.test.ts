@@ -2,12 +2,12 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { cp, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, buildLayer, pushImage } from './build.js';
 import { type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
 import { RegistryClient } from './registry/client.js';
 import { FakeRegistry } from './testing/fake-registry.js';
-import { vector } from './testing/vectors.js';
 
 const CI = vector('containers-image');
 const SAMPLE = '192.168.64.2:5000/cosign-signed-single-sample';

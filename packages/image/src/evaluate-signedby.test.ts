@@ -3,11 +3,11 @@
 import { copyFile, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { openDirImage } from './dir-image.js';
 import { evaluatePolicy } from './evaluate.js';
 import { parsePolicy } from './policy.js';
-import { vector } from './testing/vectors.js';
 
 const CI = vector('containers-image');
 const KEY = join(CI, 'public-key.gpg');

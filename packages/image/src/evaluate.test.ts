@@ -2,6 +2,7 @@ import { generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { digestOf } from './digest.js';
 import { openDirImage } from './dir-image.js';
@@ -19,7 +20,6 @@ import {
   signPayload,
   type UntrustedSignature,
 } from './sigstore.js';
-import { vector } from './testing/vectors.js';
 
 const CI = vector('containers-image');
 const GC = vector('guest-components/image-policy');

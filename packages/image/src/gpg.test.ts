@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { loadGpgKeyring, verifyGpgSignature, verifySimpleSigning } from './gpg.js';
-import { vector } from './testing/vectors.js';
 
 const CI = vector('containers-image');
 const read = (f: string) => readFile(join(CI, f));

@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, buildLayer, pushImage, writeDirImage } from './build.js';
 import { parsePolicy, requirementsForImage } from './policy.js';
@@ -26,7 +27,6 @@ import {
 import { RegistryClient } from './registry/client.js';
 import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
 import { runTool } from './testing/tools.js';
-import { vector } from './testing/vectors.js';
 
 const FIXTURES = vector('guest-components/image-policy');
 

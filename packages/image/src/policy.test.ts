@@ -1,6 +1,7 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import {
   InvalidPolicyError,
@@ -10,7 +11,6 @@ import {
   requirementsForImage,
 } from './policy.js';
 import { parseImageReference, policyIdentity, policyNamespaces } from './reference.js';
-import { vector } from './testing/vectors.js';
 
 const FIXTURES = vector('');
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import {
   AFFIRMING_RESOURCE_POLICY,
@@ -6,7 +7,6 @@ import {
   DEFAULT_RESOURCE_POLICY,
   DENY_ALL_RESOURCE_POLICY,
 } from './policies.js';
-import { vector } from './testing/vectors.js';
 
 const fixture = (name: string) => readFileSync(vector(`trustee/policies/resource/${name}.rego`), 'utf8');
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseKbsConfigText } from './config.js';
-import { vector } from './testing/vectors.js';
 
 const EXAMPLE = readFileSync(vector('trustee/kbs-config.example.toml'), 'utf8');
 

@@ -3,6 +3,7 @@
 // database outage gives 401s (never a release, never a crash) until the database returns.
 
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -11,7 +12,6 @@ import { type RunningKbs, startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from './testing/client.js';
 import { type PostgresServer, startPostgresServer } from './testing/postgres-server.js';
-import { vector } from './testing/vectors.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 const b64u = (s: string) => Buffer.from(s).toString('base64url');

@@ -1,6 +1,7 @@
 import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import {
   hclAkPub,
   hclUserData,
@@ -23,7 +24,6 @@ import {
   type VmConfiguration,
 } from './hcl.js';
 import { createHardwareRoots, type HardwareRoots, rootBundlePem } from './roots.js';
-import { vector } from './testing/vectors.js';
 
 const FIXTURES = vector('trustee/az-snp-vtpm');
 const fixtureReport = readFileSync(join(FIXTURES, 'hcl-report.bin'));

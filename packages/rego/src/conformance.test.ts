@@ -2,9 +2,9 @@
 // test-driver semantics. Cases that cannot pass are skipped by name below, each with its reason.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type CaseOutcome, runCaseFile } from './cases.js';
-import { vector } from './testing/vectors.js';
 
 const ROOT = vector('regorus/interpreter-cases');
 

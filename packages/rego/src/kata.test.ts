@@ -3,10 +3,10 @@
 // outputs.json and the gathered prints must equal prints.json byte for byte. As in regorus' driver, each
 // request is also evaluated on a fresh clone of the loaded engine, which must give the same answer.
 import { readdirSync, readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { Engine } from './engine.js';
 import { jsonText } from './format.js';
-import { vector } from './testing/vectors.js';
 import { parseJSON, type Value } from './value.js';
 
 const ROOT = vector('regorus/kata');

@@ -1,12 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { normalizeFlowIndent } from './cases.js';
 import { RegoLimitError, RegoParseError } from './errors.js';
 import { tokenize } from './lexer.js';
 import { parseModule, parseQuery } from './parser.js';
-import { vector } from './testing/vectors.js';
 
 const FIXTURES = vector('regorus');
 

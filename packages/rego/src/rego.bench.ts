@@ -5,8 +5,8 @@
 // Targets: load < 50 ms, eval p50 < 1 ms.
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { vector } from '@broker/cli/testing';
 import { Engine } from './engine.js';
-import { vector } from './testing/vectors.js';
 import { parseJSON, type Value } from './value.js';
 
 const FIXTURES = vector('');

@@ -1,10 +1,10 @@
 // trustee's attestation (EAR) and KBS resource policies, with the inputs the KBS gives them.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { Engine } from './engine.js';
 import { jsonText } from './format.js';
-import { vector } from './testing/vectors.js';
 import { fromJSON, type Value } from './value.js';
 
 const POLICIES = vector('trustee/policies');

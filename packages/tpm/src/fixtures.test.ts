@@ -1,6 +1,7 @@
 import { createPublicKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import {
   ALL_PCRS,
@@ -14,7 +15,6 @@ import {
   TPM_ST,
   verifySignature,
 } from './index.js';
-import { vector } from './testing/vectors.js';
 
 const FIXTURES = vector('trustee');
 const fixture = (p: string) => new Uint8Array(readFileSync(join(FIXTURES, p)));

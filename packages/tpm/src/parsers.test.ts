@@ -1,6 +1,7 @@
 import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import {
   attestationKeyTemplate,
@@ -30,7 +31,6 @@ import {
   TpmUsageError,
   verifySignature,
 } from './index.js';
-import { vector } from './testing/vectors.js';
 
 const FIXTURES = vector('trustee');
 

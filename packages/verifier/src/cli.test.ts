@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { makeTestEvidence, testRoots } from './az-snp-vtpm/test-evidence.js';
 import { type CliIo, main } from './cli.js';
@@ -8,7 +9,6 @@ import { kbsVerifyMain } from './index.js';
 import { parseSnpReport, SNP_REPORT_SIZE } from './snp/report.js';
 import { sevJsonFromReport } from './snp/serde.js';
 import { createTestAmdRoots, issueTestVek, signSnpReport } from './snp/test-roots.js';
-import { vector } from './testing/vectors.js';
 
 const DIR = vector('trustee/az-snp-vtpm');
 const V2_REPORT_DATA =

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import {
   attestationKeyTemplate,
   decodeCommand,
@@ -24,7 +25,6 @@ import type { AttesterLogger } from '../attester.js';
 import { EvidenceCollectionFailed } from '../attester.js';
 import { platformContext } from '../platform.js';
 import { explainTeeDetection, getAttester } from '../registry.js';
-import { vector } from '../testing/vectors.js';
 import { expectedUserData, HCL_VAR_DATA_OFFSET, hclUserData, readHclReport } from './hcl.js';
 import { certificatePemToDer, fetchAmdCertificates } from './imds.js';
 import {

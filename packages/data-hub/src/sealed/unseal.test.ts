@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { DataHubClient } from '@broker/guest-api';
 import {
   dataHubUnsealer,
@@ -20,7 +21,6 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { type CdhConfig, parseCdhConfig } from '../config.js';
 import { type RunningDataHub, type StartDataHubOptions, startDataHub } from '../server.js';
 import { captureLogger, FakeAa, startTestKbs, type TestKbs, tempDir } from '../testing/helpers.js';
-import { vector } from '../testing/vectors.js';
 
 const FIXTURES = vector('guest-components/sealed-secret');
 const SIGNING_KID = 'kbs:///default/signing/jwk_public';

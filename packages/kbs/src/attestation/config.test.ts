@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../config-reader.js';
-import { vector } from '../testing/vectors.js';
 import {
   DEFAULT_BUILD_NAME,
   DEFAULT_DEVELOPER_NAME,

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
-import { vector } from '../testing/vectors.js';
 import {
   EAR_DEFAULT_POLICY_CPU,
   EAR_DEFAULT_POLICY_GPU,

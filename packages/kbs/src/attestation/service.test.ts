@@ -1,5 +1,6 @@
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { canonicalJson, type ReportDataHashAlgorithm } from '@broker/protocol';
 import { VerificationError } from '@broker/verifier';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
@@ -8,7 +9,6 @@ import { describe, expect, it } from 'vitest';
 import { PolicyCheckError } from '../policy/limits.js';
 import { RvpsError } from '../rvps/index.js';
 import type { KvStorage, Namespace, SetOptions } from '../storage/types.js';
-import { vector } from '../testing/vectors.js';
 import { BROKER_DEFAULT_POLICY_CPU } from './broker-policy.js';
 import { parseAttestationServiceConfig } from './config.js';
 import {

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgresServer } from '../testing/postgres-server.js';
 import { freeLoopbackPort } from '../testing/redis-server.js';
-import { vector } from '../testing/vectors.js';
 import { StorageUnavailable } from './errors.js';
 import { InvalidStorageKey } from './keys.js';
 import {

@@ -1,12 +1,12 @@
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { pcr8FromInitDataDigest } from '@broker/protocol';
 import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
 import { getVerifier } from '../registry.js';
 import { pemCertificates } from '../snp/certs.js';
 import { createTestAmdRoots, issueTestVek } from '../snp/test-roots.js';
-import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { type AzSnpVtpmClaims, AzSnpVtpmVerifier } from './index.js';
 import { makeTestEvidence, TEST_CHIP_ID, TEST_TCB, testRoots } from './test-evidence.js';

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { pcr8FromInitDataDigest } from '@broker/protocol';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
@@ -15,7 +16,6 @@ import {
   testTcbInfo,
 } from '../tdx/test-pki.js';
 import type { TdxVerifierOptions } from '../tdx/verify.js';
-import { vector } from '../testing/vectors.js';
 import { parseAzTdxVtpmEvidence } from './evidence.js';
 import { AzTdxVtpmVerifier } from './index.js';
 import { makeAzTdxTestEvidence } from './test-evidence.js';

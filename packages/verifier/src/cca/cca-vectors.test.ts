@@ -4,11 +4,11 @@ import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:cryp
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { decode, type Tag } from 'cbor2';
 import { afterAll, describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
 import { getVerifier } from '../registry.js';
-import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { CcaVerifier } from './index.js';
 import { parseRvStore, parseTaStore } from './stores.js';

@@ -1,8 +1,8 @@
 // kbs-verify --tee nvidia and --tee cca, offline: trustee's vectors as the KBS would verify them.
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { type CliIo, main } from '../cli.js';
-import { vector } from '../testing/vectors.js';
 import { createTestDevice } from './test-device.js';
 
 function io(files: Record<string, string | Buffer> = {}) {

@@ -1,9 +1,9 @@
 // Remote mode against a local mock NRAS: the request trustee sends, the tokens' checks, the nonce.
 import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { verificationFailure } from '../testing/failure.js';
-import { vector } from '../testing/vectors.js';
 import { NvidiaVerifier } from './index.js';
 import { type MockNras, startMockNras } from './mock-nras.js';
 

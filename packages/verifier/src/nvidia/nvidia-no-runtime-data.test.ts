@@ -5,9 +5,9 @@
 // runtime data is provided.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { verificationFailure } from '../testing/failure.js';
-import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { NvidiaVerifier } from './index.js';
 import { type MockNras, startMockNras } from './mock-nras.js';

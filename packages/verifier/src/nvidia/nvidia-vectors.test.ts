@@ -2,10 +2,10 @@
 // gives trustee's claims; tampering with any of the three bindings fails with the check's code.
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { getVerifier } from '../registry.js';
 import { verificationFailure } from '../testing/failure.js';
-import { vector } from '../testing/vectors.js';
 import { parsePemChain, verifyNvidiaChain } from './chain.js';
 import { NVIDIA_DEVICE_ROOT_PEM, NVIDIA_DEVICE_ROOT_SHA1 } from './device-root.js';
 import { NvidiaVerifier } from './index.js';

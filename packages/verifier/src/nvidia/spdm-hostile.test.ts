@@ -1,9 +1,9 @@
 // Hostile reports: every truncation, bad length and unknown item fails with a named
 // REPORT_MALFORMED (or UNSUPPORTED_VERSION), never an exception of another kind or a partial result.
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
-import { vector } from '../testing/vectors.js';
 import { decodeOpaqueData } from './opaque.js';
 import {
   encodeUnsignedReport,

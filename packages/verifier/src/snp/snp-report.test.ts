@@ -1,8 +1,8 @@
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
-import { vector } from '../testing/vectors.js';
 import { derInteger, derOctetString } from '../x509/build.js';
 import {
   builtinAmdRoots,

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
 import { getVerifier } from '../registry.js';
-import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { derInteger, derOctetString } from '../x509/build.js';
 import { OID_HWID, OID_SNP_SPL, OID_TEE_SPL } from './certs.js';

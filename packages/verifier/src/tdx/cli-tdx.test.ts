@@ -1,9 +1,9 @@
 // kbs-verify with the TDX collateral options.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { type CliIo, main } from '../cli.js';
-import { vector } from '../testing/vectors.js';
 import { PCK_PLATFORM_CA_CN } from './pck.js';
 import {
   createTestQuotingEnclave,

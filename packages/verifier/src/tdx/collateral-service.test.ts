@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { vector } from '@broker/cli/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AzTdxVtpmVerifier } from '../az-tdx-vtpm/index.js';
 import { makeAzTdxTestEvidence } from '../az-tdx-vtpm/test-evidence.js';
@@ -23,7 +24,6 @@ import {
   MockHttpsService as Service,
 } from '../testing/mock-service.js';
 import { createTestTlsIdentity } from '../testing/tls.js';
-import { vector } from '../testing/vectors.js';
 import {
   crlDistributionPoint,
   intelCollateralSource,

@@ -2,9 +2,9 @@
 // (tcbInfo.json, enclaveIdentity.json) and the claims trustee derives (parse_tdx_claims_expected).
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
-import { vector } from '../testing/vectors.js';
 import { encodeCcEventLog, parseCcEventLog, replayRegister, TCG_EVENT_TYPES } from './ccel.js';
 import { tdxClaims } from './claims.js';
 import {

@@ -2,9 +2,9 @@
 // sizes, and a bounded, seeded fuzz run over quotes and event logs. Every failure must be a
 // VerificationError; a mutated quote may only verify if every signed byte is unchanged.
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { VerificationError } from '../errors.js';
-import { vector } from '../testing/vectors.js';
 import { encodeCcEventLog, parseCcEventLog } from './ccel.js';
 import { parseQeIdentity, parseTdxTcbInfo } from './collateral.js';
 import { MAX_QUOTE_BYTES, parseTdxQuote } from './quote.js';

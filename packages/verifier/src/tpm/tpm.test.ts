@@ -1,5 +1,6 @@
 import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { vector } from '@broker/cli/testing';
 import { pcr8FromInitDataDigest } from '@broker/protocol';
 import {
   marshalAttest,
@@ -14,7 +15,6 @@ import {
 import { describe, expect, it } from 'vitest';
 import { VerificationError, type VerificationErrorCode } from '../errors.js';
 import { getVerifier } from '../registry.js';
-import { vector } from '../testing/vectors.js';
 import type { ExpectedData } from '../verifier.js';
 import { type TpmClaims, TpmVerifier } from './index.js';
 
