@@ -15,6 +15,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import {
@@ -27,7 +28,6 @@ import {
 } from './helpers/oci-runtime.js';
 import { binary, ROOT } from './helpers/process.js';
 import { openssl } from './helpers/stack.js';
-import { vector } from './helpers/vectors.js';
 
 interface Summary {
   name: string;

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SampleAttester } from '@broker/attester';
 import { createLogger } from '@broker/cli';
+import { vector } from '@broker/cli/testing';
 import {
   ExternalPlugin,
   type KbsMetrics,
@@ -27,7 +28,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, freePort, ROOT, start, waitForListen } from './helpers/process.js';
 import { makeKbsKeyFiles, openssl } from './helpers/stack.js';
 import { listenOn } from './helpers/upstream-config.js';
-import { vector } from './helpers/vectors.js';
 
 const PROTOS = join(ROOT, 'packages', 'trustee-protos', 'protos');
 const PEER = join(ROOT, 'test', 'helpers', 'kbs_plugin_peer.py');

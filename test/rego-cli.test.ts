@@ -2,9 +2,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
 import { binary, runToEnd } from './helpers/process.js';
-import { vector } from './helpers/vectors.js';
 
 const FIXTURES = vector('');
 const dir = mkdtempSync(join(tmpdir(), 'broker-rego-cli-'));

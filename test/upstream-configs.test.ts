@@ -6,11 +6,11 @@
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { binary, freePort, type Running, runToEnd, start, waitForListen } from './helpers/process.js';
 import { makeKbsKeyFiles, SAMPLE_REFERENCE_VALUES } from './helpers/stack.js';
 import { listenOn, relocate } from './helpers/upstream-config.js';
-import { vector } from './helpers/vectors.js';
 
 const root = mkdtempSync(join(tmpdir(), 'broker-upstream-configs-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -8,11 +8,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { Engine, fromJSON, toJSON, type Value } from '@broker/rego';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, freePort, type Running, runToEnd, start, waitForListen } from './helpers/process.js';
 import { listenOn, relocate } from './helpers/upstream-config.js';
-import { vector } from './helpers/vectors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'broker-verdict-parity-'));
 const SAMPLE_MANIFEST = join(import.meta.dirname, '../packages/mock-tee/manifests/podvm-sample.json');

@@ -1,3 +1,4 @@
+import { messageOf } from '@broker/cli';
 /**
  * The kata agent's policy engine semantics (`src/agent/policy/src/policy.rs`), on @broker/rego:
  * - one Rego engine in non-strict builtin mode with `print` gathered, data `{"pstate": {}}`;
@@ -132,10 +133,6 @@ export function unimportedFutureKeywords(source: string): string[] {
   return FUTURE_KEYWORDS.filter(
     (kw) => !imported.has(kw) && new RegExp(`(?<![\\w.])${kw}(?!\\w|\\s*\\()`).test(body),
   );
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 export class AgentPolicy {

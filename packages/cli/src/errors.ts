@@ -21,6 +21,119 @@ interface SystemError {
   readonly message: string;
 }
 
+/** What to do about a system error, by its code. */
+const SYSTEM_HINTS: Readonly<Record<string, string>> = {
+  ENOENT: 'check the path',
+  EACCES: 'check its permissions, or run as a user who may use it',
+  EPERM: 'check its permissions, or run as a user who may use it',
+  EISDIR: 'give a file, not a folder',
+  ENOTDIR: 'check the path',
+  EROFS: 'choose a writable location',
+  ENOSPC: 'free some space',
+  EADDRINUSE: 'another process listens there: stop it or choose another address',
+  ECONNREFUSED: 'nothing listens there: is the service running, and are the host and port right?',
+  ENOTFOUND: 'the host name does not resolve: check the URL',
+  EAI_AGAIN: 'the host name could not be resolved now: check the URL and the DNS',
+  ETIMEDOUT: 'the peer did not answer in time: check the address and the network',
+  ECONNRESET: 'the peer closed the connection: check that it is the service you meant (http or https?)',
+  EHOSTUNREACH: 'no route to the host: check the address and the network',
+  ENETUNREACH: 'no route to the host: check the address and the network',
+};
+
+/** Certificate verification failures (OpenSSL's names, and Node's for a host name mismatch). */
+const CERTIFICATE_CODES = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_SIGNATURE_FAILURE',
+  'INVALID_CA',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+/** Whether `code` names a peer certificate that did not verify. */
+export function isCertificateFailureCode(code: unknown): boolean {
+  return typeof code === 'string' && CERTIFICATE_CODES.has(code);
+}
+
+/**
+ * What the user can do about `e`: its own `hint` (any error may carry one, a string), else the hint
+ * of the first system error code among it and its causes; undefined when there is none.
+ */
+export function hintOf(e: unknown): string | undefined {
+  for (let c = e, depth = 0; c instanceof Error && depth < 8; c = c.cause, depth++) {
+    const own = (c as { hint?: unknown }).hint;
+    if (typeof own === 'string' && own !== '') return own;
+    const code = (c as { code?: unknown }).code;
+    if (isCertificateFailureCode(code)) {
+      return "the peer's certificate is not trusted: give the command its CA certificate";
+    }
+    if (typeof code === 'string' && Object.hasOwn(SYSTEM_HINTS, code)) return SYSTEM_HINTS[code];
+  }
+  return undefined;
+}
+
+/** An error that says what the user can do about it (printed after the reason). */
+export class ActionableError extends Error {
+  override readonly name: string = 'ActionableError';
+  constructor(
+    message: string,
+    readonly hint: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Gives `e` a hint unless it has one; returns `e`. */
+export function withHint<E>(e: E, hint: string): E {
+  if (e instanceof Error && typeof (e as { hint?: unknown }).hint !== 'string') {
+    Object.defineProperty(e, 'hint', { value: hint, enumerable: false, configurable: true });
+  }
+  return e;
+}
+
+/**
+ * The one line a command prints for a failure: what failed and why (`describeError`), then, when
+ * known, what to do (`hintOf`), as `<reason>; <what to do>`.
+ */
+export function describeFailure(e: unknown): string {
+  const reason = describeError(e);
+  const hint = hintOf(e);
+  if (hint === undefined || reason.includes(hint)) return reason;
+  return `${reason}; ${hint}`;
+}
+
+/**
+ * Whether a failure should show its stack and causes: `RUST_BACKTRACE` set (not `0`), or `RUST_LOG`
+ * asking for debug or trace (upstream's switches).
+ */
+export function wantsBacktrace(env: Readonly<Record<string, string | undefined>>): boolean {
+  const bt = env.RUST_BACKTRACE;
+  if (bt !== undefined && bt !== '' && bt !== '0') return true;
+  return /(^|[,=])(debug|trace)(,|$)/i.test(env.RUST_LOG ?? '');
+}
+
+/** The stack of `e` and of each cause, for `wantsBacktrace`. */
+export function backtraceOf(e: unknown): string {
+  const parts: string[] = [];
+  for (let c = e, depth = 0; depth < 8 && c !== undefined; depth++) {
+    if (c instanceof Error) {
+      parts.push(`${depth === 0 ? '' : 'Caused by: '}${c.stack ?? `${c.name}: ${c.message}`}`);
+      c = c.cause;
+    } else {
+      parts.push(`Caused by: ${String(c)}`);
+      break;
+    }
+  }
+  return `${parts.join('\n')}\n`;
+}
+
 /** `<path>: <reason>` for a file-system error, the message otherwise; one line. */
 export function describeError(e: unknown): string {
   if (!(e instanceof Error)) return String(e).split('\n')[0] as string;
@@ -32,4 +145,9 @@ export function describeError(e: unknown): string {
     if (s.message.startsWith(`${s.code}:`)) return `${where}: ${reason}`;
   }
   return s.message.split('\n')[0] as string;
+}
+
+/** The message of an Error, or the thrown value as text. */
+export function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }

@@ -15,7 +15,17 @@ export {
   runCommand,
   UsageError,
 } from './args.js';
-export { describeError } from './errors.js';
+export {
+  ActionableError,
+  backtraceOf,
+  describeError,
+  describeFailure,
+  hintOf,
+  isCertificateFailureCode,
+  messageOf,
+  wantsBacktrace,
+  withHint,
+} from './errors.js';
 export { DirectoryError, makeDirectory, makeDirectorySync } from './fs.js';
 export {
   type AccessRecord,

@@ -1,3 +1,4 @@
+import { messageOf } from '@broker/cli';
 /**
  * Passport-mode tokens from the attestation agent: `GetToken("kbs")` over
  * ttrpc, answered with `{"token","tee_keypair"}`. The agent attests afresh on
@@ -42,10 +43,6 @@ const MAX_REPLY_BYTES = 256 * 1024;
 
 const defaultConnect: AaConnect = (address, { connectTimeoutMs }) =>
   AttestationAgentClient.connect(address, { connectTimeoutMs, timeoutMs: 0 });
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 export class AaTokenProvider implements TokenProvider {
   readonly #address: TtrpcAddress;

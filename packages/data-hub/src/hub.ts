@@ -1,3 +1,4 @@
+import { messageOf } from '@broker/cli';
 /**
  * The hub: resources from the configured KBC, and the start-up credentials.
  *
@@ -44,10 +45,6 @@ export interface DataHubOptions {
   readonly imagePull?: ImagePullServiceOptions;
   /** `SecureMount` settings for tests: the tools' environment (PATH), sysfs, tool deadline. */
   readonly secureMount?: Pick<BlockDeviceDeps, 'env' | 'sysBlockDir' | 'toolTimeoutMs'>;
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** The parser's reason without its `invalid resource URI "<input>": ` prefix (the URI is shown anyway). */

@@ -16,8 +16,9 @@
  * - `provider_settings` and `annotations` are empty.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { messageOf } from '@broker/cli';
 import { decodeBase64StdStrict } from '@broker/protocol';
-import { messageOf, SealFailed } from './errors.js';
+import { SealFailed } from './errors.js';
 import type { JsonMap } from './json.js';
 import { type EnvelopeSecret, SEALED_SECRET_VERSION, type WrapType } from './payload.js';
 

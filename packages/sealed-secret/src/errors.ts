@@ -21,10 +21,6 @@ export function shown(value: string, max = 256): string {
   return clean.length > max ? `${clean.slice(0, max)}…` : clean;
 }
 
-export function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 export class SealedSecretError extends Error {
   override readonly name: string = 'SealedSecretError';
 }

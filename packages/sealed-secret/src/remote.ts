@@ -11,9 +11,9 @@
  * on demand.
  */
 import type { Attester } from '@broker/attester';
+import { messageOf } from '@broker/cli';
 import { AttestationAgentClient, DataHubClient, decodeKbsTokenReply } from '@broker/guest-api';
 import { KbsClient, TeeKeyPair, type TokenProvider } from '@broker/kbs-client';
-import { messageOf } from './errors.js';
 import type { Unseal } from './volumes.js';
 
 export interface Closable {

@@ -8,15 +8,16 @@
  * `readSealedSecret` (parse, resolve `kid`, verify), then the version check,
  * then the provider.
  */
+
 import { open, realpath } from 'node:fs/promises';
 import { isAbsolute } from 'node:path';
+import { messageOf } from '@broker/cli';
 import { parseKbsUri } from '@broker/protocol';
 import { decodeStd, decryptData, unwrapKey } from './envelope.js';
 import {
   KeyFetchFailed,
   KeyFileError,
   KmsError,
-  messageOf,
   SealedSecretParseFailed,
   SecretVersionError,
   shown,

@@ -32,7 +32,7 @@ import { randomBytes } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
 import { lstat, open, readdir, realpath, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { messageOf } from './errors.js';
+import { messageOf } from '@broker/cli';
 import { FolderMovedError, HeldDir } from './held-dir.js';
 import {
   describeSealedSecret,

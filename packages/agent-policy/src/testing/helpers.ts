@@ -4,11 +4,11 @@ import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { vector } from '@broker/cli/testing';
 import { type CallContext, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import { AGENT_METHODS, AGENT_SERVICE, HEALTH_SERVICE } from '../agent-proto.js';
 import { parseJsonExact } from '../cli.js';
 import type { GateLogger } from '../gate.js';
-import { vector } from './vectors.js';
 
 export const KATA_FIXTURES = vector('regorus/kata');
 export const KATA_POLICIES = vector('kata/policies');

@@ -23,6 +23,7 @@
  * reused between pulls.
  */
 import { existsSync } from 'node:fs';
+import { messageOf } from '@broker/cli';
 import {
   attestationAgentUnwrapper,
   type DockerReference,
@@ -72,10 +73,6 @@ interface ImageClient {
   readonly client: RegistryClient;
   /** Lookaside stores of GPG signatures (`sigstore_config[_uri]`), for `signedBy`. */
   readonly registriesD?: RegistriesD;
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** `AA` measurement timeout of upstream (10 s). */

@@ -1,3 +1,4 @@
+import { messageOf } from '@broker/cli';
 /**
  * `api.SealedSecretService/UnsealSecret`: the pointer is parsed and, unless
  * `skip_sealed_secret_verification`, verified (kid from the KBS or from the
@@ -19,10 +20,6 @@ export interface UnsealContext {
   /** Key files of a `kid` that is not a KBS URI (default upstream's folder). */
   readonly signingKeyDir?: string;
   readonly logger?: Logger;
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** Unseals `secret`; throws `UnsealSecretFailed` with upstream's wording, after logging the reason. */

@@ -4,6 +4,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SampleAttester } from '@broker/attester';
+import { vector } from '@broker/cli/testing';
 import {
   ATTESTATION_AGENT_SERVICE,
   GetTokenRequestCodec,
@@ -16,7 +17,6 @@ import { Code, serverMethod, TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import pino from 'pino';
 import type { JsonMap } from '../json.js';
 import { unsealSecret } from '../unseal.js';
-import { vector } from './vectors.js';
 
 export const FIXTURES = vector('guest-components/sealed-secret');
 
