@@ -1,6 +1,7 @@
 // RVPS messages: `{"version":"0.1.0","type":"sample","payload":"<std-b64 JSON>"}`.
 import { decodeBase64StdStrict } from '@broker/protocol';
 import { quote, RvpsError } from './errors.js';
+import { MAX_PROVENANCE_LENGTH, MAX_PROVENANCE_MEMBERS, provenanceOf } from './reference-value.js';
 
 export const RVPS_MESSAGE_VERSION = '0.1.0';
 /** Larger than any KBS request body (2 MiB by default); a guard for direct callers. */
@@ -17,6 +18,11 @@ export interface RvpsMessage {
   readonly version: string;
   readonly type: string;
   readonly payload: string;
+  /**
+   * This project's own member: where the values come from (`{"image_tag": …, "initdata_digest": …}`),
+   * kept with each stored value. trustee's RVPS ignores a member it does not know.
+   */
+  readonly provenance?: Readonly<Record<string, string>>;
 }
 
 /** The message as the admin API receives it: raw bytes, text, or already-parsed JSON. */
@@ -78,6 +84,16 @@ export function parseRvpsMessage(input: RvpsMessageInput): RvpsMessage {
   }
   if (payload.length > MAX_RVPS_MESSAGE_LENGTH) {
     throw new RvpsError('MESSAGE_TOO_LARGE', `RVPS payload is larger than ${MAX_RVPS_MESSAGE_LENGTH} bytes`);
+  }
+  if (Object.hasOwn(m, 'provenance') && m.provenance !== undefined) {
+    const provenance = provenanceOf(m.provenance);
+    if (provenance === undefined) {
+      throw new RvpsError(
+        'MESSAGE_MALFORMED',
+        `RVPS message member "provenance" must be an object of 1 to ${MAX_PROVENANCE_MEMBERS} strings of at most ${MAX_PROVENANCE_LENGTH} characters`,
+      );
+    }
+    return { version, type, payload, provenance };
   }
   return { version, type, payload };
 }

@@ -8,9 +8,41 @@ export const MONTHS_BEFORE_EXPIRATION = 12;
 export interface ReferenceValue {
   readonly version: string;
   readonly name: string;
-  /** `YYYY-MM-DDTHH:MM:SSZ`, UTC. Stored, not enforced when reading (as trustee). */
+  /**
+   * `YYYY-MM-DDTHH:MM:SSZ`, UTC. Once past, a policy no longer sees the value (as trustee's RVPS
+   * skipped expired values until its query API was reworked in 2025).
+   */
   readonly expiration: string;
   readonly value: unknown;
+  /**
+   * Where the value came from, as the registering message said (this project's own member, e.g.
+   * `image_tag`, `initdata_digest`); trustee's RVPS ignores it when reading the record.
+   */
+  readonly provenance?: Readonly<Record<string, string>>;
+}
+
+/** Provenance members kept at most, and the length of each key and value. */
+export const MAX_PROVENANCE_MEMBERS = 16;
+export const MAX_PROVENANCE_LENGTH = 256;
+
+/** A provenance object as given, checked: at most 16 members, strings of at most 256 characters. */
+export function provenanceOf(v: unknown): Readonly<Record<string, string>> | undefined {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
+  const entries = Object.entries(v);
+  if (entries.length === 0 || entries.length > MAX_PROVENANCE_MEMBERS) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, x] of entries) {
+    if (k.length === 0 || k.length > 64 || !/^[A-Za-z0-9_.-]+$/.test(k)) return undefined;
+    if (typeof x !== 'string' || x.length > MAX_PROVENANCE_LENGTH) return undefined;
+    out[k] = x;
+  }
+  return out;
+}
+
+/** Whether the record's expiration has passed at `now`. */
+export function isExpired(rv: Pick<ReferenceValue, 'expiration'>, now: Date): boolean {
+  const t = Date.parse(rv.expiration);
+  return !Number.isNaN(t) && now.getTime() > t;
 }
 
 /**
@@ -37,19 +69,31 @@ export function formatExpiration(d: Date): string {
 
 const EXPIRATION_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
 
-export function newReferenceValue(name: string, value: unknown, now: Date): ReferenceValue {
+export function newReferenceValue(
+  name: string,
+  value: unknown,
+  now: Date,
+  provenance?: Readonly<Record<string, string>>,
+): ReferenceValue {
   return {
     version: REFERENCE_VALUE_VERSION,
     name,
     expiration: formatExpiration(addMonthsUtc(now, MONTHS_BEFORE_EXPIRATION)),
     value,
+    ...(provenance !== undefined && { provenance }),
   };
 }
 
 export function encodeReferenceValue(rv: ReferenceValue): Uint8Array {
-  // Member order as serde writes the struct.
+  // Member order as serde writes the struct; the provenance (ours) after trustee's members.
   return Buffer.from(
-    JSON.stringify({ version: rv.version, name: rv.name, expiration: rv.expiration, value: rv.value }),
+    JSON.stringify({
+      version: rv.version,
+      name: rv.name,
+      expiration: rv.expiration,
+      value: rv.value,
+      ...(rv.provenance !== undefined && { provenance: rv.provenance }),
+    }),
     'utf8',
   );
 }
@@ -89,7 +133,10 @@ export function decodeReferenceValue(key: string, bytes: Uint8Array): ReferenceV
       `stored reference value ${JSON.stringify(key)} has a malformed expiration`,
     );
   }
-  if (Object.hasOwn(r, 'value')) return { version, name, expiration, value: r.value };
+  const provenance = provenanceOf(r.provenance);
+  if (Object.hasOwn(r, 'value')) {
+    return { version, name, expiration, value: r.value, ...(provenance !== undefined && { provenance }) };
+  }
   if (Object.hasOwn(r, 'hash-value')) {
     return { version, name, expiration, value: digestsOf(key, r['hash-value']) };
   }

@@ -74,16 +74,43 @@ describe('built-in RVPS', () => {
     });
   });
 
-  it('query returns only the value, undefined when absent, and ignores expiration', async () => {
+  it('query returns only the value, undefined when absent or expired (as trustee did before 2025)', async () => {
     const kv = new MemoryKv();
     kv.data.set(
       'reference_value\u0000old',
       Buffer.from('{"version":"0.1.0","name":"old","expiration":"2000-01-01T00:00:00Z","value":{"a":[1,2]}}'),
     );
-    const rvps = createRvps(kv);
-    expect(await rvps.query('old')).toEqual({ a: [1, 2] });
+    kv.data.set(
+      'reference_value\u0000current',
+      Buffer.from('{"version":"0.1.0","name":"current","expiration":"2025-03-14T15:09:27Z","value":[1]}'),
+    );
+    const rvps = createRvps(kv, { now: fixedNow, cacheTtlMs: 0 });
+    // Past its expiration: a policy no longer sees it, the admin API still reads the record.
+    expect(await rvps.query('old')).toBeUndefined();
+    expect((await rvps.get('old'))?.value).toEqual({ a: [1, 2] });
+    // Expires one second after the clock: still seen, then not.
+    expect(await rvps.query('current')).toEqual([1]);
+    const later = createRvps(kv, { now: () => new Date('2025-03-14T15:09:28Z'), cacheTtlMs: 0 });
+    expect(await later.query('current')).toBeUndefined();
     expect(await rvps.query('missing')).toBeUndefined();
     expect(await rvps.get('missing')).toBeUndefined();
+  });
+
+  it('keeps the provenance a message gives with each value; trustee readers ignore the extra member', async () => {
+    const kv = new MemoryKv();
+    const rvps = createRvps(kv, { now: fixedNow });
+    const provenance = { image_tag: 'podvm:1.11.1', initdata_digest: 'ab'.repeat(32) };
+    await rvps.register(sampleMessage({ snp_pcr08: ['00'] }, { provenance }));
+    const stored = JSON.parse(Buffer.from(kv.data.get('reference_value\u0000snp_pcr08')!).toString());
+    expect(Object.keys(stored)).toEqual(['version', 'name', 'expiration', 'value', 'provenance']);
+    expect((await rvps.get('snp_pcr08'))?.provenance).toEqual(provenance);
+    await rvps.register(sampleMessage({ plain: 1 }));
+    expect((await rvps.get('plain'))?.provenance).toBeUndefined();
+    for (const bad of [[], 'tag', { a: 1 }, {}, { 'a b': 'x' }, { a: 'x'.repeat(257) }]) {
+      await rejects(rvps.register(sampleMessage({ x: 1 }, { provenance: bad })), 'MESSAGE_MALFORMED');
+    }
+    const many = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v']));
+    await rejects(rvps.register(sampleMessage({ x: 1 }, { provenance: many })), 'MESSAGE_MALFORMED');
   });
 
   it('overwrites on each registration and the next query sees the new value at once', async () => {
@@ -280,8 +307,11 @@ describe('built-in RVPS', () => {
     ])('reads %s', async (_what, raw, value) => {
       const kv = new MemoryKv();
       kv.data.set('reference_value\u0000x', Buffer.from(raw));
-      expect(await createRvps(kv).query('x')).toEqual(value);
+      // Before the 2026-01-01 expiration they carry; after it the policy sees nothing.
+      expect(await createRvps(kv, { now: fixedNow }).query('x')).toEqual(value);
       expect((await createRvps(kv).get('x'))?.name).toBe('x');
+      const after = () => new Date('2026-01-02T00:00:00Z');
+      expect(await createRvps(kv, { now: after }).query('x')).toBeUndefined();
     });
   });
 });

@@ -11,6 +11,7 @@ import {
 import {
   decodeReferenceValue,
   encodeReferenceValue,
+  isExpired,
   newReferenceValue,
   type ReferenceValue,
 } from './reference-value.js';
@@ -32,7 +33,11 @@ export interface RvpsOptions {
 export interface Rvps {
   /** Verifies and extracts a message, then stores each value under its name (overwriting). Returns the names. */
   register(message: RvpsMessageInput): Promise<string[]>;
-  /** The value alone, as the policy builtin sees it; `undefined` when there is none. Expiry is not enforced. */
+  /**
+   * The value alone, as the policy builtin sees it; `undefined` when there is none or its expiration has
+   * passed (as trustee's RVPS skipped expired values; it stopped checking when its query API was
+   * reworked in 2025).
+   */
   query(name: string): Promise<unknown>;
   /** The whole stored record, for the admin API. */
   get(name: string): Promise<ReferenceValue | undefined>;
@@ -74,11 +79,13 @@ export function createRvps(storage: KvStorage, options: RvpsOptions = {}): Rvps 
 
   return {
     async register(input) {
-      const entries = extractReferenceValues(parseRvpsMessage(input));
+      const message = parseRvpsMessage(input);
+      const entries = extractReferenceValues(message);
       const stamp = now();
       // Encode everything first so a bad value stores nothing.
       const records = entries.map(
-        ([name, value]) => [name, encodeReferenceValue(newReferenceValue(name, value, stamp))] as const,
+        ([name, value]) =>
+          [name, encodeReferenceValue(newReferenceValue(name, value, stamp, message.provenance))] as const,
       );
       for (const [name, bytes] of records) {
         generation++;
@@ -96,7 +103,8 @@ export function createRvps(storage: KvStorage, options: RvpsOptions = {}): Rvps 
         if (hit !== undefined && now().getTime() - hit.at < ttl) return hit.value;
       }
       const seen = generation;
-      const value = (await read(name))?.value;
+      const record = await read(name);
+      const value = record === undefined || isExpired(record, now()) ? undefined : record.value;
       if (ttl > 0 && seen === generation) {
         cache.set(name, { value, at: now().getTime() }, entryBytes(name, value));
       }
