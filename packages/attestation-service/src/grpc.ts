@@ -106,50 +106,32 @@ export function verifyRequestOf(req: attestation.AttestationRequest, tees: reado
       `Attestation evaluation failed: \n0: more than ${MAX_VERIFICATION_REQUESTS} verification requests`,
     );
   }
-  const decoded = items.map((item, i) => {
+  const decoded = items.map((item) => {
     const tee = teeOf(item.tee, tees);
     const evidence = evidenceOf(item.evidence);
     const alg = hashAlgorithm(item.runtimeDataHashAlgorithm);
     // Neither raw nor structured: trustee's ReportData::NotProvided, the report data is not checked.
     const notProvided = item.rawRuntimeData === undefined && item.structuredRuntimeData === undefined;
-    if (i > 0 && item.rawRuntimeData !== undefined) {
-      throw new Aborted(`verification request ${i}: raw runtime data is only supported on the first request`);
-    }
-    if (i > 0 && (item.initDataToml !== undefined || item.initDataDigest !== undefined)) {
-      throw new Aborted(`verification request ${i}: init data is only supported on the first request`);
-    }
-    if (item.initDataDigest !== undefined) {
-      throw new Aborted(`verification request ${i}: init_data_digest is not supported; send init_data_toml`);
-    }
     return {
       tee,
       evidence,
       alg,
       runtimeData: item.structuredRuntimeData !== undefined ? structured(item.structuredRuntimeData) : {},
-      raw:
-        item.rawRuntimeData !== undefined
-          ? b64urlDecode(item.rawRuntimeData, 'base64 decode runtime data')
-          : undefined,
-      initToml: item.initDataToml,
-      notProvided,
+      ...(item.rawRuntimeData !== undefined && {
+        rawReportData: b64urlDecode(item.rawRuntimeData, 'base64 decode runtime data'),
+      }),
+      initData: item.initDataToml === undefined ? null : { format: 'toml', body: item.initDataToml },
+      ...(item.initDataDigest !== undefined && {
+        initDataDigest: b64urlDecode(item.initDataDigest, 'base64 decode init data'),
+      }),
+      ...(notProvided && { runtimeDataNotProvided: true }),
     };
   });
-  const primary = decoded[0] as (typeof decoded)[number];
+  const [{ alg, ...primary }, ...additional] = decoded as [(typeof decoded)[number], ...typeof decoded];
   return {
-    tee: primary.tee,
-    evidence: primary.evidence,
-    runtimeData: primary.runtimeData,
-    runtimeDataHashAlgorithm: primary.alg,
-    ...(primary.raw !== undefined && { rawReportData: primary.raw }),
-    ...(primary.notProvided && { runtimeDataNotProvided: true }),
-    initData: primary.initToml === undefined ? null : { format: 'toml', body: primary.initToml },
-    additional: decoded.slice(1).map((d) => ({
-      tee: d.tee,
-      evidence: d.evidence,
-      runtimeData: d.runtimeData,
-      runtimeDataHashAlgorithm: d.alg,
-      ...(d.notProvided && { runtimeDataNotProvided: true }),
-    })),
+    ...primary,
+    runtimeDataHashAlgorithm: alg,
+    additional: additional.map(({ alg: a, ...d }) => ({ ...d, runtimeDataHashAlgorithm: a })),
     policyIds: req.policyIds.length === 0 ? ['default'] : req.policyIds,
   };
 }

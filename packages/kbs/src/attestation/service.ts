@@ -40,6 +40,10 @@ export interface AdditionalEvidence {
   readonly runtimeDataHashAlgorithm?: ReportDataHashAlgorithm;
   /** As VerifyRequest's. */
   readonly runtimeDataNotProvided?: boolean;
+  /** As VerifyRequest's (trustee's attestation service takes them on every verification request). */
+  readonly rawReportData?: Uint8Array;
+  readonly initData?: VerifyRequest['initData'];
+  readonly initDataDigest?: Uint8Array;
 }
 
 export interface VerifyRequest {
@@ -63,6 +67,11 @@ export interface VerifyRequest {
    */
   readonly runtimeDataNotProvided?: boolean;
   readonly initData: { readonly format: string; readonly body: string } | null;
+  /**
+   * The expected initdata digest as given (trustee's `init_data_digest`), instead of `initData`: the
+   * verifier compares it with what the evidence binds, and `init_data_claims` is null. Not both.
+   */
+  readonly initDataDigest?: Uint8Array;
   readonly additional: readonly AdditionalEvidence[];
   /** The first id is used (`default` → policy `default_cpu` for CPU claims). */
   readonly policyIds: readonly string[];
@@ -119,6 +128,7 @@ interface Item {
   readonly rawReportData?: Uint8Array | undefined;
   readonly notProvided: boolean;
   readonly initData: VerifyRequest['initData'];
+  readonly initDataDigest?: Uint8Array | undefined;
 }
 
 interface Appraised {
@@ -143,7 +153,25 @@ function reportDataOf(item: Item): Buffer {
   }
 }
 
-function initDataOf(init: VerifyRequest['initData']): { digest: Buffer; claims: unknown } | undefined {
+/** Longer than any digest a TEE binds (CCA's 64 bytes): not a digest. */
+export const MAX_INIT_DATA_DIGEST_BYTES = 64;
+
+function initDataOf(item: Item): { digest: Buffer; claims: unknown } | undefined {
+  const init = item.initData;
+  if (item.initDataDigest !== undefined) {
+    if (init !== null) {
+      throw new AttestationFailed('REQUEST', `${item.tee}: initdata and an initdata digest both given`);
+    }
+    const d = item.initDataDigest;
+    if (d.length === 0 || d.length > MAX_INIT_DATA_DIGEST_BYTES) {
+      throw new AttestationFailed(
+        'REQUEST',
+        `${item.tee}: an initdata digest has 1 to ${MAX_INIT_DATA_DIGEST_BYTES} bytes, got ${d.length}`,
+      );
+    }
+    // trustee's InitDataInput::Digest: compared as given, no claims.
+    return { digest: Buffer.from(d), claims: null };
+  }
   if (init === null) return undefined;
   if (init.format !== 'toml') {
     throw new AttestationFailed(
@@ -219,7 +247,7 @@ export async function createAttestationService(
       throw new AttestationFailed('EVIDENCE', message(e), { cause: e });
     }
     const reportData = reportDataOf(item);
-    const init = initDataOf(item.initData);
+    const init = initDataOf(item);
     let results: Awaited<ReturnType<typeof verifier.evaluate>>;
     try {
       results = await verifier.evaluate(item.evidence, {
@@ -274,14 +302,17 @@ export async function createAttestationService(
           rawReportData: req.rawReportData,
           notProvided: req.runtimeDataNotProvided === true,
           initData: req.initData,
+          initDataDigest: req.initDataDigest,
         },
         ...req.additional.map((a) => ({
           tee: a.tee,
           evidence: a.evidence,
           runtimeData: a.runtimeData,
           alg: a.runtimeDataHashAlgorithm ?? req.runtimeDataHashAlgorithm,
+          rawReportData: a.rawReportData,
           notProvided: a.runtimeDataNotProvided === true,
-          initData: null,
+          initData: a.initData ?? null,
+          initDataDigest: a.initDataDigest,
         })),
       ];
       const appraised: Appraised[] = [];
