@@ -9,7 +9,17 @@
  */
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
+import {
+  AA_KBC_PARAMS_ENV,
+  type AaKbcParams,
+  aaKbcParamsFormatMessage,
+  findAaKbcParams,
+  splitAaKbcParams,
+} from '@broker/guest-api';
 import type { TeeKeyAlgorithm } from '@broker/kbs-client';
+
+export { AA_KBC_PARAMS_CMDLINE_KEY, AA_KBC_PARAMS_ENV, type AaKbcParams } from '@broker/guest-api';
+
 import { parse as parseToml, TomlDate } from 'smol-toml';
 
 /** Upstream `DEFAULT_PCR_INDEX`: PCR 17 (dynamic root of trust), where AAEL events go by default. */
@@ -24,9 +34,6 @@ export const TEE_KEY_ALGORITHM_NAMES: readonly TeeKeyAlgorithm[] = Object.freeze
 export const DEFAULT_TEE_KEY_ALGORITHM: TeeKeyAlgorithm = 'ECDH-ES+A256KW-P256';
 /** Where the kernel command line is read from when no config file is given. */
 export const DEFAULT_CMDLINE_PATH = '/proc/cmdline';
-/** Kernel parameter carrying `<kbc>::<url>` (kata's `agent.aa_kbc_params`). */
-export const AA_KBC_PARAMS_CMDLINE_KEY = 'agent.aa_kbc_params';
-export const AA_KBC_PARAMS_ENV = 'AA_KBC_PARAMS';
 
 const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
 const MAX_CMDLINE_BYTES = 64 * 1024;
@@ -256,21 +263,13 @@ export async function loadAaConfig(path: string): Promise<AaConfig> {
   return parseAaConfigText(text, path);
 }
 
-export interface AaKbcParams {
-  /** `cc_kbc` names the KBS protocol; upstream's default is `offline_fs_kbc`. */
-  readonly kbc: string;
-  readonly uri: string;
-}
-
 export class AaKbcParamsError extends AaConfigError {}
 
 /** `<kbc>::<uri>`, exactly one `::` (upstream `AaKbcParams::try_from`). */
 export function parseAaKbcParams(value: string): AaKbcParams {
-  const parts = value.split('::');
-  if (parts.length !== 2) {
-    throw new AaKbcParamsError(`illegal aa_kbc_params format: ${JSON.stringify(value.slice(0, 256))}`);
-  }
-  return { kbc: parts[0] as string, uri: parts[1] as string };
+  const params = splitAaKbcParams(value);
+  if (params === undefined) throw new AaKbcParamsError(aaKbcParamsFormatMessage(value));
+  return params;
 }
 
 export interface KbcParamsSources {
@@ -285,8 +284,7 @@ export async function readAaKbcParams(
   sources: KbcParamsSources = {},
 ): Promise<{ readonly value: string; readonly from: 'env' | 'cmdline' } | undefined> {
   const env = sources.env ?? process.env;
-  const fromEnv = env[AA_KBC_PARAMS_ENV];
-  if (fromEnv !== undefined) return { value: fromEnv, from: 'env' };
+  if (env[AA_KBC_PARAMS_ENV] !== undefined) return findAaKbcParams(env, '');
   let cmdline: string;
   try {
     const bytes = await readFile(sources.cmdlinePath ?? DEFAULT_CMDLINE_PATH);
@@ -294,9 +292,7 @@ export async function readAaKbcParams(
   } catch {
     return undefined;
   }
-  const prefix = `${AA_KBC_PARAMS_CMDLINE_KEY}=`;
-  const param = cmdline.split(/[ \t\n\r\f\v]+/).find((p) => p.startsWith(prefix));
-  return param === undefined ? undefined : { value: param.slice(prefix.length), from: 'cmdline' };
+  return findAaKbcParams(env, cmdline);
 }
 
 /**

@@ -11,6 +11,12 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
+  aaKbcParamsFormatMessage,
+  findAaKbcParams,
+  kernelCmdlineValue,
+  splitAaKbcParams,
+} from '@broker/guest-api';
+import {
   DEFAULT_EXPANSION_LIMITS,
   DEFAULT_POLICY_SEMANTICS,
   type ExpansionLimits,
@@ -434,19 +440,12 @@ function cmdlineParams(cmdline: string): string[] {
   return cmdline.split(/[\t\n\f\r ]+/).filter((p) => p !== '');
 }
 
-function cmdlineValue(cmdline: string, key: string): string | undefined {
-  const prefix = `${key}=`;
-  return cmdlineParams(cmdline)
-    .find((p) => p.startsWith(prefix))
-    ?.slice(prefix.length);
-}
-
 /**
  * `cdh.kbs_resources=<uri>::<path>,…` on the kernel command line: extra
  * credentials. Items without `::` are skipped, as upstream does.
  */
 export function credentialsFromKernelCmdline(cmdline: string): Credential[] {
-  const value = cmdlineValue(cmdline, 'cdh.kbs_resources') ?? '';
+  const value = kernelCmdlineValue(cmdline, 'cdh.kbs_resources') ?? '';
   const out: Credential[] = [];
   for (const item of value.split(',')) {
     const sep = item.indexOf('::');
@@ -491,12 +490,12 @@ export function kbcFromAaKbcParams(
   env: Readonly<Record<string, string | undefined>>,
   cmdline: string,
 ): KbcConfig {
-  const value = env.AA_KBC_PARAMS ?? cmdlineValue(cmdline, 'agent.aa_kbc_params');
-  if (value === undefined) return { name: 'offline_fs_kbc', url: '', kbsCert: null };
-  const parts = value.split('::');
-  if (parts.length !== 2) throw new CdhConfigError(`illegal aa_kbc_params format: ${value.slice(0, 200)}`);
-  const name = parseKbcName(parts[0] as string);
-  return { name, url: checkKbsUrl(name, parts[1] as string), kbsCert: null };
+  const found = findAaKbcParams(env, cmdline);
+  if (found === undefined) return { name: 'offline_fs_kbc', url: '', kbsCert: null };
+  const params = splitAaKbcParams(found.value);
+  if (params === undefined) throw new CdhConfigError(aaKbcParamsFormatMessage(found.value));
+  const name = parseKbcName(params.kbc);
+  return { name, url: checkKbsUrl(name, params.uri), kbsCert: null };
 }
 
 // ---------------------------------------------------------------------------------------------

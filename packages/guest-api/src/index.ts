@@ -1,2 +1,3 @@
+export * from './aa-kbc-params.js';
 export * from './attestation-agent.js';
 export * from './data-hub.js';
