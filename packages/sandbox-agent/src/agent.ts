@@ -5,7 +5,7 @@
 
 import { execFile } from 'node:child_process';
 import { mkdir, readdir, readFile, realpath, rm, rmdir, stat, statfs, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { makeDirectory } from '@broker/cli';
 import { Code } from '@broker/ttrpc';
 import { copyFile } from './copy-file.js';
@@ -18,12 +18,19 @@ import {
   WrongState,
 } from './errors.js';
 import { OomEvents } from './oom.js';
-import { checkId, resolveUnder, shown } from './paths.js';
+import { checkId, checkNotProtected, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
 import { AgentProcess, Runc } from './runc.js';
 import { processToOci, resourcesToOci, specToOci } from './spec.js';
 import { parseRuncJson, statsFromRunc } from './stats.js';
-import { addStorages, type ImagePuller, type MountedStorage, removeStorages, runUmount } from './storage.js';
+import {
+  addStorages,
+  type ImagePuller,
+  type MountedStorage,
+  removeStorages,
+  runUmount,
+  StorageTable,
+} from './storage.js';
 
 /** Where kata's runtime puts everything it shares with the guest; the default root. */
 export const DEFAULT_ROOT = '/run/kata-containers';
@@ -53,6 +60,11 @@ export interface SandboxAgentOptions {
    * [default: true]. Needs CAP_SYS_ADMIN; without it each container gets its own.
    */
   readonly sharedNamespaces?: boolean;
+  /**
+   * The agent's own paths besides its state directory: its listening sockets and the data hub's socket.
+   * No request may mount, replace or remove them or a directory holding them.
+   */
+  readonly protectedPaths?: readonly string[];
   readonly logger?: AgentLogger;
 }
 
@@ -95,12 +107,15 @@ export class SandboxAgent {
   readonly stateDir: string;
   readonly runc: Runc;
   #roots: string[] = [];
+  #protected: string[] = [];
   readonly #requestedRoots: readonly string[];
   readonly #options: SandboxAgentOptions;
   readonly #log: AgentLogger;
   #sandbox: Sandbox | undefined;
   readonly #containers = new Map<string, Container>();
   readonly #oom: OomEvents;
+  /** The pod's storages by mount point: a storage named again is shared, not set up twice. */
+  readonly #storages = new StorageTable();
 
   constructor(options: SandboxAgentOptions = {}) {
     this.#options = options;
@@ -120,6 +135,12 @@ export class SandboxAgent {
       this.#roots.push(await realpath(r));
     }
     await makeDirectory(join(this.stateDir, 'runc'), 0o700);
+    this.#protected = [];
+    for (const p of [this.stateDir, ...(this.#options.protectedPaths ?? [])]) {
+      // Canonical as the roots are: the real directory holding it, then its own name.
+      const dir = await realpath(dirname(p)).catch(() => dirname(p));
+      this.#protected.push(join(dir, basename(p)));
+    }
     await makeDirectory(join(this.stateDir, 'containers'), 0o700);
     // Containers of an earlier run of the agent: their processes lost their parent, nobody can wait
     // for them, and the host will create its pod again. They go.
@@ -137,6 +158,11 @@ export class SandboxAgent {
     return this.#roots;
   }
 
+  /** Storage mount points in use, with how many containers (or the sandbox) use each. */
+  get storagesInUse(): ReadonlyMap<string, number> {
+    return this.#storages.inUse;
+  }
+
   get sandboxId(): string | undefined {
     return this.#sandbox?.id;
   }
@@ -151,7 +177,12 @@ export class SandboxAgent {
       throw new UnimplementedRpc('CreateSandbox with kernel_modules');
     if (req.guest_hook_path) throw new UnimplementedRpc('CreateSandbox with guest_hook_path');
     const hostname = String(req.hostname ?? '');
-    const storages = await addStorages(req.storages ?? [], { roots: this.#roots, signal });
+    const storages = await addStorages(req.storages ?? [], {
+      roots: this.#roots,
+      signal,
+      table: this.#storages,
+      protectedPaths: this.#protected,
+    });
     let namespaces: Sandbox['namespaces'];
     try {
       namespaces =
@@ -246,10 +277,12 @@ export class SandboxAgent {
       const options = (m.options ?? []) as string[];
       const source = String(m.source ?? '');
       if (m.type === 'bind' || options.includes('bind') || options.includes('rbind')) {
-        await resolveUnder(this.#roots, source, {
-          what: `source of mount ${shown(m.destination)}`,
-          mustExist: true,
-        });
+        const what = `source of mount ${shown(m.destination)}`;
+        checkNotProtected(
+          await resolveUnder(this.#roots, source, { what, mustExist: true }),
+          this.#protected,
+          what,
+        );
       } else if (source.startsWith('/')) {
         throw new InvalidRequest(
           `mount ${shown(m.destination)} of type ${shown(String(m.type ?? ''))} names the guest path ${shown(source)}; only bind mounts from below the agent's roots may`,
@@ -295,11 +328,17 @@ export class SandboxAgent {
         pullImage: this.#options.pullImage,
         pauseBundle: this.#options.pauseBundle,
         signal,
+        table: this.#storages,
+        protectedPaths: this.#protected,
       });
-      const rootPath = await resolveUnder(this.#roots, String(spec.Root?.Path ?? ''), {
-        what: 'container root',
-        mustExist: true,
-      });
+      const rootPath = checkNotProtected(
+        await resolveUnder(this.#roots, String(spec.Root?.Path ?? ''), {
+          what: 'container root',
+          mustExist: true,
+        }),
+        this.#protected,
+        'container root',
+      );
       await this.#checkMounts(spec);
       const oci = specToOci(spec);
       oci.root = { path: rootPath, readonly: Boolean(spec.Root?.Readonly) };
@@ -574,7 +613,7 @@ export class SandboxAgent {
       what: 'the share directory',
       create: true,
     });
-    await copyFile([share], req);
+    await copyFile([share], req, this.#protected);
   }
 
   /** GetVolumeStats: bytes and inodes of the filesystem holding a volume below the roots (statfs). */

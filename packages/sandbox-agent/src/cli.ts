@@ -9,7 +9,7 @@ import {
   UsageError,
 } from '@broker/cli';
 import { DEFAULT_CDH_SOCKET } from '@broker/guest-api';
-import { formatTtrpcAddress, type ListenOptions, type TtrpcAddress } from '@broker/ttrpc';
+import { formatTtrpcAddress, type ListenOptions, parseTtrpcAddress, type TtrpcAddress } from '@broker/ttrpc';
 import { DEFAULT_ROOT, DEFAULT_STATE_DIR } from './agent.js';
 import {
   DEFAULT_LISTEN,
@@ -114,6 +114,16 @@ export function main(argv: string[], options: MainOptions = {}): Promise<number>
         ...(options.logDestination !== undefined && { destination: options.logDestination }),
       });
       const dataHub = values['no-data-hub'] ? undefined : (values['data-hub'] ?? DEFAULT_CDH_SOCKET);
+      let hubSocket: string[] = [];
+      if (dataHub !== undefined) {
+        let address: TtrpcAddress;
+        try {
+          address = parseTtrpcAddress(dataHub);
+        } catch (e) {
+          throw new UsageError(`--data-hub: ${(e as Error).message}`);
+        }
+        if ('path' in address) hubSocket = [address.path];
+      }
       const stopped = untilStopped(options.signal);
       const running = await startSandboxAgent({
         listen,
@@ -121,6 +131,7 @@ export function main(argv: string[], options: MainOptions = {}): Promise<number>
         stateDir: values['state-dir'],
         runc: values.runc,
         pauseBundle: values['pause-bundle'],
+        protectedPaths: hubSocket,
         ...(dataHub !== undefined && { pullImage: dataHubPuller(dataHub) }),
         logger,
       });

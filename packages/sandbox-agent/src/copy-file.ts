@@ -11,7 +11,7 @@ import { constants } from 'node:fs';
 import { chmod, chown, lchown, lstat, mkdir, open, rename, rm, symlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { InvalidRequest } from './errors.js';
-import { resolveUnder, shown } from './paths.js';
+import { checkNotProtected, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
 
 const S_IFMT = 0o170000;
@@ -27,11 +27,16 @@ async function exists(path: string): Promise<Awaited<ReturnType<typeof lstat>> |
   }
 }
 
-export async function copyFile(roots: readonly string[], req: Decoded): Promise<void> {
-  const path = await resolveUnder(roots, String(req.path ?? ''), {
-    what: 'CopyFile path',
-    leafMayBeLink: true,
-  });
+export async function copyFile(
+  roots: readonly string[],
+  req: Decoded,
+  protectedPaths: readonly string[] = [],
+): Promise<void> {
+  const path = checkNotProtected(
+    await resolveUnder(roots, String(req.path ?? ''), { what: 'CopyFile path', leafMayBeLink: true }),
+    protectedPaths,
+    'CopyFile path',
+  );
   const fileMode = Number(req.file_mode ?? 0);
   const uid = Number(req.uid ?? 0);
   const gid = Number(req.gid ?? 0);

@@ -93,3 +93,17 @@ export async function resolveUnder(
   }
   return path;
 }
+
+/**
+ * Refuses `path` when it is one of the agent's own paths (its sockets, its state, the data hub's
+ * socket) or a directory holding one: a request must not mount, replace or remove them, nor put them
+ * in a container's view.
+ */
+export function checkNotProtected(path: string, protectedPaths: readonly string[], what: string): string {
+  for (const p of protectedPaths) {
+    if (p === path || p.startsWith(`${path}/`)) {
+      throw new InvalidRequest(`${what} ${shown(path)} is or holds the agent's own ${shown(p)}`);
+    }
+  }
+  return path;
+}

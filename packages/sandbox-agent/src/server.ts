@@ -66,7 +66,12 @@ export interface RunningAgent {
 }
 
 export async function startSandboxAgent(options: StartOptions): Promise<RunningAgent> {
-  const agent = new SandboxAgent(options);
+  // Its own sockets are out of every request's reach (the caller adds the data hub's).
+  const sockets = options.listen.flatMap((l) => ('path' in l && typeof l.path === 'string' ? [l.path] : []));
+  const agent = new SandboxAgent({
+    ...options,
+    protectedPaths: [...sockets, ...(options.protectedPaths ?? [])],
+  });
   await agent.init();
   const server = new TtrpcServer(options.server);
   registerAgentService(server, agent);

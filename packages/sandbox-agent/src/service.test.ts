@@ -44,7 +44,8 @@ describe('the sandbox agent service', () => {
     });
     await hub.listen({ path: join(dir, 'cdh.sock') });
     running = await startSandboxAgent({
-      listen: [{ path: join(dir, 'agent.sock') }],
+      // The second socket sits in the root, where the pod VM's agent socket is.
+      listen: [{ path: join(dir, 'agent.sock') }, { path: join(root, 'agent.sock') }],
       roots: [root],
       stateDir: join(dir, 'state'),
       pullImage: dataHubPuller(`unix://${join(dir, 'cdh.sock')}`),
@@ -285,6 +286,97 @@ describe('the sandbox agent service', () => {
     expect((await failure('CreateContainer', { container_id: 'c', OCI: good })).code).toBe(
       Code.ALREADY_EXISTS,
     );
+  });
+
+  it("never mounts, replaces or removes the agent's own socket, even below its root", async () => {
+    const sock = join(root, 'agent.sock');
+    const good = kataSpec(['/app'], join(root, 'images/app/rootfs'));
+    const cases: [string, Decoded][] = [
+      [
+        'bind mount of the socket',
+        {
+          container_id: 'c2',
+          OCI: kataSpec(['/app'], join(root, 'images/app/rootfs'), {
+            mounts: [{ destination: '/agent.sock', source: sock, type: 'bind', options: ['rbind'] }],
+          }),
+        },
+      ],
+      [
+        'bind storage of the socket',
+        {
+          container_id: 'c2',
+          OCI: good,
+          storages: [{ driver: 'bind', source: sock, mount_point: join(root, 'c2/agent.sock') }],
+        },
+      ],
+      [
+        'emptyDir on the socket',
+        { container_id: 'c2', OCI: good, storages: [{ driver: 'local', mount_point: sock }] },
+      ],
+      [
+        'image bundle on the socket',
+        {
+          container_id: 'agent.sock',
+          OCI: kataSpec(['/app'], join(root, 'agent.sock/rootfs')),
+          storages: [
+            {
+              driver: 'image_guest_pull',
+              source: 'registry.example/app:1',
+              mount_point: join(root, 'c2/rootfs'),
+              driver_options: ['image_guest_pull={"metadata":{}}'],
+            },
+          ],
+        },
+      ],
+    ];
+    for (const [what, req] of cases) {
+      const e = await failure('CreateContainer', req);
+      expect([what, e.code, e.message]).toEqual([
+        what,
+        Code.INVALID_ARGUMENT,
+        expect.stringMatching(/is or holds the agent's own/),
+      ]);
+    }
+    // Still there, still answering.
+    expect((await stat(sock)).isSocket()).toBe(true);
+    const other = await TtrpcClient.connect({ path: sock });
+    try {
+      expect(
+        codec('HealthCheckResponse').decode(await other.call('grpc.Health', 'Check', new Uint8Array(0)))
+          .status,
+      ).toBe(1);
+    } finally {
+      other.close();
+    }
+  });
+
+  it('shares a storage two containers name, and refuses the same mount point under another driver', async () => {
+    const spec = kataSpec(['/app'], join(root, 'images/app/rootfs'));
+    const shared = {
+      driver: 'local',
+      mount_point: join(root, 'sandbox/local/shared'),
+      options: ['mode=0700'],
+    };
+    await call('CreateContainer', { container_id: 's1', OCI: spec, storages: [shared] });
+    await writeFile(join(root, 'sandbox/local/shared/kept'), 'written by s1');
+    await call('CreateContainer', { container_id: 's2', OCI: spec, storages: [shared] });
+    expect(running.agent.storagesInUse.get(join(root, 'sandbox/local/shared'))).toBe(2);
+    const clash = await failure('CreateContainer', {
+      container_id: 's3',
+      OCI: spec,
+      storages: [
+        { driver: 'bind', source: join(root, 'images/app/rootfs'), mount_point: shared.mount_point },
+      ],
+    });
+    expect([clash.code, clash.message]).toEqual([
+      Code.INVALID_ARGUMENT,
+      `storage mount point ${JSON.stringify(shared.mount_point)} is already set up by the "local" driver`,
+    ]);
+    await call('RemoveContainer', { container_id: 's1' });
+    expect(await readFile(join(root, 'sandbox/local/shared/kept'), 'utf8')).toBe('written by s1');
+    await call('RemoveContainer', { container_id: 's2' });
+    await expect(stat(join(root, 'sandbox/local/shared'))).rejects.toThrow(/ENOENT/);
+    expect(running.agent.storagesInUse.has(join(root, 'sandbox/local/shared'))).toBe(false);
   });
 
   it('pulls an image_guest_pull rootfs through the data hub into <root>/<container id>', async () => {

@@ -50,7 +50,8 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
   };
 }
 
-const RESPONSES: Readonly<Record<string, string>> = {
+/** The response message of each implemented RPC that does not answer google.protobuf.Empty. */
+export const RESPONSES: Readonly<Record<string, string>> = {
   WaitProcess: 'WaitProcessResponse',
   ReadStdout: 'ReadStreamResponse',
   ReadStderr: 'ReadStreamResponse',

@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import { chmod, copyFile, lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { InvalidRequest, RuntimeFailed, UnsupportedStorage } from './errors.js';
-import { checkId, resolveUnder, shown } from './paths.js';
+import { checkId, checkNotProtected, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
 
 /** Where kata's guest keeps the pause image. */
@@ -56,6 +56,67 @@ export interface StorageContext {
   /** The pause image baked into the guest (`config.json` and `rootfs/`), for the sandbox container. */
   readonly pauseBundle?: string;
   readonly signal?: AbortSignal;
+  /** The agent's own paths (sockets, state): no storage may name them or a directory holding them. */
+  readonly protectedPaths?: readonly string[];
+  /** Storages already set up in the pod, shared by mount point (see `StorageTable`). */
+  readonly table?: StorageTable;
+}
+
+/**
+ * The pod's storages by mount point, as kata's agent counts them: a storage whose mount point is
+ * already set up (the same emptyDir named by an init container and the main container, for instance)
+ * is not set up again but shared, and it is undone when the last container or sandbox that named it
+ * goes. The same mount point under another driver is refused.
+ */
+export class StorageTable {
+  readonly #entries = new Map<string, { driver: string; refs: number; ready: Promise<MountedStorage> }>();
+
+  /** Mount points in use, with how many users each has. */
+  get inUse(): ReadonlyMap<string, number> {
+    return new Map([...this.#entries].map(([path, e]) => [path, e.refs]));
+  }
+
+  async add(storage: Decoded, ctx: StorageContext): Promise<MountedStorage> {
+    const driver = String(storage.driver ?? '');
+    const path = await resolveUnder(ctx.roots, String(storage.mount_point ?? ''), {
+      what: 'storage mount point',
+    });
+    let entry = this.#entries.get(path);
+    if (entry !== undefined && entry.driver !== driver) {
+      throw new InvalidRequest(
+        `storage mount point ${shown(path)} is already set up by the ${shown(entry.driver)} driver`,
+      );
+    }
+    if (entry === undefined) {
+      const ready = addStorage(storage, { ...ctx, table: undefined });
+      entry = { driver, refs: 0, ready };
+      this.#entries.set(path, entry);
+      ready.catch(() => {
+        if (this.#entries.get(path) === entry) this.#entries.delete(path);
+      });
+    }
+    entry.refs++;
+    let mounted: MountedStorage;
+    try {
+      mounted = await entry.ready;
+    } catch (e) {
+      entry.refs--;
+      throw e;
+    }
+    let released = false;
+    const shared = entry;
+    return {
+      driver,
+      path,
+      undo: async () => {
+        if (released) return;
+        released = true;
+        if (--shared.refs > 0) return;
+        if (this.#entries.get(path) === shared) this.#entries.delete(path);
+        await mounted.undo();
+      },
+    };
+  }
 }
 
 const CONTAINER_TYPE_KEYS = ['io.kubernetes.cri.container-type', 'io.kubernetes.cri-o.ContainerType'];
@@ -131,9 +192,11 @@ function modeOption(options: readonly string[]): number | undefined {
 export async function addStorage(storage: Decoded, ctx: StorageContext): Promise<MountedStorage> {
   const driver = String(storage.driver ?? '');
   const options = (storage.options ?? []) as string[];
-  const target = await resolveUnder(ctx.roots, String(storage.mount_point ?? ''), {
-    what: 'storage mount point',
-  });
+  const guarded = (path: string, what: string) => checkNotProtected(path, ctx.protectedPaths ?? [], what);
+  const target = guarded(
+    await resolveUnder(ctx.roots, String(storage.mount_point ?? ''), { what: 'storage mount point' }),
+    'storage mount point',
+  );
   switch (driver) {
     case 'local': {
       await resolveUnder(ctx.roots, target, { what: 'storage mount point', create: true });
@@ -142,10 +205,13 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
       return { driver, path: target, undo: () => rm(target, { recursive: true, force: true }) };
     }
     case 'bind': {
-      const source = await resolveUnder(ctx.roots, String(storage.source ?? ''), {
-        what: 'storage source',
-        mustExist: true,
-      });
+      const source = guarded(
+        await resolveUnder(ctx.roots, String(storage.source ?? ''), {
+          what: 'storage source',
+          mustExist: true,
+        }),
+        'storage source',
+      );
       const isDir = (await lstat(source)).isDirectory();
       await makeTarget(ctx.roots, target, isDir);
       await bindMount(source, target, options.includes('ro'));
@@ -158,7 +224,7 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
       const sandbox = isSandboxImage((storage.driver_options ?? []) as string[]);
       const pull = ctx.pullImage;
       if (!sandbox && pull === undefined) throw new UnsupportedStorage(`${driver} (no data hub configured)`);
-      const bundle = await resolveUnder(ctx.roots, join(ctx.roots[0]!, cid), {
+      const bundle = await resolveUnder(ctx.roots, guarded(join(ctx.roots[0]!, cid), 'image bundle'), {
         what: 'image bundle',
         create: true,
       });
@@ -200,7 +266,7 @@ export async function addStorages(
 ): Promise<MountedStorage[]> {
   const done: MountedStorage[] = [];
   try {
-    for (const s of storages) done.push(await addStorage(s, ctx));
+    for (const s of storages) done.push(await (ctx.table ? ctx.table.add(s, ctx) : addStorage(s, ctx)));
   } catch (e) {
     await removeStorages(done);
     throw e;

@@ -11,8 +11,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { AGENT_PROTO, OCI_PROTO, TYPES_PROTO } from '@broker/agent-policy';
+import { AGENT_METHODS, AGENT_PROTO, OCI_PROTO, TYPES_PROTO } from '@broker/agent-policy';
+import type { Decoded } from '../proto.js';
 import { RESPONSES_PROTO } from '../proto.js';
+import { RESPONSES } from '../service.js';
 
 const run = promisify(execFile);
 
@@ -37,12 +39,18 @@ export async function tempDir(
 /**
  * The container's program: prints its first argument on stdout, "to stderr" on stderr, then
  * behaves as its second argument says: a number is its exit status; `cat [STATUS]` copies stdin to stdout, then exits with STATUS;
- * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits two seconds, then takes memory until it is killed.
+ * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits two seconds, then takes memory until it is killed;
+ * `write FILE TEXT` writes TEXT to FILE; `connect PATH...` tries to connect to each unix socket and
+ * prints `PATH: connected`, `PATH: ENOENT` or the error; `crash` dies of SIGSEGV; `flood-forever`
+ * writes to stdout until it is killed.
  */
-export const HELLO_C = `#include <signal.h>
+export const HELLO_C = `#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
   printf("hello from %s\\n", argc > 1 ? argv[1] : "a container");
@@ -75,6 +83,32 @@ int main(int argc, char **argv) {
       char *p = malloc(1 << 20);
       if (p) memset(p, 1, 1 << 20);
     }
+  }
+  if (strcmp(what, "write") == 0 && argc > 4) {
+    FILE *f = fopen(argv[3], "w");
+    if (!f) { perror(argv[3]); return 2; }
+    fputs(argv[4], f);
+    return fclose(f) == 0 ? 0 : 3;
+  }
+  if (strcmp(what, "connect") == 0) {
+    for (int i = 3; i < argc; i++) {
+      struct sockaddr_un addr = { .sun_family = AF_UNIX };
+      strncpy(addr.sun_path, argv[i], sizeof addr.sun_path - 1);
+      int s = socket(AF_UNIX, SOCK_STREAM, 0);
+      int r = connect(s, (struct sockaddr *)&addr, sizeof addr);
+      printf("%s: %s\\n", argv[i], r == 0 ? "connected" : errno == ENOENT ? "ENOENT" : strerror(errno));
+      close(s);
+    }
+    return 0;
+  }
+  if (strcmp(what, "crash") == 0) {
+    volatile int *p = 0;
+    return *p;
+  }
+  if (strcmp(what, "flood-forever") == 0) {
+    static char buf[65536];
+    memset(buf, 'y', sizeof buf);
+    for (;;) write(1, buf, sizeof buf);
   }
   if (strcmp(what, "sleep") == 0) {
     for (;;) pause();
@@ -252,5 +286,66 @@ export function runGoShim(bin: string, socket: string, plan: ShimPlan): Promise<
       else resolve(JSON.parse(stdout) as ShimReport);
     });
     child.stdin?.end(JSON.stringify(plan));
+  });
+}
+
+/** One call of a Go shim script: the RPC, its request as protobuf JSON, and the message types. */
+export interface ScriptCall {
+  readonly service?: string;
+  readonly rpc: string;
+  readonly request_type: string;
+  readonly response_type: string;
+  readonly request?: object;
+  /** Repeat ReadStdout/ReadStderr until the agent answers empty data. */
+  readonly read_to_end?: boolean;
+  readonly timeout_ms?: number;
+}
+
+/** What the Go shim reports for one call: the response as protobuf JSON (proto field names), or the error. */
+export interface CallResult {
+  rpc: string;
+  error?: string;
+  response?: Decoded;
+  /** The bytes a `read_to_end` call read, as text. */
+  data?: string;
+  /** Milliseconds since the script began at which the call was sent and answered. */
+  sent_ms: number;
+  done_ms: number;
+}
+
+/** A `grpc.AgentService` call for a Go shim script; `request` is protobuf JSON with proto field names. */
+export function agentCall(
+  rpc: string,
+  request: object = {},
+  options: { read_to_end?: boolean; timeout_ms?: number } = {},
+): ScriptCall {
+  const requestType = AGENT_METHODS[rpc];
+  if (requestType === undefined) throw new Error(`${rpc} is not an RPC of grpc.AgentService`);
+  return {
+    rpc,
+    request_type: `grpc.${requestType}`,
+    response_type: `grpc.${RESPONSES[rpc] ?? 'Empty'}`,
+    request,
+    ...options,
+  };
+}
+
+/** Runs a script of calls with the Go shim against the agent (or a gate) listening on `socket`. */
+export function runGoScript(
+  bin: string,
+  socket: string,
+  calls: readonly ScriptCall[],
+): Promise<CallResult[]> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      bin,
+      [socket],
+      { timeout: 600_000, maxBuffer: 64 << 20 },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`Go shim failed: ${stderr || err.message}`));
+        else resolve(JSON.parse(stdout) as CallResult[]);
+      },
+    );
+    child.stdin?.end(JSON.stringify({ calls }));
   });
 }

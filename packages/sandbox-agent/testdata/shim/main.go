@@ -6,6 +6,13 @@
 //
 // Usage: shim <unix socket path> < plan.json; prints one JSON object with each step's outcome.
 //
+// A plan with a "calls" list is a script instead: each call names its RPC and its request and response
+// message types, and gives the request as protobuf JSON (gogo's jsonpb, proto field names). The shim
+// encodes it with the generated types, makes the call and reports the response as protobuf JSON, the
+// error, and the milliseconds since the script began at which the call was sent and answered. A call
+// with "read_to_end" repeats a ReadStdout or ReadStderr until the agent answers empty data and reports
+// the bytes read. Every call is made, whatever the earlier ones answered.
+//
 // As kata's runtime does, the container's own process is named by the container id as its exec id.
 // The sequence: grpc.Health/Check, GetGuestDetails, CreateSandbox (a local emptyDir storage), CopyFile
 // (the pod's hosts file), CreateContainer (the rootfs as a bind storage, the emptyDir and the hosts file
@@ -16,29 +23,117 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/containerd/ttrpc"
+	"github.com/gogo/protobuf/jsonpb"
 	"github.com/gogo/protobuf/proto"
 
 	pb "sagent/pb"
 )
 
 type plan struct {
-	SandboxID   string   `json:"sandbox_id"`
-	ContainerID string   `json:"container_id"`
-	HostsFile   string   `json:"hosts_file"`
-	Hosts       string   `json:"hosts"`
-	ExecArgs    []string `json:"exec_args"`
-	RootfsSrc   string   `json:"rootfs_source"`
-	RootfsMount string   `json:"rootfs_mount_point"`
-	EmptyDir    string   `json:"empty_dir"`
-	Args        []string `json:"args"`
+	SandboxID   string       `json:"sandbox_id"`
+	ContainerID string       `json:"container_id"`
+	HostsFile   string       `json:"hosts_file"`
+	Hosts       string       `json:"hosts"`
+	ExecArgs    []string     `json:"exec_args"`
+	RootfsSrc   string       `json:"rootfs_source"`
+	RootfsMount string       `json:"rootfs_mount_point"`
+	EmptyDir    string       `json:"empty_dir"`
+	Args        []string     `json:"args"`
+	Calls       []scriptCall `json:"calls"`
+}
+
+type scriptCall struct {
+	Service      string          `json:"service"`
+	RPC          string          `json:"rpc"`
+	RequestType  string          `json:"request_type"`
+	ResponseType string          `json:"response_type"`
+	Request      json.RawMessage `json:"request"`
+	ReadToEnd    bool            `json:"read_to_end"`
+	TimeoutMs    int64           `json:"timeout_ms"`
+}
+
+type callResult struct {
+	RPC      string          `json:"rpc"`
+	Error    string          `json:"error,omitempty"`
+	Response json.RawMessage `json:"response,omitempty"`
+	Data     string          `json:"data,omitempty"`
+	SentMs   float64         `json:"sent_ms"`
+	DoneMs   float64         `json:"done_ms"`
+}
+
+func newMessage(name string) (proto.Message, error) {
+	t := proto.MessageType(name)
+	if t == nil {
+		return nil, fmt.Errorf("unknown message type %q", name)
+	}
+	return reflect.New(t.Elem()).Interface().(proto.Message), nil
+}
+
+// runScript makes each call of the plan in order and prints their outcomes as one JSON array.
+func runScript(client *ttrpc.Client, calls []scriptCall) {
+	began := time.Now()
+	since := func() float64 { return float64(time.Since(began).Microseconds()) / 1000 }
+	marshaler := jsonpb.Marshaler{OrigName: true, EmitDefaults: true}
+	results := []callResult{}
+	for _, c := range calls {
+		res := callResult{RPC: c.RPC}
+		service := c.Service
+		if service == "" {
+			service = "grpc.AgentService"
+		}
+		timeout := time.Duration(c.TimeoutMs) * time.Millisecond
+		if timeout == 0 {
+			timeout = 120 * time.Second
+		}
+		req, err := newMessage(c.RequestType)
+		if err == nil && len(c.Request) > 0 {
+			err = jsonpb.Unmarshal(bytes.NewReader(c.Request), req)
+		}
+		if err != nil {
+			fail(fmt.Errorf("%s: %v", c.RPC, err))
+		}
+		res.SentMs = since()
+		for {
+			resp, err := newMessage(c.ResponseType)
+			if err != nil {
+				fail(fmt.Errorf("%s: %v", c.RPC, err))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err = client.Call(ctx, service, c.RPC, req, resp)
+			cancel()
+			if err != nil {
+				res.Error = err.Error()
+				break
+			}
+			if c.ReadToEnd {
+				data := reflect.ValueOf(resp).Elem().FieldByName("Data").Bytes()
+				if len(data) > 0 {
+					res.Data += string(data)
+					continue
+				}
+			}
+			var out bytes.Buffer
+			if err := marshaler.Marshal(&out, resp); err != nil {
+				fail(fmt.Errorf("%s: %v", c.RPC, err))
+			}
+			res.Response = out.Bytes()
+			break
+		}
+		res.DoneMs = since()
+		results = append(results, res)
+	}
+	out, _ := json.Marshal(results)
+	fmt.Println(string(out))
 }
 
 type step struct {
@@ -71,6 +166,10 @@ func main() {
 	}
 	client := ttrpc.NewClient(conn)
 	defer client.Close()
+	if p.Calls != nil {
+		runScript(client, p.Calls)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
