@@ -117,7 +117,7 @@ describe('runCommand', () => {
     expect(r).toEqual({
       code: 1,
       out: '',
-      err: 'demo: /nonexistent/broker-cli-test: no such file or directory\n',
+      err: 'demo: /nonexistent/broker-cli-test: no such file or directory; check the path\n',
     });
   });
 });

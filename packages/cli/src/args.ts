@@ -10,7 +10,7 @@
  * as clap's do: `kbs-client --url U config --auth-private-key K set-resource ...`).
  */
 import { parseArgs } from 'node:util';
-import { describeError } from './errors.js';
+import { backtraceOf, describeFailure, wantsBacktrace } from './errors.js';
 import { versionLine } from './version.js';
 
 export interface OptionSpec {
@@ -59,7 +59,7 @@ export interface ParsedCommand<O extends OptionSpecs> {
 export interface CommandIo {
   readonly out: (text: string) => void;
   readonly err: (text: string) => void;
-  /** `RUST_BACKTRACE=1` (upstream's switch) adds the stack to a runtime failure. */
+  /** `RUST_BACKTRACE=1` or `RUST_LOG=debug` (upstream's switches) add the stack to a runtime failure. */
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
@@ -221,7 +221,8 @@ export function reportUsageError(name: string, message: string, io: CommandIo = 
 
 /**
  * Parses `argv` against `spec` and runs `body`. Help and version print and return 0; a UsageError
- * (from parsing or from `body`) returns 2; any other error prints `<name>: <reason>` and returns 1.
+ * (from parsing or from `body`) returns 2; any other error prints one line, `<name>: <reason>` and
+ * what to do when that is known (`describeFailure`), and returns 1.
  */
 export async function runCommand<O extends OptionSpecs>(
   spec: CommandSpec<O>,
@@ -243,9 +244,8 @@ export async function runCommand<O extends OptionSpecs>(
   } catch (e) {
     if (e instanceof CommandExit) return e.code;
     if (e instanceof UsageError) return reportUsageError(spec.name, e.message, io);
-    io.err(`${spec.name.split(' ')[0]}: ${describeError(e)}\n`);
-    const backtrace = (io.env ?? process.env).RUST_BACKTRACE;
-    if (backtrace !== undefined && backtrace !== '0' && e instanceof Error && e.stack) io.err(`${e.stack}\n`);
+    io.err(`${spec.name.split(' ')[0]}: ${describeFailure(e)}\n`);
+    if (wantsBacktrace(io.env ?? process.env)) io.err(backtraceOf(e));
     return 1;
   }
 }

@@ -1,7 +1,14 @@
 // Multi-call dispatch: a symlink named after a command runs that command; the executable's own
 // name takes the command as its first argument instead.
 import { basename } from 'node:path';
-import { describeError, helpText, reportUsageError, versionLine } from '@broker/cli';
+import {
+  backtraceOf,
+  describeFailure,
+  helpText,
+  reportUsageError,
+  versionLine,
+  wantsBacktrace,
+} from '@broker/cli';
 
 export type CommandMain = (argv: string[]) => Promise<number>;
 
@@ -150,7 +157,7 @@ export async function runTogether(
     if (Object.hasOwn(steps, name)) {
       const step = await (steps[name] as () => Promise<StepMain>)();
       const code = await step(argv).catch((err: unknown) => {
-        process.stderr.write(`${selfName}: ${name}: ${describeError(err)}\n`);
+        process.stderr.write(`${selfName}: ${name}: ${describeFailure(err)}\n`);
         return 1;
       });
       if (code !== 0) process.stderr.write(`${selfName}: ${name} ended with status ${code}; going on\n`);
@@ -185,9 +192,10 @@ export function run(
       process.exitCode = code;
     },
     (err: unknown) => {
-      // Commands report their own failures; this is one that escaped them: show where it came from.
-      process.stderr.write(`${selfName}: ${describeError(err)}\n`);
-      if (err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+      // Commands report their own failures; this is one that escaped them: one line, and where it
+      // came from with RUST_BACKTRACE=1 or RUST_LOG=debug.
+      process.stderr.write(`${selfName}: ${describeFailure(err)}\n`);
+      if (wantsBacktrace(process.env)) process.stderr.write(backtraceOf(err));
       process.exitCode = 1;
     },
   );

@@ -7,7 +7,7 @@
  */
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
-import { KbsClientError } from './errors.js';
+import { KbsClientError, type KbsClientErrorCode } from './errors.js';
 
 /** Lifetime of upstream's signed admin tokens (`ADMIN_TOKEN_EXPIRY_SECS`). */
 export const ADMIN_TOKEN_LIFETIME_SECONDS = 7200;
@@ -16,6 +16,7 @@ const MAX_KEY_PEM_LENGTH = 16 * 1024;
 
 export class InvalidAdminKey extends KbsClientError {
   override readonly name: string = 'InvalidAdminKey';
+  static readonly defaultCode: KbsClientErrorCode = 'INVALID_ADMIN_KEY';
 }
 
 export interface AdminTokenOptions {

@@ -73,6 +73,24 @@ export function sampleReferenceValueMessage(
   };
 }
 
+/** Filters of the verdict log (`GET /kbs/v0/admin/verdicts`). */
+export interface VerdictFilter {
+  readonly status?: string;
+  readonly tee?: string;
+  readonly kind?: string;
+  readonly requestId?: string;
+  readonly limit?: number;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function checkedId(what: string, id: string): string {
+  if (id.length === 0 || id.length > 1024)
+    throw new InvalidResourcePath(`${what} must be 1..1024 characters`);
+  return id;
+}
+
 export class KbsAdminClient {
   readonly #http: HttpTransport;
   readonly #token: KbsAdminClientOptions['adminToken'];
@@ -148,6 +166,102 @@ export class KbsAdminClient {
       `${KBS}/reference-value/${encodeURIComponent(id)}`,
     );
     return res.body.toString('utf8');
+  }
+
+  /**
+   * This KBS's own admin endpoints (the operator console's; not in trustee). A 404 from them means the
+   * KBS serves no console (`[admin] console = true`), which the error says.
+   */
+  async #console(what: string, method: 'GET' | 'DELETE', path: string): Promise<unknown> {
+    let res: HttpResponse;
+    try {
+      res = await this.#send(what, method, path);
+    } catch (e) {
+      if (e instanceof KbsRejected && e.status === 404 && e.kind === null && e.detail === '(empty body)') {
+        throw new KbsRejected(
+          `${what}: the KBS does not serve ${path} (it needs [admin] console = true in the KBS configuration)`,
+          e,
+          { cause: e },
+        );
+      }
+      throw e;
+    }
+    return jsonBody(res, what);
+  }
+
+  /** The stored resources: `{path, size}` each (at most the first 1000). */
+  async listResources(): Promise<{ path: string; size: number }[]> {
+    const json = await this.#console('list resources', 'GET', `${KBS}/admin/resources`);
+    const list = isRecord(json) ? json.resources : undefined;
+    if (
+      !Array.isArray(list) ||
+      !list.every((r) => isRecord(r) && typeof r.path === 'string' && typeof r.size === 'number')
+    ) {
+      throw new KbsBadResponse('list resources: response is not {"resources": [{path, size}…]}');
+    }
+    return list as { path: string; size: number }[];
+  }
+
+  /** The resource policy's Rego text, or null when none is stored. */
+  async getResourcePolicyText(): Promise<string | null> {
+    const json = await this.#console('get resource policy', 'GET', `${KBS}/admin/resource-policy`);
+    const policy = isRecord(json) ? json.policy : undefined;
+    if (policy !== null && typeof policy !== 'string') {
+      throw new KbsBadResponse('get resource policy: response is not {"policy": <text or null>}');
+    }
+    return policy;
+  }
+
+  /** The ids of the attestation policies of the built-in attestation service. */
+  async listAttestationPolicies(): Promise<string[]> {
+    const json = await this.#console('list attestation policies', 'GET', `${KBS}/admin/attestation-policy`);
+    const list = isRecord(json) ? json.policies : undefined;
+    if (!Array.isArray(list) || !list.every((x) => typeof x === 'string')) {
+      throw new KbsBadResponse('list attestation policies: response is not {"policies": [<id>…]}');
+    }
+    return list;
+  }
+
+  /** The Rego text of the attestation policy `id`. */
+  async getAttestationPolicy(id: string): Promise<string> {
+    const path = `${KBS}/admin/attestation-policy/${encodeURIComponent(checkedId('policy id', id))}`;
+    const json = await this.#console('get attestation policy', 'GET', path);
+    const policy = isRecord(json) ? json.policy : undefined;
+    if (typeof policy !== 'string') {
+      throw new KbsBadResponse('get attestation policy: response is not {"id", "policy": <text>}');
+    }
+    return policy;
+  }
+
+  /** The verdict log, newest first, filtered as the KBS's query parameters allow. */
+  async listVerdicts(query: VerdictFilter = {}): Promise<unknown> {
+    const q = new URLSearchParams();
+    if (query.status !== undefined) q.set('status', query.status);
+    if (query.tee !== undefined) q.set('tee', query.tee);
+    if (query.kind !== undefined) q.set('kind', query.kind);
+    if (query.requestId !== undefined) q.set('request_id', query.requestId);
+    if (query.limit !== undefined) q.set('limit', String(query.limit));
+    const search = q.size > 0 ? `?${q.toString()}` : '';
+    const res = await this.#send('list verdicts', 'GET', `${KBS}/admin/verdicts${search}`);
+    return jsonBody(res, 'list verdicts');
+  }
+
+  /** Expire the reference value `name` in the built-in RVPS; false when there was none. */
+  async deleteReferenceValue(name: string): Promise<boolean> {
+    const path = `${KBS}/admin/reference-values/${encodeURIComponent(checkedId('reference value name', name))}`;
+    try {
+      await this.#console('delete reference value', 'DELETE', path);
+      return true;
+    } catch (e) {
+      if (e instanceof KbsRejected && e.status === 404 && e.detail.includes('no reference value'))
+        return false;
+      throw e;
+    }
+  }
+
+  /** The KBS's health report (uptime, storage, counters and rates). */
+  async health(): Promise<unknown> {
+    return this.#console('health', 'GET', `${KBS}/admin/health`);
   }
 
   close(): void {

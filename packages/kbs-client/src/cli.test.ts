@@ -82,7 +82,7 @@ describe('kbs-client usage', () => {
     expect((await run([])).code).toBe(2);
     expect(await run(['frobnicate'])).toMatchObject({
       code: 2,
-      err: "kbs-client: unknown command 'frobnicate' (one of: attest, get-resource, config)\nRun 'kbs-client --help' for usage.\n",
+      err: "kbs-client: unknown command 'frobnicate' (one of: attest, get-resource, config, keygen, admin-token)\nRun 'kbs-client --help' for usage.\n",
     });
     expect(await run(['attest', '--url', kbs.url])).toMatchObject({
       code: 2,

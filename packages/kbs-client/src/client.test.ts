@@ -23,9 +23,11 @@ import {
   InvalidToken,
   KbsBadResponse,
   KbsRejected,
+  KbsResourceMissing,
   KbsResourceNotFound,
   KbsUnauthorized,
   KbsUnreachable,
+  KbsUntrustedCertificate,
   RcarHandshakeFailed,
   ResourceDecryptionFailed,
 } from './errors.js';
@@ -296,9 +298,15 @@ describe('retries', () => {
   it('does not retry a 404 or other statuses', async () => {
     const c = client();
     // Like trustee, the fake KBS answers a missing resource with 401 PluginInternalError.
+    const before = kbs.hits('/kbs/v0/auth').length;
     const missing = await failure(c.getResource('default/x/y'));
     expect(missing).toBeInstanceOf(KbsUnauthorized);
+    expect(missing).toBeInstanceOf(KbsResourceMissing);
     expect((missing as KbsUnauthorized).kind).toBe('PluginInternalError');
+    expect((missing as KbsResourceMissing).code).toBe('RESOURCE_NOT_FOUND');
+    // One try: no second GET and no new handshake for a resource that is not there.
+    expect(kbs.hits('/kbs/v0/resource/default/x/y')).toHaveLength(1);
+    expect(kbs.hits('/kbs/v0/auth')).toHaveLength(before === 0 ? 1 : before);
     kbs.override = (r) =>
       r.method === 'GET'
         ? { status: 404, body: errorBody('InvalidRequestPath', 'Request path x is invalid') }
@@ -694,15 +702,23 @@ describe('HTTPS with a custom CA', () => {
       clients.push(ok);
       expect(await ok.getResource('a/b/c')).toEqual(SECRET);
 
+      let pauses = 0;
       const untrusting = new KbsClient({
         url: tls.url,
         attester: new SampleAttester(),
-        sleep: async () => {},
+        sleep: async () => {
+          pauses++;
+        },
       });
       clients.push(untrusting);
       const err = await failure(untrusting.getToken());
-      expect(err.cause).toBeInstanceOf(KbsUnreachable);
-      expect((err.cause as Error).message).toMatch(/self.signed|certificate/i);
+      // At once and as it is: never retried (five handshakes cannot make a certificate trusted).
+      expect(err).toBeInstanceOf(KbsUntrustedCertificate);
+      expect(err).toBeInstanceOf(KbsUnreachable);
+      expect((err as KbsUntrustedCertificate).code).toBe('TLS_UNTRUSTED');
+      expect(pauses).toBe(0);
+      expect(err.message).not.toMatch(/Node\.js|--use-|NODE_/);
+      expect(err.message).toMatch(/self.signed|certificate/i);
     } finally {
       await tls.stop();
     }

@@ -39,8 +39,10 @@ import {
   KbsBadResponse,
   KbsRejected,
   type KbsRejection,
+  KbsResourceMissing,
   KbsResourceNotFound,
   KbsUnauthorized,
+  KbsUntrustedCertificate,
   RcarHandshakeFailed,
   ResourceDecryptionFailed,
 } from './errors.js';
@@ -64,6 +66,17 @@ export const DEFAULT_HASH_ALGORITHM: ReportDataHashAlgorithm = 'sha384';
 export const INIT_DATA_FORMAT = 'toml';
 
 const MAX_CHALLENGE_BYTES = 64 * 1024;
+
+/**
+ * trustee's resource plugin answers a read of a path it has nothing at with 401
+ * `PluginInternalError`. Another handshake cannot make the resource appear, so this is final.
+ */
+function missingResource(path: string, rejection: KbsRejection): KbsResourceMissing {
+  return new KbsResourceMissing(
+    `get resource ${path}: no such resource at the KBS (or its resource storage failed)`,
+    rejection,
+  );
+}
 const MAX_ATTEST_RESPONSE_BYTES = 1024 * 1024;
 
 export interface KbsClientLogger {
@@ -308,6 +321,7 @@ export class KbsClient {
       const res = await this.#http.request({ method: 'GET', path, retryOnStaleConnection: true });
       if (res.status === 401) {
         last = rejectionOf(res);
+        if (last.kind === 'PluginInternalError') throw missingResource(path, last);
         this.#log.warn(
           `KBS refused the resource request (${last.kind ?? last.status}): ${last.detail}; new RCAR handshake`,
         );
@@ -335,6 +349,7 @@ export class KbsClient {
       });
       if (res.status === 401) {
         last = rejectionOf(res);
+        if (last.kind === 'PluginInternalError') throw missingResource(path, last);
         if (this.#provider === undefined) break; // a fixed token cannot get better by retrying
         this.#log.warn(
           `KBS refused the token (${last.kind ?? last.status}): ${last.detail}; fetching a new token`,
@@ -431,6 +446,8 @@ export class KbsClient {
         await this.#rcarHandshake();
         return;
       } catch (err) {
+        // An untrusted certificate stays untrusted: no retry, and the caller sees it as it is.
+        if (err instanceof KbsUntrustedCertificate) throw err;
         if (attempt >= attempts) throw new RcarHandshakeFailed(attempts, err);
         this.#log.warn(
           `RCAR handshake failed: ${err instanceof Error ? err.message : String(err)}, retry ${attempt}...`,

@@ -14,9 +14,11 @@
  * that is safe to repeat is sent once more on a new connection, as hyper
  * (reqwest's pool) does for a request its pooled connection dropped.
  */
+
 import { createSecureContext, rootCertificates, type SecureContext, TLSSocket } from 'node:tls';
+import { isCertificateFailureCode } from '@broker/cli';
 import type { CookieJar } from './cookies.js';
-import { KbsBadResponse, KbsUnreachable } from './errors.js';
+import { KbsBadResponse, KbsUnreachable, KbsUntrustedCertificate } from './errors.js';
 import {
   Agent,
   type AgentOptions,
@@ -132,6 +134,15 @@ function isClosedConnection(e: unknown): boolean {
   const code = (e as NodeJS.ErrnoException).code;
   if (code === 'ECONNRESET' || code === 'EPIPE') return true;
   return e instanceof errors.SocketError && e.message === 'other side closed';
+}
+
+/** The verification failure in `e` or its causes, if it is one. */
+function certificateFailure(e: unknown): Error | undefined {
+  for (let c = e, depth = 0; c instanceof Error && depth < 8; c = c.cause, depth++) {
+    const code = (c as NodeJS.ErrnoException).code;
+    if (isCertificateFailureCode(code)) return c;
+  }
+  return undefined;
 }
 
 export class HttpTransport {
@@ -266,6 +277,14 @@ export class HttpTransport {
         throw new KbsUnreachable(`${what}: no complete response within ${this.#timeoutMs} ms`);
       }
       if (err instanceof KbsBadResponse || err instanceof KbsUnreachable) throw err;
+      const untrusted = certificateFailure(err);
+      if (untrusted !== undefined) {
+        throw new KbsUntrustedCertificate(
+          // Node adds advice about its own command-line flags after a `;`: not for our users.
+          `${what}: the KBS's TLS certificate is not trusted (${untrusted.message.split(';')[0]})`,
+          { cause: err },
+        );
+      }
       throw new KbsUnreachable(`${what}: ${messageOf(err)}`, { cause: err });
     } finally {
       clearTimeout(timer);

@@ -35,6 +35,13 @@ export function rejectionOf(res: HttpResponse): KbsRejection {
       detail: printable(parsed.detail),
     };
   } catch {
+    // This KBS's own admin endpoints answer `{"error": "<why>"}`.
+    try {
+      const body = parseJson(res.body, res.body.length) as { error?: unknown } | null;
+      if (typeof body?.error === 'string') {
+        return { status: res.status, type: null, kind: null, detail: printable(body.error) };
+      }
+    } catch {}
     return { status: res.status, type: null, kind: null, detail: bodyExcerpt(res.body) || '(empty body)' };
   }
 }
