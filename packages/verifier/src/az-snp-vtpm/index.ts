@@ -1,23 +1,16 @@
 // Azure SEV-SNP confidential VMs attest through the vTPM (trustee's az-snp-vtpm verifier). The
 // chain of trust runs: AMD ARK → ASK → VCEK → SNP report (VMPL 0, the paravisor) → report_data =
 // SHA-256(HCL runtime claims) → HCLAkPub → TPM quote → nonce (the KBS report data) and PCRs.
-import { createHash } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import { parseVekCertificate } from '../snp/certs.js';
 import { type AzSnpReportClaims, azSnpReportClaims } from '../snp/claims.js';
 import { parseSnpReport } from '../snp/report.js';
 import { checkVmpl, trustedRoots, verifySnpReport } from '../snp/verify.js';
-import {
-  checkInitDataPcr,
-  checkQuotePcrs,
-  INITDATA_PCR,
-  parseQuoteMessage,
-  pcrClaims,
-  verifyQuoteSignature,
-} from '../tpm/quote.js';
-import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
+import { checkInitDataPcr, INITDATA_PCR, pcrClaims } from '../tpm/quote.js';
+import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
 import { parseAzSnpVtpmEvidence } from './evidence.js';
-import { hclAkPub, hclUserData, parseHclReport } from './hcl.js';
+import { parseHclReport } from './hcl.js';
+import { checkHclBinding, checkHclTpmQuote } from './hcl-binding.js';
 
 /** The paravisor requests the HCL report at VMPL 0. */
 export const HCL_VMPL = 0;
@@ -43,47 +36,12 @@ export class AzSnpVtpmVerifier implements Verifier {
     if (hcl.reportType !== 'snp') {
       throw new VerificationError('REPORT_MALFORMED', 'HCL report holds a TDX report, not an SNP report');
     }
-    const reportData = Buffer.from(
-      expected.reportData.buffer,
-      expected.reportData.byteOffset,
-      expected.reportData.byteLength,
-    );
-
     // The quote: signed by the AK the HCL report carries, over the nonce and the PCRs sent.
-    const ak = hclAkPub(hcl.varData);
-    verifyQuoteSignature(ak, ev.tpmQuote.message, ev.tpmQuote.signature);
-    const attest = parseQuoteMessage(ev.tpmQuote.message);
-    const nonce = Buffer.from(attest.extraData);
-    if (reportDataExpected(expected) && !nonce.equals(reportData)) {
-      throw new VerificationError(
-        'REPORT_DATA_MISMATCH',
-        'TPM quote nonce differs from the expected report data',
-      );
-    }
-    const pcrs = checkQuotePcrs(attest, ev.tpmQuote.pcrs);
+    const { nonce, pcrs } = checkHclTpmQuote(hcl, ev.tpmQuote, expected);
 
     // The HCL runtime claims (and so the AK) are the ones the SNP report vouches for.
     const snp = parseSnpReport(hcl.hwReport);
-    const varDataHash = createHash('sha256').update(hcl.varData).digest();
-    if (!varDataHash.equals(snp.reportData.subarray(0, 32))) {
-      throw new VerificationError(
-        'HCL_DATA_MISMATCH',
-        'HCL runtime claims digest differs from the SNP report data',
-      );
-    }
-    if (ev.version >= 2 && reportDataExpected(expected)) {
-      // v2 attesters also write the report data to the HCL user data (NV 0x01400002).
-      const userData = hclUserData(hcl.varData);
-      if (
-        userData.length < reportData.length ||
-        !userData.subarray(0, reportData.length).equals(reportData)
-      ) {
-        throw new VerificationError(
-          'REPORT_DATA_MISMATCH',
-          'HCL user-data differs from the expected report data',
-        );
-      }
-    }
+    checkHclBinding(hcl, snp.reportData, 'SNP report data', ev.version, expected);
 
     // The SNP report: signed by a VCEK that chains to AMD (or a configured test root).
     const vcek = parseVekCertificate(ev.vcek);

@@ -1,21 +1,14 @@
 // Azure TDX confidential VMs attest through the vTPM (trustee's az-tdx-vtpm verifier). The chain of
 // trust runs: Intel SGX root → PCK → QE → TD quote (DCAP, with offline collateral) → REPORT_DATA
 // = SHA-256(HCL runtime claims) → HCLAkPub → TPM quote → nonce (the KBS report data) and PCRs.
-import { createHash } from 'node:crypto';
-import { hclAkPub, hclUserData, parseHclReport } from '../az-snp-vtpm/hcl.js';
+import { parseHclReport } from '../az-snp-vtpm/hcl.js';
+import { checkHclBinding, checkHclTpmQuote } from '../az-snp-vtpm/hcl-binding.js';
 import { VerificationError } from '../errors.js';
 import { tdxClaims } from '../tdx/claims.js';
 import { trustedSgxRoots } from '../tdx/trust.js';
 import { establishTcbOnline, verifyQuoteSignatures } from '../tdx/verify.js';
-import {
-  checkInitDataPcr,
-  checkQuotePcrs,
-  INITDATA_PCR,
-  parseQuoteMessage,
-  pcrClaims,
-  verifyQuoteSignature,
-} from '../tpm/quote.js';
-import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
+import { checkInitDataPcr, INITDATA_PCR, pcrClaims } from '../tpm/quote.js';
+import type { ExpectedData, Verifier, VerifierResult } from '../verifier.js';
 import { parseAzTdxVtpmEvidence } from './evidence.js';
 
 export class AzTdxVtpmVerifier implements Verifier {
@@ -27,43 +20,14 @@ export class AzTdxVtpmVerifier implements Verifier {
     if (hcl.reportType !== 'tdx') {
       throw new VerificationError('REPORT_MALFORMED', 'HCL report holds an SNP report, not a TDX report');
     }
-    const reportData = Buffer.from(expected.reportData);
-
     // The TPM quote: signed by the AK the HCL runtime claims carry, over the nonce and the PCRs.
-    verifyQuoteSignature(hclAkPub(hcl.varData), ev.tpmQuote.message, ev.tpmQuote.signature);
-    const attest = parseQuoteMessage(ev.tpmQuote.message);
-    const nonce = Buffer.from(attest.extraData);
-    if (reportDataExpected(expected) && !nonce.equals(reportData)) {
-      throw new VerificationError(
-        'REPORT_DATA_MISMATCH',
-        'TPM quote nonce differs from the expected report data',
-      );
-    }
-    const pcrs = checkQuotePcrs(attest, ev.tpmQuote.pcrs);
+    const { nonce, pcrs } = checkHclTpmQuote(hcl, ev.tpmQuote, expected);
 
     // The TD quote is genuine and vouches for the runtime claims (and so for the AK).
     const options = expected.tdx ?? {};
     const now = expected.now ?? new Date();
     const signed = verifyQuoteSignatures(ev.tdQuote, trustedSgxRoots(options.trustedSgxRoots), now);
-    const varDataHash = createHash('sha256').update(hcl.varData).digest();
-    if (!varDataHash.equals(signed.quote.body.reportData.subarray(0, 32))) {
-      throw new VerificationError(
-        'HCL_DATA_MISMATCH',
-        'HCL runtime claims digest differs from the TD quote report data',
-      );
-    }
-    if (ev.version >= 2 && reportDataExpected(expected)) {
-      const userData = hclUserData(hcl.varData);
-      if (
-        userData.length < reportData.length ||
-        !userData.subarray(0, reportData.length).equals(reportData)
-      ) {
-        throw new VerificationError(
-          'REPORT_DATA_MISMATCH',
-          'HCL user-data differs from the expected report data',
-        );
-      }
-    }
+    checkHclBinding(hcl, signed.quote.body.reportData, 'TD quote report data', ev.version, expected);
     checkInitDataPcr(pcrs, expected.initDataHash);
 
     const verified = await establishTcbOnline(signed, options, now);
