@@ -134,6 +134,10 @@ function collateralClaims(
     tcb_status: tcb.status,
     collateral_expiration_status: now.getTime() > earliestExpiration.getTime() ? '1' : '0',
     advisory_ids: [...tcb.advisoryIds],
+    // What DCAP's quote verification library reports from supplemental data minor version 5 on.
+    tcb_date_current: rfc3339(new Date(tcb.current.tcbDate)),
+    tcb_status_current: tcb.current.status,
+    advisory_ids_current: [...tcb.current.advisoryIds],
   };
 }
 
