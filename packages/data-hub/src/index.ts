@@ -58,3 +58,5 @@ export {
   SecureMountFailed,
   type SecureMountStep,
 } from './storage/block-device.js';
+export { EncryptedDiskFailed, type EncryptedDiskStep } from './storage/encrypted-disk.js';
+export { ENCRYPTED_DISK_VERSION, encryptedDiskMain } from './storage/encrypted-disk-cli.js';
