@@ -5,6 +5,7 @@ import { CcaVerifier } from './cca/index.js';
 import { VerifierNotSupported } from './errors.js';
 import { NvidiaVerifier } from './nvidia/index.js';
 import { SampleVerifier } from './sample/index.js';
+import { SampleDeviceVerifier } from './sample-device/index.js';
 import { SnpVerifier } from './snp/index.js';
 import { TdxVerifier } from './tdx/index.js';
 import { TpmVerifier } from './tpm/index.js';
@@ -13,6 +14,7 @@ import type { Verifier } from './verifier.js';
 // One entry per TEE folder. Verifiers are stateless, so one instance serves every request.
 const VERIFIERS: ReadonlyMap<string, Verifier> = new Map<string, Verifier>([
   ['sample', new SampleVerifier()],
+  ['sampledevice', new SampleDeviceVerifier()],
   ['az-snp-vtpm', new AzSnpVtpmVerifier()],
   ['snp', new SnpVerifier()],
   ['tpm', new TpmVerifier()],
