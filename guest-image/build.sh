@@ -24,6 +24,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
+# shellcheck source=guest-image/progress.sh
+. "$HERE/progress.sh"
 
 # Commands of the guest executable that the image links in /usr/local/bin.
 COMMANDS=(attestation-agent confidential-data-hub api-server-rest agent-policy-gate sealed-secret-init process-user-data)
@@ -57,7 +59,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-die() { echo "build.sh: $*" >&2; exit 1; }
+die() {
+  progress_abort
+  echo "build.sh: $*" >&2
+  exit 1
+}
 [ "$(id -u)" -eq 0 ] || die "debootstrap needs root"
 for p in debootstrap mke2fs chroot; do
   command -v "$p" >/dev/null || die "$p not found: run scripts/install-deps.sh (Debian packages debootstrap, e2fsprogs)"
@@ -83,19 +89,23 @@ unmount_tree() {
     { findmnt -rn -o TARGET | grep -F "$ROOTFS/" || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
   fi
 }
-trap unmount_tree EXIT
+trap 'progress_abort; unmount_tree' EXIT
 mkdir -p "$OUT"
 unmount_tree
 rm -rf --one-file-system "$ROOTFS" "$OUT/rootfs.tar" "$OUT/podvm.ext4" "$OUT/vmlinuz" "$OUT/initrd.img" \
   "$OUT/podvm.efi" "$OUT/podvm.raw" "$OUT/roothash" "$OUT/cmdline" "$OUT/podvm-measurements.json"
 if [ -n "$BASE" ]; then
   echo "build.sh: copying the debootstrapped tree $BASE"
+  progress_start "copying $BASE"
   cp -a "$BASE" "$ROOTFS"
+  progress_end
 else
   [ -n "$MIRROR" ] || MIRROR=$("$REPO/scripts/debian-mirror.sh" "$SUITE")
   echo "build.sh: debootstrap $SUITE ($PACKAGES) from $MIRROR"
+  progress_start "debootstrap $SUITE" "$OUT/debootstrap.log"
   debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$MIRROR" >"$OUT/debootstrap.log" 2>&1 ||
     die "debootstrap failed; see $OUT/debootstrap.log"
+  progress_end
 fi
 
 # The guest executable and its command links (dispatch on argv[0]).
@@ -130,16 +140,22 @@ rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* "$RO
 
 if [ "$KERNEL" = 1 ]; then
   # The initramfs again, now with the verity and overlay scripts of rootfs/etc/initramfs-tools.
+  progress_start "update-initramfs" "$OUT/update-initramfs.log"
   chroot "$ROOTFS" update-initramfs -u -k all >"$OUT/update-initramfs.log" 2>&1 ||
     die "update-initramfs failed; see $OUT/update-initramfs.log"
+  progress_end
 fi
+progress_start "rootfs.tar"
 tar --numeric-owner -C "$ROOTFS" -cf "$OUT/rootfs.tar" .
+progress_end
 if [ "$KERNEL" = 1 ]; then
   cp "$(readlink -f "$ROOTFS/vmlinuz")" "$OUT/vmlinuz"
   cp "$(readlink -f "$ROOTFS/initrd.img")" "$OUT/initrd.img"
   # Read-only once sealed: the tree plus a quarter for the file system's own blocks.
   ROOT_MIB=$(($(du -sm --apparent-size "$ROOTFS" | cut -f1) * 5 / 4 + 64))
+  progress_start "podvm.ext4 (${ROOT_MIB} MiB)"
   mke2fs -q -t ext4 -L podvm-root -d "$ROOTFS" "$OUT/podvm.ext4" "${ROOT_MIB}M"
+  progress_end
   "$HERE/seal.sh" --root "$OUT/podvm.ext4" --kernel "$OUT/vmlinuz" --initrd "$OUT/initrd.img" \
     --osrel "$ROOTFS/usr/lib/os-release" --out "$OUT" --image-tag "$TAG"
 fi

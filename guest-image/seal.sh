@@ -14,6 +14,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
+# shellcheck source=guest-image/progress.sh
+. "$HERE/progress.sh"
 NODE=${NODE:-$REPO/node_modules/.bin/node}
 STUB=${STUB:-/usr/lib/systemd/boot/efi/linuxx64.efi.stub}
 
@@ -27,7 +29,11 @@ ROOT_VERITY_TYPE=2C7357ED-EBD2-46D9-AEC1-23D3B8F86E1A
 CMDLINE="console=ttyS0 systemd.show_status=1 net.ifnames=1 panic=-1 systemd.verity=0 systemd.gpt_auto=0"
 
 ROOT= KERNEL= INITRD= OSREL= OUT= TAG=podvm
-die() { echo "seal.sh: $*" >&2; exit 1; }
+die() {
+  progress_abort
+  echo "seal.sh: $*" >&2
+  exit 1
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --root) ROOT=$2; shift 2 ;;
@@ -49,9 +55,10 @@ done
 mkdir -p "$OUT"
 rm -f "$OUT/podvm.efi" "$OUT/podvm.raw" "$OUT/roothash" "$OUT/cmdline" "$OUT/podvm-measurements.json"
 T=$(mktemp -d "$OUT/.seal.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+trap 'progress_abort; rm -rf "$T"' EXIT
 
 # --- dm-verity: the hash tree of the root image; the root hash names both partitions ---------------
+progress_start "dm-verity hash tree"
 veritysetup format --data-block-size 4096 --hash-block-size 4096 "$ROOT" "$T/root.verity" >"$T/verity.txt"
 ROOTHASH=$(sed -n 's/^Root hash:[[:space:]]*\([0-9a-f]\{64\}\)$/\1/p' "$T/verity.txt")
 [ -n "$ROOTHASH" ] || die "veritysetup printed no root hash"
@@ -60,6 +67,8 @@ DATA_UUID=$(as_uuid "${ROOTHASH:0:32}")
 HASH_UUID=$(as_uuid "${ROOTHASH:32:32}")
 
 # --- the UKI: sections placed above the stub's own image, in the order systemd's docs give --------
+progress_end
+progress_start "UKI and GPT disk"
 printf 'root=/dev/mapper/root ro roothash=%s %s' "$ROOTHASH" "$CMDLINE" >"$T/cmdline"
 objcopy \
   --add-section .osrel="$OSREL" --change-section-vma .osrel=0x20000 \
@@ -92,6 +101,7 @@ put "$T/esp.img" 1
 put "$ROOT" $((1 + ESP_MIB))
 put "$T/root.verity" $((1 + ESP_MIB + ROOT_MIB))
 
+progress_end
 # --- the manifest, from the UKI ------------------------------------------------------------------
 "$NODE" "$HERE/measure.ts" --uki "$T/podvm.efi" --image-tag "$TAG" --roothash "$ROOTHASH" >"$T/manifest.json"
 

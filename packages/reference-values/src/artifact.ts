@@ -8,6 +8,7 @@ import {
   fetchSigstoreSignatures,
   type ImageManifest,
   MEDIA_TYPE,
+  type PullProgressEvent,
   parseManifest,
   parseNormalizedNamed,
   type RegistryClient,
@@ -34,6 +35,8 @@ export interface PullMeasurementsOptions {
   readonly rekorKey?: KeyObject;
   /** Accept the artifact without any signature check (local tests and demos only). */
   readonly allowUnsigned?: boolean;
+  /** Told of the manifest and of the measurement layer as they arrive, as image-pull's progress is. */
+  readonly onProgress?: (event: PullProgressEvent) => void;
 }
 
 export interface PulledMeasurements {
@@ -150,6 +153,7 @@ export async function pullMeasurementArtifact(opts: PullMeasurementsOptions): Pr
   } catch (e) {
     fail(`reading ${reference}: ${(e as Error).message}`, e);
   }
+  opts.onProgress?.({ kind: 'manifest', reference, digest: fetched.digest });
   let manifest: ReturnType<typeof parseManifest>;
   try {
     manifest = parseManifest(fetched.bytes, fetched.contentType);
@@ -164,12 +168,15 @@ export async function pullMeasurementArtifact(opts: PullMeasurementsOptions): Pr
   if (layer.size > MAX_MANIFEST_BYTES) {
     fail(`${reference}: the measurement layer has ${layer.size} bytes, more than ${MAX_MANIFEST_BYTES}`);
   }
+  const layerEvent = { kind: 'layer', index: 0, count: 1, digest: layer.digest, size: layer.size } as const;
+  opts.onProgress?.({ ...layerEvent, bytes: 0, done: false });
   let bytes: Buffer;
   try {
     bytes = await opts.client.getBlobBytes(repo, layer, MAX_MANIFEST_BYTES);
   } catch (e) {
     fail(`${reference}: reading the measurement layer: ${(e as Error).message}`, e);
   }
+  opts.onProgress?.({ ...layerEvent, bytes: bytes.length, done: true });
   return {
     measurements: parseMeasurementManifest(bytes),
     reference,

@@ -60,10 +60,15 @@ afterAll(async () => {
 });
 
 async function run(...argv: string[]) {
+  return runWith({}, ...argv);
+}
+
+async function runWith(extra: Partial<typeof nodeReferenceValuesIo>, ...argv: string[]) {
   let out = '';
   let err = '';
   const code = await referenceValuesMain(argv, {
     ...nodeReferenceValuesIo,
+    ...extra,
     out: (s) => {
       out += s;
     },
@@ -299,6 +304,29 @@ describe('reference-values with an OCI artifact', () => {
     const values = provenance(r.out);
     expect(values.snp_pcr11).toEqual([hex('11')]);
     expect(values.snp_pcr08).toEqual([pcr8]);
+    // On a terminal, image-pull's progress lines; on anything else (a log, a pipe), none.
+    for (const isTTY of [true, false]) {
+      let drawn = '';
+      const progress = { isTTY, columns: 100, write: (t: string) => void (drawn += t) };
+      const shown = await runWith(
+        { progress },
+        ...base,
+        '--plain-http',
+        registry.host,
+        '--format',
+        'rvps-message',
+        ...['--image', `${image()}:1.11.1`, '--signature-key', signerPem],
+      );
+      expect(shown.code).toBe(0);
+      if (isTTY) {
+        expect(drawn).toContain(`Pulling ${image()}:1.11.1 (manifest ${digest.slice(0, 19)})\n`);
+        expect(drawn).toMatch(
+          /\r\x1b\[KLayer 1\/1 sha256:[0-9a-f]{12} \[=+\] [0-9.]+ K?i?B \/ [0-9.]+ K?i?B\n$/,
+        );
+      } else {
+        expect(drawn).toBe('');
+      }
+    }
     // The same with the tag given separately.
     const again = await pull('--image', image(), '--image-tag', '1.11.1', '--signature-key', signerPem);
     expect(again.out).toBe(r.out);

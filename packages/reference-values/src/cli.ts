@@ -3,7 +3,7 @@ import { createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UsageError as CliUsageError, makeDirectorySync, type OptionValues, runCommand } from '@broker/cli';
-import { loadAuthFile, RegistryClient } from '@broker/image';
+import { loadAuthFile, type ProgressOutput, progressPrinter, RegistryClient } from '@broker/image';
 import { pullMeasurementArtifact } from './artifact.js';
 import { ANNOTATION_PREFIX, configMapName, configMapYaml, referenceValuesConfigMap } from './configmap.js';
 import { ArtifactError, ReferenceValuesError, UsageError } from './errors.js';
@@ -42,6 +42,8 @@ export interface ReferenceValuesIo {
   readonly mkdir: (path: string) => void;
   /** Fetches a small text document (the Rekor public key). */
   readonly fetchText: (url: string, maxBytes: number) => Promise<string>;
+  /** Where --image's progress goes, on a terminal only (image-pull's lines); none when absent. */
+  readonly progress?: ProgressOutput;
   /** A registry client for --image; tests substitute one. */
   readonly registryClient?: (options: ConstructorParameters<typeof RegistryClient>[0]) => RegistryClient;
 }
@@ -84,6 +86,7 @@ export const nodeReferenceValuesIo: ReferenceValuesIo = {
   // Not Node's recursive mkdir, which never returns under /proc or /sys.
   mkdir: (path) => makeDirectorySync(path),
   fetchText,
+  progress: process.stderr,
 };
 
 const OPTIONS = {
@@ -249,6 +252,8 @@ async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
         signatureKeys: keys,
         ...(rekor !== undefined && { rekorKey: rekor }),
         allowUnsigned,
+        // As image-pull draws it, on a terminal; a log or a pipe gets only the summary line below.
+        ...(io.progress?.isTTY === true && { onProgress: progressPrinter(io.progress) }),
       });
       measurements = pulled.measurements;
       imageTag = pulled.tag;
