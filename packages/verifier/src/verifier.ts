@@ -1,6 +1,6 @@
 import type { Tee } from '@broker/protocol';
-import type { CcaVerifierOptions } from './cca/index.js';
-import type { NvidiaVerifierOptions } from './nvidia/index.js';
+import type { CcaVerifierOptions } from './cca/options.js';
+import type { NvidiaVerifierOptions } from './nvidia/options.js';
 import type { AmdRootSet } from './snp/certs.js';
 import type { SnpVerifierOptions } from './snp/vcek-source.js';
 import type { TdxVerifierOptions } from './tdx/verify.js';
@@ -41,6 +41,13 @@ export interface ExpectedData {
 /** False only for trustee's `ReportData::NotProvided`: the report data check is skipped. */
 export function reportDataExpected(expected: ExpectedData): boolean {
   return expected.reportDataNotProvided !== true;
+}
+
+/** trustee's regularize_data: zero-pad, or cut, to `len` bytes. */
+export function regularize(data: Uint8Array, len: number): Buffer {
+  const out = Buffer.alloc(len);
+  out.set(data.subarray(0, len));
+  return out;
 }
 
 /** Claims of one attested environment. A verifier may report several (e.g. a CPU and its devices). */

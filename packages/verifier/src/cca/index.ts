@@ -6,9 +6,15 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { VerificationError } from '../errors.js';
 import { byteArrayMember, evidenceObject } from '../evidence.js';
-import { regularize } from '../tdx/index.js';
-import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
+import {
+  type ExpectedData,
+  regularize,
+  reportDataExpected,
+  type Verifier,
+  type VerifierResult,
+} from '../verifier.js';
 import { decodeCbor, verifyCoseSign1 } from './cose.js';
+import type { CcaVerifierOptions } from './options.js';
 import { claimsFromEar, type VeraisonOptions, verifyWithVeraison } from './remote.js';
 import {
   CCA_CONFIG_ENV,
@@ -28,15 +34,7 @@ import {
 
 export const CCA_CHALLENGE_SIZE = 64;
 
-/** Settings of the `cca` verifier. Without them the verifier reads trustee's CCA config file. */
-export interface CcaVerifierOptions {
-  /** TA and RV stores already loaded (tests, embedders). */
-  readonly stores?: CcaStores;
-  /** Veraison to ask instead of verifying here (trustee's remote type). */
-  readonly remote?: VeraisonOptions;
-  /** The CCA config file; default `$CCA_CONFIG_FILE`, then trustee's default path. */
-  readonly configPath?: string;
-}
+export type { CcaVerifierOptions } from './options.js';
 
 /** trustee's CCA claims (class `cpu`): byte values std base64, `report_data`/`init_data` hex. */
 export interface CcaClaims {

@@ -5,8 +5,13 @@ import { verify } from 'node:crypto';
 import { decodeBase64StdStrict } from '@broker/protocol';
 import { quote, VerificationError } from '../errors.js';
 import { arrayMember, evidenceObject, stringMember } from '../evidence.js';
-import { regularize } from '../tdx/index.js';
-import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
+import {
+  type ExpectedData,
+  regularize,
+  reportDataExpected,
+  type Verifier,
+  type VerifierResult,
+} from '../verifier.js';
 import { parsePemChain, verifyNvidiaChain } from './chain.js';
 import { attestWithNras, fetchNrasKeys, NRAS_JWKS_URL, type NrasOptions } from './nras.js';
 import { OPAQUE_FWID } from './opaque.js';
@@ -24,13 +29,7 @@ export const MAX_NVIDIA_DEVICES = 16;
 const MAX_CHAIN_CHARS = 64 * 1024;
 const MAX_UUID_CHARS = 128;
 
-/** Settings of the `nvidia` verifier. */
-export interface NvidiaVerifierOptions {
-  /** Device roots trusted besides NVIDIA's (PEM), e.g. the mock TEE's simulated GPU. Unset in production. */
-  readonly trustedRoots?: readonly string[];
-  /** trustee's `type = "Remote"`: each device is sent to NRAS (or `verifierUrl`) instead of verified here. */
-  readonly remote?: NrasOptions;
-}
+export type { NvidiaVerifierOptions } from './options.js';
 
 /** Claims of one GPU, named as trustee's `NvDeviceReportAndCertClaim`. */
 export interface NvidiaGpuClaims {

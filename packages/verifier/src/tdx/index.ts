@@ -5,7 +5,13 @@
 // when sent, must replay to RTMR0..3.
 import { VerificationError } from '../errors.js';
 import { base64StdMember, evidenceObject, member, stringMember } from '../evidence.js';
-import { type ExpectedData, reportDataExpected, type Verifier, type VerifierResult } from '../verifier.js';
+import {
+  type ExpectedData,
+  regularize,
+  reportDataExpected,
+  type Verifier,
+  type VerifierResult,
+} from '../verifier.js';
 import { checkRtmrReplay, type EventLogEntry, MAX_EVENT_LOG_BYTES, parseCcEventLog } from './ccel.js';
 import { tdxClaims } from './claims.js';
 import { MAX_QUOTE_BYTES } from './quote.js';
@@ -31,13 +37,6 @@ export function parseTdxEvidence(evidence: unknown): TdxEvidence {
     stringMember(obj, 'cc_eventlog', b64Chars(MAX_EVENT_LOG_BYTES)),
   );
   return { quote, ccEventLog };
-}
-
-/** trustee's regularize_data: zero-pad, or cut, to `len` bytes. */
-export function regularize(data: Uint8Array, len: number): Buffer {
-  const out = Buffer.alloc(len);
-  out.set(data.subarray(0, len));
-  return out;
 }
 
 export class TdxVerifier implements Verifier {
