@@ -16,9 +16,14 @@ import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import type { BuiltinPluginHost } from './plugins/builtin.js';
 import type { ExternalPlugin } from './plugins/external.js';
-import { requirePolicyAllows } from './policy/decide.js';
+import { type PolicyOutcome, requirePolicyAllows } from './policy/decide.js';
 import { PolicyCheckError } from './policy/limits.js';
-import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './policy/resource-policy.js';
+import {
+  type PolicyData,
+  PolicyEngineError,
+  type PolicyVersion,
+  type ResourcePolicy,
+} from './policy/resource-policy.js';
 import type { Rcar } from './rcar.js';
 import { emptyReply, jsonReply, type Reply } from './reply.js';
 import type { ResourceRepository } from './repository.js';
@@ -349,7 +354,7 @@ export class Api {
     } catch (e) {
       throw new KbsError('TokenVerifierError', undefined, { cause: e });
     }
-    const record = (status: 'allowed' | 'denied' | 'error', reason?: string) =>
+    const record = (status: PolicyOutcome, reason?: string, policy?: PolicyVersion) =>
       this.deps.verdicts?.resource({
         method: req.method,
         resource: rest.join('/'),
@@ -360,21 +365,26 @@ export class Api {
         claims,
         status,
         reason,
+        policy,
       });
     const data: PolicyData = { plugin: 'resource', 'resource-path': rest, query: req.query };
-    await requirePolicyAllows(this.deps, claims, data, record);
-    if (req.method !== 'GET') {
-      throw new KbsError('PluginInternalError', undefined, {
-        cause: new Error('Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`'),
-      });
-    }
-    const path = this.resourcePath(rest);
+    // An allowed request is recorded once its resource was read: one for a missing resource was refused.
+    const policy = await requirePolicyAllows(this.deps, claims, data, (s, r, p) => {
+      if (s !== 'allowed') record(s, r, p);
+    });
+    let path: ResourcePath;
     let plaintext: Uint8Array;
     try {
+      if (req.method !== 'GET')
+        throw new Error('Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`');
+      path = this.resourcePath(rest);
       plaintext = await repo.read(path);
     } catch (e) {
-      throw new KbsError('PluginInternalError', undefined, { cause: e });
+      const why = e instanceof KbsError && e.cause instanceof Error ? e.cause : (e as Error);
+      record('denied', `the resource policy allowed it, but ${why.message}`, policy);
+      throw e instanceof KbsError ? e : new KbsError('PluginInternalError', undefined, { cause: e });
     }
+    record('allowed', undefined, policy);
     metrics.countResource('read', `${path.repository}/${path.type}/${path.tag}`);
     let teeKey: ReturnType<AttestationTokenVerifier['teePublicKey']>;
     try {

@@ -37,7 +37,7 @@ import { RoutedStorage } from './storage/routed.js';
 import type { KvStorage, Namespace } from './storage/types.js';
 import { AttestationTokenVerifier } from './token.js';
 import type { VerdictStore } from './verdicts/log.js';
-import { openVerdicts } from './verdicts/open.js';
+import { openVerdicts, recorderOptions } from './verdicts/open.js';
 import { VerdictRecorder } from './verdicts/recorder.js';
 
 export class KbsStartupError extends Error {
@@ -285,7 +285,10 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
     const verdictStore = await openVerdicts(config, logger, options.now);
     cleanups.push(() => verdictStore.close());
     const verdictLog = verdictStore.store;
-    const verdicts = new VerdictRecorder(verdictLog, (name) => attestation.getReferenceValue(name));
+    const verdicts = new VerdictRecorder(
+      verdictLog,
+      recorderOptions({ config, storage, attestation, logger, now: options.now }),
+    );
     const rcar = new Rcar({ sessions, attestation, metrics, logger, verdicts });
     const externalConfig = config.externalPlugin;
     const external =

@@ -401,6 +401,7 @@ describe('attestation policies and reference values', () => {
         name: 'svn',
         expiration: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
         value: ['1', '2'],
+        expired: false,
       },
     ]);
     expect((await call(base, s, 'DELETE', '/admin/reference-values/svn', undefined, false)).status).toBe(403);

@@ -6,7 +6,12 @@ import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
 import { explainAppraisals } from '../attestation/index.js';
 import type { KbsMetrics } from '../metrics.js';
-import { type PolicyData, PolicyEngineError, type ResourcePolicy } from './resource-policy.js';
+import {
+  type PolicyData,
+  PolicyEngineError,
+  type PolicyVersion,
+  type ResourcePolicy,
+} from './resource-policy.js';
 
 export type PolicyOutcome = 'allowed' | 'denied' | 'error';
 
@@ -16,16 +21,20 @@ export interface PolicyGateDeps {
   readonly logger: Logger;
 }
 
-/** Resolves when the policy allows; throws PolicyDeny or PolicyEngineError otherwise. */
+/**
+ * Resolves (with the policy text that decided) when the policy allows; throws PolicyDeny or
+ * PolicyEngineError otherwise.
+ */
 export async function requirePolicyAllows(
   deps: PolicyGateDeps,
   claims: Record<string, unknown>,
   data: PolicyData,
-  record?: (outcome: PolicyOutcome, reason?: string) => void,
-): Promise<void> {
+  record?: (outcome: PolicyOutcome, reason?: string, policy?: PolicyVersion) => void,
+): Promise<PolicyVersion | undefined> {
   const { policy, metrics, logger } = deps;
   metrics.policyEvaluations.inc();
   let allow: boolean;
+  let version: PolicyVersion | undefined;
   try {
     const decision = await policy.evaluate(claims, data);
     if (decision.anomaly !== undefined) {
@@ -33,6 +42,7 @@ export async function requirePolicyAllows(
       logger.warn(decision.anomaly);
     }
     allow = decision.allow;
+    version = decision.policy;
   } catch (e) {
     metrics.policyErrors.inc();
     record?.('error', (e as Error).message);
@@ -46,9 +56,10 @@ export async function requirePolicyAllows(
     const why =
       explainAppraisals(claims) ??
       'every appraisal in the token is affirming; the resource policy refused it';
-    record?.('denied', why);
+    record?.('denied', why, version);
     throw new KbsError('PolicyDeny', undefined, { cause: new Error(why) });
   }
   metrics.policyApprovals.inc();
-  record?.('allowed');
+  record?.('allowed', undefined, version);
+  return version;
 }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { MemoryStorage } from '../storage/memory.js';
 import { PolicyCheckError } from './limits.js';
@@ -26,9 +27,20 @@ describe('ResourcePolicy', () => {
   it("seeds trustee's default, which refuses the sample TEE and allows a real one", async () => {
     const p = await withPolicy();
     expect(await p.list()).toEqual(['resource-policy']);
-    expect(await p.evaluate(sampleClaims, data)).toEqual({ allow: false });
-    expect(await p.evaluate(snpClaims, data)).toEqual({ allow: true });
-    expect(await p.evaluate(snpClaims, { ...data, plugin: 'other' })).toEqual({ allow: false });
+    expect(await p.evaluate(sampleClaims, data)).toMatchObject({ allow: false });
+    expect(await p.evaluate(snpClaims, data)).toMatchObject({ allow: true });
+    expect(await p.evaluate(snpClaims, { ...data, plugin: 'other' })).toMatchObject({ allow: false });
+  });
+
+  it('names the policy text that decided, by its SHA-256', async () => {
+    const p = await withPolicy(BUILTIN_RESOURCE_POLICIES.allow_all);
+    const d = await p.evaluate(sampleClaims, data);
+    expect(d.policy?.text).toBe(BUILTIN_RESOURCE_POLICIES.allow_all);
+    expect(d.policy?.hash).toBe(
+      createHash('sha256').update(BUILTIN_RESOURCE_POLICIES.allow_all).digest('hex'),
+    );
+    await p.set(BUILTIN_RESOURCE_POLICIES.deny_all);
+    expect((await p.evaluate(sampleClaims, data)).policy?.text).toBe(BUILTIN_RESOURCE_POLICIES.deny_all);
   });
 
   it('does not overwrite a stored policy when seeding', async () => {
@@ -37,7 +49,7 @@ describe('ResourcePolicy', () => {
     await a.set(BUILTIN_RESOURCE_POLICIES.allow_all);
     const b = new ResourcePolicy(storage);
     await b.seedDefault();
-    expect(await b.evaluate(sampleClaims, data)).toEqual({ allow: true });
+    expect(await b.evaluate(sampleClaims, data)).toMatchObject({ allow: true });
   });
 
   it('evaluates the other sample policies as upstream', async () => {

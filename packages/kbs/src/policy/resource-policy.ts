@@ -2,6 +2,7 @@
 // `resource-policy.rego` in the `kbs` namespace, seeded with trustee's default (never overwriting an
 // existing one), evaluated with input = the token claims and data = {plugin, resource-path, query};
 // access needs `data.policy.allow` to be exactly true.
+import { createHash } from 'node:crypto';
 import { Engine, fromJSON, type RegoLimitError, toJSON, type Value } from '@broker/rego';
 import { BoundedCache } from '../bounded-cache.js';
 import type { KvStorage } from '../storage/types.js';
@@ -46,8 +47,21 @@ export interface PolicyData {
   readonly query: Readonly<Record<string, string>>;
 }
 
+/** A policy text and its version: the SHA-256 of its UTF-8 bytes, in hex. */
+export interface PolicyVersion {
+  readonly hash: string;
+  readonly text: string;
+}
+
+/** The version (SHA-256 hex) of a policy text. */
+export function policyHash(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
 export interface PolicyDecision {
   readonly allow: boolean;
+  /** The policy text that decided. */
+  readonly policy?: PolicyVersion;
   /** Why a non-true result counted as a denial (rule undefined, not a boolean); for the log and metrics. */
   readonly anomaly?: string;
 }
@@ -176,6 +190,9 @@ export class ResourcePolicy {
    */
   private readonly withData = new BoundedCache<string, Engine>(DATA_ENGINE_CACHE);
 
+  /** The text (and its hash) each engine was compiled from, base engines and their data clones alike. */
+  private readonly versions = new WeakMap<Engine, PolicyVersion>();
+
   /** Input values per frozen claims object (see inputValue); dropped with the claims. */
   private readonly inputs = new WeakMap<object, Value>();
   /**
@@ -213,6 +230,7 @@ export class ResourcePolicy {
   }
 
   private use(text: string, engine: Engine, raw?: Uint8Array): void {
+    this.versions.set(engine, { hash: policyHash(text), text });
     this.compiled = {
       text,
       engine,
@@ -269,6 +287,8 @@ export class ResourcePolicy {
     const hit = this.withData.get(key);
     if (hit !== undefined) return hit;
     const e = base.clone();
+    const version = this.versions.get(base);
+    if (version !== undefined) this.versions.set(e, version);
     try {
       e.addData(fromJSON(data));
       e.prepare();
@@ -324,7 +344,9 @@ export class ResourcePolicy {
       const known = this.decisions.get(memo)?.get(e);
       if (known !== undefined) return known;
     }
-    const decision = this.decide(e, claims);
+    const decided = this.decide(e, claims);
+    const version = this.versions.get(e);
+    const decision = version === undefined ? decided : { ...decided, policy: version };
     if (memo !== undefined) {
       let perEngine = this.decisions.get(memo);
       if (perEngine === undefined) {

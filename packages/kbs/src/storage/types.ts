@@ -8,7 +8,8 @@ export type Namespace =
   | 'kbs_protocol_session' // RCAR sessions, key = session id
   | 'attestation_service_policy' // attestation policies, key `<id>.rego`
   | 'reference_value' // RVPS reference values, key = name
-  | 'provisioner'; // the provisioner plugin's per-VM LUKS keys, key `default/<uuid>/root`
+  | 'provisioner' // the provisioner plugin's per-VM LUKS keys, key `default/<uuid>/root`
+  | 'kbs_policy_versions'; // this KBS's own: policy texts that decided verdicts, key = SHA-256 hex
 
 export interface SetOptions {
   /** When false, an existing key is left untouched and `set` returns false. Default true. */

@@ -2,7 +2,7 @@
 // `GET /kbs/v0/admin/verdicts`; in memory here, in Redis with redis-log.ts. Entries are built from
 // scrubbed claims only (see scrub.ts).
 import { REFERENCE_VALUES_EXTENSION } from '../attestation/broker-policy.js';
-import { explainAppraisal } from '../attestation/explain.js';
+import { explainAppraisal, type TrustVectorRow, trustVectorRows } from '../attestation/explain.js';
 
 export const DEFAULT_VERDICT_LOG_SIZE = 1000;
 /** A scrubbed claims tree larger than this (JSON) is not kept; the summary still is. */
@@ -16,11 +16,22 @@ export interface AppraisalSummary {
   readonly name: string;
   readonly status: string;
   readonly trustVector: Record<string, unknown>;
+  /** The trust vector as rows of claim, value, tier and AR4SI meaning. */
+  readonly vector?: readonly TrustVectorRow[];
   readonly policyId: string;
+  /** The version (SHA-256 of the text) of the attestation policy that appraised it, when known. */
+  readonly policyVersion?: string;
+  /**
+   * Why it is not affirming, in words: each claim outside the affirming tier with its meaning, each
+   * missed reference value with what was measured and what was registered.
+   */
+  readonly why?: readonly string[];
   /** Why it is not affirming: claims outside the affirming tier, reference values not matched. */
   readonly failing: readonly string[];
   /** Reference values not matched: the evidence's value and the registered one(s). */
-  readonly referenceValues?: Readonly<Record<string, { evidence: unknown; expected?: unknown }>>;
+  readonly referenceValues?: Readonly<
+    Record<string, { evidence: unknown; expected?: unknown; expiration?: string; expired?: boolean }>
+  >;
   /** Reference values the policy looked for but that are not registered. */
   readonly missingReferenceValues?: readonly string[];
 }
@@ -51,6 +62,8 @@ export interface ResourceVerdict extends Common {
   readonly status: 'allowed' | 'denied' | 'error';
   readonly method: string;
   readonly resource: string;
+  /** The version (SHA-256 of the text) of the resource policy that decided. */
+  readonly policyVersion?: string;
 }
 
 export type Verdict = AttestationVerdict | ResourceVerdict;
@@ -83,10 +96,12 @@ export function summarizeAppraisals(claims: unknown): AppraisalSummary[] {
       const report = o[REFERENCE_VALUES_EXTENSION];
       const mismatched = isObject(report) && isObject(report.mismatched) ? report.mismatched : undefined;
       const missing = isObject(report) && Array.isArray(report.missing) ? report.missing : undefined;
+      const vector = trustVectorRows(o['ear.trustworthiness-vector']);
       return {
         name,
         status: typeof o['ear.status'] === 'string' ? o['ear.status'] : 'missing',
         trustVector: isObject(o['ear.trustworthiness-vector']) ? o['ear.trustworthiness-vector'] : {},
+        ...(vector.length > 0 && { vector }),
         policyId: typeof o['ear.appraisal-policy-id'] === 'string' ? o['ear.appraisal-policy-id'] : '',
         failing: explainAppraisal(a),
         ...(mismatched !== undefined && {

@@ -1,12 +1,18 @@
 // Where the verdict log lives: in Redis or PostgreSQL when the KBS's store is one of them (replicas then
 // share one log, and the console counts the replicas), else in this process's memory.
 import type { Logger } from 'pino';
+import type { AttestationService } from '../attestation/index.js';
 import type { KbsConfig } from '../config.js';
 import { ReplicaPresence } from '../console/replicas.js';
+import { readReferenceValue } from '../rvps/admin.js';
+import { isExpired } from '../rvps/reference-value.js';
 import { createPostgresPool, describePostgresTarget, postgresTarget } from '../storage/postgres.js';
 import { REDIS_URL_ENV } from '../storage/redis.js';
+import type { KvStorage } from '../storage/types.js';
 import { VerdictLog, type VerdictStore } from './log.js';
+import { PolicyVersions } from './policy-versions.js';
 import { createVerdictTables, PostgresReplicaPresence, PostgresVerdictLog } from './postgres-log.js';
+import type { VerdictRecorderOptions } from './recorder.js';
 import { RedisLink } from './redis-link.js';
 import { RedisVerdictLog } from './redis-log.js';
 
@@ -98,5 +104,45 @@ async function openPostgresVerdicts(
       await replicas?.stop();
       await pool.end().catch(() => undefined);
     },
+  };
+}
+
+/**
+ * What the recorder looks up beside a verdict: the registered reference values (the whole record, with
+ * its expiration, from the built-in RVPS's namespace; only the value from a remote RVPS or attestation
+ * service), the stored attestation policies (the built-in service's), and where policy versions go.
+ */
+export function recorderOptions(w: {
+  readonly config: KbsConfig;
+  readonly storage: KvStorage;
+  readonly attestation: Pick<AttestationService, 'getReferenceValue'>;
+  readonly logger: Logger;
+  readonly now?: (() => number) | undefined;
+}): VerdictRecorderOptions {
+  const as = w.config.attestationService;
+  const now = w.now ?? Date.now;
+  const builtin = as.grpc === undefined;
+  return {
+    referenceValue:
+      builtin && as.rvps.type !== 'GrpcRemote'
+        ? async (name) => {
+            const rv = await readReferenceValue(w.storage, name);
+            if (rv === undefined) return undefined;
+            return { value: rv.value, expiration: rv.expiration, expired: isExpired(rv, new Date(now())) };
+          }
+        : async (name) => {
+            const value = await w.attestation.getReferenceValue(name);
+            return value === undefined ? undefined : { value };
+          },
+    ...(builtin && {
+      attestationPolicy: async (id: string) => {
+        const raw = await w.storage.get('attestation_service_policy', `${id}.rego`);
+        return raw === undefined ? undefined : Buffer.from(raw).toString('utf8');
+      },
+    }),
+    versions: new PolicyVersions(w.storage, {
+      now,
+      logger: w.logger.child({ component: 'verdict-log' }),
+    }),
   };
 }

@@ -1,7 +1,21 @@
 // Turns what the handshake and the resource endpoint saw into verdict log entries. Everything goes
 // through scrubClaims/scrubText with the request's secret values, so the log never holds the nonce, the
 // TEE key, the token or resource bytes.
-import { keptClaims, overallStatus, summarizeAppraisals, type VerdictStore } from './log.js';
+import { isTee } from '@broker/protocol';
+import {
+  describeReferenceValue,
+  type RegisteredReferenceValue,
+  trustClaimMeaning,
+} from '../attestation/explain.js';
+import { type PolicyVersion, policyHash } from '../policy/resource-policy.js';
+import {
+  type AppraisalSummary,
+  keptClaims,
+  overallStatus,
+  summarizeAppraisals,
+  type VerdictStore,
+} from './log.js';
+import type { PolicyVersions } from './policy-versions.js';
 import { freezeTree, handshakeSecrets, scrubClaims, scrubText, secretValues } from './scrub.js';
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -19,15 +33,44 @@ export function jwtPayload(token: string): Record<string, unknown> | undefined {
   }
 }
 
-/** The TEE of the first appraisal's annotated evidence (`{ <tee>: claims }`). */
-function teeOfClaims(claims: unknown): string | undefined {
+/** Members of an appraisal's annotated evidence beside the TEE's own claims (trustee's transform_claims). */
+const NOT_TEE = new Set(['init_data', 'init_data_claims', 'report_data', 'runtime_data_claims']);
+
+/**
+ * The TEE of the token's CPU appraisal (`cpu0`, else the first): the member of its annotated evidence
+ * (`{ <tee>: claims, init_data, … }`) that names a TEE.
+ */
+export function teeOfClaims(claims: unknown): string | undefined {
   const submods = isObject(claims) ? claims.submods : undefined;
   if (!isObject(submods)) return undefined;
-  for (const a of Object.values(submods)) {
+  const names = Object.keys(submods).sort(
+    (a, b) => Number(!a.startsWith('cpu')) - Number(!b.startsWith('cpu')),
+  );
+  for (const name of names.slice(0, 16)) {
+    const a = submods[name];
     const ev = isObject(a) ? a['ear.veraison.annotated-evidence'] : undefined;
-    if (isObject(ev)) return Object.keys(ev)[0];
+    if (!isObject(ev)) continue;
+    const keys = Object.keys(ev).filter((k) => !NOT_TEE.has(k));
+    const tee = keys.find((k) => isTee(k)) ?? keys.find((k) => isObject(ev[k]));
+    if (tee !== undefined) return tee.slice(0, 32);
   }
   return undefined;
+}
+
+/** The stored attestation policy of an appraisal: policy id `default` and appraisal `cpu0` → `default_cpu`. */
+export function attestationPolicyIdOf(policyId: string, submod: string): string {
+  return `${policyId}_${submod.replace(/[0-9]+$/, '')}`;
+}
+
+/** Claims outside the affirming tier, in words: `executables 33 (warning): executables not recognised`. */
+function claimWords(a: AppraisalSummary): string[] {
+  const out: string[] = [];
+  for (const row of a.vector ?? []) {
+    if (row.tier !== 'warning' && row.tier !== 'contraindicated') continue;
+    const meaning = trustClaimMeaning(row.claim, row.value);
+    out.push(`${row.claim} ${row.value} (${row.tier})${meaning === undefined ? '' : `: ${meaning}`}`);
+  }
+  return out;
 }
 
 export interface AttestationEvent {
@@ -52,6 +95,20 @@ export interface ResourceEvent {
   readonly claims: Record<string, unknown>;
   readonly status: 'allowed' | 'denied' | 'error';
   readonly reason?: string | undefined;
+  /** The resource policy text that decided (absent when it could not be evaluated). */
+  readonly policy?: PolicyVersion | undefined;
+}
+
+export interface VerdictRecorderOptions {
+  /**
+   * The registered record of a reference value (value, expiration, whether it has expired), to show
+   * beside the evidence's; undefined when there is none. Best effort.
+   */
+  readonly referenceValue?: (name: string) => Promise<RegisteredReferenceValue | undefined>;
+  /** The stored text of an attestation policy, to record its version. */
+  readonly attestationPolicy?: (id: string) => Promise<string | undefined>;
+  /** Where the texts of the versions that decided are kept for replay. */
+  readonly versions?: PolicyVersions;
 }
 
 /** What a resource verdict keeps of one verified token: computed once, shared by its verdicts. */
@@ -72,8 +129,7 @@ export class VerdictRecorder {
 
   constructor(
     readonly log: VerdictStore,
-    /** The registered value of a reference value, to show next to the evidence's (best effort). */
-    private readonly referenceValue?: (name: string) => Promise<unknown>,
+    private readonly options: VerdictRecorderOptions = {},
   ) {}
 
   async attestation(e: AttestationEvent): Promise<void> {
@@ -98,22 +154,7 @@ export class VerdictRecorder {
     const raw = jwtPayload(e.outcome.token) ?? {};
     const secrets = [...secretValues(e.nonce, e.teePubkey, e.outcome.token), ...handshakeSecrets(raw)];
     const claims = scrubClaims(raw, secrets);
-    const appraisals = await Promise.all(
-      summarizeAppraisals(claims).map(async (a) => {
-        if (a.referenceValues === undefined || this.referenceValue === undefined) return a;
-        const withExpected: Record<string, { evidence: unknown; expected?: unknown }> = {};
-        for (const [name, v] of Object.entries(a.referenceValues)) {
-          let expected: unknown;
-          try {
-            expected = scrubClaims(await this.referenceValue(name), secrets);
-          } catch {
-            expected = undefined;
-          }
-          withExpected[name] = expected === undefined ? v : { ...v, expected };
-        }
-        return { ...a, referenceValues: withExpected };
-      }),
-    );
+    const appraisals = await Promise.all(summarizeAppraisals(claims).map((a) => this.explain(a, secrets)));
     this.log.record({
       ...base,
       status: overallStatus(appraisals),
@@ -121,6 +162,64 @@ export class VerdictRecorder {
       appraisals,
       ...(keptClaims(claims) !== undefined && { claims }),
     });
+  }
+
+  /** An appraisal with the version of its policy and the reasons in words (registered values looked up). */
+  private async explain(a: AppraisalSummary, secrets: readonly string[]): Promise<AppraisalSummary> {
+    const { referenceValue, attestationPolicy, versions } = this.options;
+    let policyVersion: string | undefined;
+    if (attestationPolicy !== undefined && a.policyId !== '') {
+      const id = attestationPolicyIdOf(a.policyId, a.name);
+      try {
+        const text = await attestationPolicy(id);
+        if (text !== undefined) {
+          policyVersion = policyHash(text);
+          versions?.remember('attestation', id, text, policyVersion);
+        }
+      } catch {
+        policyVersion = undefined;
+      }
+    }
+    const registered = async (name: string): Promise<RegisteredReferenceValue | undefined> => {
+      if (referenceValue === undefined) return undefined;
+      try {
+        const r = await referenceValue(name);
+        return r === undefined ? undefined : { ...r, value: scrubClaims(r.value, secrets) };
+      } catch {
+        return undefined;
+      }
+    };
+    const why = claimWords(a);
+    let referenceValues = a.referenceValues;
+    if (a.referenceValues !== undefined) {
+      const withExpected: Record<
+        string,
+        { evidence: unknown; expected?: unknown; expiration?: string; expired?: boolean }
+      > = {};
+      for (const [name, v] of Object.entries(a.referenceValues)) {
+        const r = await registered(name);
+        why.push(describeReferenceValue(name, v.evidence, r));
+        withExpected[name] =
+          r === undefined
+            ? v
+            : {
+                ...v,
+                ...(r.value !== undefined && { expected: r.value }),
+                ...(r.expiration !== undefined && { expiration: r.expiration }),
+                ...(r.expired === true && { expired: true }),
+              };
+      }
+      referenceValues = withExpected;
+    }
+    for (const name of a.missingReferenceValues ?? []) {
+      why.push(describeReferenceValue(name, undefined, await registered(name)));
+    }
+    return {
+      ...a,
+      ...(policyVersion !== undefined && { policyVersion }),
+      ...(referenceValues !== undefined && { referenceValues }),
+      ...(why.length > 0 && { why: why.map((w) => scrubText(w, secrets)) }),
+    };
   }
 
   /** The scrubbed view of a token's claims, cached while the claims object lives (when frozen). */
@@ -142,12 +241,15 @@ export class VerdictRecorder {
 
   resource(e: ResourceEvent): void {
     const { secrets, kept, tee } = this.scrub(e.token, e.claims);
+    if (e.policy !== undefined)
+      this.options.versions?.remember('resource', 'resource-policy', e.policy.text, e.policy.hash);
     this.log.record({
       kind: 'resource',
       status: e.status,
       method: e.method,
       resource: e.resource.slice(0, 512),
       ...(tee !== undefined && { tee }),
+      ...(e.policy !== undefined && { policyVersion: e.policy.hash }),
       ...(e.sessionId !== undefined && { session: e.sessionId.slice(0, 8) }),
       ...(e.source !== undefined && { source: e.source }),
       ...(e.requestId !== undefined && { requestId: e.requestId }),

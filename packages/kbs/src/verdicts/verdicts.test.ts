@@ -1,6 +1,6 @@
 // The verdict log over real HTTP: what an attestation and a resource request leave in it, the filters
 // of GET /kbs/v0/admin/verdicts, its admin ACL, and that no handshake secret or resource byte is kept.
-import { generateKeyPairSync } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { type RunningKbs, startKbs } from '../kbs.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from '../testing/client.js';
 import { signJwt } from '../testing/tokens.js';
 import { VerdictLog } from './log.js';
-import { VerdictRecorder } from './recorder.js';
+import { attestationPolicyIdOf, teeOfClaims, VerdictRecorder } from './recorder.js';
 import { scrubClaims } from './scrub.js';
 
 const running: RunningKbs[] = [];
@@ -80,21 +80,39 @@ describe('verdict log', () => {
     });
     expect(set.status).toBe(200);
     expect((await send(`${base}/kbs/v0/resource/default/key/one`, { headers: { cookie } })).status).toBe(200);
+    // Allowed by the policy, but there is no such resource: refused, and recorded so.
+    expect((await send(`${base}/kbs/v0/resource/default/key/absent`, { headers: { cookie } })).status).toBe(
+      401,
+    );
 
     const res = await verdicts(base);
     expect(res.status).toBe(200);
     const body = res.json() as { size: number; verdicts: Record<string, unknown>[] };
     expect(body.size).toBe(1000);
     expect(body.verdicts.map((v) => [v.kind, v.status])).toEqual([
+      ['resource', 'denied'],
       ['resource', 'allowed'],
       ['resource', 'denied'],
       ['attestation', expect.stringMatching(/^(affirming|warning|contraindicated)$/)],
     ]);
-    const [allowed, deny, att] = body.verdicts as [
+    const [absent, allowed, deny, att] = body.verdicts as [
+      Record<string, unknown>,
       Record<string, unknown>,
       Record<string, unknown>,
       Record<string, unknown>,
     ];
+    expect(absent).toMatchObject({ resource: 'default/key/absent', tee: 'sample' });
+    expect(absent.reason).toMatch(/the resource policy allowed it, but resource not found/);
+    // Each resource verdict names the version of the policy that decided it.
+    const sha = (t: string) => createHash('sha256').update(t).digest('hex');
+    expect(allowed.policyVersion).toBe(sha(allowAll));
+    expect(absent.policyVersion).toBe(sha(allowAll));
+    expect(deny.policyVersion).toMatch(/^[0-9a-f]{64}$/);
+    expect(deny.policyVersion).not.toBe(allowed.policyVersion);
+    expect((att.appraisals as { policyVersion?: string }[])[0]?.policyVersion).toMatch(/^[0-9a-f]{64}$/);
+    expect(
+      (att.appraisals as { vector?: { claim: string; meaning?: string }[] }[])[0]?.vector,
+    ).toContainEqual(expect.objectContaining({ claim: 'executables' }));
     expect(att).toMatchObject({ tee: 'sample', source: '127.0.0.1', policyIds: ['default'] });
     expect(att.session).toHaveLength(8);
     expect(cookie).toContain(att.session as string);
@@ -225,6 +243,75 @@ describe('VerdictLog', () => {
     // An object that may change is never taken from the cache.
     expect(changed?.claims).toMatchObject({ note: 'changed' });
     expect(fourth?.tee).toBe('sample');
+  });
+});
+
+describe('VerdictRecorder', () => {
+  it("records a resource verdict's TEE from the token's CPU appraisal, not the first member of its evidence", async () => {
+    const log = new VerdictLog(10, () => 0);
+    const recorder = new VerdictRecorder(log);
+    const claims = {
+      submods: {
+        a_gpu0: { 'ear.veraison.annotated-evidence': { nvidia: { x: 1 } } },
+        cpu0: {
+          'ear.status': 'warning',
+          'ear.veraison.annotated-evidence': { init_data: 'ab'.repeat(32), snp: { measurement: 'm' } },
+        },
+      },
+    };
+    recorder.resource({ method: 'GET', resource: 'a/b/c', token: 'x.y.z', claims, status: 'allowed' });
+    expect((await log.list())[0]?.tee).toBe('snp');
+    expect(
+      teeOfClaims({ submods: { cpu0: { 'ear.veraison.annotated-evidence': { init_data: 'x' } } } }),
+    ).toBe(undefined);
+    expect(attestationPolicyIdOf('default', 'cpu0')).toBe('default_cpu');
+  });
+
+  it('says in words which claim missed and which reference value it missed, expired or not registered', async () => {
+    const log = new VerdictLog(10, () => 0);
+    const registered: Record<string, { value: unknown; expiration: string; expired: boolean }> = {
+      snp_pcr08: { value: ['00'], expiration: '2026-11-30T00:00:00Z', expired: true },
+      snp_pcr03: { value: ['ab'], expiration: '2027-11-30T00:00:00Z', expired: false },
+    };
+    const recorder = new VerdictRecorder(log, { referenceValue: async (n) => registered[n] });
+    const measured = `3f${'0'.repeat(62)}`;
+    const claims = {
+      submods: {
+        cpu0: {
+          'ear.status': 'warning',
+          'ear.trustworthiness-vector': { executables: 33, hardware: 2, configuration: 2 },
+          'ear.appraisal-policy-id': 'default',
+          'broker.reference-values': {
+            mismatched: { snp_pcr08: measured, snp_pcr03: 'cd' },
+            missing: ['snp_pcr12'],
+          },
+        },
+      },
+    };
+    const token = `e30.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.sig`;
+    await recorder.attestation({
+      tee: 'az-snp-vtpm',
+      sessionId: 'session-id-0123',
+      nonce: 'a-nonce-of-some-length-000',
+      teePubkey: {},
+      outcome: { token },
+    });
+    const [v] = await log.list();
+    const a = (
+      v as unknown as { appraisals: { why: string[]; vector: { claim: string; meaning?: string }[] }[] }
+    ).appraisals[0];
+    expect(a?.why).toEqual([
+      'executables 33 (warning): executables not recognised',
+      '`snp_pcr08`: measured 3f0000000000…, reference values: none (expired 2026-11-30)',
+      '`snp_pcr03`: measured cd, reference values: ["ab"]',
+      '`snp_pcr12`: reference values: none (not registered)',
+    ]);
+    expect(a?.vector).toContainEqual({
+      claim: 'hardware',
+      value: 2,
+      tier: 'affirming',
+      meaning: 'genuine hardware and firmware',
+    });
   });
 });
 
