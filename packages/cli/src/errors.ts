@@ -144,7 +144,32 @@ export function describeError(e: unknown): string {
     // Errors we wrapped keep their own words; the system's are rewritten to lead with the path.
     if (s.message.startsWith(`${s.code}:`)) return `${where}: ${reason}`;
   }
-  return s.message.split('\n')[0] as string;
+  return withPosition(e, firstLine(s.message));
+}
+
+const MAX_LINE = 400;
+
+/**
+ * The message's first line; a message that breaks inside a quoted excerpt (V8's JSON errors quote
+ * the text, newlines included) is joined instead, so the line does not end in the middle of a quote.
+ */
+function firstLine(message: string): string {
+  const [head = '', ...rest] = message.split('\n');
+  const quotes = (head.match(/"/g) ?? []).length;
+  let line = head;
+  if (quotes % 2 === 1 && rest.length > 0) line = message.replace(/\s*\n\s*/g, ' ');
+  return line.length > MAX_LINE ? `${line.slice(0, MAX_LINE)}…` : line;
+}
+
+/** Appends the line and column a parser error (smol-toml's TomlError, among others) carries. */
+function withPosition(e: Error, line: string): string {
+  for (let c: unknown = e, depth = 0; c instanceof Error && depth < 8; c = c.cause, depth++) {
+    const { line: l, column } = c as { line?: unknown; column?: unknown };
+    if (typeof l === 'number' && typeof column === 'number' && !/\bline \d/.test(line)) {
+      return `${line} (line ${l}, column ${column})`;
+    }
+  }
+  return line;
 }
 
 /** The message of an Error, or the thrown value as text. */
