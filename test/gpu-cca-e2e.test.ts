@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { type Attester, getAttester } from '@broker/attester';
 import { KbsClient } from '@broker/kbs-client';
 import { type MockSnpDevice, startMockSnpDevice } from '@broker/mock-tee';
-import { createTestCcaPlatform, createTestDevice } from '@broker/verifier';
+import { createTestCcaPlatform, createTestDevice } from '@broker/verifier/testing';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KbsHandle, mustSucceed, prepareKbs, SAMPLE_REFERENCE_VALUES } from './helpers/stack.js';

@@ -10,7 +10,7 @@ import { createLogger } from '@broker/cli';
 import { GPU_STATE_FILES, loadOrCreateGpuDevice } from '@broker/mock-tee';
 import { canonicalJson } from '@broker/protocol';
 import { attestation } from '@broker/trustee-protos';
-import type { TestDevice } from '@broker/verifier';
+import type { TestDevice } from '@broker/verifier/testing';
 import { credentials, Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

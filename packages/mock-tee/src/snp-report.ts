@@ -3,13 +3,8 @@
 // 0..0x2A0 by the VCEK, r and s little-endian in 72-byte fields. The values are what a Milan host
 // running an Azure confidential VM reports at VMPL 0, with the mock's chip ID and TCB.
 import type { KeyObject } from 'node:crypto';
-import {
-  encodeSnpReport,
-  type FirmwareVersion,
-  SNP_REPORT_SIZE,
-  signSnpReport,
-  type TcbVersion,
-} from '@broker/verifier';
+import { encodeSnpReport, type FirmwareVersion, SNP_REPORT_SIZE, type TcbVersion } from '@broker/verifier';
+import { signSnpReport } from '@broker/verifier/testing';
 import { MockTeeError } from './errors.js';
 
 export { SNP_REPORT_SIZE };

@@ -8,12 +8,6 @@ export {
 export { type AzSnpVtpmClaims, AzSnpVtpmVerifier, HCL_VMPL } from './az-snp-vtpm/index.js';
 export { type AzTdxVtpmEvidence, parseAzTdxVtpmEvidence } from './az-tdx-vtpm/evidence.js';
 export { AzTdxVtpmVerifier } from './az-tdx-vtpm/index.js';
-export {
-  type AzTdxTestEvidenceOptions,
-  buildTdxHclReport,
-  makeAzTdxTestEvidence,
-  quoteFromTdReport,
-} from './az-tdx-vtpm/test-evidence.js';
 export { type CoseSign1, decodeCoseSign1, encodeCbor, signCoseSign1, verifyCoseSign1 } from './cca/cose.js';
 export {
   CCA_CHALLENGE_SIZE,
@@ -37,14 +31,6 @@ export {
   parseTaStore,
   type TrustAnchor,
 } from './cca/stores.js';
-export {
-  type ClaimsMap,
-  createTestCcaPlatform,
-  encodeCcaToken,
-  rawPublicPoint,
-  type TestCcaKeys,
-  type TestCcaPlatform,
-} from './cca/test-token.js';
 export {
   type CcaToken,
   MAX_CCA_TOKEN_BYTES,
@@ -83,13 +69,6 @@ export {
   type ReportSpec,
   SPDM_NONCE_SIZE,
 } from './nvidia/spdm.js';
-export {
-  createTestDevice,
-  type TestDevice,
-  type TestDeviceOptions,
-  type TestDeviceParts,
-  testDeviceFromParts,
-} from './nvidia/test-device.js';
 export { getVerifier, supportedTees } from './registry.js';
 export {
   SAMPLE_MAX_REPORT_DATA_LENGTH,
@@ -145,16 +124,6 @@ export {
   sevJsonFromReport,
 } from './snp/serde.js';
 export { signatureFromP1363, signatureToP1363, verifySnpReportSignature } from './snp/signature.js';
-export {
-  createTestAmdRoots,
-  issueTestVek,
-  signSnpReport,
-  type TestAmdRoots,
-  type TestCertificate,
-  type TestRootOptions,
-  type TestVekOptions,
-  vekExtensions,
-} from './snp/test-roots.js';
 export {
   clearKdsCache,
   DEFAULT_KDS_TIMEOUT_MS,
@@ -240,25 +209,6 @@ export {
 } from './tdx/quote.js';
 export type { TcbEvaluation } from './tdx/tcb.js';
 export { encodeTdReport, parseTdReport, TD_REPORT_SIZE, type TdReport } from './tdx/td-report.js';
-export {
-  createTestQuotingEnclave,
-  createTestSgxPki,
-  issueTestPck,
-  sgxExtensionValue,
-  signCollateral,
-  signTestCrl,
-  signTestQuote,
-  TEST_QE,
-  type TestCollateralOptions,
-  type TestCrlOptions,
-  type TestPkiOptions,
-  type TestPlatform,
-  type TestQeIdentity,
-  type TestQuotingEnclave,
-  type TestSgxPki,
-  testQeIdentity,
-  testTcbInfo,
-} from './tdx/test-pki.js';
 export {
   establishTcb,
   establishTcbOnline,

@@ -9,12 +9,8 @@ import { type MockTdxDevice, startMockTdxDevice, TdQuoteServer } from '@broker/m
 import { pcr8FromInitDataDigest } from '@broker/protocol';
 import { attestationKeyTemplate, publicKeyFromTpmt, TPM_ALG, TPM_RH, TPMA_NV, Tpm } from '@broker/tpm';
 import { type SwtpmInstance, startSwtpm } from '@broker/tpm/testing';
-import {
-  AzTdxVtpmVerifier,
-  buildTdxHclReport,
-  encodeTdReport,
-  type VerificationError,
-} from '@broker/verifier';
+import { AzTdxVtpmVerifier, encodeTdReport, type VerificationError } from '@broker/verifier';
+import { buildTdxHclReport } from '@broker/verifier/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EvidenceCollectionFailed } from '../attester.js';
 import { platformContext } from '../platform.js';

@@ -4,18 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canonicalJson } from '@broker/protocol';
 import {
-  createTestAmdRoots,
   INTEL_PCS_URL,
-  issueTestVek,
   PcsClientToolFile,
   PcsCollateralService,
   parseSnpReport,
   SNP_REPORT_SIZE,
   sevJsonFromReport,
-  signSnpReport,
   type TcbVersion,
   VerificationError,
 } from '@broker/verifier';
+import { createTestAmdRoots, issueTestVek, signSnpReport } from '@broker/verifier/testing';
 import { pino } from 'pino';
 import { parse } from 'smol-toml';
 import { afterAll, describe, expect, it } from 'vitest';

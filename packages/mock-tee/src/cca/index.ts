@@ -7,7 +7,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createTestCcaPlatform, type TestCcaPlatform } from '@broker/verifier';
+import { createTestCcaPlatform, type TestCcaPlatform } from '@broker/verifier/testing';
 import { ConfigfsTsmResponder, type TsmProviderCallback } from '../configfs-tsm/index.js';
 import { MockTeeError } from '../errors.js';
 

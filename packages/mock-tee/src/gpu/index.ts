@@ -7,7 +7,7 @@ import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { isSea } from 'node:sea';
-import { createTestDevice, type TestDevice, testDeviceFromParts } from '@broker/verifier';
+import { createTestDevice, type TestDevice, testDeviceFromParts } from '@broker/verifier/testing';
 import { MockTeeError } from '../errors.js';
 import { toolScript, toolWrapper } from './client.js';
 import {

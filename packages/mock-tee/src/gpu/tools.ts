@@ -3,7 +3,7 @@
 // JSON the real tools print (see the attester README for the exact forms parsed). Pure functions
 // of the arguments and the device's state, so tests can check them without processes.
 import { randomBytes } from 'node:crypto';
-import type { TestDevice } from '@broker/verifier';
+import type { TestDevice } from '@broker/verifier/testing';
 
 /** NVML's confidential-compute feature states as `nvidia-smi conf-compute -f` prints them. */
 export type CcStatus = 'ON' | 'OFF';

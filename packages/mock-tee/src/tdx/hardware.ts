@@ -19,7 +19,7 @@ import {
   type TestSgxPki,
   testQeIdentity,
   testTcbInfo,
-} from '@broker/verifier';
+} from '@broker/verifier/testing';
 import { MockTeeError } from '../errors.js';
 
 /** The platform the mock's PCK certifies: an FMSPC of its own and a plausible TCB. */

@@ -2,7 +2,8 @@
 // it: `POST /acc/tdquote` with `{"report": base64url(TDREPORT)}` answers `{"quote": base64url}`.
 // The mock turns the TD report's fields into a quote from its test quoting enclave, on loopback.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { quoteFromTdReport, TD_REPORT_SIZE } from '@broker/verifier';
+import { TD_REPORT_SIZE } from '@broker/verifier';
+import { quoteFromTdReport } from '@broker/verifier/testing';
 import type { TdxHardware } from './hardware.js';
 
 export const TD_QUOTE_PATH = '/acc/tdquote';

@@ -17,10 +17,10 @@ import {
   encodeTdReport,
   parseTdReport,
   rtmrsOf,
-  signTestQuote,
   TD_REPORT_SIZE,
   type TdReportBodyFields,
 } from '@broker/verifier';
+import { signTestQuote } from '@broker/verifier/testing';
 import { ConfigfsTsmResponder, type TsmProviderCallback } from '../configfs-tsm/index.js';
 import { MockTeeError } from '../errors.js';
 import {
