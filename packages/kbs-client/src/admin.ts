@@ -177,11 +177,12 @@ export class KbsAdminClient {
     try {
       res = await this.#send(what, method, path);
     } catch (e) {
-      if (e instanceof KbsRejected && e.status === 404 && e.kind === null && e.detail === '(empty body)') {
+      // A KBS without the console answers trustee's 404 PluginNotFound (`admin` is no plugin).
+      if (e instanceof KbsRejected && e.status === 404 && e.kind === 'PluginNotFound') {
         throw new KbsRejected(
-          `${what}: the KBS does not serve ${path} (it needs [admin] console = true in the KBS configuration)`,
+          `${what}: the KBS does not serve ${path}`,
           e,
-          { cause: e },
+          { cause: e, hint: 'set [admin] console = true in the KBS configuration' },
         );
       }
       throw e;

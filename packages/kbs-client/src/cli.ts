@@ -920,6 +920,7 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
 /** What the user can do about a failure of kbs-client, in its own options' terms. */
 export function kbsClientHint(err: unknown): string | undefined {
   for (let c = err, depth = 0; c instanceof Error && depth < 8; c = c.cause, depth++) {
+    if (c instanceof KbsRejected && c.hint !== undefined) return c.hint;
     if (c instanceof KbsUntrustedCertificate) {
       return "pass --cert-file with the KBS's HTTPS certificate (or the CA that issued it), in PEM";
     }

@@ -87,9 +87,15 @@ export class KbsRejected extends KbsClientError implements KbsRejection {
   readonly type: string | null;
   readonly kind: KbsErrorKind | null;
   readonly detail: string;
-  constructor(what: string, rejection: KbsRejection, options?: { cause?: unknown }) {
+  /** What the user can do about it, when the caller knows. */
+  readonly hint: string | undefined;
+  constructor(what: string, rejection: KbsRejection, options?: { cause?: unknown; hint?: string }) {
     const label = rejection.kind ?? rejection.type ?? 'no KBS error type';
-    super(`${what}: HTTP ${rejection.status} (${label}): ${rejection.detail}`, options);
+    super(
+      `${what}: HTTP ${rejection.status} (${label}): ${rejection.detail}`,
+      options?.cause !== undefined ? { cause: options.cause } : undefined,
+    );
+    this.hint = options?.hint;
     this.status = rejection.status;
     this.type = rejection.type;
     this.kind = rejection.kind;
