@@ -1,7 +1,7 @@
 # All targets run on the Node 24 that the workspace pins (node_modules/.bin/node), via npm scripts.
 .PHONY: deps deps-test deps-images build test lint bench demo images guest-image guest-image-test clean
 
-# What the build and lint need (the npm workspace); deps-test adds the tests' real peers (qemu, chromium,
+# What the build and lint need (a C compiler for the static ioctl shims, the npm workspace); deps-test adds the tests' real peers (qemu, chromium,
 # Go, redis, swtpm, PostgreSQL, …), which the demo and the guest image use too; deps-images Debian's arm64
 # packages for the arm64 images.
 deps:

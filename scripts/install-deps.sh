@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a make target needs on a Debian machine, when missing, then the npm workspace (Node 24
 # comes from the `node` npm package, so the system Node's version does not matter).
-#   scripts/install-deps.sh         the build and lint: no Debian package beyond npm itself
+#   scripts/install-deps.sh         the build and lint: a C compiler for the attester's static ioctl shims
 #   scripts/install-deps.sh test    and the tests' real peers, the demo's, and the guest image's build
 #                                   and boot test
 #   scripts/install-deps.sh images  and Debian's arm64 packages for the arm64 container images
@@ -18,20 +18,26 @@ case "$SET" in
     ;;
 esac
 
+# The build's: the attester's ioctl shims are static C (musl-gcc, else gcc -static).
+BUILD_PACKAGES=(gcc libc6-dev musl-tools)
 # Debian packages the tests use as real peers, the demo's, and the guest image's build and boot test
 # (debootstrap, e2fsprogs, qemu-system-x86). Add to this list as new peers come.
-TEST_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci tinyproxy gpg gpg-agent faketime redis-server postgresql genisoimage systemd debootstrap e2fsprogs cryptsetup-bin systemd-boot-efi ovmf dosfstools mtools fdisk qemu-system-x86 gcc libc6-dev musl-tools protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf python3-cryptography chromium nebula runc qemu-user-static prometheus)
+TEST_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci tinyproxy gpg gpg-agent faketime redis-server postgresql genisoimage systemd debootstrap e2fsprogs cryptsetup-bin systemd-boot-efi ovmf dosfstools mtools fdisk qemu-system-x86 protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf python3-cryptography chromium nebula runc qemu-user-static prometheus)
+WANTED=("${BUILD_PACKAGES[@]}")
+[ "$SET" = build ] || WANTED+=("${TEST_PACKAGES[@]}")
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-if [ "$SET" != build ]; then
-  if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
-    echo "install-deps: no Debian package manager (apt-get, dpkg-query) here: install the Debian packages ${TEST_PACKAGES[*]} (or their equivalents), then run this again with the same set" >&2
+if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
+  # Elsewhere than Debian the build only needs a C compiler that links statically; the rest, by name.
+  if [ "$SET" != build ] || ! command -v gcc >/dev/null; then
+    echo "install-deps: no Debian package manager (apt-get, dpkg-query) here: install the Debian packages ${WANTED[*]} (or their equivalents), then run this again" >&2
     exit 1
   fi
+else
   missing=()
-  for p in "${TEST_PACKAGES[@]}"; do
+  for p in "${WANTED[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   if ((${#missing[@]})); then

@@ -58,11 +58,32 @@ function run(root: string, path: string, ...args: string[]) {
 }
 
 describe('install-deps.sh', () => {
-  it('asks Debian for nothing for the build', () => {
-    const r = run(layout(), pathWith());
+  it('asks Debian only for a C compiler for the build', () => {
+    const calls = join(dir, 'apt-calls-build');
+    const extra = {
+      'dpkg-query':
+        'for a; do last=$a; done; case $last in musl-tools) exit 1;; esac; printf "install ok installed"',
+      'apt-get': `echo "$*" >>${calls}`,
+      sudo: 'exec "$@"',
+    };
+    const r = run(layout(), pathWith(extra));
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    expect(r.stdout.trim()).toBe(process.version);
+    expect(r.stdout).toBe(`installing Debian packages: musl-tools\n${process.version}\n`);
+    expect(readFileSync(calls, 'utf8')).toBe(
+      'update -qq\ninstall -y -qq --no-install-recommends musl-tools\n',
+    );
+  });
+
+  it('builds without Debian where gcc is there, and names the build packages where it is not', () => {
+    const withGcc = run(layout(), pathWith({ gcc: 'exit 0' }));
+    expect(withGcc.stderr).toBe('');
+    expect(withGcc.status).toBe(0);
+    const without = run(layout(), pathWith());
+    expect(without.status).toBe(1);
+    expect(without.stderr).toBe(
+      'install-deps: no Debian package manager (apt-get, dpkg-query) here: install the Debian packages gcc libc6-dev musl-tools (or their equivalents), then run this again\n',
+    );
   });
 
   it('names what the tests need in one line when there is no Debian package manager', () => {
@@ -74,7 +95,15 @@ describe('install-deps.sh', () => {
     expect(lines[0]).toMatch(
       /^install-deps: no Debian package manager \(apt-get, dpkg-query\) here: install/,
     );
-    for (const p of ['qemu-system-x86', 'chromium', 'golang-go', 'redis-server', 'swtpm', 'postgresql']) {
+    for (const p of [
+      'gcc',
+      'qemu-system-x86',
+      'chromium',
+      'golang-go',
+      'redis-server',
+      'swtpm',
+      'postgresql',
+    ]) {
       expect(lines[0]).toContain(` ${p} `);
     }
   });
@@ -83,7 +112,8 @@ describe('install-deps.sh', () => {
     const calls = join(dir, 'apt-calls');
     const extra = {
       // chromium and swtpm are missing; everything else is installed.
-      'dpkg-query': 'for a; do last=$a; done; case $last in chromium|swtpm) exit 1;; esac; printf "install ok installed"',
+      'dpkg-query':
+        'for a; do last=$a; done; case $last in chromium|swtpm) exit 1;; esac; printf "install ok installed"',
       'apt-get': `echo "$*" >>${calls}`,
       sudo: 'exec "$@"',
     };
