@@ -87,7 +87,7 @@ async function detectAttesters(
   const options: DetectOptions = { ...detect, logger };
   const tee = await detectTee(options);
   const primary = getAttester(tee, options);
-  const devices = await detectAdditionalDevices(options);
+  const devices = await detectAdditionalDevices({ ...options, primary: tee });
   if (devices.length > 0) logger.info({ devices }, 'additional attestable devices');
   return { primary, additional: devices.map((d) => getAttester(d, options)) };
 }

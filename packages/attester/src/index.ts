@@ -90,6 +90,7 @@ export {
   BUILTIN_ATTESTERS,
   DEVICE_DETECTION_ORDER,
   type DetectOptions,
+  type DeviceDetectOptions,
   detectAdditionalDevices,
   detectTee,
   explainTeeDetection,
@@ -98,6 +99,7 @@ export {
   type ProbeOutcome,
   type ProbeResult,
   type TeeDetection,
+  TPM_PRIMARIES,
 } from './registry.js';
 export { SampleAttester, type SampleEvidence, sampleEvidence, sampleModule } from './sample/index.js';
 export { ENABLE_SAMPLE_DEVICE, SampleDeviceAttester, sampleDeviceModule } from './sample-device/index.js';

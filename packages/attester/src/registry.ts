@@ -33,12 +33,23 @@ export const PRIMARY_DETECTION_ORDER: readonly Tee[] = Object.freeze([
   'tpm',
 ] as const);
 
-/** Additional devices in upstream's order (`detect_attestable_devices`). */
+/**
+ * Additional devices in upstream's order (`detect_attestable_devices`). `tpm` counts only when the
+ * primary TEE is not itself a TPM (see TPM_PRIMARIES).
+ */
 export const DEVICE_DETECTION_ORDER: readonly Tee[] = Object.freeze([
   'nvidia',
   'sampledevice',
   'hygondcu',
+  'tpm',
 ] as const);
+
+/**
+ * Primary TEEs whose evidence is already a TPM's quote: a TPM beside them is theirs, not another
+ * device. guest-components skips only `tpm` (b33a965f); the Azure vTPM flavours' TPM would be quoted
+ * twice there, in builds with both attesters.
+ */
+export const TPM_PRIMARIES: readonly Tee[] = Object.freeze(['tpm', 'az-snp-vtpm', 'az-tdx-vtpm'] as const);
 
 /** Attesters built into this program. A new TEE adds its folder's module here. */
 export const BUILTIN_ATTESTERS: readonly AttesterModule[] = Object.freeze([
@@ -129,11 +140,26 @@ export async function detectTee(options: DetectOptions = {}): Promise<Tee> {
   return result.tee;
 }
 
-/** Additional attestable devices (GPUs, the sample device) present, in upstream order. */
-export async function detectAdditionalDevices(options: DetectOptions = {}): Promise<Tee[]> {
+export interface DeviceDetectOptions extends DetectOptions {
+  /** The primary TEE when the caller knows it; otherwise it is detected when the TPM's turn comes. */
+  readonly primary?: Tee;
+}
+
+/**
+ * Additional attestable devices (GPUs, the sample device, a TPM beside a TEE that is not one)
+ * present, in upstream order.
+ */
+export async function detectAdditionalDevices(options: DeviceDetectOptions = {}): Promise<Tee[]> {
   const modules = moduleMap(options);
   const found: Tee[] = [];
   for (const tee of DEVICE_DETECTION_ORDER) {
+    if (tee === 'tpm') {
+      const primary = options.primary ?? (await explainTeeDetection(options)).tee;
+      if (TPM_PRIMARIES.includes(primary)) {
+        options.logger?.debug(`device probe tpm: skipped (the primary TEE ${primary} is the TPM's)`);
+        continue;
+      }
+    }
     const result = await probe(modules.get(tee), tee, options);
     const line = `device probe ${tee}: ${result.outcome} (${result.reason})`;
     // A device that is there but cannot be attested (e.g. a CC GPU without its tools) is worth a warning.
