@@ -182,6 +182,8 @@ export interface GuestOptions {
   cdhTomlExtra?: string;
   /** Variables set over this process's environment for the guest processes, e.g. a mock TEE's `env`. */
   env?: Readonly<Record<string, string>>;
+  /** The agent policy, as initdata's `[data]."policy.rego"` (read by the agent-policy gate). */
+  policyRego?: string;
 }
 
 export interface GuestConfig {
@@ -200,7 +202,9 @@ export function guestConfig(kbs: KbsHandle, dir: string, options: GuestOptions =
   const cert = kbs.tls.certPem.trim();
   const aaToml = `[token_configs]\n[token_configs.coco_as]\nurl = "${kbs.url}"\n\n[token_configs.kbs]\nurl = "${kbs.url}"\ncert = """\n${cert}\n"""\n`;
   const cdhToml = `socket = 'unix://${cdhSock}'\ncredentials = []\n\n[aa]\naa_socket = 'unix://${aaSock}'\n\n[kbc]\nname = "cc_kbc"\nurl = "${kbs.url}"\nkbs_cert = """\n${cert}\n"""\n${options.cdhTomlExtra === undefined ? '' : `\n${options.cdhTomlExtra.trim()}\n`}`;
-  const initdata = `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '''\n${aaToml}'''\n\n"cdh.toml" = '''\n${cdhToml}'''\n`;
+  const policy =
+    options.policyRego === undefined ? '' : `\n"policy.rego" = '''\n${options.policyRego.trim()}\n'''\n`;
+  const initdata = `algorithm = "sha256"\nversion = "0.1.0"\n\n[data]\n"aa.toml" = '''\n${aaToml}'''\n\n"cdh.toml" = '''\n${cdhToml}'''\n${policy}`;
   return { aaSock, cdhSock, aaToml, cdhToml, initdata };
 }
 

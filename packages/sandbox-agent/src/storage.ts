@@ -224,27 +224,35 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
       const sandbox = isSandboxImage((storage.driver_options ?? []) as string[]);
       const pull = ctx.pullImage;
       if (!sandbox && pull === undefined) throw new UnsupportedStorage(`${driver} (no data hub configured)`);
-      const bundle = await resolveUnder(ctx.roots, guarded(join(ctx.roots[0]!, cid), 'image bundle'), {
-        what: 'image bundle',
-        create: true,
-      });
-      if (sandbox) {
-        await pauseRootfs(ctx.pauseBundle ?? DEFAULT_PAUSE_BUNDLE, bundle);
-      } else if (pull !== undefined) {
-        try {
-          await pull(image, bundle, ctx.signal);
-        } catch (e) {
-          throw new RuntimeFailed(`pulling image ${shown(image)}: ${(e as Error).message}`, { cause: e });
-        }
-      }
-      const rootfs = await resolveUnder(ctx.roots, join(bundle, 'rootfs'), {
-        what: 'pulled rootfs',
-        mustExist: true,
-      });
+      const bundlePath = guarded(join(ctx.roots[0]!, cid), 'image bundle');
+      const existed = await lstat(bundlePath).then(
+        () => true,
+        () => false,
+      );
+      const bundle = await resolveUnder(ctx.roots, bundlePath, { what: 'image bundle', create: true });
       const removeBundle = () => rm(bundle, { recursive: true, force: true });
-      if (target === rootfs) return { driver, path: target, undo: removeBundle };
-      await makeTarget(ctx.roots, target, true);
-      await bindMount(rootfs, target, false);
+      try {
+        if (sandbox) {
+          await pauseRootfs(ctx.pauseBundle ?? DEFAULT_PAUSE_BUNDLE, bundle);
+        } else if (pull !== undefined) {
+          try {
+            await pull(image, bundle, ctx.signal);
+          } catch (e) {
+            throw new RuntimeFailed(`pulling image ${shown(image)}: ${(e as Error).message}`, { cause: e });
+          }
+        }
+        const rootfs = await resolveUnder(ctx.roots, join(bundle, 'rootfs'), {
+          what: 'pulled rootfs',
+          mustExist: true,
+        });
+        if (target === rootfs) return { driver, path: target, undo: removeBundle };
+        await makeTarget(ctx.roots, target, true);
+        await bindMount(rootfs, target, false);
+      } catch (e) {
+        // A refused or failed pull leaves nothing behind (a bundle made here goes).
+        if (!existed) await removeBundle().catch(() => {});
+        throw e;
+      }
       return {
         driver,
         path: target,
