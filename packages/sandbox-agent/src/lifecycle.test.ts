@@ -156,6 +156,39 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     await call('RemoveContainer', { container_id: 'flood' });
   });
 
+  it('survives a container that crashes and one that floods its output forever, nobody reading', async () => {
+    await create('crasher', ['/hello', 'crasher', 'crash']);
+    await call('StartContainer', { container_id: 'crasher' });
+    expect(await wait('crasher')).toBe(128 + 11); // SIGSEGV
+    expect(await readAll('crasher')).toBe('hello from crasher\n');
+    await call('RemoveContainer', { container_id: 'crasher' });
+
+    await create('firehose', ['/hello', 'firehose', 'flood-forever']);
+    await call('StartContainer', { container_id: 'firehose' });
+    const rssBefore = process.memoryUsage().rss;
+    for (let i = 0; i < 5; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      // Whatever piled up since the last read is at most the buffer plus the pipe read that crossed it.
+      const chunk = await read('firehose', '', 'ReadStdout', 64 << 20);
+      expect(chunk.length).toBeGreaterThan(0);
+      expect(chunk.length).toBeLessThanOrEqual(OUTPUT_LIMIT + 65536);
+    }
+    // The agent answers everything else meanwhile, and ends the flood at RemoveContainer.
+    await call('CreateContainer', {
+      container_id: 'bystander',
+      OCI: kataSpec(['/hello', 'bystander'], rootfs),
+    });
+    await call('StartContainer', { container_id: 'bystander' });
+    expect(await readAll('bystander')).toBe('hello from bystander\n');
+    expect(await wait('bystander')).toBe(0);
+    const flooding = wait('firehose');
+    await call('RemoveContainer', { container_id: 'firehose' });
+    expect(await flooding).toBe(128 + 9);
+    await call('RemoveContainer', { container_id: 'bystander' });
+    // Not a threshold on time: the agent held at most a few buffers of the flood, far from its size.
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(64 << 20);
+  });
+
   it("fails StartContainer with runc's reason when the process cannot start, and removes the container", async () => {
     await create('broken', ['/no-such-program']);
     const e = (await call('StartContainer', { container_id: 'broken' }).catch((err) => err)) as TtrpcError;
