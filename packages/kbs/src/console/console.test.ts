@@ -1,6 +1,6 @@
 // The console over real HTTP: its bundled files and headers, sign-in with an admin JWT, the CSRF check
 // on every state-changing call, the ACL on every action, the syntax check and the dry run.
-import { generateKeyPairSync } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -283,6 +283,52 @@ describe('operator console', () => {
         .status,
     ).toBe(404);
   });
+
+  it('replays a resource verdict on the policy version that decided it or the current one, and serves that text', async () => {
+    const base = await start();
+    const s = await signIn(base, 'admin');
+    const { cookie } = await handshake(base);
+    expect((await send(`${base}/kbs/v0/resource/default/key/a`, { headers: { cookie } })).status).toBe(401);
+    const [denied] = (
+      (await call(base, s, 'GET', '/admin/verdicts?kind=resource')).json() as {
+        verdicts: { id: number; policyVersion: string }[];
+      }
+    ).verdicts;
+    const before = (await call(base, s, 'GET', '/admin/resource-policy')).json() as { policy: string };
+    expect(denied?.policyVersion).toBe(createHash('sha256').update(before.policy).digest('hex'));
+    expect((await call(base, s, 'POST', '/resource-policy', { policy: b64u(ALLOW_ALL) })).status).toBe(200);
+
+    const replay = (version: unknown) =>
+      call(base, s, 'POST', '/admin/resource-policy/dry-run', {
+        version,
+        verdict: denied?.id,
+        resource: 'default/key/a',
+      });
+    expect((await replay('recorded')).json()).toEqual({
+      allow: false,
+      result: false,
+      version: denied?.policyVersion,
+    });
+    expect((await replay('current')).json()).toEqual({
+      allow: true,
+      result: true,
+      version: createHash('sha256').update(ALLOW_ALL).digest('hex'),
+    });
+    expect((await replay(denied?.policyVersion)).json()).toMatchObject({ allow: false });
+    expect((await replay('0'.repeat(64))).status).toBe(404);
+    expect((await replay('bogus')).status).toBe(400);
+    expect((await replay(undefined)).status).toBe(400);
+
+    // The text of that version, for the console's diff; nothing for a hash never kept or a bad one.
+    const kept = await call(base, s, 'GET', `/admin/policy-versions/${denied?.policyVersion}`);
+    expect(kept.json()).toMatchObject({ kind: 'resource', id: 'resource-policy', text: before.policy });
+    expect((await call(base, s, 'GET', `/admin/policy-versions/${'0'.repeat(64)}`)).status).toBe(404);
+    expect((await call(base, s, 'GET', '/admin/policy-versions/..%2Fkbs')).status).toBe(404);
+    const viewer = await signIn(base, 'viewer');
+    expect((await call(base, viewer, 'GET', `/admin/policy-versions/${denied?.policyVersion}`)).status).toBe(
+      401,
+    );
+  });
 });
 
 describe('health', () => {
@@ -368,6 +414,20 @@ describe('attestation policies and reference values', () => {
       error: expect.stringContaining('unknown trust claim'),
     });
     expect((await dryRun(BY_SVN, 999)).status).toBe(404);
+    // Replayed on the stored policy that appraised it (recorded by version) and on the current one.
+    const att = (await call(base, s, 'GET', `/admin/verdicts/${id}`)).json() as {
+      appraisals: { policyVersion: string }[];
+    };
+    expect(att.appraisals[0]?.policyVersion).toBe(createHash('sha256').update(one.policy).digest('hex'));
+    for (const version of ['recorded', 'current']) {
+      expect(
+        (await call(base, s, 'POST', '/admin/attestation-policy/dry-run', { version, verdict: id })).json(),
+      ).toMatchObject({
+        submod: 'cpu0',
+        status: expect.any(String),
+        version: att.appraisals[0]?.policyVersion,
+      });
+    }
     expect(
       (
         await call(base, s, 'POST', '/admin/attestation-policy/dry-run', {

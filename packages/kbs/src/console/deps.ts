@@ -7,6 +7,7 @@ import type { KbsMetrics } from '../metrics.js';
 import { expireReferenceValue, listReferenceValues } from '../rvps/admin.js';
 import type { KvStorage } from '../storage/types.js';
 import type { OpenedVerdicts } from '../verdicts/open.js';
+import { PolicyVersions } from '../verdicts/policy-versions.js';
 import { Health } from './health.js';
 import type { ConsoleDeps, ReferenceValueAccess, ResourceEntry } from './routes.js';
 import { ConsoleSessions } from './sessions.js';
@@ -39,7 +40,10 @@ export function consoleDeps(w: ConsoleWiring): ConsoleDeps {
       ? {
           unavailable: `reference values are kept by the remote RVPS at ${as.rvps.address ?? ''}; manage them there`,
         }
-      : { list: () => listReferenceValues(storage), expire: (name) => expireReferenceValue(storage, name) };
+      : {
+          list: () => listReferenceValues(storage, () => new Date((w.now ?? Date.now)())),
+          expire: (name) => expireReferenceValue(storage, name),
+        };
   const replicas = w.verdicts.replicas;
   return {
     sessions: new ConsoleSessions(w.now),
@@ -66,6 +70,7 @@ export function consoleDeps(w: ConsoleWiring): ConsoleDeps {
       replicas === undefined ? undefined : () => replicas.count(),
     ),
     referenceValues,
+    policyVersions: new PolicyVersions(storage),
     ...(!remoteAs && {
       attestationPolicies: {
         list: async () =>

@@ -16,11 +16,18 @@ import {
   PolicyCheckError,
   policyChecks,
 } from '../policy/limits.js';
-import { checkResourcePolicy, MAX_POLICY_BYTES, RESOURCE_POLICY_RULE } from '../policy/resource-policy.js';
+import {
+  checkResourcePolicy,
+  MAX_POLICY_BYTES,
+  policyHash as policyHashOf,
+  RESOURCE_POLICY_RULE,
+} from '../policy/resource-policy.js';
 import { jsonReply, type Reply } from '../reply.js';
 import type { ListedReferenceValue } from '../rvps/admin.js';
 import { checkAdmin, verdictRoute } from '../verdicts/endpoint.js';
-import type { VerdictStore } from '../verdicts/log.js';
+import type { Verdict, VerdictStore } from '../verdicts/log.js';
+import { isPolicyHash, type StoredPolicyVersion } from '../verdicts/policy-versions.js';
+import { attestationPolicyIdOf } from '../verdicts/recorder.js';
 import {
   type AttestationPolicyAccess,
   checkAttestationPolicyText,
@@ -59,6 +66,8 @@ export interface ConsoleDeps {
   /** Absent when the attestation service is another process (its policies are kept there). */
   readonly attestationPolicies?: AttestationPolicyAccess;
   readonly referenceValues: ReferenceValueAccess;
+  /** The policy texts that decided verdicts, by version (SHA-256). */
+  readonly policyVersions: { get(hash: string): Promise<StoredPolicyVersion | undefined> };
 }
 
 export interface AdminRoutesDeps {
@@ -188,6 +197,46 @@ async function dryRunReply<T extends { limit?: string }>(
   return json(result.limit !== undefined ? 400 : 200, result);
 }
 
+/**
+ * The policy text a dry run evaluates: the `policy` given, or the `version` named — `recorded` (the one
+ * that decided the verdict), `current` (the one stored now) or a SHA-256 — as `{text, version}`; a
+ * string when it cannot be found (the answer's error).
+ */
+async function policyToRun(
+  body: Record<string, unknown>,
+  recorded: string | undefined,
+  current: () => Promise<string | undefined>,
+  versions: ConsoleDeps['policyVersions'],
+): Promise<{ text: string; version?: string } | Reply> {
+  if (typeof body.policy === 'string') return { text: body.policy };
+  const want = body.version;
+  if (want === 'current') {
+    const text = await current();
+    return text === undefined
+      ? json(404, { error: 'there is no current policy' })
+      : { text, version: policyHashOf(text) };
+  }
+  if (want === 'recorded' && recorded === undefined) {
+    return json(404, { error: 'the verdict does not name the policy version that decided it' });
+  }
+  const hash = want === 'recorded' ? recorded : want;
+  if (!isPolicyHash(hash)) {
+    return json(400, {
+      error:
+        'the body must be {"policy": "<rego text>", …} or {"version": "recorded" | "current" | "<sha-256 hex>", …}',
+    });
+  }
+  const v = await versions.get(hash);
+  if (v === undefined) return json(404, { error: `policy version ${hash.slice(0, 12)}… is no longer kept` });
+  return { text: v.text, version: hash };
+}
+
+/** The appraisal of an attestation verdict a dry run is about: `submod`, else the first. */
+function appraisalOf(v: Verdict | undefined, submod: string | undefined) {
+  if (v?.kind !== 'attestation') return undefined;
+  return submod === undefined ? v.appraisals[0] : v.appraisals.find((a) => a.name === submod);
+}
+
 export function createAdminRoutes(
   deps: AdminRoutesDeps,
 ): (req: ApiRequest, headers: IncomingHttpHeaders) => Promise<Reply | ApiRequest> {
@@ -220,22 +269,36 @@ export function createAdminRoutes(
     }
     if (method !== 'POST' || (second !== 'check' && second !== 'dry-run')) return undefined;
     const body = bodyJson(rawBody);
-    if (body === undefined || typeof body.policy !== 'string') {
-      return json(400, { error: 'the body must be {"policy": "<rego text>", …}' });
-    }
     if (second === 'check') {
+      if (body === undefined || typeof body.policy !== 'string') {
+        return json(400, { error: 'the body must be {"policy": "<rego text>", …}' });
+      }
       const text = body.policy;
       return checkReply(() => checkAttestationPolicyText(text));
     }
+    if (body === undefined) return json(400, { error: 'the body must be a JSON object' });
     if (body.submod !== undefined && (typeof body.submod !== 'string' || body.submod.length > 64)) {
       return json(400, { error: 'submod must be the name of an appraisal, e.g. "cpu0"' });
     }
     const v = typeof body.verdict === 'number' ? await verdicts.get(body.verdict) : undefined;
     const claims = v?.claims;
-    const text = body.policy;
     const submod = body.submod as string | undefined;
     if (claims === undefined) return json(404, { error: 'no recorded appraisal claims for that verdict' });
-    return dryRunReply(() => dryRunAttestationPolicy(text, claims, submod, policies.referenceValue));
+    const appraisal = appraisalOf(v, submod);
+    const run = await policyToRun(
+      body,
+      appraisal?.policyVersion,
+      async () =>
+        appraisal === undefined || appraisal.policyId === ''
+          ? undefined
+          : policies.get(attestationPolicyIdOf(appraisal.policyId, appraisal.name)),
+      consoleDeps?.policyVersions ?? { get: async () => undefined },
+    );
+    if ('status' in run) return run;
+    return dryRunReply(async () => {
+      const r = await dryRunAttestationPolicy(run.text, claims, submod, policies.referenceValue);
+      return r === undefined || run.version === undefined ? r : { ...r, version: run.version };
+    });
   };
 
   const referenceValueRoute = async (
@@ -284,13 +347,14 @@ export function createAdminRoutes(
       if ((second === 'check' || second === 'dry-run') && req.method === 'POST') {
         checkAdmin(admin, req.authorization, path(req));
         const body = bodyJson(req.body);
-        if (body === undefined || typeof body.policy !== 'string') {
-          return json(400, { error: 'the body must be {"policy": "<rego text>", …}' });
-        }
         if (second === 'check') {
+          if (body === undefined || typeof body.policy !== 'string') {
+            return json(400, { error: 'the body must be {"policy": "<rego text>", …}' });
+          }
           const text = body.policy;
           return checkReply(() => checkResourcePolicy(text));
         }
+        if (body === undefined) return json(400, { error: 'the body must be a JSON object' });
         const v = typeof body.verdict === 'number' ? await verdicts.get(body.verdict) : undefined;
         if (v?.claims === undefined) return json(404, { error: 'no recorded claims for that verdict' });
         const resource = typeof body.resource === 'string' ? body.resource : '';
@@ -298,10 +362,25 @@ export function createAdminRoutes(
         if (segments.length !== 3 || segments.some((s) => s === '')) {
           return json(400, { error: 'resource must be <repository>/<type>/<tag>' });
         }
-        const text = body.policy;
+        const run = await policyToRun(
+          body,
+          v.kind === 'resource' ? v.policyVersion : undefined,
+          consoleDeps.resourcePolicyText,
+          consoleDeps.policyVersions,
+        );
+        if ('status' in run) return run;
         const claims = v.claims;
-        return dryRunReply(() => dryRun(text, claims, segments));
+        return dryRunReply(() => {
+          const r = dryRun(run.text, claims, segments);
+          return run.version === undefined ? r : { ...r, version: run.version };
+        });
       }
+    }
+    if (first === 'policy-versions' && second !== undefined && more.length === 0 && req.method === 'GET') {
+      checkAdmin(admin, req.authorization, path(req));
+      const v = isPolicyHash(second) ? await consoleDeps.policyVersions.get(second) : undefined;
+      if (v === undefined) return json(404, { error: 'no policy of that version is kept' });
+      return jsonReply(JSON.stringify(v));
     }
     if (first === 'attestation-policy') {
       checkAdmin(admin, req.authorization, path(req));
