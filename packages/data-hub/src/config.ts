@@ -8,6 +8,7 @@
  * them in `unknownKeys` so the CLI can warn about a misspelt key. Known keys
  * are strictly typed: a wrong type is an error, never a silent default.
  */
+
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
@@ -26,6 +27,7 @@ import {
 } from '@broker/image';
 import { parseTtrpcAddress, type TtrpcAddress, type UnixAddress } from '@broker/ttrpc';
 import { parse as parseToml } from 'smol-toml';
+import { DataHubError } from './errors.js';
 
 export const DEFAULT_CDH_SOCKET_ADDR = 'unix:///run/confidential-containers/cdh.sock';
 export const DEFAULT_AA_SOCKET_ADDR =
@@ -44,8 +46,9 @@ export const KBC_NAMES: readonly KbcName[] = Object.freeze(['cc_kbc', 'offline_f
 
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'off';
 
-export class CdhConfigError extends Error {
-  override readonly name = 'CdhConfigError';
+export class CdhConfigError extends DataHubError {
+  override readonly name: string = 'CdhConfigError';
+  override readonly code = 'CONFIG_INVALID';
 }
 
 export interface KbcConfig {

@@ -9,8 +9,68 @@
  * log only.
  */
 
+/** The `SecureMount` step that failed, for callers and logs. */
+export type SecureMountStep =
+  | 'options'
+  | 'device'
+  | 'key'
+  | 'probe'
+  | 'format'
+  | 'open'
+  | 'mkfs'
+  | 'mount'
+  | 'symlink';
+
+/** The encrypted-disk step that failed. */
+export type EncryptedDiskStep = 'initdata' | 'device' | 'mount' | 'record';
+
+/** Why a data hub operation failed; callers branch on it (or on the subclass), never on `name`. */
+export type DataHubErrorCode =
+  /** `GetResource` failed (`GetResourceFailed`). */
+  | 'GET_RESOURCE_FAILED'
+  /** Not a `kbs:///repository/type/tag` resource URI (`IllegalResourceUri`). */
+  | 'ILLEGAL_RESOURCE_URI'
+  /** The attestation agent gave no usable token (`AaTokenProviderError`). */
+  | 'AA_TOKEN_FAILED'
+  /** A call to the attestation agent failed (runtime measurement). */
+  | 'AA_CLIENT_FAILED'
+  /** Start-up failed (`HubInitializationFailed`). */
+  | 'INIT_FAILED'
+  /** The KBC cannot serve resources as configured (`KbcUnavailable`). */
+  | 'KBC_UNAVAILABLE'
+  /** offline_fs_kbc has no such resource (`OfflineResourceNotFound`). */
+  | 'OFFLINE_RESOURCE_NOT_FOUND'
+  /** The KBS protocol failed (`KbcError`). */
+  | 'KBC_FAILED'
+  /** `PullImage` failed (`ImagePullFailed`). */
+  | 'IMAGE_PULL_FAILED'
+  /** The image client could not be set up (`ImageClientFailed`). */
+  | 'IMAGE_CLIENT_FAILED'
+  /** `UnsealSecret` failed (`UnsealSecretFailed`). */
+  | 'UNSEAL_FAILED'
+  /** `cdh.toml` or the kernel command line is not a valid configuration (`CdhConfigError`). */
+  | 'CONFIG_INVALID'
+  /** An image decryption key or its provider is unusable (`DecryptionKeyError`). */
+  | 'DECRYPTION_KEY_INVALID'
+  /** The registries configuration is not valid (`RegistryConfigError`). */
+  | 'REGISTRY_CONFIG_INVALID'
+  /** A resource the image client needs (policy, auth file) could not be had (`ResourceError`). */
+  | 'RESOURCE_UNAVAILABLE'
+  /** Any other failure. */
+  | 'DATA_HUB_FAILED'
+  /** `SecureMount`: the step that failed (`SecureMountFailed`). */
+  | SecureMountStep
+  /** The encrypted-disk step that failed (`EncryptedDiskFailed`). */
+  | EncryptedDiskStep;
+
+/** The base of every data hub error: `code` says what failed. */
 export class DataHubError extends Error {
   override readonly name: string = 'DataHubError';
+  readonly code: DataHubErrorCode;
+  constructor(message: string, options?: { cause?: unknown; code?: DataHubErrorCode }) {
+    super(message, options);
+    this.code = options?.code ?? 'DATA_HUB_FAILED';
+  }
 }
 
 /** The text of a value for a message: bounded, with control characters made visible. */
@@ -25,6 +85,7 @@ export function shown(value: string, max = 256): string {
 /** `GetResource` failed: the message is upstream's Display, the reason is for the log. */
 export class GetResourceFailed extends DataHubError {
   override readonly name: string = 'GetResourceFailed';
+  override readonly code = 'GET_RESOURCE_FAILED';
   readonly reason: string;
   constructor(reason: string, options?: { cause?: unknown }) {
     super('Get Resource failed', options);
@@ -35,6 +96,7 @@ export class GetResourceFailed extends DataHubError {
 /** The URI is not a `kbs:///repository/type/tag` resource URI (upstream kms wording). */
 export class IllegalResourceUri extends DataHubError {
   override readonly name: string = 'IllegalResourceUri';
+  override readonly code = 'ILLEGAL_RESOURCE_URI';
   constructor(uri: string, why: string, options?: { cause?: unknown }) {
     super(`illegal kbs resource uri: ${shown(uri)} (${why})`, options);
   }
@@ -43,6 +105,7 @@ export class IllegalResourceUri extends DataHubError {
 /** The attestation agent did not give a usable token (upstream `AATokenProvider` wording). */
 export class AaTokenProviderError extends DataHubError {
   override readonly name: string = 'AaTokenProviderError';
+  override readonly code = 'AA_TOKEN_FAILED';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`Attestation Agent token provider error: ${detail}`, options);
   }
@@ -51,6 +114,7 @@ export class AaTokenProviderError extends DataHubError {
 /** Start-up failed (upstream `Error::InitializationFailed`): bad credential path, fetch or write failure. */
 export class HubInitializationFailed extends DataHubError {
   override readonly name: string = 'HubInitializationFailed';
+  override readonly code = 'INIT_FAILED';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`init Hub failed: ${detail}`, options);
   }
@@ -59,11 +123,13 @@ export class HubInitializationFailed extends DataHubError {
 /** The KBC cannot serve resources as configured (no KBS URL, unreadable offline resource file). */
 export class KbcUnavailable extends DataHubError {
   override readonly name: string = 'KbcUnavailable';
+  override readonly code = 'KBC_UNAVAILABLE';
 }
 
 /** offline_fs_kbc has no such resource (upstream wording). */
 export class OfflineResourceNotFound extends DataHubError {
   override readonly name: string = 'OfflineResourceNotFound';
+  override readonly code = 'OFFLINE_RESOURCE_NOT_FOUND';
   constructor(path: string) {
     super(`offline-fs-kbc: resource not found ${path}`);
   }

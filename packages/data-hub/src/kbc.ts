@@ -12,6 +12,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import {
+  InvalidToken,
   KbsBadResponse,
   KbsClient,
   type KbsClientLogger,
@@ -22,7 +23,13 @@ import {
   type TokenProvider,
 } from '@broker/kbs-client';
 import { decodeBase64StdStrict, type KbsUri } from '@broker/protocol';
-import { DataHubError, KbcUnavailable, OfflineResourceNotFound, shown } from './errors.js';
+import {
+  AaTokenProviderError,
+  DataHubError,
+  KbcUnavailable,
+  OfflineResourceNotFound,
+  shown,
+} from './errors.js';
 
 /** Something resources can be fetched from. `uri` has been parsed already. */
 export interface ResourceGetter {
@@ -33,6 +40,7 @@ export interface ResourceGetter {
 /** A failure of the KBC, worded as upstream's kbs_protocol `Error` Display. */
 export class KbcError extends DataHubError {
   override readonly name: string = 'KbcError';
+  override readonly code = 'KBC_FAILED';
 }
 
 function kbsRejection(e: KbsRejected): string {
@@ -51,8 +59,7 @@ export function describeKbsFailure(e: unknown): string {
   }
   if (e instanceof KbsUnreachable) return `http request failed: get failed: ${e.message}`;
   if (e instanceof KbsBadResponse) return `deserialize http response failed: ${e.message}`;
-  if (e instanceof DataHubError && e.name === 'AaTokenProviderError') return `get token failed: ${e.message}`;
-  if (e instanceof Error && e.name === 'InvalidToken') return `get token failed: ${e.message}`;
+  if (e instanceof AaTokenProviderError || e instanceof InvalidToken) return `get token failed: ${e.message}`;
   return e instanceof Error ? e.message : String(e);
 }
 

@@ -18,6 +18,7 @@
  *
  * Errors name the entry with its password replaced by `***`; secrets are never in a message.
  */
+
 import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
@@ -29,6 +30,7 @@ import {
   pkcs7Unwrapper,
   readPgpPrivateKeys,
 } from '@broker/image';
+import { DataHubError } from '../errors.js';
 
 /** The largest key or password file read (a 16384-bit RSA key in PEM is about 12 KiB). */
 export const MAX_KEY_BYTES = 1024 * 1024;
@@ -36,8 +38,9 @@ export const MAX_KEY_BYTES = 1024 * 1024;
 const PROTOCOLS = ['jwe', 'pgp', 'pkcs7'] as const;
 type Protocol = (typeof PROTOCOLS)[number];
 
-export class DecryptionKeyError extends Error {
-  override readonly name = 'DecryptionKeyError';
+export class DecryptionKeyError extends DataHubError {
+  override readonly name: string = 'DecryptionKeyError';
+  override readonly code = 'DECRYPTION_KEY_INVALID';
 }
 
 /** One parsed entry. */

@@ -9,6 +9,7 @@ import { DataHubError } from '../errors.js';
 /** image-rs `PullImageError` Displays, wrapped by the CDH as `Image Pull error: …`. */
 export class ImagePullFailed extends DataHubError {
   override readonly name: string = 'ImagePullFailed';
+  override readonly code = 'IMAGE_PULL_FAILED';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`Image Pull error: ${detail}`, options);
   }
@@ -17,6 +18,7 @@ export class ImagePullFailed extends DataHubError {
 /** The image client could not be set up (CDH `Image Client error: …`). */
 export class ImageClientFailed extends DataHubError {
   override readonly name: string = 'ImageClientFailed';
+  override readonly code = 'IMAGE_CLIENT_FAILED';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`Image Client error: ${detail}`, options);
   }

@@ -14,7 +14,9 @@
  * - `blocked` registries give no attempt; when nothing is left the pull is
  *   refused: `Image <ref> is blocked by registry rule.`
  */
+
 import type { RegistryConfig, RegistryEntry } from '../config.js';
+import { DataHubError } from '../errors.js';
 
 export interface PullAttempt {
   /** The reference to pull (and to judge by the signature policy), in full form. */
@@ -23,8 +25,9 @@ export interface PullAttempt {
   readonly insecure: boolean;
 }
 
-export class RegistryConfigError extends Error {
-  override readonly name = 'RegistryConfigError';
+export class RegistryConfigError extends DataHubError {
+  override readonly name: string = 'RegistryConfigError';
+  override readonly code = 'REGISTRY_CONFIG_INVALID';
 }
 
 /** image-rs `validate_and_tidy`: an empty prefix is the location; no empty mirror locations. */

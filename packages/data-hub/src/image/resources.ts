@@ -12,18 +12,20 @@
  *   default umask).
  * - Any other scheme: ``Resource URI scheme `x` not supported``.
  */
+
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GetResourceFailed } from '../errors.js';
+import { DataHubError, GetResourceFailed } from '../errors.js';
 
 /** upstream `STORAGE_PATH`, under the image work dir. */
 export const KBS_RESOURCE_CACHE_DIR = 'image-security/kbs';
 /** Largest local resource file read. */
 export const MAX_LOCAL_RESOURCE_BYTES = 16 * 1024 * 1024;
 
-export class ResourceError extends Error {
-  override readonly name = 'ResourceError';
+export class ResourceError extends DataHubError {
+  override readonly name: string = 'ResourceError';
+  override readonly code = 'RESOURCE_UNAVAILABLE';
 }
 
 export interface ResourceProviderOptions {

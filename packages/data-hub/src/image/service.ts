@@ -358,7 +358,7 @@ export class ImagePullService {
     } catch (e) {
       throw new DataHubError(
         `Attestation Agent client error: failed to extend runtime measurement: ${messageOf(e)}`,
-        { cause: e },
+        { cause: e, code: 'AA_CLIENT_FAILED' },
       );
     }
   }

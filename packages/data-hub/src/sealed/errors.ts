@@ -9,6 +9,7 @@ import { DataHubError } from '../errors.js';
 
 export class UnsealSecretFailed extends DataHubError {
   override readonly name: string = 'UnsealSecretFailed';
+  override readonly code = 'UNSEAL_FAILED';
   readonly reason: string;
   constructor(reason: string, options?: { cause?: unknown }) {
     super('Unseal Secret failed', options);

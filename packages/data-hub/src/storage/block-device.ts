@@ -24,7 +24,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { open, readFile, symlink, unlink } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import type { Logger } from 'pino';
-import { DataHubError, shown } from '../errors.js';
+import { DataHubError, type SecureMountStep, shown } from '../errors.js';
 
 export const BLOCK_DEVICE_VOLUME_TYPE = 'block-device';
 /** Bytes of the random key used when the request names none (upstream's). */
@@ -41,17 +41,7 @@ const DEFAULT_TOOL_TIMEOUT_MS = 10 * 60_000;
 const MAPPER_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,126}$/;
 const DEVICE_ID_RE = /^(\d{1,10}):(\d{1,10})$/;
 
-/** The step that failed, for callers and logs. */
-export type SecureMountStep =
-  | 'options'
-  | 'device'
-  | 'key'
-  | 'probe'
-  | 'format'
-  | 'open'
-  | 'mkfs'
-  | 'mount'
-  | 'symlink';
+export type { SecureMountStep } from '../errors.js';
 
 /**
  * A `SecureMount` failure. The message (which reaches the caller) is
@@ -60,7 +50,7 @@ export type SecureMountStep =
  */
 export class SecureMountFailed extends DataHubError {
   override readonly name: string = 'SecureMountFailed';
-  readonly code: SecureMountStep;
+  override readonly code: SecureMountStep;
   readonly reason: string;
   constructor(code: SecureMountStep, summary: string, reason = summary, options?: { cause?: unknown }) {
     super(`Secure Mount failed: ${summary}`, options);

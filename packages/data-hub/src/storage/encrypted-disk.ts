@@ -16,7 +16,7 @@ import { mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { InitDataError, parseInitData } from '@broker/protocol';
 import type { Logger } from 'pino';
-import { DataHubError } from '../errors.js';
+import { DataHubError, type EncryptedDiskStep } from '../errors.js';
 import type { SecureMountRequestLike } from './block-device.js';
 
 /** The initdata `[data]` entry naming the disk's key (trustee's provisioner flow). */
@@ -35,12 +35,12 @@ const MAX_RESOURCE_URI = 1024;
 const LUKS_MAGIC = Buffer.from([0x4c, 0x55, 0x4b, 0x53, 0xba, 0xbe]);
 const BOOT_ID_RE = /^[0-9a-f-]{36}$/;
 
-export type EncryptedDiskStep = 'initdata' | 'device' | 'mount' | 'record';
+export type { EncryptedDiskStep } from '../errors.js';
 
 /** A failure of the encrypted-disk step; `code` names the step. Never holds key bytes. */
 export class EncryptedDiskFailed extends DataHubError {
   override readonly name: string = 'EncryptedDiskFailed';
-  readonly code: EncryptedDiskStep;
+  override readonly code: EncryptedDiskStep;
   constructor(code: EncryptedDiskStep, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
