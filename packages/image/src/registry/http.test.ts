@@ -116,3 +116,33 @@ describe('HttpClient', () => {
     expect((refused as Error).message).toMatch(/^GET http:\/\/127\.0\.0\.1:1\/v2\/: .*ECONNREFUSED/);
   });
 });
+
+describe('HttpClient aborts', () => {
+  it("keeps the caller's abort as it is, before and during the answer", async () => {
+    const srv = await serve((_q, res) => {
+      res.writeHead(200, { 'content-length': '10' });
+      res.write('x');
+    });
+    const before = new AbortController();
+    before.abort();
+    const early = await client()
+      .request({ method: 'GET', url: new URL(`${srv.url}/a`), headers: {}, signal: before.signal })
+      .catch((e: unknown) => e);
+    expect(early).not.toBeInstanceOf(HttpError);
+    expect(early).toBe(before.signal.reason);
+
+    const during = new AbortController();
+    const res = await client().request({
+      method: 'GET',
+      url: new URL(`${srv.url}/b`),
+      headers: {},
+      signal: during.signal,
+    });
+    const reading = readBody(res.body, 100).catch((e: unknown) => e);
+    during.abort();
+    const late = await reading;
+    expect(late).not.toBeInstanceOf(HttpError);
+    expect(late).toBeInstanceOf(DOMException);
+    expect((late as DOMException).code).toBe(DOMException.ABORT_ERR);
+  });
+});

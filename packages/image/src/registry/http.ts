@@ -242,9 +242,16 @@ export class HttpClient {
       return new HttpError(`${what}: no data for ${this.#idleTimeoutMs} ms`, { cause: e });
     }
     // An abort from the caller's signal stays what the caller aborted with.
-    if ((e as Error | undefined)?.name === 'AbortError') return e as Error;
+    if (isAbort(e)) return e;
     return new HttpError(`${what}: ${(e as Error | undefined)?.message ?? String(e)}`, { cause: e });
   }
+}
+
+/** An abort: the caller's signal (a DOMException), undici's, or Node's (`ABORT_ERR`); told by code or class. */
+function isAbort(e: unknown): e is Error {
+  if (e instanceof DOMException) return e.code === DOMException.ABORT_ERR;
+  if (e instanceof undiciErrors.RequestAbortedError) return true;
+  return e instanceof Error && (e as { code?: unknown }).code === 'ABORT_ERR';
 }
 
 /** A URL without credentials or query (tokens may travel in the query of upload URLs). */
