@@ -160,21 +160,11 @@ line "KBS HTTPS: RSA 2048, SAN localhost,127.0.0.1" "ok"
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/token.key" 2>/dev/null
 openssl req -x509 -new -key "$WORK/token.key" -out "$WORK/token.crt" -days 365 -subj "/CN=kbs-token" 2>/dev/null
 line "attestation token signer: ECDSA P-256 + certificate" "ok"
-openssl genpkey -algorithm ed25519 -out "$WORK/admin.key" 2>/dev/null
-openssl pkey -in "$WORK/admin.key" -pubout -out "$WORK/admin.pub" 2>/dev/null
-line "admin API key: Ed25519" "ok"
-# An admin JWT for the operator console and the attestation service's POST /policy (EdDSA over the admin key, `role` = admin, 2 h), made with
-# openssl alone; the KBS checks it as it checks kbs-client's tokens.
-b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
-console_token() {
-  local now header payload
-  now=$(date +%s)
-  header=$(printf '{"alg":"EdDSA","typ":"JWT"}' | b64url)
-  payload=$(printf '{"role":"admin","iat":%d,"exp":%d}' "$now" "$((now + 7200))" | b64url)
-  printf '%s.%s' "$header" "$payload" >"$WORK/console-token.in"
-  printf '%s.%s.%s' "$header" "$payload" \
-    "$(openssl pkeyutl -sign -rawin -inkey "$WORK/admin.key" -in "$WORK/console-token.in" | b64url)"
-}
+"$BIN/kbs-client" keygen -f "$WORK/admin.key" >/dev/null || fail "kbs-client keygen"
+line "admin API key: Ed25519 (kbs-client keygen: admin.key, admin.pub)" "ok"
+# An admin JWT for the operator console and the attestation service's POST /policy: EdDSA over the admin
+# key, `role` = admin, 2 h, signed by kbs-client; the KBS checks it as it checks kbs-client's own tokens.
+console_token() { "$BIN/kbs-client" admin-token --auth-private-key "$WORK/admin.key" --auth-role admin --expiry 2h; }
 
 if [ "$TEE" = az-snp-vtpm ]; then
   echo
