@@ -4,6 +4,7 @@
 // log) with the reference values registered now. Saving goes through the admin API's
 // `POST /kbs/v0/attestation-policy`, which compiles again before storing.
 import { statusOf, type TrustVector, trustVectorFromPolicy } from '../attestation/ear.js';
+import { type TrustVectorRow, trustVectorRows } from '../attestation/explain.js';
 import { checkAttestationPolicy, checkPolicyId, MAX_POLICY_LENGTH } from '../attestation/policy.js';
 import { type CompiledPolicy, compilePolicy } from '../attestation/rego-engine.js';
 import { limitErrorOf, limitFailures, limitRefusal } from '../policy/limits.js';
@@ -31,6 +32,8 @@ export interface AttestationDryRun {
   readonly submod: string;
   readonly status?: string;
   readonly trustVector?: TrustVector;
+  /** The vector as rows of claim, value, tier and AR4SI meaning. */
+  readonly vector?: readonly TrustVectorRow[];
   readonly error?: string;
   /** The limit the evaluation exceeded (now or in an earlier check, upload or dry run of this text). */
   readonly limit?: string;
@@ -77,7 +80,12 @@ export async function dryRunAttestationPolicy(
       });
       if (misses.size === 0) {
         const trustVector = trustVectorFromPolicy(result.trustClaims, 'edited policy');
-        return { submod: name, status: statusOf(trustVector), trustVector };
+        return {
+          submod: name,
+          status: statusOf(trustVector),
+          trustVector,
+          vector: trustVectorRows(trustVector),
+        };
       }
       for (const n of misses) values.set(n, await referenceValue(n));
     }

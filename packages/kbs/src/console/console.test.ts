@@ -402,6 +402,7 @@ describe('attestation policies and reference values', () => {
       submod: 'cpu0',
       status: 'warning',
       trustVector: { executables: 33 },
+      vector: [{ claim: 'executables', value: 33, tier: 'warning', meaning: 'executables not recognised' }],
     });
     expect((await call(base, s, 'POST', '/reference-value', svnMessage(['1']))).status).toBe(200);
     expect((await dryRun(BY_SVN)).json()).toMatchObject({
