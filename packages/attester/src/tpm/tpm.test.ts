@@ -122,6 +122,14 @@ describe('tpm attester against swtpm', () => {
     // tpm2-tools reads the same PCR8.
     const out = await tpm2Tool(swtpm, 'tpm2_pcrread', ['sha256:8']);
     expect(out.toLowerCase()).toContain(Buffer.from(expected).toString('hex'));
+    // Once: binding the same digest again (an agent given the initdata after process-user-data bound
+    // it, or restarted) leaves PCR8 as it is; another digest is a conflict, not a second extend.
+    await attester.bindInitData(digest);
+    expect(await attester.getRuntimeMeasurement(8)).toEqual(expected);
+    await expect(attester.bindInitData(sha256('another initdata'))).rejects.toThrow(
+      /PCR 8 holds [0-9a-f]{64}, not this init-data's value/,
+    );
+    expect(await attester.getRuntimeMeasurement(8)).toEqual(expected);
   });
 
   it('refuses init-data digests that are not SHA-256 sized, and bad registers', async () => {
