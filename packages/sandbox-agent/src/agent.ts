@@ -17,6 +17,7 @@ import {
   UnimplementedRpc,
   WrongState,
 } from './errors.js';
+import { Network, type NetworkOptions } from './network.js';
 import { OomEvents } from './oom.js';
 import { checkId, checkNotProtected, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
@@ -65,6 +66,8 @@ export interface SandboxAgentOptions {
    * No request may mount, replace or remove them or a directory holding them.
    */
   readonly protectedPaths?: readonly string[];
+  /** How the network RPCs run `ip` (the executable, or a named network namespace for tests). */
+  readonly network?: NetworkOptions;
   readonly logger?: AgentLogger;
 }
 
@@ -106,6 +109,8 @@ const silent: AgentLogger = { info() {}, warn() {} };
 export class SandboxAgent {
   readonly stateDir: string;
   readonly runc: Runc;
+  /** The guest's interfaces, routes and neighbours. */
+  readonly network: Network;
   #roots: string[] = [];
   #protected: string[] = [];
   readonly #requestedRoots: readonly string[];
@@ -124,6 +129,7 @@ export class SandboxAgent {
     this.runc = new Runc({ binary: options.runc, stateRoot: join(this.stateDir, 'runc') });
     this.#oom = new OomEvents(this.runc.binary, this.runc.stateRoot);
     this.#log = options.logger ?? silent;
+    this.network = new Network(options.network);
   }
 
   /** Makes the roots and state directories; call once before serving. */

@@ -107,6 +107,8 @@ message StatsContainerResponse {
 
 message OOMEvent { string container_id = 1; }
 
+message Interfaces { repeated types.Interface Interfaces = 1; }
+
 message VolumeUsage {
   enum Unit { UNKNOWN = 0; BYTES = 1; INODES = 2; }
   uint64 available = 1;
@@ -139,6 +141,7 @@ const root = defineProto(TYPES_PROTO, OCI_PROTO, AGENT_PROTO, RESPONSES_PROTO);
 // biome-ignore lint/suspicious/noExplicitAny: decoded messages are plain objects; handlers read them by field name
 export type Decoded = Record<string, any>;
 
+/** The codec of a message of package `grpc` by its name, or of another package by its full name (`types.Interface`). */
 export function codec(name: string): MessageCodec<Decoded> {
-  return messageCodec<Decoded>(root, `grpc.${name}`);
+  return messageCodec<Decoded>(root, name.includes('.') ? name : `grpc.${name}`);
 }

@@ -47,6 +47,11 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     PauseContainer: empty(async (req) => agent.pauseContainer(req)),
     ResumeContainer: empty(async (req) => agent.resumeContainer(req)),
     GetGuestDetails: async (req) => agent.guestDetails(req, AGENT_VERSION),
+    ListInterfaces: async () => ({ Interfaces: await agent.network.listInterfaces() }),
+    UpdateInterface: async (req) => agent.network.updateInterface(req.interface ?? null),
+    ListRoutes: async () => ({ Routes: await agent.network.listRoutes() }),
+    UpdateRoutes: async (req) => ({ Routes: await agent.network.updateRoutes(req.routes?.Routes ?? []) }),
+    AddARPNeighbors: empty(async (req) => agent.network.addArpNeighbors(req.neighbors?.ARPNeighbors ?? [])),
   };
 }
 
@@ -60,6 +65,10 @@ export const RESPONSES: Readonly<Record<string, string>> = {
   StatsContainer: 'StatsContainerResponse',
   GetOOMEvent: 'OOMEvent',
   GetVolumeStats: 'VolumeStatsResponse',
+  ListInterfaces: 'Interfaces',
+  UpdateInterface: 'types.Interface',
+  ListRoutes: 'Routes',
+  UpdateRoutes: 'Routes',
 };
 
 /** The RPCs this agent implements, sorted. */

@@ -324,7 +324,9 @@ export function agentCall(
   return {
     rpc,
     request_type: `grpc.${requestType}`,
-    response_type: `grpc.${RESPONSES[rpc] ?? 'Empty'}`,
+    response_type: (RESPONSES[rpc] ?? 'Empty').includes('.')
+      ? RESPONSES[rpc]!
+      : `grpc.${RESPONSES[rpc] ?? 'Empty'}`,
     request,
     ...options,
   };
