@@ -16,6 +16,7 @@
  *   status 101); usage errors with status 2, as clap.
  * - the private key file of `keygen` is written with mode 0600.
  */
+
 import { constants } from 'node:fs';
 import { access, open, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
@@ -24,6 +25,7 @@ import { messageOf, reportUsageError, runCommand } from '@broker/cli';
 import { parseKbsUri } from '@broker/protocol';
 import { type OptionSpec, type ParsedArgs, parseArgs, refuseOptions, required, UsageError } from './args.js';
 import { kbsEnvelopePayload } from './envelope.js';
+import { SealedSecretError } from './errors.js';
 import { isJsonMap, type JsonMap } from './json.js';
 import { DEFAULT_SIGNING_KID, formatJwkFile, generateSigningKey, MAX_JWK_BYTES } from './jwk.js';
 import { k8sSecretManifest } from './k8s.js';
@@ -129,8 +131,9 @@ Options:
   -h, --help                           Print help
 `;
 
-class CliFailure extends Error {
-  override readonly name = 'CliFailure';
+class CliFailure extends SealedSecretError {
+  override readonly name: string = 'CliFailure';
+  override readonly code = 'CLI_FAILED';
 }
 
 async function readBounded(path: string, max: number, what: string): Promise<Buffer> {

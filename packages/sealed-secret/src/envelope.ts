@@ -18,7 +18,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { messageOf } from '@broker/cli';
 import { decodeBase64StdStrict } from '@broker/protocol';
-import { SealFailed } from './errors.js';
+import { SealedSecretError, SealFailed } from './errors.js';
 import type { JsonMap } from './json.js';
 import { type EnvelopeSecret, SEALED_SECRET_VERSION, type WrapType } from './payload.js';
 
@@ -31,8 +31,9 @@ const GCM_TAG_BYTES = 16;
 const KW_IV = Buffer.from('a6a6a6a6a6a6a6a6', 'hex');
 
 /** A decryption step failed (crypto's anyhow errors, upstream "decrypt envelope"). */
-export class EnvelopeCryptoError extends Error {
-  override readonly name = 'EnvelopeCryptoError';
+export class EnvelopeCryptoError extends SealedSecretError {
+  override readonly name: string = 'EnvelopeCryptoError';
+  override readonly code = 'ENVELOPE_CRYPTO_FAILED';
 }
 
 function ivLength(wrapType: WrapType): number {

@@ -21,13 +21,57 @@ export function shown(value: string, max = 256): string {
   return clean.length > max ? `${clean.slice(0, max)}…` : clean;
 }
 
+/** What failed; callers branch on it (or on the subclass), never on `name`. */
+export type SealedSecretErrorCode =
+  /** The sealed secret is not `sealed.<header>.<payload>.<signature>` with a valid payload (`SealedSecretParseFailed`). */
+  | 'PARSE_FAILED'
+  /** The signing key is unusable (`SigningKeyError`). */
+  | 'BAD_SIGNING_KEY'
+  /** The signature does not verify (`SignatureVerificationFailed`). */
+  | 'SIGNATURE_INVALID'
+  /** The verification key is not JSON (`KeyJsonError`). */
+  | 'KEY_JSON_INVALID'
+  /** The verification key could not be fetched from the KBS (`KeyFetchFailed`). */
+  | 'KEY_FETCH_FAILED'
+  /** The verification key file could not be read (`KeyFileError`). */
+  | 'KEY_FILE_UNREADABLE'
+  /** The secret's version is not 0.1.0 (`SecretVersionError`). */
+  | 'VERSION_UNSUPPORTED'
+  /** A vault secret could not be unsealed (`UnsealVaultFailed`). */
+  | 'UNSEAL_VAULT_FAILED'
+  /** An envelope secret could not be unsealed (`UnsealEnvelopeFailed`). */
+  | 'UNSEAL_ENVELOPE_FAILED'
+  /** A payload cannot be sealed (`SealFailed`). */
+  | 'SEAL_FAILED'
+  /** A key provider failed (`KmsError`). */
+  | 'KMS_FAILED'
+  /** A decryption step of an envelope failed (`EnvelopeCryptoError`). */
+  | 'ENVELOPE_CRYPTO_FAILED'
+  /** A JSON text has the wrong shape or depth (`JsonShapeError`). */
+  | 'JSON_SHAPE_INVALID'
+  /** A payload is not a `Secret` (`PayloadShapeError`). */
+  | 'PAYLOAD_SHAPE_INVALID'
+  /** A Kubernetes name or key is not valid (`InvalidK8sName`). */
+  | 'K8S_NAME_INVALID'
+  /** A folder was moved or replaced while in use (`FolderMovedError`). */
+  | 'FOLDER_MOVED'
+  /** A command's input or output file could not be used. */
+  | 'CLI_FAILED';
+
+/** The base of every sealed-secret error: `code` says what failed. */
 export class SealedSecretError extends Error {
   override readonly name: string = 'SealedSecretError';
+  readonly code: SealedSecretErrorCode;
+  constructor(message: string, options?: { cause?: unknown; code?: SealedSecretErrorCode }) {
+    super(message, options);
+    this.code = options?.code ?? 'SEAL_FAILED';
+  }
 }
 
 /** `ParseFailed`: "parse SealedSecret failed: <reason>". */
 export class SealedSecretParseFailed extends SealedSecretError {
   override readonly name: string = 'SealedSecretParseFailed';
+  override readonly code = 'PARSE_FAILED';
   /** Upstream's reason text, without the prefix. */
   readonly reason: string;
   constructor(reason: string, options?: { cause?: unknown }) {
@@ -39,6 +83,7 @@ export class SealedSecretParseFailed extends SealedSecretError {
 /** `BadSigningKey`: "Signing key error: <reason>" (wrong `alg`, not a P-256 key, unusable key). */
 export class SigningKeyError extends SealedSecretError {
   override readonly name: string = 'SigningKeyError';
+  override readonly code = 'BAD_SIGNING_KEY';
   readonly reason: string;
   constructor(reason: string, options?: { cause?: unknown }) {
     super(`Signing key error: ${reason}`, options);
@@ -52,6 +97,7 @@ export class SigningKeyError extends SealedSecretError {
  */
 export class SignatureVerificationFailed extends SealedSecretError {
   override readonly name: string = 'SignatureVerificationFailed';
+  override readonly code = 'SIGNATURE_INVALID';
   constructor(options?: { cause?: unknown }) {
     super('Signature Error: signature error', options);
   }
@@ -60,6 +106,7 @@ export class SignatureVerificationFailed extends SealedSecretError {
 /** `JsonError`: the verification key is not a JSON document. */
 export class KeyJsonError extends SealedSecretError {
   override readonly name: string = 'KeyJsonError';
+  override readonly code = 'KEY_JSON_INVALID';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`JSON Parsing Error: ${detail}`, options);
   }
@@ -68,6 +115,7 @@ export class KeyJsonError extends SealedSecretError {
 /** `KmsError`: the verification key could not be fetched from the KBS. */
 export class KeyFetchFailed extends SealedSecretError {
   override readonly name: string = 'KeyFetchFailed';
+  override readonly code = 'KEY_FETCH_FAILED';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`Failed to get key from KMS: ${detail}`, options);
   }
@@ -76,6 +124,7 @@ export class KeyFetchFailed extends SealedSecretError {
 /** `IoError`: the verification key file could not be resolved or read. */
 export class KeyFileError extends SealedSecretError {
   override readonly name: string = 'KeyFileError';
+  override readonly code = 'KEY_FILE_UNREADABLE';
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`IO Operation Failed: ${detail}`, options);
   }
@@ -84,6 +133,7 @@ export class KeyFileError extends SealedSecretError {
 /** `VersionError`. */
 export class SecretVersionError extends SealedSecretError {
   override readonly name: string = 'SecretVersionError';
+  override readonly code = 'VERSION_UNSUPPORTED';
   constructor() {
     super('version not supported, only 0.1.0 supported');
   }
@@ -92,6 +142,7 @@ export class SecretVersionError extends SealedSecretError {
 /** `UnsealVaultFailed`: "unseal vault secret failed", then the provider's failure. */
 export class UnsealVaultFailed extends SealedSecretError {
   override readonly name: string = 'UnsealVaultFailed';
+  override readonly code = 'UNSEAL_VAULT_FAILED';
   readonly detail: string;
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`unseal vault secret failed: ${detail}`, options);
@@ -102,6 +153,7 @@ export class UnsealVaultFailed extends SealedSecretError {
 /** `UnsealEnvelopeFailed`: "unseal envelope secret failed", then the step that failed. */
 export class UnsealEnvelopeFailed extends SealedSecretError {
   override readonly name: string = 'UnsealEnvelopeFailed';
+  override readonly code = 'UNSEAL_ENVELOPE_FAILED';
   readonly detail: string;
   constructor(detail: string, options?: { cause?: unknown }) {
     super(`unseal envelope secret failed: ${detail}`, options);
@@ -112,11 +164,13 @@ export class UnsealEnvelopeFailed extends SealedSecretError {
 /** A payload cannot be sealed (not the fields upstream serializes, bad settings JSON, bad key). */
 export class SealFailed extends SealedSecretError {
   override readonly name: string = 'SealFailed';
+  override readonly code = 'SEAL_FAILED';
 }
 
 /** A key provider failure below the secret layer; upstream kms `Error` Display texts. */
 export class KmsError extends SealedSecretError {
   override readonly name: string = 'KmsError';
+  override readonly code = 'KMS_FAILED';
   static kbsClient(detail: string, options?: { cause?: unknown }): KmsError {
     return new KmsError(`Kbs client error: ${detail}`, options);
   }

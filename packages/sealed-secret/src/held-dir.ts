@@ -9,10 +9,15 @@
  * `readlink` of it tells where the kernel sees the folder now. Without
  * `/proc` nothing is opened (fail closed).
  */
+
 import { constants, type Stats } from 'node:fs';
 import { type FileHandle, lstat, open, readlink } from 'node:fs/promises';
+import { SealedSecretError } from './errors.js';
 
-export class FolderMovedError extends Error {}
+export class FolderMovedError extends SealedSecretError {
+  override readonly name: string = 'FolderMovedError';
+  override readonly code = 'FOLDER_MOVED';
+}
 
 export class HeldDir {
   private constructor(

@@ -19,6 +19,7 @@ export {
   KeyJsonError,
   KmsError,
   SealedSecretError,
+  type SealedSecretErrorCode,
   SealedSecretParseFailed,
   SealFailed,
   SecretVersionError,

@@ -6,14 +6,17 @@
  * refuse a field given twice, JSON.parse would keep the last one silently).
  */
 
+import { SealedSecretError } from './errors.js';
+
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonMap = { [key: string]: JsonValue };
 
 /** serde_json's default recursion limit. */
 export const MAX_JSON_DEPTH = 128;
 
-export class JsonShapeError extends Error {
-  override readonly name = 'JsonShapeError';
+export class JsonShapeError extends SealedSecretError {
+  override readonly name: string = 'JsonShapeError';
+  override readonly code = 'JSON_SHAPE_INVALID';
 }
 
 /** Nesting depth and top-level member names of a JSON text already accepted by JSON.parse. */

@@ -4,7 +4,9 @@
  * `stringData` keeps the manifest readable; `data` (base64) is what
  * `kubectl create secret --from-literal` would store.
  */
+
 import { stringify } from 'yaml';
+import { SealedSecretError } from './errors.js';
 
 export type SecretField = 'stringData' | 'data';
 
@@ -17,8 +19,9 @@ export interface K8sSecretOptions {
   readonly field?: SecretField;
 }
 
-export class InvalidK8sName extends Error {
-  override readonly name = 'InvalidK8sName';
+export class InvalidK8sName extends SealedSecretError {
+  override readonly name: string = 'InvalidK8sName';
+  override readonly code = 'K8S_NAME_INVALID';
 }
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

@@ -10,6 +10,7 @@
  * upstream's dependency tree enables). Integer-like member names are the
  * one difference: JavaScript objects list them first.
  */
+import { SealedSecretError } from './errors.js';
 import { isJsonMap, type JsonMap, type JsonValue, parseStrictJson } from './json.js';
 
 /** The only payload version upstream unseals. */
@@ -46,8 +47,9 @@ export interface EnvelopeSecret {
 export type SealedSecretPayload = VaultSecret | EnvelopeSecret;
 
 /** The payload JSON is not a `Secret`; the reason says which field. */
-export class PayloadShapeError extends Error {
-  override readonly name = 'PayloadShapeError';
+export class PayloadShapeError extends SealedSecretError {
+  override readonly name: string = 'PayloadShapeError';
+  override readonly code = 'PAYLOAD_SHAPE_INVALID';
 }
 
 function str(obj: Record<string, unknown>, key: string): string {
