@@ -42,6 +42,7 @@ export {
 export {
   AaTokenProviderError,
   DataHubError,
+  type DataHubErrorCode,
   GetResourceFailed,
   HubInitializationFailed,
   IllegalResourceUri,
