@@ -14,10 +14,10 @@ import { expectedUserData, hclUserData, readHclReport } from './az-snp-vtpm/hcl.
 import { BROKER_AZURE_IMDS_URL, DEFAULT_IMDS_URL } from './az-snp-vtpm/imds.js';
 import {
   BROKER_TPM,
+  bindInitDataOnce,
   describeAddress,
   deviceUnderRoot,
   extendSha256Pcr,
-  INIT_DATA_PCR,
   lowerHex,
   readSha256Pcr,
   tpmAddressFromEnv,
@@ -199,9 +199,9 @@ export abstract class AzureVtpmAttester {
     }
   }
 
-  /** Extends PCR8 with the init-data digest, which must be SHA-256 ("expected sha256 digest"). */
+  /** Binds the init-data digest (SHA-256, "expected sha256 digest") to PCR8, once (`bindInitDataOnce`). */
   async bindInitData(digest: Uint8Array): Promise<void> {
-    await extendSha256Pcr(this.address, INIT_DATA_PCR, digest, this.logger, 'init-data binding');
+    await bindInitDataOnce(this.address, digest, this.logger);
   }
 
   async extendRuntimeMeasurement(eventDigest: Uint8Array, registerIndex: number): Promise<void> {

@@ -2,6 +2,7 @@
  * What the vTPM attesters (`tpm`, `az-snp-vtpm`) share: where the TPM is,
  * and the PCR operations behind init-data binding and runtime measurements.
  */
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { formatTpmAddress, parseTpmAddress, TPM_ALG, Tpm, type TpmAddress } from '@broker/tpm';
 import {
@@ -111,4 +112,30 @@ export function wrapTpmError(
 
 export function lowerHex(b: Uint8Array): string {
   return hex(b);
+}
+
+/**
+ * Binds an init-data digest (SHA-256) to PCR 8, once: PCR 8 = sha256(32 zero bytes ‖ digest). A PCR 8
+ * that already holds that value is left as it is (process-user-data bound it at boot, or the agent did
+ * before a restart), so the agent can be given the initdata to send to the KBS without PCR 8 drifting;
+ * a PCR 8 that holds anything else is a conflict, never a second extend.
+ */
+export async function bindInitDataOnce(
+  address: TpmAddress,
+  digest: Uint8Array,
+  logger: AttesterLogger | undefined,
+): Promise<void> {
+  checkExtendArguments(digest, INIT_DATA_PCR, 'init-data binding');
+  const expected = createHash('sha256').update(new Uint8Array(32)).update(digest).digest();
+  const before = Buffer.from(await readSha256Pcr(address, INIT_DATA_PCR));
+  if (before.equals(expected)) {
+    logger?.info(`PCR ${INIT_DATA_PCR} already holds this init-data's value; not extending it again`);
+    return;
+  }
+  if (!before.equals(Buffer.alloc(32))) {
+    throw new AttesterError(
+      `init-data binding: PCR ${INIT_DATA_PCR} holds ${before.toString('hex')}, not this init-data's value ${expected.toString('hex')}; refusing to extend it again`,
+    );
+  }
+  await extendSha256Pcr(address, INIT_DATA_PCR, digest, logger, 'init-data binding');
 }

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { isAbsolute } from 'node:path';
 import { pcrSelection, spkiFromTpmt, TPM_ALG, type TpmAddress } from '@broker/tpm';
 import {
@@ -13,6 +12,7 @@ import {
 import { platformContext } from '../platform.js';
 import {
   BROKER_TPM,
+  bindInitDataOnce,
   checkExtendArguments,
   describeAddress,
   deviceUnderRoot,
@@ -24,11 +24,6 @@ import {
   withTpm,
   wrapTpmError,
 } from './common.js';
-
-/** A SHA-256 PCR after extending `value` with `digest`. */
-function extendPcrValue(value: Uint8Array, digest: Uint8Array): Buffer {
-  return createHash('sha256').update(value).update(digest).digest();
-}
 
 /** Environment variable naming the TPM device, as upstream. */
 export const AA_TPM_DEVICE = 'AA_TPM_DEVICE';
@@ -218,27 +213,11 @@ export class TpmAttester implements Attester {
     }
   }
 
-  /**
-   * Binds the init-data digest (SHA-256) to PCR8, once: PCR8 = sha256(32 zero bytes ‖ digest). A PCR8
-   * that already holds that value is left as it is (process-user-data bound it at boot, or this agent
-   * did before a restart), so the agent can be given the initdata to send to the KBS without PCR8
-   * drifting; a PCR8 that holds anything else is a conflict, never a second extend.
-   */
+  /** Binds the init-data digest (SHA-256) to PCR8, once (`bindInitDataOnce`). */
   async bindInitData(digest: Uint8Array): Promise<void> {
     checkExtendArguments(digest, INIT_DATA_PCR, 'init-data binding');
     const { address } = await this.#target();
-    const expected = extendPcrValue(new Uint8Array(32), digest);
-    const before = await readSha256Pcr(address, INIT_DATA_PCR);
-    if (Buffer.from(before).equals(expected)) {
-      this.#logger?.info(`PCR ${INIT_DATA_PCR} already holds this init-data's value; not extending it again`);
-      return;
-    }
-    if (!before.every((b) => b === 0)) {
-      throw new AttesterError(
-        `init-data binding: PCR ${INIT_DATA_PCR} holds ${Buffer.from(before).toString('hex')}, not this init-data's value ${expected.toString('hex')}; refusing to extend it again`,
-      );
-    }
-    await extendSha256Pcr(address, INIT_DATA_PCR, digest, this.#logger, 'init-data binding');
+    await bindInitDataOnce(address, digest, this.#logger);
   }
 
   async extendRuntimeMeasurement(eventDigest: Uint8Array, registerIndex: number): Promise<void> {
