@@ -74,7 +74,7 @@ describe('kbs-client keygen and admin-token', () => {
     for (const [key, type] of [
       [edKey, 'ED25519'],
       [esKey, 'EC'],
-    ]) {
+    ] as const) {
       expect(statSync(key).mode & 0o777).toBe(0o600);
       const text = execFileSync('openssl', ['pkey', '-in', key, '-noout', '-text'], { encoding: 'utf8' });
       expect(text).toContain(type === 'EC' ? 'NIST CURVE: P-256' : 'ED25519 Private-Key');

@@ -19,6 +19,7 @@ import {
   openWritesWarning,
   type RvpsClientOptions,
   readPemFile,
+  routeGrpcLogs,
   SECURITY_HELP,
   SECURITY_OPTIONS,
   serverSecurity,
@@ -158,6 +159,7 @@ function serve(mode: Mode, argv: string[], io: CommandIo, stop: () => Promise<un
       const allowedOrigins = origins(values.allowed_origin);
       const security = await serverSecurity(values);
       const logger = createLogger({ name: mode, ...(format !== undefined && { format }) });
+      routeGrpcLogs(logger);
       const path = values['config-file'];
       const settings = path === undefined ? parseAsConfig({}) : loadAsConfig(path);
       for (const w of settings.warnings) logger.warn(w);

@@ -43,6 +43,17 @@ describe('describeFailure', () => {
     expect(hintOf(withHint(plain, 'another'))).toBe('make one with keygen');
   });
 
+  it('finds a network code or a certificate complaint in words only', () => {
+    const grpc = new Error(
+      'cannot listen on 127.0.0.1:1: No address added out of total 1 resolved errors: [listen EADDRINUSE: address already in use 127.0.0.1:1]',
+    );
+    expect(hintOf(grpc)).toBe('another process listens there: stop it or choose another address');
+    expect(hintOf(new Error('GET https://x/: self-signed certificate'))).toMatch(
+      /certificate is not trusted/,
+    );
+    expect(hintOf(new Error('ECONNREFUSEDISH is no code'))).toBeUndefined();
+  });
+
   it('names a certificate the peer did not verify', () => {
     const e = Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
     expect(describeFailure(e)).toMatch(/certificate is not trusted/);

@@ -70,13 +70,24 @@ export function hintOf(e: unknown): string | undefined {
     const own = (c as { hint?: unknown }).hint;
     if (typeof own === 'string' && own !== '') return own;
     const code = (c as { code?: unknown }).code;
-    if (isCertificateFailureCode(code)) {
-      return "the peer's certificate is not trusted: give the command its CA certificate";
-    }
+    if (isCertificateFailureCode(code)) return CERTIFICATE_HINT;
     if (typeof code === 'string' && Object.hasOwn(SYSTEM_HINTS, code)) return SYSTEM_HINTS[code];
+  }
+  // A failure wrapped into words only (gRPC's bind errors, a library that kept the message but not the
+  // error): the code or the certificate's complaint as the message says it.
+  for (let c = e, depth = 0; c instanceof Error && depth < 8; c = c.cause, depth++) {
+    if (CERTIFICATE_WORDS.test(c.message)) return CERTIFICATE_HINT;
+    const named = NETWORK_CODE.exec(c.message)?.[1];
+    if (named !== undefined) return SYSTEM_HINTS[named];
   }
   return undefined;
 }
+
+const CERTIFICATE_HINT = "the peer's certificate is not trusted: give the command its CA certificate";
+const CERTIFICATE_WORDS =
+  /self[- ]signed certificate|unable to verify the first certificate|unable to get local issuer certificate|certificate has expired/i;
+const NETWORK_CODE =
+  /\b(EADDRINUSE|ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNRESET|EHOSTUNREACH|ENETUNREACH)\b/;
 
 /** An error that says what the user can do about it (printed after the reason). */
 export class ActionableError extends Error {

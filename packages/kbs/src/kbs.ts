@@ -182,7 +182,10 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       return await f();
     } catch (e) {
       if (e instanceof KbsStartupError) throw e;
-      throw new KbsStartupError(`${what}: ${(e as Error).message}`, { cause: e });
+      const message = (e as Error).message;
+      // The step's words once, when the failure already starts with them.
+      const said = message.toLowerCase().startsWith(what.toLowerCase());
+      throw new KbsStartupError(said ? message : `${what}: ${message}`, { cause: e });
     }
   };
 

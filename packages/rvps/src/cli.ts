@@ -19,7 +19,7 @@ import { signAdminToken } from '@broker/kbs-client';
 import { DEFAULT_RVPS_CLIENT_ADDRESS, RvpsClient, type RvpsClientOptions } from './client.js';
 import { DEFAULT_RVPS_ADDRESS, DEFAULT_RVPS_CONFIG_PATH, loadRvpsConfig } from './config.js';
 import { SECURITY_HELP, SECURITY_OPTIONS, serverSecurity } from './security.js';
-import { startRvpsServer } from './server.js';
+import { routeGrpcLogs, startRvpsServer } from './server.js';
 import { openRvpsStorage } from './storage.js';
 import { readPemFile } from './tls.js';
 import { openWritesWarning } from './write-auth.js';
@@ -67,6 +67,7 @@ export function rvpsMain(
       const format = choice<LogFormat>('log-format', values['log-format'], LOG_FORMATS);
       const security = await serverSecurity(values);
       const logger = createLogger({ name: 'rvps', ...(format !== undefined && { format }) });
+      routeGrpcLogs(logger);
       if (!security.auth.enabled)
         logger.warn(openWritesWarning('this RVPS', 'register reference values (RegisterReferenceValue)'));
       const configPath = values.config ?? DEFAULT_RVPS_CONFIG_PATH;

@@ -41,6 +41,7 @@ export {
   MAX_RVPS_RESPONSE_BYTES,
   type RunningRvpsServer,
   type RvpsServerOptions,
+  routeGrpcLogs,
   rvpsHandlers,
   startRvpsServer,
   writeRefusal,

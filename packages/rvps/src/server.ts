@@ -1,10 +1,11 @@
 // trustee's RVPS gRPC service (rvps/src/server/mod.rs) over @grpc/grpc-js, with the KBS's RVPS behind it.
 
+import { format } from 'node:util';
 import type { Logger } from '@broker/cli';
 import type { Rvps } from '@broker/kbs';
 import { MAX_RVPS_MESSAGE_LENGTH } from '@broker/kbs';
 import { reference } from '@broker/trustee-protos';
-import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { Server, type ServerUnaryCall, type sendUnaryData, setLogger, status } from '@grpc/grpc-js';
 import { addHealthService } from './health.js';
 import { grpcServerCredentials, type ServerTls } from './tls.js';
 import { grpcWriteCredentials, OPEN_WRITES, WriteAuthError, type WriteAuthorizer } from './write-auth.js';
@@ -104,6 +105,18 @@ export function rvpsHandlers(
       );
     },
   };
+}
+
+/**
+ * grpc-js's own log lines (`E No address added out of total 1 resolved`, on stderr by default) go to
+ * `logger` at debug level: the failure they tell of reaches the user once, as the command's error.
+ */
+export function routeGrpcLogs(logger: Logger): void {
+  const line =
+    (level: string) =>
+    (message: unknown, ...rest: unknown[]) =>
+      logger.debug({ grpcLevel: level }, format(message, ...rest));
+  setLogger({ error: line('error'), info: line('info'), debug: line('debug') });
 }
 
 export async function startRvpsServer(options: RvpsServerOptions): Promise<RunningRvpsServer> {
