@@ -54,7 +54,68 @@ export interface BrokerConfig {
   readonly kbsImage?: string;
   /** `spec.collateralSpec`: where the KBS fetches Intel collateral and AMD VCEKs (trustee's defaults when unset). */
   readonly collateral?: CollateralSpec;
+  /** TrusteeConfig `spec.tlsConfig`, as trustee-operator writes it into `[http_server]`. */
+  readonly tls?: TlsSettings;
+  /** trustee-operator's `kbsLocalCertCacheSpec`: Secrets of offline AMD VCEKs, each mounted at its path. */
+  readonly localCertCache?: readonly LocalCertCacheEntry[];
+  /** trustee-operator's `kbsGpuAttestationPolicyConfigMapName`: a ConfigMap with `default_gpu.rego`. */
+  readonly gpuAttestationPolicyConfigMap?: string;
 }
+
+/** trustee's `[http_server]` TLS keys, as trustee-operator's `GetTLSConfigFromTlsConfig` derives them. */
+export interface TlsSettings {
+  readonly profile: 'old' | 'intermediate' | 'modern' | 'custom';
+  readonly minVersion?: string;
+  readonly maxVersion?: string;
+  /** OpenSSL names joined by `:`. */
+  readonly ciphers?: string;
+  /** Joined by `:`. */
+  readonly groups?: string;
+}
+
+export interface LocalCertCacheEntry {
+  readonly secretName: string;
+  readonly mountPath: string;
+}
+
+/** trustee's default OfflineStore root; trustee-operator mounts a cache Secret at `<root>/vcek` by default. */
+export const KDS_STORE_DIR = '/opt/confidential-containers/attestation-service/kds-store';
+export const DEFAULT_CERT_CACHE_MOUNT_PATH = `${KDS_STORE_DIR}/vcek`;
+export const MAX_CERT_CACHE_SECRETS = 64;
+
+/** `kbsLocalCertCacheSpec: {secrets: [{secretName, mountPath?}]}`, trustee-operator's shape. */
+function localCertCacheSpec(f: Fields): LocalCertCacheEntry[] {
+  const list = f.optList('secrets', MAX_CERT_CACHE_SECRETS) ?? [];
+  f.finish();
+  const seen = new Set<string>();
+  return list.map((item) => {
+    const secretName = secretName_(item, 'secretName');
+    const mountPath = item.optString('mountPath') || DEFAULT_CERT_CACHE_MOUNT_PATH;
+    if (!/^\/[^\s:]{0,1023}$/.test(mountPath) || mountPath.split('/').includes('..')) {
+      throw new BrokerConfigError(
+        `${item.path}.mountPath`,
+        `${JSON.stringify(mountPath.slice(0, 80))} is not an absolute path`,
+      );
+    }
+    if (seen.has(mountPath)) {
+      throw new BrokerConfigError(
+        `${item.path}.mountPath`,
+        `${mountPath} is already the mount path of another Secret`,
+      );
+    }
+    seen.add(mountPath);
+    item.finish();
+    return { secretName, mountPath };
+  });
+}
+
+function secretName_(f: Fields, key: string): string {
+  return secretName(f, key, true) as string;
+}
+
+/** trustee-operator's KbsConfig fields for its three-container layout, which render does not write. */
+const MICROSERVICES_REASON =
+  "brokerctl render runs the attestation service and the RVPS inside the kbs container; for trustee's three-container MicroservicesDeployment, give trustee-operator a KbsConfig and point it at the attestation-service and rvps images (AS_IMAGE_NAME, RVPS_IMAGE_NAME, KBS_IMAGE_NAME_MICROSERVICES)";
 
 /** Overrides of the collateral services: a PCCS or mirror instead of Intel's PCS and AMD's KDS. */
 export interface CollateralSpec {
@@ -199,21 +260,6 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
   const token = spec.optFields('attestationTokenVerificationSpec');
   const tokenTlsSecretName = token === undefined ? undefined : secretName(token, 'tlsSecretName', false);
   token?.finish();
-  if (profileType === 'Restricted') {
-    if (httpsTlsSecretName === undefined) {
-      throw new BrokerConfigError(
-        'spec.httpsSpec.tlsSecretName',
-        'is required with profileType Restricted (HTTPS is on)',
-      );
-    }
-    if (tokenTlsSecretName === undefined) {
-      throw new BrokerConfigError(
-        'spec.attestationTokenVerificationSpec.tlsSecretName',
-        'is required with profileType Restricted (signed-token verification is on)',
-      );
-    }
-  }
-
   const resources = spec.optStringArray('kbsSecretResources', MAX_SECRET_RESOURCES) ?? [];
   const seen = new Set<string>();
   for (const [i, r] of resources.entries()) {
@@ -237,6 +283,62 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
     postgresFields === undefined
       ? undefined
       : urlSecretSpec(postgresFields, DEFAULT_POSTGRES_URL_KEY, POSTGRES_SPEC_HINTS);
+  const kbsImage = spec.optString('kbsImage');
+  if (kbsImage !== undefined && !/^[^\s]{1,512}$/.test(kbsImage)) {
+    throw new BrokerConfigError('spec.kbsImage', 'must be an image reference without spaces');
+  }
+  const collateralFields = spec.optFields('collateralSpec');
+  const collateral = collateralFields === undefined ? undefined : collateralSpec(collateralFields);
+  const cacheFields = spec.optFields('kbsLocalCertCacheSpec');
+  const localCertCache = cacheFields === undefined ? [] : localCertCacheSpec(cacheFields);
+  const gpuPolicy = spec.optString('kbsGpuAttestationPolicyConfigMapName');
+  if (gpuPolicy !== undefined && gpuPolicy !== '' && !isDns1123Subdomain(gpuPolicy)) {
+    throw new BrokerConfigError(
+      'spec.kbsGpuAttestationPolicyConfigMapName',
+      `${JSON.stringify(gpuPolicy)} is not a valid ConfigMap name`,
+    );
+  }
+  const deploymentType = spec.optEnum('kbsDeploymentType', [
+    'AllInOneDeployment',
+    'MicroservicesDeployment',
+  ] as const);
+  if (deploymentType === 'MicroservicesDeployment') {
+    throw new BrokerConfigError('spec.kbsDeploymentType', `MicroservicesDeployment: ${MICROSERVICES_REASON}`);
+  }
+  for (const k of ['kbsAsConfigMapName', 'kbsRvpsConfigMapName']) {
+    if (spec.has(k))
+      throw new BrokerConfigError(`spec.${k}`, `is a MicroservicesDeployment field: ${MICROSERVICES_REASON}`);
+  }
+  spec.finish({
+    profile: 'did you mean profileType?',
+    tlsSecretName: 'it belongs under httpsSpec or attestationTokenVerificationSpec',
+    redis: 'did you mean redisSpec?',
+    postgres: 'did you mean postgresSpec?',
+    postgresql: 'did you mean postgresSpec?',
+    postgresqlSpec: 'did you mean postgresSpec?',
+    postgreSQLSpec: 'did you mean postgresSpec?',
+    image: 'did you mean kbsImage?',
+  });
+  root.ignore('status');
+  root.finish();
+
+  // Checks across fields come after the unknown-field check, so a misspelt field is named as such
+  // rather than reported as the field it should have set being absent.
+  if (profileType === 'Restricted') {
+    if (httpsTlsSecretName === undefined) {
+      throw new BrokerConfigError(
+        'spec.httpsSpec.tlsSecretName',
+        'is required with profileType Restricted (HTTPS is on)',
+      );
+    }
+    if (tokenTlsSecretName === undefined) {
+      throw new BrokerConfigError(
+        'spec.attestationTokenVerificationSpec.tlsSecretName',
+        'is required with profileType Restricted (signed-token verification is on)',
+      );
+    }
+  }
+
   if (
     redis !== undefined &&
     postgres !== undefined &&
@@ -254,24 +356,6 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
       `${replicas} replicas need spec.redisSpec or spec.postgresSpec: handshake sessions must be shared so that any replica can finish one another began`,
     );
   }
-  const kbsImage = spec.optString('kbsImage');
-  if (kbsImage !== undefined && !/^[^\s]{1,512}$/.test(kbsImage)) {
-    throw new BrokerConfigError('spec.kbsImage', 'must be an image reference without spaces');
-  }
-  const collateralFields = spec.optFields('collateralSpec');
-  const collateral = collateralFields === undefined ? undefined : collateralSpec(collateralFields);
-  spec.finish({
-    profile: 'did you mean profileType?',
-    tlsSecretName: 'it belongs under httpsSpec or attestationTokenVerificationSpec',
-    redis: 'did you mean redisSpec?',
-    postgres: 'did you mean postgresSpec?',
-    postgresql: 'did you mean postgresSpec?',
-    postgresqlSpec: 'did you mean postgresSpec?',
-    postgreSQLSpec: 'did you mean postgresSpec?',
-    image: 'did you mean kbsImage?',
-  });
-  root.ignore('status');
-  root.finish();
 
   return {
     crdGroup: group,
@@ -288,5 +372,7 @@ export function parseBrokerConfig(doc: unknown, options: { crdGroup?: string } =
     ...(postgres !== undefined && { postgres }),
     ...(kbsImage !== undefined && { kbsImage }),
     ...(collateral !== undefined && { collateral }),
+    ...(localCertCache.length > 0 && { localCertCache }),
+    ...(gpuPolicy !== undefined && gpuPolicy !== '' && { gpuAttestationPolicyConfigMap: gpuPolicy }),
   };
 }

@@ -2,7 +2,14 @@
 // schemas that match what `parseBrokerConfig` accepts and what `render` writes.
 import type { ICustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import type { IJSONSchemaProps } from 'kubernetes-models/apiextensions.k8s.io/v1/JSONSchemaProps';
-import { MAX_REPLICAS, MAX_SECRET_RESOURCES, PROFILE_TYPES, SERVICE_TYPES } from './broker-config.js';
+import {
+  DEFAULT_CERT_CACHE_MOUNT_PATH,
+  MAX_CERT_CACHE_SECRETS,
+  MAX_REPLICAS,
+  MAX_SECRET_RESOURCES,
+  PROFILE_TYPES,
+  SERVICE_TYPES,
+} from './broker-config.js';
 import { CRD_VERSION, DEFAULT_CRD_GROUP } from './names.js';
 
 const SECRET_NAME: IJSONSchemaProps = {
@@ -57,6 +64,26 @@ const SECRET_RESOURCES: IJSONSchemaProps = {
 
 const SERVICE_TYPE: IJSONSchemaProps = { type: 'string', enum: [...SERVICE_TYPES], default: 'ClusterIP' };
 
+/** trustee-operator's `KbsLocalCertCacheSpec`: Secrets of offline AMD VCEKs and where they are mounted. */
+const LOCAL_CERT_CACHE_SPEC: IJSONSchemaProps = {
+  type: 'object',
+  description: 'Offline AMD VCEKs (air-gapped): each Secret mounted at mountPath (trustee-operator)',
+  properties: {
+    secrets: {
+      type: 'array',
+      maxItems: MAX_CERT_CACHE_SECRETS,
+      items: {
+        type: 'object',
+        required: ['secretName'],
+        properties: {
+          secretName: SECRET_NAME,
+          mountPath: { type: 'string', maxLength: 1024, default: DEFAULT_CERT_CACHE_MOUNT_PATH },
+        },
+      },
+    },
+  },
+};
+
 /** trustee-operator's `DeploymentType`. */
 export const DEPLOYMENT_TYPES = ['AllInOneDeployment', 'MicroservicesDeployment'] as const;
 
@@ -75,16 +102,6 @@ export const REFUSED_KBS_CONFIG_FIELDS: readonly (readonly [string, string, IJSO
     'kbsRvpsConfigMapName',
     'the RVPS is built into the KBS (no microservices deployment)',
     { type: 'string' },
-  ],
-  [
-    'kbsGpuAttestationPolicyConfigMapName',
-    'GPU evidence is appraised by the built-in default_gpu policy',
-    { type: 'string' },
-  ],
-  [
-    'kbsLocalCertCacheSpec',
-    'collateral comes from the collateral services (BrokerConfig spec.collateralSpec)',
-    { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
   ],
   [
     'ibmSEConfigSpec',
@@ -121,6 +138,17 @@ export function brokerConfigSchema(): IJSONSchemaProps {
           redisSpec: REDIS_SPEC,
           postgresSpec: POSTGRES_SPEC,
           kbsImage: { type: 'string', maxLength: 512 },
+          kbsLocalCertCacheSpec: LOCAL_CERT_CACHE_SPEC,
+          kbsGpuAttestationPolicyConfigMapName: {
+            ...OBJECT_NAME,
+            description: 'ConfigMap with default_gpu.rego, mounted beside the CPU policy (trustee-operator)',
+          },
+          kbsDeploymentType: {
+            type: 'string',
+            enum: ['AllInOneDeployment'],
+            description:
+              'trustee-operator: only AllInOneDeployment (the AS and RVPS inside the kbs container)',
+          },
           collateralSpec: {
             type: 'object',
             description: "Collateral services; unset: Intel's PCS and AMD's KDS, as trustee",
@@ -179,6 +207,8 @@ export function kbsConfigSchema(): IJSONSchemaProps {
           kbsRvpsRefValuesConfigMapName: name('reference values ConfigMap'),
           kbsAttestationPolicyConfigMapName: name('attestation policy ConfigMap'),
           kbsResourcePolicyConfigMapName: name('resource access policy ConfigMap'),
+          kbsGpuAttestationPolicyConfigMapName: name('GPU attestation policy ConfigMap (default_gpu.rego)'),
+          kbsLocalCertCacheSpec: LOCAL_CERT_CACHE_SPEC,
           kbsServiceType: SERVICE_TYPE,
           kbsDeploymentType: {
             type: 'string',

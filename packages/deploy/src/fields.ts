@@ -13,6 +13,52 @@ function describe(v: unknown): string {
   return `${typeof v} ${JSON.stringify(v)?.slice(0, 40)}`;
 }
 
+/** Edit distance (insertions, deletions, substitutions, adjacent swaps), case-insensitive. */
+function distance(a: string, b: string): number {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  const d: number[][] = Array.from({ length: x.length + 1 }, (_, i) =>
+    Array.from({ length: y.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= x.length; i++) {
+    for (let j = 1; j <= y.length; j++) {
+      const cost = x[i - 1] === y[j - 1] ? 0 : 1;
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && x[i - 1] === y[j - 2] && x[i - 2] === y[j - 1])
+        v = Math.min(v, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = v;
+    }
+  }
+  return d[x.length]![y.length]!;
+}
+
+/**
+ * The known field an unknown one most likely means: the same but for case or a few typed letters
+ * (at most a third of the name, and at least two), or a name it begins or ends (`profile` →
+ * `profileType`). Undefined when none is close.
+ */
+export function likelyField(unknown: string, known: Iterable<string>): string | undefined {
+  if (unknown.length > 128) return undefined;
+  let best: string | undefined;
+  let bestScore = Number.POSITIVE_INFINITY;
+  const u = unknown.toLowerCase();
+  for (const k of known) {
+    if (k.length > 128) continue;
+    const lk = k.toLowerCase();
+    let score = distance(unknown, k);
+    const limit = Math.max(2, Math.floor(Math.max(unknown.length, k.length) / 3));
+    if (score > limit) {
+      if (u.length >= 4 && (lk.startsWith(u) || lk.endsWith(u))) score = limit + 1;
+      else continue;
+    }
+    if (score < bestScore) {
+      best = k;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
 export class Fields {
   private readonly seen = new Set<string>();
 
@@ -106,6 +152,15 @@ export class Fields {
     return out;
   }
 
+  /** A list of mappings, each read strictly (`key[i]`). */
+  optList(key: string, maxItems: number): Fields[] | undefined {
+    const v = this.take(key);
+    if (v === undefined || v === null) return undefined;
+    if (!Array.isArray(v)) throw new BrokerConfigError(this.at(key), `must be a list, found ${describe(v)}`);
+    if (v.length > maxItems) throw new BrokerConfigError(this.at(key), `has more than ${maxItems} entries`);
+    return v.map((x, i) => Fields.of(x, `${this.at(key)}[${i}]`));
+  }
+
   optFields(key: string): Fields | undefined {
     const v = this.take(key);
     if (v === undefined || v === null) return undefined;
@@ -123,11 +178,24 @@ export class Fields {
     return Object.keys(this.obj).filter((k) => !this.seen.has(k));
   }
 
-  /** Refuses every key that was not read; `hints` adds a suggestion for known misspellings. */
+  /** The field an unread key most likely means, among the keys read (see likelyField). */
+  suggest(key: string): string | undefined {
+    return likelyField(key, this.seen);
+  }
+
+  /**
+   * Refuses every key that was not read, naming the likely field (`did you mean profileType?`);
+   * `hints` gives the advice for known mistakes instead.
+   */
   finish(hints: Record<string, string> = {}): void {
     for (const k of Object.keys(this.obj)) {
       if (this.seen.has(k)) continue;
-      const hint = Object.hasOwn(hints, k) ? ` (${hints[k]})` : '';
+      const likely = this.suggest(k);
+      const hint = Object.hasOwn(hints, k)
+        ? ` (${hints[k]})`
+        : likely !== undefined
+          ? ` (did you mean ${likely}?)`
+          : '';
       throw new BrokerConfigError(this.at(k), `unknown field${hint}`);
     }
   }

@@ -1,6 +1,6 @@
 // The KBS configuration file (trustee's kbs-config.toml keys) of a rendered deployment, and the paths
 // inside the KBS container where the generated Secrets and ConfigMaps are mounted.
-import type { BrokerConfig } from './broker-config.js';
+import { type BrokerConfig, KDS_STORE_DIR } from './broker-config.js';
 import { KBS_PORT, METRICS_PORT } from './names.js';
 import { INTEL_PCS_URL } from './policies.js';
 import { tomlString, tomlStringArray } from './toml-text.js';
@@ -75,6 +75,15 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
     '# kbs-metrics only; the public port answers /metrics with 404.',
     `metrics_socket = ${tomlString(`0.0.0.0:${METRICS_PORT}`)}`,
   );
+  if (cfg.tls !== undefined) {
+    // trustee-operator's lines for TrusteeConfig spec.tlsConfig.
+    const t = cfg.tls;
+    add(`# TLS configuration - Mozilla ${t.profile} profile`, `tls_profile = ${tomlString(t.profile)}`);
+    if (t.minVersion !== undefined) add(`tls_min_version = ${tomlString(t.minVersion)}`);
+    if (t.maxVersion !== undefined) add(`tls_max_version = ${tomlString(t.maxVersion)}`);
+    if (t.ciphers !== undefined) add(`tls_ciphers = ${tomlString(t.ciphers)}`);
+    if (t.groups !== undefined) add(`tls_groups = ${tomlString(t.groups)}`);
+  }
   if (https) {
     add(
       'insecure_http = false',
@@ -145,10 +154,20 @@ export function renderKbsConfigToml(cfg: BrokerConfig): string {
       : []),
     '',
     "# VCEKs of SNP evidence without a certificate table: AMD's KDS, or the mirror spec.collateralSpec names.",
+    ...(cfg.localCertCache !== undefined
+      ? [
+          `# First the offline VCEKs of spec.kbsLocalCertCacheSpec, mounted below ${KDS_STORE_DIR}/vcek (<hwid>/vcek.der).`,
+        ]
+      : []),
     '[attestation_service.verifier_config.snp_verifier]',
-    collateral.amdKdsUrl !== undefined
-      ? `vcek_sources = [{ type = "KDS", base_url = ${tomlString(collateral.amdKdsUrl)} }]`
-      : 'vcek_sources = [{ type = "KDS" }]',
+    `vcek_sources = [${[
+      ...(cfg.localCertCache !== undefined
+        ? [`{ type = "OfflineStore", path = ${tomlString(KDS_STORE_DIR)} }`]
+        : []),
+      collateral.amdKdsUrl !== undefined
+        ? `{ type = "KDS", base_url = ${tomlString(collateral.amdKdsUrl)} }`
+        : '{ type = "KDS" }',
+    ].join(', ')}]`,
     '',
   );
 

@@ -52,6 +52,8 @@ export function kbsEnvVars(cfg: BrokerConfig): Record<string, string> {
  * builds (`localhost/broker/kbs:<version>`; load it into the node's runtime or push it under that name).
  */
 export const DEFAULT_KBS_IMAGE = `${DEFAULT_REPOSITORY_PREFIX}/kbs:${IMAGES_VERSION}`;
+/** The key of trustee-operator's GPU attestation policy ConfigMap (policy `default_gpu`). */
+export const GPU_POLICY_KEY = 'default_gpu.rego';
 
 export interface RenderOptions {
   /** Cluster apps domain; the route host is `kbs-route-<namespace>.<clusterDomain>`. */
@@ -223,6 +225,12 @@ export function renderBrokerConfig(cfg: BrokerConfig, opts: RenderOptions): Rend
       // trustee-operator's casing.
       KbsEnvVars: kbsEnvVars(cfg),
       KbsDeploymentSpec: { replicas: cfg.replicas },
+      ...(cfg.gpuAttestationPolicyConfigMap !== undefined && {
+        kbsGpuAttestationPolicyConfigMapName: cfg.gpuAttestationPolicyConfigMap,
+      }),
+      ...(cfg.localCertCache !== undefined && {
+        kbsLocalCertCacheSpec: { secrets: cfg.localCertCache.map((e) => ({ ...e })) },
+      }),
       ...(cfg.redis !== undefined && { kbsRedisSpec: { ...cfg.redis } }),
       ...(cfg.postgres !== undefined && { kbsPostgresSpec: { ...cfg.postgres } }),
     },
@@ -333,7 +341,27 @@ function renderDeployment(
   }
   // Whole-directory mounts: Kubernetes swaps their content in place and the KBS reloads it
   // ([mounted_files]); subPath mounts would never change in a running pod.
-  configMapDir('attestation-policy', n.attestationPolicyConfigMap, p.attestationPolicyDir);
+  if (cfg.gpuAttestationPolicyConfigMap === undefined) {
+    configMapDir('attestation-policy', n.attestationPolicyConfigMap, p.attestationPolicyDir);
+  } else {
+    // One directory of both policies (trustee-operator mounts default_gpu.rego beside default_cpu.rego);
+    // a projected volume keeps it a whole-directory mount that the KBS reloads.
+    volumes.push({
+      name: 'attestation-policy',
+      projected: {
+        sources: [
+          { configMap: { name: n.attestationPolicyConfigMap } },
+          {
+            configMap: {
+              name: cfg.gpuAttestationPolicyConfigMap,
+              items: [{ key: GPU_POLICY_KEY, path: GPU_POLICY_KEY }],
+            },
+          },
+        ],
+      },
+    });
+    mounts.push({ name: 'attestation-policy', mountPath: p.attestationPolicyDir, readOnly: true });
+  }
   configMapDir('resource-policy', n.resourcePolicyConfigMap, p.resourcePolicyDir);
   configMapDir('reference-values', n.rvpsReferenceValuesConfigMap, p.referenceValueDir);
   // The resources root exists even with no resource Secret; each Secret is mounted below it. It is
@@ -346,6 +374,10 @@ function renderDeployment(
   configMapFile('tdx-config', n.tdxConfigMap, p.tdxQcnlKey, p.tdxQcnlFile);
   volumes.push({ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } });
   mounts.push({ name: 'tmp', mountPath: p.tmpDir });
+  // kbsLocalCertCacheSpec: each Secret at its path, as trustee-operator mounts them.
+  for (const [i, e] of (cfg.localCertCache ?? []).entries()) {
+    secretDir(`cert-cache-${i}`, e.secretName, e.mountPath);
+  }
   for (const s of cfg.kbsSecretResources) {
     const v = resourceVolumeSpec(s);
     volumes.push(v.volume);

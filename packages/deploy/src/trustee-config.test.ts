@@ -71,8 +71,14 @@ describe('parseTrusteeConfig', () => {
 
   it.each([
     [doc({ ibmSE: { pvName: 'x' } }), 'TrusteeConfig spec.ibmSE: IBM Secure Execution is not supported'],
-    [doc({ tlsConfig: { profile: 'modern' } }), 'TrusteeConfig spec.tlsConfig: profile "modern"'],
-    [doc({ tlsConfig: { profile: 'custom', ciphers: ['x'] } }), 'TrusteeConfig spec.tlsConfig: ciphers'],
+    [
+      doc({ tlsConfig: { profile: 'custom', minVersion: '1.0' } }),
+      'TrusteeConfig spec.tlsConfig.minVersion: TLS 1.0: this KBS speaks TLS 1.2 and 1.3 only',
+    ],
+    [
+      doc({ tlsConfig: { profile: 'strict' } }),
+      'TrusteeConfig spec.tlsConfig.profile: "strict" is not one of',
+    ],
     [doc({ profileType: 'Restricted' }), 'TrusteeConfig spec.httpsSpec.tlsSecretName: is required'],
     [doc({ profileType: 'Strict' }), 'TrusteeConfig spec.profileType: "Strict" is not one of'],
     [

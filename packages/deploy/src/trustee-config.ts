@@ -1,8 +1,9 @@
 // trustee-operator's TrusteeConfig (`confidentialcontainers.org/v1alpha1`, e.g. its
 // `config/samples/trusteeconfig_sample.yaml`), read as the BrokerConfig it amounts to. The fields of
 // trustee-operator's TrusteeConfigSpec are read; a field its CRD does not have is dropped with a warning,
-// as the API server prunes it; `ibmSE` and a TLS profile other than the default are refused by name.
-import { type BrokerConfig, PROFILE_TYPES, SERVICE_TYPES } from './broker-config.js';
+// as the API server prunes it; `ibmSE` is refused by name; `tlsConfig` becomes the KBS's TLS settings,
+// as trustee-operator writes them.
+import { type BrokerConfig, PROFILE_TYPES, SERVICE_TYPES, type TlsSettings } from './broker-config.js';
 import { BrokerConfigError, InputError } from './errors.js';
 import { Fields } from './fields.js';
 import {
@@ -32,8 +33,9 @@ export interface ReadTrusteeConfig {
 
 function prune(f: Fields, warnings: string[]): void {
   for (const k of f.unread()) {
+    const likely = f.suggest(k);
     warnings.push(
-      `TrusteeConfig ${f.path ? `${f.path}.` : ''}${k} is not a TrusteeConfig field: ignored, as the API server prunes it`,
+      `TrusteeConfig ${f.path ? `${f.path}.` : ''}${k} is not a TrusteeConfig field${likely !== undefined ? ` (did you mean ${likely}?)` : ''}: ignored, as the API server prunes it`,
     );
   }
 }
@@ -104,19 +106,8 @@ function read(doc: unknown, options: TrusteeConfigOptions, warnings: string[]): 
     throw new BrokerConfigError('spec.ibmSE', 'IBM Secure Execution is not supported by this KBS');
   }
   spec.ignore('ibmSE');
-  const tls = spec.optFields('tlsConfig');
-  if (tls !== undefined) {
-    const profile = tls.optString('profile');
-    const custom = ['minVersion', 'maxVersion', 'ciphers', 'groups'].filter((k) => tls.has(k));
-    for (const k of custom) tls.ignore(k);
-    if ((profile !== undefined && profile !== '' && profile !== 'intermediate') || custom.length > 0) {
-      throw new BrokerConfigError(
-        'spec.tlsConfig',
-        `${custom.length > 0 ? custom.join(', ') : `profile ${JSON.stringify(profile)}`}: brokerctl render writes the intermediate TLS profile only`,
-      );
-    }
-    prune(tls, warnings);
-  }
+  const tlsFields = spec.optFields('tlsConfig');
+  const tls = tlsFields === undefined ? undefined : tlsConfig(tlsFields, warnings);
   prune(spec, warnings);
   root.ignore('status');
   prune(root, warnings);
@@ -142,6 +133,109 @@ function read(doc: unknown, options: TrusteeConfigOptions, warnings: string[]): 
     ...(tokenTlsSecretName !== undefined && { tokenTlsSecretName }),
     kbsSecretResources: [],
     replicas: 1,
+    ...(tls !== undefined && { tls }),
+  };
+}
+
+export const TLS_PROFILES = ['old', 'intermediate', 'modern', 'custom'] as const;
+/** What this KBS's TLS speaks (Node.js): trustee-operator's CRD also allows 1.0 and 1.1. */
+const KBS_TLS_VERSIONS = ['1.2', '1.3'];
+
+/** trustee-operator's IANA → OpenSSL cipher names (`convertSingleCipher`, internal/controller/tlsconfig.go). */
+const CIPHER_NAMES: Readonly<Record<string, string>> = {
+  TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256: 'ECDHE-RSA-CHACHA20-POLY1305',
+  TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256: 'ECDHE-ECDSA-CHACHA20-POLY1305',
+  TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256: 'DHE-RSA-CHACHA20-POLY1305',
+  TLS_RSA_WITH_AES_128_CBC_SHA: 'AES128-SHA',
+  TLS_RSA_WITH_AES_256_CBC_SHA: 'AES256-SHA',
+  TLS_RSA_WITH_AES_128_CBC_SHA256: 'AES128-SHA256',
+  TLS_RSA_WITH_AES_256_CBC_SHA256: 'AES256-SHA256',
+  TLS_RSA_WITH_AES_128_GCM_SHA256: 'AES128-GCM-SHA256',
+  TLS_RSA_WITH_AES_256_GCM_SHA384: 'AES256-GCM-SHA384',
+  TLS_RSA_WITH_3DES_EDE_CBC_SHA: 'DES-CBC3-SHA',
+  TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA: 'ECDHE-RSA-DES-CBC3-SHA',
+};
+
+/**
+ * One cipher as trustee-operator passes it to the KBS: TLS 1.3 suites as they are, a few IANA names
+ * by table, the rest by rule (drop `TLS_`, `_WITH_` → `-`, `_` → `-`, a part that starts with a digit
+ * joined to the one before: `AES_128` → `AES128`). OpenSSL names pass through the rule unchanged.
+ */
+export function opensslCipherName(cipher: string): string {
+  if (cipher.startsWith('TLS_AES_') || cipher.startsWith('TLS_CHACHA20_')) return cipher;
+  const mapped = Object.hasOwn(CIPHER_NAMES, cipher) ? CIPHER_NAMES[cipher] : undefined;
+  if (mapped !== undefined) return mapped;
+  const parts = cipher.replace(/^TLS_/, '').replace('_WITH_', '-').split('_');
+  const out: string[] = [];
+  for (const [i, part] of parts.entries()) {
+    if (i > 0 && /^[0-9]/.test(part) && out.length > 0) out[out.length - 1] += part;
+    else out.push(part);
+  }
+  return out.join('-');
+}
+
+const TOKEN = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** `spec.tlsConfig` (trustee-operator's TlsConfig) as the `[http_server]` keys the operator writes. */
+function tlsConfig(f: Fields, warnings: string[]): TlsSettings {
+  const rawProfile = f.optString('profile');
+  // trustee-operator: an empty or absent profile is intermediate.
+  const profile =
+    rawProfile === undefined || rawProfile === ''
+      ? 'intermediate'
+      : (f.optEnum('profile', TLS_PROFILES) as TlsSettings['profile']);
+  const minVersion = f.optString('minVersion');
+  const maxVersion = f.optString('maxVersion');
+  const ciphers = f.optStringArray('ciphers', 64);
+  const groups = f.optStringArray('groups', 32);
+  prune(f, warnings);
+  const custom = { minVersion, maxVersion, ciphers, groups };
+  const given = Object.entries(custom).filter(([, v]) => v !== undefined && v.length > 0);
+  if (profile !== 'custom') {
+    for (const [k] of given) {
+      warnings.push(
+        `TrusteeConfig spec.tlsConfig.${k} applies to profile custom only: ignored with profile ${profile}, as trustee-operator does`,
+      );
+    }
+    return { profile };
+  }
+  for (const [k, v] of [
+    ['minVersion', minVersion],
+    ['maxVersion', maxVersion],
+  ] as const) {
+    if (v === undefined || v === '') continue;
+    if (!/^1\.[0-3]$/.test(v)) {
+      throw new BrokerConfigError(
+        `spec.tlsConfig.${k}`,
+        `${JSON.stringify(v.slice(0, 16))} is not 1.0, 1.1, 1.2 or 1.3`,
+      );
+    }
+    if (!KBS_TLS_VERSIONS.includes(v)) {
+      throw new BrokerConfigError(`spec.tlsConfig.${k}`, `TLS ${v}: this KBS speaks TLS 1.2 and 1.3 only`);
+    }
+  }
+  if (minVersion && maxVersion && minVersion > maxVersion) {
+    throw new BrokerConfigError('spec.tlsConfig', 'minVersion must not be greater than maxVersion');
+  }
+  for (const [k, list] of [
+    ['ciphers', ciphers],
+    ['groups', groups],
+  ] as const) {
+    for (const [i, v] of (list ?? []).entries()) {
+      if (!TOKEN.test(v)) {
+        throw new BrokerConfigError(
+          `spec.tlsConfig.${k}[${i}]`,
+          `${JSON.stringify(v.slice(0, 40))} is not a ${k === 'ciphers' ? 'cipher suite' : 'group'} name`,
+        );
+      }
+    }
+  }
+  return {
+    profile,
+    ...(minVersion ? { minVersion } : {}),
+    ...(maxVersion ? { maxVersion } : {}),
+    ...(ciphers !== undefined && ciphers.length > 0 && { ciphers: ciphers.map(opensslCipherName).join(':') }),
+    ...(groups !== undefined && groups.length > 0 && { groups: groups.join(':') }),
   };
 }
 

@@ -30,7 +30,10 @@ function container(objects: readonly KubeObject[]): Any {
   return d.spec.template.spec.containers[0];
 }
 
-/** Lays out the Deployment's volumes under `root` as kubelet would, with `extra` Secrets (the resources). */
+/**
+ * Lays out the Deployment's volumes under `root` as kubelet would, with `extra` Secrets and ConfigMaps
+ * that exist in the cluster (the resources, an offline VCEK cache, a GPU policy).
+ */
 export function materialize(
   root: string,
   objects: readonly KubeObject[],
@@ -51,9 +54,21 @@ export function materialize(
       mkdirSync(at, { recursive: true });
       continue;
     }
+    // A projected volume: the chosen keys of each source ConfigMap, in one directory.
+    const projected = (sources: Any[]): Record<string, Buffer> => {
+      const out: Record<string, Buffer> = {};
+      for (const src of sources) {
+        const data = extra[src.configMap.name] ?? dataOf(byName('ConfigMap', src.configMap.name));
+        const items: Any[] = src.configMap.items ?? Object.keys(data).map((key) => ({ key, path: key }));
+        for (const it of items) out[it.path] = data[it.key] as Buffer;
+      }
+      return out;
+    };
     const files = v.secret
       ? (extra[v.secret.secretName] ?? dataOf(byName('Secret', v.secret.secretName)))
-      : dataOf(byName('ConfigMap', v.configMap.name));
+      : v.projected
+        ? projected(v.projected.sources)
+        : (extra[v.configMap.name] ?? dataOf(byName('ConfigMap', v.configMap.name)));
     if (m.subPath !== undefined) {
       mkdirSync(dirname(at), { recursive: true });
       writeFileSync(at, files[m.subPath] as Buffer);
@@ -102,6 +117,7 @@ export function adminToken(keyPem: string, role = 'admin'): string {
 export function localKbsConfig(toml: string, root: string): string {
   return toml
     .replaceAll('"/etc/', `"${root}/etc/`)
+    .replaceAll('"/opt/', `"${root}/opt/`)
     .replace('"0.0.0.0:8080"', '"127.0.0.1:0"')
     .replace('"0.0.0.0:9090"', '"127.0.0.1:0"');
 }
