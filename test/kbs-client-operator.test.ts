@@ -297,6 +297,30 @@ describe('one line per failure, a stack on request', () => {
         /^attestation-service: .*bad\.toml: Unexpected token .* is not valid JSON$/,
       ],
     ];
+    // A port the KBS under test already holds.
+    const busy = `127.0.0.1:${kbs.port}`;
+    writeFileSync(join(dir, 'busy.toml'), readFileSync(kbs.configPath, 'utf8'));
+    cases.push(
+      [
+        'kbs',
+        ['--config-file', join(dir, 'busy.toml')],
+        new RegExp(
+          `^kbs: HTTPS initialization failed: cannot listen on ${busy}: listen EADDRINUSE: address already in use ${busy}; another process listens there: stop it or choose another address$`,
+        ),
+      ],
+      [
+        'rvps',
+        ['--address', busy],
+        new RegExp(`^rvps: cannot listen on ${busy}: .*EADDRINUSE.*; another process listens there`),
+      ],
+      [
+        'attestation-service',
+        ['--socket', busy],
+        new RegExp(
+          `^attestation-service: cannot listen on ${busy}: .*EADDRINUSE.*; another process listens there`,
+        ),
+      ],
+    );
     for (const [command, args, line] of cases) {
       const r = await runToEnd(binary(command), args, { env: ENV });
       expect(r.code, command).toBe(1);
