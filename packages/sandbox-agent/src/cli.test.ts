@@ -58,11 +58,11 @@ describe('sandbox-agent command', () => {
     await listening;
     const client = await TtrpcClient.connect({ path: socket });
     const e = (await client
-      .call('grpc.AgentService', 'ListRoutes', new Uint8Array(0))
+      .call('grpc.AgentService', 'SetGuestDateTime', new Uint8Array(0))
       .catch((x) => x)) as TtrpcError;
     expect([e.code, e.message]).toEqual([
       Code.UNIMPLEMENTED,
-      'ListRoutes is not implemented by sandbox-agent',
+      'SetGuestDateTime is not implemented by sandbox-agent',
     ]);
     client.close();
     stop.abort();

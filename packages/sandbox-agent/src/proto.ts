@@ -10,6 +10,8 @@ export const RESPONSES_PROTO = `
 syntax = "proto3";
 package grpc;
 
+import "types.proto";
+
 message Empty {}
 message WaitProcessResponse { int32 status = 1; }
 message WriteStreamResponse { uint32 len = 1; }

@@ -4,7 +4,7 @@
  * text) that plays kata's shim.
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -122,11 +122,13 @@ export async function buildHelloRootfs(rootfs: string): Promise<string> {
   const key = createHash('sha256').update(HELLO_C).digest('hex').slice(0, 16);
   const cached = join(tmpdir(), `sandbox-agent-hello-${key}`);
   if (!existsSync(cached)) {
-    const src = `${cached}.${process.pid}.c`;
+    // Test files build at once in one process (worker threads): a unique name for each build.
+    const unique = `${cached}.${randomUUID()}`;
+    const src = `${unique}.c`;
     await writeFile(src, HELLO_C);
     const compiler = existsSync('/usr/bin/musl-gcc') ? 'musl-gcc' : 'gcc';
-    await run(compiler, ['-static', '-Os', '-o', `${cached}.${process.pid}`, src]);
-    await rename(`${cached}.${process.pid}`, cached);
+    await run(compiler, ['-static', '-Os', '-o', unique, src]);
+    await rename(unique, cached);
     await rm(src, { force: true });
   }
   await mkdir(rootfs, { recursive: true });
@@ -195,7 +197,7 @@ export async function buildGoShim(): Promise<string> {
   const dir = join(tmpdir(), `sandbox-agent-go-shim-${key}`);
   const bin = join(dir, 'shim');
   if (existsSync(bin)) return bin;
-  const work = `${dir}.${process.pid}`;
+  const work = `${dir}.${randomUUID()}`; // unique: test files build at once in one process
   await rm(work, { recursive: true, force: true });
   const env = {
     ...process.env,
@@ -242,8 +244,10 @@ export async function buildGoShim(): Promise<string> {
       timeout: 300_000,
     });
     await mkdir(dir, { recursive: true });
-    await rename(join(work, 'shim'), `${bin}.${process.pid}`);
-    await rename(`${bin}.${process.pid}`, bin);
+    // Within one directory, so the last rename puts a whole executable in place.
+    const staged = `${bin}.${randomUUID()}`;
+    await rename(join(work, 'shim'), staged);
+    await rename(staged, bin);
   } catch (e) {
     const err = e as { stderr?: string; message: string };
     throw new Error(`building the Go shim failed: ${err.stderr || err.message}`);
