@@ -1,6 +1,7 @@
 // The agent-policy gate in front of this agent, as in the pod VM: the Go shim's calls go through the gate
 // with the built-in default policy, which lets the pod run but allows no exec. Root, runc and Go only.
-import { mkdir } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AgentPolicy, AgentPolicyGate, DEFAULT_POLICY_REGO } from '@broker/agent-policy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,10 +27,18 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)('behind the agent-policy gate', 
     shim = await buildGoShim();
     const root = join(dir, 'kata');
     await mkdir(root, { recursive: true });
+    // runc as the agent runs it, recording every call.
+    const runc = execFileSync('sh', ['-c', 'command -v runc'], { encoding: 'utf8' }).trim();
+    await writeFile(
+      join(dir, 'runc'),
+      `#!/bin/sh\nprintf '%s\\n' "$*" >> '${join(dir, 'runc-calls.log')}'\nexec '${runc}' "$@"\n`,
+      { mode: 0o755 },
+    );
     running = await startSandboxAgent({
       listen: [{ path: join(dir, 'agent.sock') }],
       roots: [root],
       stateDir: join(dir, 'state'),
+      runc: join(dir, 'runc'),
     });
     await buildHelloRootfs(join(running.agent.roots[0]!, 'images/hello/rootfs'));
     const policy = new AgentPolicy();
@@ -71,6 +80,10 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)('behind the agent-policy gate', 
       ],
     ]);
     expect(report.stdout).toBe('hello from behind the gate\n');
+    // The container ran under runc; the refused exec never reached it.
+    const calls = await readFile(join(dir, 'runc-calls.log'), 'utf8');
+    expect(calls).toMatch(/ run --bundle \S+ --pid-file \S+ web$/m);
+    expect(calls).not.toMatch(/(^| )exec /m);
     expect(running.agent.sandboxId).toBe('pod-g');
   });
 });

@@ -151,6 +151,33 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)('a pod with an init container an
       agentCall('StartContainer', { container_id: 'init' }),
       agentCall('ReadStdout', { ...io('init'), len: 4096 }, { read_to_end: true }),
       agentCall('WaitProcess', io('init')),
+      // A container can leave a link to anywhere in the emptyDir: the host cannot mount through it.
+      container(
+        'linker',
+        'example.test/keygen:v1',
+        ['/hello', 'linker', 'symlink', '/', '/cache/escape'],
+        [emptyDir(root)],
+      ),
+      agentCall('StartContainer', { container_id: 'linker' }),
+      agentCall('WaitProcess', io('linker')),
+      agentCall('RemoveContainer', { container_id: 'linker' }),
+      agentCall('CreateContainer', {
+        container_id: 'escaper',
+        exec_id: 'escaper',
+        storages: [imageStorage(root, 'escaper', 'example.test/app:v1', 'container')],
+        OCI: spec(
+          'escaper',
+          ['/hello', 'escaper', 'show', '/host/etc/hostname'],
+          [
+            {
+              destination: '/host',
+              source: join(root, 'sandbox/local/cache/escape/etc'),
+              type: 'bind',
+              options: ['rbind'],
+            },
+          ],
+        ),
+      }),
       // The main container names the same emptyDir; the init container goes before it starts.
       container('app', 'example.test/app:v1', ['/hello', 'app', 'show', '/cache/key'], [emptyDir(root)]),
       agentCall('RemoveContainer', { container_id: 'init' }),
@@ -175,7 +202,13 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)('a pod with an init container an
       agentCall('DestroySandbox'),
     ];
     const results = await runGoScript(shim, socket, calls);
-    expect(failed(results)).toEqual([]);
+    // Only the mount through the container's link was refused, and it left nothing behind.
+    expect(failed(results)).toEqual([
+      [
+        'CreateContainer',
+        expect.stringMatching(/InvalidArgument.*source of mount "\/host" .* goes through a symbolic link/),
+      ],
+    ]);
     const at = (rpc: string, n = 0) => results.filter((r) => r.rpc === rpc)[n]!;
     expect(at('Check').response).toEqual({ status: 'SERVING' });
     expect(at('ReadStdout', 0).data).toBe('hello from init\n');
@@ -183,10 +216,17 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)('a pod with an init container an
     // The key the init container wrote, read by the main container after the init container was removed.
     expect(at('ReadStdout', 1).data).toBe(`hello from app\n${KEY}`);
     expect(at('WaitProcess', 1).response).toEqual({ status: 0 });
+    expect(at('WaitProcess', 2).response).toEqual({ status: 0 });
     // Neither socket exists in a container's view.
     expect(at('ReadStdout', 2).data).toBe(`hello from probe\n${socket}: ENOENT\n${hubSocket()}: ENOENT\n`);
-    expect(at('WaitProcess', 3).response).toEqual({ status: 137 });
-    expect(pulls).toEqual(['example.test/keygen:v1', 'example.test/app:v1', 'example.test/app:v1']);
+    expect(at('WaitProcess', 4).response).toEqual({ status: 137 });
+    expect(pulls).toEqual([
+      'example.test/keygen:v1',
+      'example.test/keygen:v1',
+      'example.test/app:v1',
+      'example.test/app:v1',
+      'example.test/app:v1',
+    ]);
     // Both sockets answer outside the containers.
     for (const path of [socket, hubSocket()]) {
       await new Promise<void>((resolve, reject) => {

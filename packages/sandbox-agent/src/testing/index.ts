@@ -40,7 +40,7 @@ export async function tempDir(
  * The container's program: prints its first argument on stdout, "to stderr" on stderr, then
  * behaves as its second argument says: a number is its exit status; `cat [STATUS]` copies stdin to stdout, then exits with STATUS;
  * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits two seconds, then takes memory until it is killed;
- * `write FILE TEXT` writes TEXT to FILE; `connect PATH...` tries to connect to each unix socket and
+ * `write FILE TEXT` writes TEXT to FILE; `symlink TARGET PATH` makes a symbolic link; `connect PATH...` tries to connect to each unix socket and
  * prints `PATH: connected`, `PATH: ENOENT` or the error; `crash` dies of SIGSEGV; `flood-forever`
  * writes to stdout until it is killed.
  */
@@ -89,6 +89,10 @@ int main(int argc, char **argv) {
     if (!f) { perror(argv[3]); return 2; }
     fputs(argv[4], f);
     return fclose(f) == 0 ? 0 : 3;
+  }
+  if (strcmp(what, "symlink") == 0 && argc > 4) {
+    if (symlink(argv[3], argv[4]) != 0) { perror(argv[4]); return 2; }
+    return 0;
   }
   if (strcmp(what, "connect") == 0) {
     for (int i = 3; i < argc; i++) {
