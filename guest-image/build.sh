@@ -28,7 +28,7 @@ REPO=$(dirname "$HERE")
 . "$HERE/progress.sh"
 
 # Commands of the guest executable that the image links in /usr/local/bin.
-COMMANDS=(attestation-agent confidential-data-hub api-server-rest agent-policy-gate sealed-secret-init process-user-data)
+COMMANDS=(attestation-agent confidential-data-hub api-server-rest agent-policy-gate sealed-secret-init encrypted-disk process-user-data)
 # Units enabled at boot: the provisioning step and the path units that start the rest.
 ENABLE=(process-user-data.service attestation-agent.path api-server-rest.path systemd-networkd.service)
 
@@ -77,9 +77,10 @@ for s in "${SHIMS[@]}"; do [ -x "$BIN/$s" ] || die "$BIN/$s is missing: run make
 "$GUEST" process-user-data default-initdata >/dev/null 2>&1 ||
   die "$GUEST has no process-user-data command: add it to packages/executables/src/guest.ts and run make build"
 
-PACKAGES=systemd,systemd-sysv,udev,dbus,iproute2,ca-certificates,kmod,tpm-udev
-# cryptsetup-bin: veritysetup, which the initramfs hook copies to open the verity root.
-[ "$KERNEL" = 1 ] && PACKAGES=$PACKAGES,linux-image-amd64,initramfs-tools,cryptsetup-bin
+# cryptsetup-bin: cryptsetup, with which the data hub opens the encrypted data disk (LUKS2), and
+# veritysetup, which the initramfs hook copies to open the verity root; e2fsprogs: mkfs.ext4 for that disk.
+PACKAGES=systemd,systemd-sysv,udev,dbus,iproute2,ca-certificates,kmod,tpm-udev,cryptsetup-bin,e2fsprogs
+[ "$KERNEL" = 1 ] && PACKAGES=$PACKAGES,linux-image-amd64,initramfs-tools
 
 ROOTFS=$OUT/rootfs
 # debootstrap mounts /proc (and more) inside the tree while it works: never remove a tree that still has

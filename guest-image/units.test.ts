@@ -164,6 +164,7 @@ describe('guest image units', () => {
         'api-server-rest',
         'agent-policy-gate',
         'sealed-secret-init',
+        'encrypted-disk',
       ]),
     );
   });
@@ -179,18 +180,29 @@ describe('guest image units', () => {
     // process-user-data writes aa.toml last; the AA starts on it and reads it.
     expect(waitsFor('attestation-agent.path')).toBe('/run/peerpod/aa.toml');
     // One process runs, in this order, the AA, the hub (which asks the AA for tokens from its start),
-    // the unsealing of /sealed once the hub serves, and the gate, which lets the host create containers
-    // only once the volumes are unsealed.
+    // the unsealing of /sealed once the hub serves, the encrypted disk the initdata asks for, and the
+    // gate, which lets the host create containers only once the volumes are unsealed and the disk open.
     const line = (get('attestation-agent.service', 'Service', 'ExecStart')[0] ?? '').replace(/\s+/g, ' ');
-    const [aa = '', cdh = '', unseal = '', gate = '', ...more] = line.split(' --and ');
+    const [aa = '', cdh = '', unseal = '', disk = '', gate = '', ...more] = line.split(' --and ');
     expect(more).toEqual([]);
     expect(aa).toMatch(/^\/usr\/local\/bin\/broker-guest --together attestation-agent /);
     expect(aa).toContain('-c /run/peerpod/aa.toml');
-    // PCR8 is bound once, by process-user-data: the AA must not bind the initdata again.
-    expect(aa).not.toMatch(/--initdata|-t |-i /);
+    // The AA sends the initdata process-user-data wrote (and bound to PCR8, which the TPM attester
+    // then leaves as it is); never a digest of its own.
+    expect(aa).toContain('--initdata-toml /run/confidential-containers/initdata/initdata.toml');
+    expect(aa).not.toMatch(/--initdata-digest|-t |-i /);
     expect(cdh).toBe('confidential-data-hub -c /run/peerpod/cdh.toml');
     const cdhSock = 'unix:///run/confidential-containers/cdh.sock';
     expect(unseal).toBe(`sealed-secret-init --root /sealed --cdh-socket ${cdhSock}`);
+    // The disk step reads the initdata process-user-data wrote; the operator's options come last.
+    expect(disk).toBe(
+      `encrypted-disk --initdata /run/confidential-containers/initdata/initdata.toml --cdh-socket ${cdhSock} $BROKER_ENCRYPTED_DISK_OPTIONS`,
+    );
+    // Its log lines reach the console, and its mounts the kata agent: no mount namespace of its own.
+    expect(get('attestation-agent.service', 'Service', 'StandardError')).toEqual(['journal+console']);
+    for (const k of ['PrivateTmp', 'ProtectHome', 'PrivateMounts', 'ProtectSystem']) {
+      expect(get('attestation-agent.service', 'Service', k), k).toEqual([]);
+    }
     expect(gate).toBe(
       'agent-policy-gate serve --listen tcp://0.0.0.0:15150 --agent unix:///run/kata-containers/agent.sock --initdata /run/confidential-containers/initdata/initdata.toml',
     );
