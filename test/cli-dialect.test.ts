@@ -54,6 +54,7 @@ const READS_MISSING: Record<string, string[]> = {
   'attestation-agent': ['-c', MISSING],
   'confidential-data-hub': ['-c', MISSING],
   'process-user-data': ['provision-files', '--user-data', MISSING, '--tpm', 'none'],
+  'encrypted-disk': ['--initdata', MISSING],
 };
 
 describe.each(EXECUTABLES)('%s itself', (exe) => {
@@ -112,6 +113,7 @@ const LOGGING: [string, string[]][] = [
   ['api-server-rest', ['--bind', '127.0.0.1:0']],
   ['agent-policy-gate', ['serve', '--no-initdata']],
   ['sealed-secret-init', ['--root', MISSING]],
+  ['encrypted-disk', ['--initdata', MISSING]],
   ['mock-tee', ['start', '--state', join(dir, 'state')]],
   ['kbs-client', ['attest']],
 ];
