@@ -54,6 +54,24 @@ describe('describeFailure', () => {
     expect(hintOf(new Error('ECONNREFUSEDISH is no code'))).toBeUndefined();
   });
 
+  it("puts a wrapped system error's code in words, with its hint", () => {
+    const enoent = thrown(() => readFileSync('/nonexistent/broker-x'));
+    const wrapped = new Error(`cannot read /nonexistent/broker-x: ${(enoent as Error).message}`);
+    expect(describeFailure(wrapped)).toBe(
+      'cannot read /nonexistent/broker-x: no such file or directory; check the path',
+    );
+    expect(describeFailure(new Error('cannot read /x: ENOENT'))).toBe(
+      'cannot read /x: no such file or directory; check the path',
+    );
+    expect(describeFailure(new Error('--user-data /x: EACCES'))).toBe(
+      '--user-data /x: permission denied; check its permissions, or run as a user who may use it',
+    );
+    // Network codes stay as they are (they name the call), with their hint.
+    expect(describeFailure(new Error('connect ECONNREFUSED 127.0.0.1:1'))).toMatch(
+      /^connect ECONNREFUSED 127\.0\.0\.1:1; nothing listens there/,
+    );
+  });
+
   it('names a certificate the peer did not verify', () => {
     const e = Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
     expect(describeFailure(e)).toMatch(/certificate is not trusted/);

@@ -86,8 +86,7 @@ export function hintOf(e: unknown): string | undefined {
 const CERTIFICATE_HINT = "the peer's certificate is not trusted: give the command its CA certificate";
 const CERTIFICATE_WORDS =
   /self[- ]signed certificate|unable to verify the first certificate|unable to get local issuer certificate|certificate has expired/i;
-const NETWORK_CODE =
-  /\b(EADDRINUSE|ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNRESET|EHOSTUNREACH|ENETUNREACH)\b/;
+const NETWORK_CODE = new RegExp(`\\b(${Object.keys(SYSTEM_HINTS).join('|')})\\b`);
 
 /** An error that says what the user can do about it (printed after the reason). */
 export class ActionableError extends Error {
@@ -155,7 +154,19 @@ export function describeError(e: unknown): string {
     // Errors we wrapped keep their own words; the system's are rewritten to lead with the path.
     if (s.message.startsWith(`${s.code}:`)) return `${where}: ${reason}`;
   }
-  return withPosition(e, firstLine(s.message));
+  return withPosition(e, inWords(firstLine(s.message)));
+}
+
+/**
+ * A system error's text kept inside another message, in words: `ENOENT: no such file or directory,
+ * open '/x'` → `no such file or directory`, and a bare `ENOENT` at the end of a clause → the same.
+ */
+function inWords(line: string): string {
+  return line
+    .replace(/\b(E[A-Z]{2,}): ([^,;]+), \w+ '[^']*'/g, (all, code: string, reason: string) =>
+      Object.hasOwn(REASONS, code) ? reason : all,
+    )
+    .replace(/\b(E[A-Z]{2,})(?=$|[;,)\]])/g, (code: string) => REASONS[code] ?? code);
 }
 
 const MAX_LINE = 400;
