@@ -179,11 +179,10 @@ export class KbsAdminClient {
     } catch (e) {
       // A KBS without the console answers trustee's 404 PluginNotFound (`admin` is no plugin).
       if (e instanceof KbsRejected && e.status === 404 && e.kind === 'PluginNotFound') {
-        throw new KbsRejected(
-          `${what}: the KBS does not serve ${path}`,
-          e,
-          { cause: e, hint: 'set [admin] console = true in the KBS configuration' },
-        );
+        throw new KbsRejected(`${what}: the KBS does not serve ${path}`, e, {
+          cause: e,
+          hint: 'set [admin] console = true in the KBS configuration',
+        });
       }
       throw e;
     }
