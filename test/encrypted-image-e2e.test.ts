@@ -29,8 +29,6 @@ import { join } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
 import {
   digestOf,
-  imagePolicyMain,
-  imagePullMain,
   MEDIA_TYPE,
   parseManifest,
   RegistryClient,
@@ -38,6 +36,7 @@ import {
   requireTool,
   startDockerRegistry,
 } from '@broker/image';
+import { imagePolicyMain, imagePullMain } from '@broker/image-tools';
 import { Code, defineProto, messageCodec, TtrpcClient, TtrpcError } from '@broker/ttrpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {

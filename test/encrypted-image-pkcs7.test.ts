@@ -17,14 +17,8 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  imagePolicyMain,
-  imagePullMain,
-  MEDIA_TYPE,
-  type RunningRegistry,
-  requireTool,
-  startDockerRegistry,
-} from '@broker/image';
+import { MEDIA_TYPE, type RunningRegistry, requireTool, startDockerRegistry } from '@broker/image';
+import { imagePolicyMain, imagePullMain } from '@broker/image-tools';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { imageLayers, runImageCli } from './helpers/image-cli.js';
 

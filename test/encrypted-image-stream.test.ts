@@ -101,7 +101,7 @@ beforeAll(async () => {
   writeFileSync(
     entry,
     `import { readFileSync } from 'node:fs';
-import { imagePolicyMain } from ${JSON.stringify(resolve(import.meta.dirname, '../packages/image/src/cli.ts'))};
+import { imagePolicyMain } from ${JSON.stringify(resolve(import.meta.dirname, '../packages/image-tools/src/cli.ts'))};
 const code = await imagePolicyMain(process.argv.slice(2));
 const hwm = /VmHWM:\\s+(\\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
 process.stderr.write(\`VmHWM \${hwm} kB\\n\`);

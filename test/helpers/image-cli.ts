@@ -1,5 +1,6 @@
 // In-process runs of the image commands and a manifest's layers, as the encrypted-image tests use them.
-import { type Descriptor, type imagePullMain, parseManifest, RegistryClient } from '@broker/image';
+import { type Descriptor, parseManifest, RegistryClient } from '@broker/image';
+import type { imagePullMain } from '@broker/image-tools';
 
 type ImageMain = typeof imagePullMain;
 

@@ -3,11 +3,10 @@ import { cp, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { vector } from '@broker/cli/testing';
+import { buildImage, buildLayer, pushImage, RegistryClient } from '@broker/image';
+import { FakeRegistry } from '@broker/image/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildImage, buildLayer, pushImage } from './build.js';
 import { type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
-import { RegistryClient } from './registry/client.js';
-import { FakeRegistry } from './testing/fake-registry.js';
 
 const CI = vector('containers-image');
 const SAMPLE = '192.168.64.2:5000/cosign-signed-single-sample';

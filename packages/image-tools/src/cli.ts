@@ -16,30 +16,51 @@
 import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { type OptionSpec, type OptionSpecs, type ParsedCommand, runCommand, UsageError } from '@broker/cli';
-import { digestOf } from './digest.js';
-import { type DirImage, openDirImage } from './dir-image.js';
-import { evaluatePolicy, type KeyReader, type PolicyDecision, readKeyFile } from './evaluate.js';
-import { type ExpansionLimits, LIMIT_NAMES } from './limits.js';
-import { loadRegistriesD, type RegistriesD } from './lookaside.js';
-import { formatPlatform, type Platform, parseManifest, parsePlatform } from './manifest.js';
-import { DecryptionKeyArgumentError, unwrappersFromArguments } from './ocicrypt/decryption-keys.js';
-import { encryptRegistryImage, wrappersFromArguments } from './ocicrypt/encrypt-image.js';
-import { answerKeyProviderRequest, MAX_KEY_PROVIDER_REQUEST_BYTES } from './ocicrypt/keyprovider-cmd.js';
 import {
+  answerKeyProviderRequest,
+  createSigstoreSignature,
+  DEFAULT_INDEX_SIGNATURES,
   DEFAULT_POLICY_SEMANTICS,
+  DecryptionKeyArgumentError,
+  type DirImage,
+  type DockerReference,
+  digestOf,
+  type ExpansionLimits,
+  encryptRegistryImage,
+  evaluatePolicy,
+  formatPlatform,
+  ImagePullError,
+  type KeyReader,
+  LIMIT_NAMES,
+  loadAuthFile,
   loadPolicyFile,
+  loadRegistriesD,
+  MAX_KEY_PROVIDER_REQUEST_BYTES,
+  openDirImage,
+  openRegistryImage,
+  type Platform,
   POLICY_SEMANTICS,
+  type PolicyDecision,
   type PolicyRequirement,
   type PolicySemantics,
-} from './policy.js';
-import { progressPrinter } from './progress.js';
-import { DEFAULT_INDEX_SIGNATURES, ImagePullError, openRegistryImage, pullImage } from './pull.js';
-import { type DockerReference, parseImageReference, referenceName, referenceString } from './reference.js';
-import { loadAuthFile } from './registry/auth.js';
-import { RegistryClient, type RegistryClientOptions } from './registry/client.js';
-import { proxySettingsFromEnv, resolveProxies } from './registry/proxy.js';
-import { pushSigstoreSignatures } from './registry/signatures.js';
-import { createSigstoreSignature, signatureToBlob } from './sigstore.js';
+  parseImageReference,
+  parseManifest,
+  parsePlatform,
+  progressPrinter,
+  proxySettingsFromEnv,
+  pullImage,
+  pushSigstoreSignatures,
+  type RegistriesD,
+  RegistryClient,
+  type RegistryClientOptions,
+  readKeyFile,
+  referenceName,
+  referenceString,
+  resolveProxies,
+  signatureToBlob,
+  unwrappersFromArguments,
+  wrappersFromArguments,
+} from '@broker/image';
 
 export const IMAGE_TOOLS_VERSION = '0.1.0';
 

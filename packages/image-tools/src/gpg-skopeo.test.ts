@@ -14,16 +14,22 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  buildImage,
+  buildLayer,
+  ImagePullError,
+  loadRegistriesD,
+  lookasideTopLevel,
+  parseImageReference,
+  parsePolicy,
+  pullImage,
+  type RunningRegistry,
+  startDockerRegistry,
+  writeDirImage,
+} from '@broker/image';
+import { createGpgHome, type GpgHome, runTool } from '@broker/image/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildImage, buildLayer, writeDirImage } from './build.js';
 import { imagePolicyMain, imagePullMain } from './cli.js';
-import { loadRegistriesD, lookasideTopLevel } from './lookaside.js';
-import { parsePolicy } from './policy.js';
-import { ImagePullError, pullImage } from './pull.js';
-import { parseImageReference } from './reference.js';
-import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
-import { createGpgHome, type GpgHome } from './testing/gpg.js';
-import { runTool } from './testing/tools.js';
 
 let registry: RunningRegistry;
 let gpg: GpgHome;

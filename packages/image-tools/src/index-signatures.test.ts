@@ -10,16 +10,23 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  buildImage,
+  buildIndex,
+  buildLayer,
+  createSigstoreSignature,
+  ImagePullError,
+  MEDIA_TYPE,
+  parsePolicy,
+  pullImage,
+  pushImage,
+  pushSigstoreSignatures,
+  RegistryClient,
+  type RunningRegistry,
+  startDockerRegistry,
+} from '@broker/image';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildImage, buildIndex, buildLayer, pushImage } from './build.js';
 import { type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
-import { MEDIA_TYPE } from './manifest.js';
-import { parsePolicy } from './policy.js';
-import { ImagePullError, pullImage } from './pull.js';
-import { RegistryClient } from './registry/client.js';
-import { type RunningRegistry, startDockerRegistry } from './registry/local-registry.js';
-import { pushSigstoreSignatures } from './registry/signatures.js';
-import { createSigstoreSignature } from './sigstore.js';
 
 let registry: RunningRegistry;
 let client: RegistryClient;

@@ -7,22 +7,24 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   type BuiltLayer,
   buildImage,
   buildLayer,
   buildTar,
+  digestHex,
+  ImagePullError,
   layerFromTar,
+  openDirImage,
+  type PullImageOptions,
+  pullImage,
   pushImage,
+  RegistryClient,
   writeDirImage,
-} from './build.js';
+} from '@broker/image';
+import { FakeRegistry } from '@broker/image/testing';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { imagePullMain } from './cli.js';
-import { digestHex } from './digest.js';
-import { openDirImage } from './dir-image.js';
-import { ImagePullError, type PullImageOptions, pullImage } from './pull.js';
-import { RegistryClient } from './registry/client.js';
-import { FakeRegistry } from './testing/fake-registry.js';
 
 let dir: string;
 beforeEach(async () => {

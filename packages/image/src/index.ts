@@ -12,7 +12,6 @@ export {
   pushImage,
   writeDirImage,
 } from './build.js';
-export { IMAGE_TOOLS_VERSION, type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
 export {
   type DigestAlgorithm,
   Digester,

@@ -4,11 +4,16 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  attestationAgentWrapper,
+  buildAnnotatedImage,
+  buildLayer,
+  encryptLayer,
+  jweWrapper,
+  writeDirImage,
+} from '@broker/image';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { buildLayer, writeDirImage } from '../build.js';
 import { type ImageCliIo, imagePullMain } from '../cli.js';
-import { buildAnnotatedImage, encryptLayer, jweWrapper } from './encrypt.js';
-import { attestationAgentWrapper } from './keyprovider-packet.js';
 
 const KID = 'kbs:///default/image-kek/cli';
 const kek = randomBytes(32);

@@ -4,10 +4,9 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DecryptionKeyArgumentError, wrappersFromArguments } from '@broker/image';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type ImageCliIo, imagePolicyMain } from '../cli.js';
-import { DecryptionKeyArgumentError } from './decryption-keys.js';
-import { wrappersFromArguments } from './encrypt-image.js';
 
 let dir: string;
 beforeEach(async () => {

@@ -5,9 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { attestationAgentUnwrapper } from '@broker/image';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type ImageCliIo, imagePolicyMain } from '../cli.js';
-import { attestationAgentUnwrapper } from './keyprovider-packet.js';
 
 const KID = 'kbs:///default/image-kek/cmd';
 const OPTS = Buffer.from('{"symkey":"a","digest":"","cipheroptions":{"nonce":"b"}}');

@@ -12,7 +12,11 @@ export {
 export { encryptRegistryImage, wrappersFromArguments } from './encrypt-image.js';
 export { type EncryptedBlobFile, encryptLayerStream } from './encrypt-stream.js';
 export { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
-export { answerKeyProviderRequest, KeyProviderRequestError } from './keyprovider-cmd.js';
+export {
+  answerKeyProviderRequest,
+  KeyProviderRequestError,
+  MAX_KEY_PROVIDER_REQUEST_BYTES,
+} from './keyprovider-cmd.js';
 export {
   type AnnotationPacket,
   AnnotationPacketError,

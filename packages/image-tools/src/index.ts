@@ -1,0 +1,1 @@
+export { IMAGE_TOOLS_VERSION, type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
