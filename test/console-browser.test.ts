@@ -4,7 +4,11 @@
 // reference values registered in the console the next attestation shows affirming; one value expired,
 // the attestation policy is fixed through a dry run on the recorded claims, saved, and the next
 // attestation is affirming again; a viewer role reads every view but cannot save or expire; a
-// state-changing call without the CSRF token is refused. Screenshots go to dist/test-artifacts/.
+// state-changing call without the CSRF token is refused. Also: nothing of the app shows before sign-in,
+// each view's banner stays in its view, delete and expire ask first, denials are said in words with
+// the AR4SI vector as a table, the verdicts chart, a verdict replayed on the policy that decided it and
+// on the current one with their diff, reference values' expiry and provenance, and every view at
+// 420 px wide without a horizontal scroll. Screenshots of each view go to dist/test-artifacts/console/.
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,16 +22,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeServerCert, type TlsMaterial } from './helpers/tls.js';
 
 // The functions given to page.evaluate run in the browser; the repository's TypeScript has no DOM lib.
+interface DomElement {
+  textContent: string | null;
+  hidden: boolean;
+  open?: boolean;
+  getAttribute(name: string): string | null;
+}
 declare const document: {
-  querySelector(selector: string): { textContent: string | null } | null;
+  querySelector(selector: string): DomElement | null;
+  querySelectorAll(selector: string): DomElement[];
   getElementById(id: string): { value: string } | null;
   createElement(tag: string): { textContent: string | null };
   body: { append(node: unknown): void };
+  documentElement: { scrollWidth: number; clientWidth: number };
 };
 declare const window: { __inline?: number };
+declare function getComputedStyle(e: DomElement): { display: string };
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARTIFACTS = join(import.meta.dirname, '..', 'dist', 'test-artifacts');
+const ARTIFACTS = join(import.meta.dirname, '..', 'dist', 'test-artifacts', 'console');
+const VIEWS = ['verdicts', 'resources', 'policy', 'attestation', 'refvalues', 'health'] as const;
 const SECRET = 'console-test-secret-value';
 
 let dir: string;
@@ -127,6 +141,26 @@ async function clickNow(page: Page, selector: string): Promise<void> {
   await page.$eval(selector, (e) => (e as unknown as { click(): void }).click());
 }
 
+/** Whether the element is rendered (neither it nor an ancestor is display: none). */
+async function shown(page: Page, selector: string): Promise<boolean> {
+  return page.$eval(
+    selector,
+    (e) => (e as unknown as { getClientRects(): unknown[] }).getClientRects().length > 0,
+  );
+}
+
+async function shot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+/** Answers the confirmation dialog the last click opened. */
+async function confirmDialog(page: Page, answer: 'ok' | 'cancel', screenshot?: string): Promise<void> {
+  await page.waitForSelector('#confirm[open]');
+  if (screenshot !== undefined) await shot(page, screenshot);
+  await page.click(answer === 'ok' ? '#confirm-ok' : '#confirm-cancel');
+  await page.waitForFunction(() => document.querySelector('#confirm')?.open === false);
+}
+
 describe('KBS operator console in chromium', () => {
   it('shows a denied request with its failing claims, fixes the policy by dry run, and refuses a call without the CSRF token', async () => {
     const base = kbs.urls[0] as string;
@@ -141,8 +175,29 @@ describe('KBS operator console in chromium', () => {
     });
     await page.setViewport({ width: 1400, height: 900 });
 
-    // Sign in with the admin JWT.
+    // Before sign-in only the sign-in form shows: no navigation, no view, no role.
     await page.goto(`${base}/console/`);
+    await page.waitForFunction(() => document.querySelector('#signin-view')?.hidden === false);
+    expect(await shown(page, '#nav')).toBe(false);
+    for (const v of VIEWS) expect(await shown(page, `#${v}-view`), v).toBe(false);
+    expect(await text(page, '#who')).toBe('');
+    expect(
+      await page.$$eval(
+        'main section',
+        (all) => all.filter((e) => getComputedStyle(e as unknown as DomElement).display !== 'none').length,
+      ),
+    ).toBe(1);
+    await shot(page, 'signin');
+    // A bad token: the error is in the sign-in view.
+    await page.type('#signin-token', 'not-a-jwt');
+    await page.click('#signin-submit');
+    await waitText(page, '#signin-message', '401');
+    expect(await shown(page, '#nav')).toBe(false);
+    await page.$eval('#signin-token', (e) => {
+      (e as unknown as { value: string }).value = '';
+    });
+
+    // Sign in with the admin JWT.
     await page.type('#signin-token', adminJwt('admin'));
     await page.click('#signin-submit');
     await waitText(page, '#who', 'role: admin');
@@ -157,6 +212,30 @@ describe('KBS operator console in chromium', () => {
     await page.click('#resource-save');
     await waitText(page, '#resource-table tbody', 'default/key/secret');
     expect(await page.content()).not.toContain(SECRET);
+
+    // Delete asks first: cancelled, the resource stays; confirmed, it goes.
+    await page.$eval('#resource-path', (e) => {
+      (e as unknown as { value: string }).value = '';
+    });
+    await page.type('#resource-path', 'default/key/temporary');
+    await page.type('#resource-value', 'temporary-value');
+    await page.click('#resource-save');
+    await waitText(page, '#resource-table tbody', 'default/key/temporary');
+    const tempRow = async () =>
+      page.$$eval('#resource-table tbody tr', (rows) =>
+        rows.findIndex((r) => (r.textContent ?? '').startsWith('default/key/temporary')),
+      );
+    await clickNow(page, `#resource-table tbody tr:nth-child(${(await tempRow()) + 1}) button`);
+    await confirmDialog(page, 'cancel', 'resources-confirm-delete');
+    await waitText(page, '#resources-message', 'default/key/temporary was not deleted.');
+    expect(await text(page, '#resource-table tbody')).toContain('default/key/temporary');
+    await clickNow(page, `#resource-table tbody tr:nth-child(${(await tempRow()) + 1}) button`);
+    await confirmDialog(page, 'ok');
+    await waitText(page, '#resources-message', 'Deleted default/key/temporary.');
+    await page.waitForFunction(
+      () => !(document.querySelector('#resource-table tbody')?.textContent ?? '').includes('temporary'),
+    );
+    await shot(page, 'resources');
 
     // The guest attests (the sample TEE has no reference values: not affirming) and is refused.
     await expect(guestFetch()).rejects.toThrow();
@@ -173,7 +252,42 @@ describe('KBS operator console in chromium', () => {
     await waitText(page, '#verdict-claims', 'ear.trustworthiness-vector');
     const failing = await text(page, '#verdict-detail');
     expect(failing).toMatch(/executables=\d+ \((warning|contraindicated)\)/);
-    await page.screenshot({ path: join(ARTIFACTS, 'console-verdicts.png'), fullPage: true });
+    // A resource verdict names the TEE of its token's appraisal and the policy version that decided.
+    expect(row).toContain('sample');
+    expect(await text(page, '#verdict-policy-version')).toMatch(/resource policy version [0-9a-f]{12}…/);
+    const deniedId = Number(await page.$eval('#verdict-table tbody tr', (e) => e.getAttribute('data-id')));
+    await shot(page, 'verdicts-denied-resource');
+
+    // The attestation behind it, in words: each claim that missed and what its value means, and the
+    // AR4SI vector as a table of claim, value, tier and meaning.
+    await page.select('#filter-status', '');
+    await page.select('#filter-kind', 'attestation');
+    await page.click('#verdict-refresh');
+    await waitText(page, '#verdict-table tbody tr:first-child', 'attestation');
+    await clickNow(page, '#verdict-table tbody tr');
+    await waitText(page, '#verdict-detail-title', 'attestation');
+    const words = await page.$$eval('#verdict-appraisals ul.why li', (li) =>
+      li.map((e) => e.textContent ?? ''),
+    );
+    expect(words).toContainEqual(
+      expect.stringMatching(/^executables \d+ \((warning|contraindicated)\): executables not recognised$/),
+    );
+    const vector = await page.$$eval('#verdict-appraisals table.vector tbody tr', (rows) =>
+      rows
+        .map((r) => (r as unknown as { children: { textContent: string }[] }).children)
+        .map((c) => [c[0]?.textContent, c[1]?.textContent, c[3]?.textContent]),
+    );
+    expect(vector).toContainEqual([
+      'executables',
+      expect.stringMatching(/^\d+$/),
+      'executables not recognised',
+    ]);
+    expect(
+      await page.$$eval('#verdict-appraisals table.vector thead th', (th) => th.map((e) => e.textContent)),
+    ).toEqual(['Claim', 'Value', 'Tier', 'Meaning']);
+    await shot(page, 'verdicts-attestation-why');
+    await page.select('#filter-kind', '');
+    await page.click('#verdict-refresh');
 
     // Dry run: the saved policy denies; an edited one that accepts this guest's evidence allows.
     await page.click('#verdict-dry-run');
@@ -181,7 +295,7 @@ describe('KBS operator console in chromium', () => {
       () => (document.getElementById('policy-text') as unknown as { value: string }).value !== '',
     );
     await page.click('#policy-dry-run');
-    await waitText(page, '#message', 'denied');
+    await waitText(page, '#policy-message', 'denied');
     const fixed =
       'package policy\n\ndefault allow := false\n\n# The sample TEE is a test platform: accept its evidence for default/key/*.\nallow if {\n  input.submods.cpu0["ear.veraison.annotated-evidence"].sample.svn == "1"\n  data["resource-path"][0] == "default"\n}\n';
     await page.$eval(
@@ -192,7 +306,33 @@ describe('KBS operator console in chromium', () => {
       'package policy\nallow if {',
     );
     await page.click('#policy-check');
-    await waitText(page, '#message', 'Syntax error');
+    await waitText(page, '#policy-message', 'Syntax error');
+    expect(
+      await page.$eval('#policy-message', (e) => (e as unknown as { className: string }).className),
+    ).toContain('error');
+    // The error belongs to the policy view: another view never shows it, and coming back clears it.
+    await page.click('nav button[data-view="health"]');
+    await waitText(page, '#health-table tbody', 'attestationSuccesses');
+    expect(await shown(page, '#policy-message')).toBe(false);
+    const visibleBanners = await page.$$eval('.banner', (all) =>
+      all
+        .filter(
+          (e) =>
+            (e as unknown as { getClientRects(): unknown[] }).getClientRects().length > 0 &&
+            (e.textContent ?? '') !== '',
+        )
+        .map((e) => e.textContent),
+    );
+    expect(visibleBanners).toEqual([]);
+    await page.click('nav button[data-view="policy"]');
+    expect(await text(page, '#policy-message')).toBe('');
+    // Opening the view loads the stored policy again.
+    await page.waitForFunction(
+      () =>
+        !(document.getElementById('policy-text') as unknown as { value: string }).value.endsWith(
+          'allow if {',
+        ),
+    );
     await page.$eval(
       '#policy-text',
       (e, v) => {
@@ -201,10 +341,10 @@ describe('KBS operator console in chromium', () => {
       fixed,
     );
     await page.click('#policy-dry-run');
-    await waitText(page, '#message', 'allowed');
-    await page.screenshot({ path: join(ARTIFACTS, 'console-policy-dry-run.png'), fullPage: true });
+    await waitText(page, '#policy-message', 'allowed');
+    await shot(page, 'policy-dry-run');
     await page.click('#policy-save');
-    await waitText(page, '#message', 'Resource policy saved.');
+    await waitText(page, '#policy-message', 'Resource policy saved.');
 
     // The guest attests again and now gets its secret; the console lists the request as allowed.
     expect(await guestFetch()).toBe(SECRET);
@@ -213,7 +353,44 @@ describe('KBS operator console in chromium', () => {
     await page.click('#verdict-refresh');
     await waitText(page, '#verdict-table tbody', 'allowed');
     expect(await text(page, '#verdict-table tbody tr')).toContain('GET default/key/secret');
-    await page.screenshot({ path: join(ARTIFACTS, 'console-allowed.png'), fullPage: true });
+    await shot(page, 'verdicts-allowed');
+
+    // The denied request replayed on the policy that decided it (denied) and on the current one
+    // (allowed), and the two policies compared line by line.
+    await page.select('#filter-status', '');
+    await page.click('#verdict-refresh');
+    await page.waitForSelector(`#verdict-table tbody tr[data-id="${deniedId}"]`);
+    await clickNow(page, `#verdict-table tbody tr[data-id="${deniedId}"]`);
+    await waitText(page, '#verdict-detail-title', `#${deniedId} resource denied`);
+    await page.click('#verdict-replay-recorded');
+    await waitText(page, '#verdict-replay', 'Replay on the policy that decided');
+    expect(await text(page, '#verdict-replay')).toMatch(/: denied$/);
+    await page.click('#verdict-replay-current');
+    await waitText(page, '#verdict-replay', 'Replay on the current policy');
+    expect(await text(page, '#verdict-replay')).toMatch(/: allowed$/);
+    await page.click('#verdict-diff-button');
+    await page.waitForSelector('#verdict-diff .add');
+    const added = await page.$$eval('#verdict-diff .add', (d) => d.map((e) => e.textContent ?? ''));
+    expect(added).toContain('+ # The sample TEE is a test platform: accept its evidence for default/key/*.');
+    expect((await page.$$eval('#verdict-diff .del', (d) => d.length)) > 0).toBe(true);
+    await shot(page, 'verdicts-policy-diff');
+
+    // The chart: one row per TEE, bars stacked by status, as many verdicts as listed.
+    const listed = await page.$$eval('#verdict-table tbody tr', (rows) => rows.length);
+    const charted = await page.$$eval('#verdict-chart svg rect[data-count]', (r) =>
+      r.reduce((n, e) => n + Number(e.getAttribute('data-count')), 0),
+    );
+    expect(charted).toBe(listed);
+    expect(
+      await page.$$eval('#verdict-chart svg g[data-tee]', (g) => g.map((e) => e.getAttribute('data-tee'))),
+    ).toEqual(['sample']);
+    const statuses = await page.$$eval('#verdict-chart rect[data-status]', (r) =>
+      [...new Set(r.map((e) => e.getAttribute('data-status')))].sort(),
+    );
+    expect(statuses).toEqual(expect.arrayContaining(['allowed', 'denied']));
+    await page.$eval('#verdict-chart', (e) => (e as unknown as { scrollIntoView(): void }).scrollIntoView());
+    const chart = await page.$('#verdict-chart');
+    await chart?.screenshot({ path: join(ARTIFACTS, 'verdicts-chart.png') });
 
     // The sample TEE's reference values, registered in the console: the next attestation is affirming.
     await page.click('nav button[data-view="refvalues"]');
@@ -229,21 +406,56 @@ describe('KBS operator console in chromium', () => {
       });
       await page.type('#refvalue-name', name);
       await page.type('#refvalue-value', value);
+      if (name === 'launch_digest') {
+        await page.type('#refvalue-image-tag', 'podvm:1.11.1');
+        await page.type('#refvalue-initdata', 'ab'.repeat(32));
+      }
       await page.click('#refvalue-save');
-      await waitText(page, '#message', `Registered ${name}.`);
+      await waitText(page, '#refvalues-message', `Registered ${name}.`);
+      await page.$eval('#refvalue-image-tag', (e) => {
+        (e as unknown as { value: string }).value = '';
+      });
+      await page.$eval('#refvalue-initdata', (e) => {
+        (e as unknown as { value: string }).value = '';
+      });
     }
     await waitText(page, '#refvalue-table tbody', 'minimum_minor_version');
     expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(4);
-    await page.screenshot({ path: join(ARTIFACTS, 'console-reference-values.png'), fullPage: true });
+    // Provenance as given when registered; the others say it was not given.
+    expect(await text(page, '#refvalue-table tbody tr[data-name="launch_digest"] .provenance')).toBe(
+      `image tag: podvm:1.11.1initdata digest: ${'ab'.repeat(32)}`,
+    );
+    expect(await text(page, '#refvalue-table tbody tr[data-name="svn"] .provenance')).toBe('not given');
+    // A record past its expiration (written as an older RVPS would have) is marked expired.
+    await kbs.storage.set(
+      'reference_value',
+      'old_digest',
+      Buffer.from(
+        '{"version":"0.1.0","name":"old_digest","expiration":"2026-11-30T00:00:00Z","value":["ff"]}',
+      ),
+    );
+    await page.click('nav button[data-view="health"]');
+    await page.click('nav button[data-view="refvalues"]');
+    await waitText(page, '#refvalue-table tbody', 'old_digest');
+    expect(await text(page, '#refvalue-table tbody tr[data-name="old_digest"]')).toContain(
+      '2026-11-30T00:00:00Z (expired: policies no longer see it)',
+    );
+    expect(await text(page, '#refvalue-table tbody tr[data-name="svn"]')).not.toContain('expired');
+    await shot(page, 'reference-values');
+    await clickNow(page, '#refvalue-table tbody tr[data-name="old_digest"] button');
+    await confirmDialog(page, 'ok');
+    await waitText(page, '#refvalues-message', 'Expired old_digest.');
     expect(await guestFetch()).toBe(SECRET);
     await page.click('nav button[data-view="verdicts"]');
     await page.select('#filter-kind', 'attestation');
     await page.select('#filter-status', 'affirming');
     await page.click('#verdict-refresh');
-    await waitText(page, '#verdict-table tbody', 'affirming');
+    // The list the view loaded on opening (all kinds) may land first: wait for the filtered one.
+    await waitText(page, '#verdict-table tbody tr:first-child', 'attestation');
+    await waitText(page, '#verdict-table tbody tr:first-child', 'affirming');
     await clickNow(page, '#verdict-table tbody tr');
     await waitText(page, '#verdict-detail-title', 'attestation affirming');
-    await page.screenshot({ path: join(ARTIFACTS, 'console-affirmed.png'), fullPage: true });
+    await shot(page, 'verdicts-affirmed');
 
     // Expire svn: trustee's default policy no longer affirms these claims. The operator dry runs the
     // stored attestation policy on the affirmed verdict's claims, drops the svn check, sees affirming in
@@ -254,7 +466,11 @@ describe('KBS operator console in chromium', () => {
       rows.findIndex((r) => (r as unknown as { textContent: string }).textContent.startsWith('svn')),
     );
     await clickNow(page, `#refvalue-table tbody tr:nth-child(${svnRow + 1}) button`);
-    await waitText(page, '#message', 'Expired svn.');
+    await confirmDialog(page, 'cancel');
+    await waitText(page, '#refvalues-message', 'svn was not expired.');
+    await clickNow(page, `#refvalue-table tbody tr:nth-child(${svnRow + 1}) button`);
+    await confirmDialog(page, 'ok');
+    await waitText(page, '#refvalues-message', 'Expired svn.');
     expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(3);
 
     await page.click('nav button[data-view="verdicts"]');
@@ -270,19 +486,20 @@ describe('KBS operator console in chromium', () => {
       'cpu0',
     );
     await page.click('#att-policy-dry-run');
-    await waitText(page, '#message', 'cpu0: contraindicated');
+    await waitText(page, '#attestation-message', 'cpu0: contraindicated');
     await page.$eval('#att-policy-text', (e) => {
       const t = e as unknown as { value: string };
       t.value = t.value.replace('\tinput.sample.svn in query_reference_value("svn")\n', '');
     });
     await page.click('#att-policy-dry-run');
-    await waitText(page, '#message', 'cpu0: affirming');
-    await page.screenshot({ path: join(ARTIFACTS, 'console-attestation-dry-run.png'), fullPage: true });
+    await waitText(page, '#attestation-message', 'cpu0: affirming');
+    expect(await text(page, '#att-dry-run-result table.vector')).toContain('only approved executables');
+    await shot(page, 'attestation-dry-run');
     expect(await page.$eval('#att-policy-id', (e) => (e as unknown as { value: string }).value)).toBe(
       'default_cpu',
     );
     await page.click('#att-policy-save');
-    await waitText(page, '#message', 'Attestation policy default_cpu saved.');
+    await waitText(page, '#attestation-message', 'Attestation policy default_cpu saved.');
     expect(await guestFetch()).toBe(SECRET);
     await page.click('nav button[data-view="verdicts"]');
     await page.click('#verdict-refresh');
@@ -296,7 +513,25 @@ describe('KBS operator console in chromium', () => {
     await waitText(page, '#health-table tbody', 'attestationSuccesses');
     expect(await text(page, '#health-summary')).toContain('storage Memory');
     expect(await text(page, '#health-summary')).toContain('replicas 1');
-    await page.screenshot({ path: join(ARTIFACTS, 'console-health.png'), fullPage: true });
+    await shot(page, 'health');
+
+    // Every view at 420 px: nothing wider than the window (tables scroll inside their own box).
+    await page.setViewport({ width: 420, height: 900 });
+    for (const v of VIEWS) {
+      await page.click(`nav button[data-view="${v}"]`);
+      await page.waitForFunction(
+        (id: string) => document.querySelector(`#${id}-view`)?.hidden === false,
+        {},
+        v,
+      );
+      if (v === 'verdicts') await page.waitForSelector('#verdict-chart svg');
+      if (v === 'refvalues') await waitText(page, '#refvalue-table tbody', 'launch_digest');
+      if (v === 'health') await waitText(page, '#health-table tbody', 'attestationSuccesses');
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      expect(width, v).toBeLessThanOrEqual(420);
+      await shot(page, `narrow-${v}`);
+    }
+    await page.setViewport({ width: 1400, height: 900 });
 
     // The page's own cookie without the CSRF header cannot change anything.
     const noCsrf = await page.evaluate(async () => {
@@ -341,8 +576,8 @@ describe('KBS operator console in chromium', () => {
       () => (document.getElementById('policy-text') as unknown as { value: string }).value !== '',
     );
     await page.click('#policy-save');
-    await waitText(page, '#message', '401');
-    expect(await text(page, '#message')).toContain('Role viewer not allowed');
+    await waitText(page, '#policy-message', '401');
+    expect(await text(page, '#policy-message')).toContain('Role viewer not allowed');
 
     // The attestation policies: readable, checked, not saved.
     await page.click('nav button[data-view="attestation"]');
@@ -352,16 +587,17 @@ describe('KBS operator console in chromium', () => {
       ),
     );
     await page.click('#att-policy-check');
-    await waitText(page, '#message', 'Syntax OK.');
+    await waitText(page, '#attestation-message', 'Syntax OK.');
     await page.click('#att-policy-save');
-    await waitText(page, '#message', '401');
-    expect(await text(page, '#message')).toContain('Role viewer not allowed');
+    await waitText(page, '#attestation-message', '401');
+    expect(await text(page, '#attestation-message')).toContain('Role viewer not allowed');
 
     // The reference values: listed, not expired.
     await page.click('nav button[data-view="refvalues"]');
     await waitText(page, '#refvalue-table tbody', 'launch_digest');
     await clickNow(page, '#refvalue-table tbody tr button');
-    await waitText(page, '#message', '401');
+    await confirmDialog(page, 'ok');
+    await waitText(page, '#refvalues-message', '401');
     await page.click('nav button[data-view="refvalues"]');
     await waitText(page, '#refvalue-table tbody', 'launch_digest');
     expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(3);
