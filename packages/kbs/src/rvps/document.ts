@@ -3,7 +3,7 @@
 // ConfigMap form `{"<name>": {"expiration": …, "value": …}}` and the older list form
 // `[{"name", "expired", "hash-value": [{"alg", "value"}]}]` (or `[{"name", "expiration", "value"}]`).
 // The hand-written values become one `sample` message, so they are registered, checked and stored
-// exactly as the admin API's are (with a fresh expiration stamp: expiration is never enforced).
+// exactly as the admin API's are (with a fresh expiration stamp, now + 12 months).
 import { RvpsError } from './errors.js';
 import { RVPS_MESSAGE_VERSION } from './message.js';
 import { decodeReferenceValue } from './reference-value.js';
