@@ -1,4 +1,4 @@
-// Flow A to the end, on the host: the KBS holding the image policy (default reject, `sigstoreSigned` for
+// Flow A to the end, and flow B, on the host: the KBS holding the image policy (default reject, `sigstoreSigned` for
 // the signed prefix) and its public key; Debian's docker-registry holding a signed and an unsigned image
 // of one static program; the guest components (attestation-agent, confidential-data-hub) started from
 // an initdata document that also carries the agent policy; the sandbox agent running containers with
@@ -12,7 +12,9 @@
 // - ExecProcess is refused by the policy (`ExecProcessRequest is blocked by policy`) and runc never
 //   hears of it;
 // - the policy makes ReadStreamRequest true for one container and false for another, whose output the
-//   gate drops although the container wrote it.
+//   gate drops although the container wrote it;
+// - flow B: an init container fetches the application key through the guest's api-server-rest into an
+//   emptyDir, and the main container reads it there.
 // Root and runc (the agent runs containers), Go and protoc (the client).
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -110,7 +112,7 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)(
       const ref = parseImageReference(reference);
       const layer = await buildLayer([
         { name: 'hello', content: hello, mode: 0o755 },
-        ...['proc', 'dev', 'etc'].map((name) => ({ name, type: 'directory' as const })),
+        ...['proc', 'dev', 'etc', 'keys'].map((name) => ({ name, type: 'directory' as const })),
       ]);
       const client = new RegistryClient({ insecure: () => true });
       try {
@@ -226,20 +228,35 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)(
       fstype: 'overlay',
       mount_point: join(root, cid, 'rootfs'),
     });
+    /** The emptyDir flow B's containers share, as kata's runtime sends it with each. */
+    const keysDir = () => ({
+      driver: 'local',
+      source: 'local',
+      fstype: 'local',
+      options: ['mode=0700'],
+      mount_point: join(root, 'sandbox/local/keys'),
+    });
+    const keysMount = () => ({
+      destination: '/keys',
+      source: join(root, 'sandbox/local/keys'),
+      type: 'bind',
+      options: ['rbind', 'rw'],
+    });
     const create = (
       cid: string,
       image: string,
       args: string[],
       type: 'sandbox' | 'container' = 'container',
+      keys = false,
     ) =>
       agentCall(
         'CreateContainer',
         {
           container_id: cid,
           exec_id: cid,
-          storages: [imageStorage(cid, image, type)],
+          storages: [imageStorage(cid, image, type), ...(keys ? [keysDir()] : [])],
           OCI: {
-            ...kataSpec(args, join(root, cid, 'rootfs')),
+            ...kataSpec(args, join(root, cid, 'rootfs'), { mounts: keys ? [keysMount()] : [] }),
             Annotations: { 'io.kubernetes.cri.container-type': type, 'io.kubernetes.cri.image-name': image },
           },
         },
@@ -345,15 +362,50 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)(
       );
     }, 600_000);
 
+    it("flow B: the init container fetches the key through the guest's api-server-rest into the emptyDir, the main container reads it", async () => {
+      await kbsLogSettled();
+      const before = resourceGets().length;
+      const path = `/cdh/resource/${APP_SECRET}`;
+      // Containers share the guest's network, so 127.0.0.1 is the guest's, where api-server-rest listens.
+      const flowB = await runGoScript(shim, join(dir, 'gate.sock'), [
+        create(
+          'fetch-key',
+          signed(),
+          ['/hello', 'init', 'get', String(guest.restPort), path, '/keys/key'],
+          'container',
+          true,
+        ),
+        agentCall('StartContainer', { container_id: 'fetch-key' }),
+        agentCall('ReadStdout', { ...io('fetch-key'), len: 4096 }, { read_to_end: true }),
+        agentCall('WaitProcess', io('fetch-key')),
+        create('main', signed(), ['/hello', 'main', 'show', '/keys/key'], 'container', true),
+        agentCall('StartContainer', { container_id: 'main' }),
+        agentCall('ReadStdout', { ...io('main'), len: 4096 }, { read_to_end: true }),
+        agentCall('WaitProcess', io('main')),
+      ]);
+      await kbsLogSettled();
+      expect(flowB.map((r) => r.error)).toEqual(Array(8).fill(undefined));
+      expect(flowB[2]!.data).toBe(`hello from init\nfetched ${path}\n`);
+      expect(flowB[3]!.response).toEqual({ status: 0 });
+      expect(flowB[6]!.data).toBe('hello from main\nthe pod secret');
+      expect(flowB[7]!.response).toEqual({ status: 0 });
+      // The secret came from the KBS now, for this pod, and not before.
+      expect(resourceGets().slice(before)).toEqual([APP_SECRET]);
+    }, 600_000);
+
     it('the pod goes away', async () => {
       const end = await runGoScript(shim, join(dir, 'gate.sock'), [
+        agentCall('RemoveContainer', { container_id: 'main' }),
+        agentCall('RemoveContainer', { container_id: 'fetch-key' }),
         agentCall('RemoveContainer', { container_id: 'quiet' }),
         agentCall('RemoveContainer', { container_id: 'app' }),
         agentCall('SignalProcess', { ...io('pause'), signal: 9 }),
         agentCall('RemoveContainer', { container_id: 'pause' }),
         agentCall('DestroySandbox'),
       ]);
-      expect(end.map((r) => r.error)).toEqual([undefined, undefined, undefined, undefined, undefined]);
+      expect(end.map((r) => r.error)).toEqual(Array(7).fill(undefined));
+      expect(agent.agent.storagesInUse.size).toBe(0);
+      expect(existsSync(join(root, 'sandbox/local/keys'))).toBe(false);
       expect(agent.agent.sandboxId).toBeUndefined();
       expect(existsSync(join(root, 'app'))).toBe(false);
     }, 120_000);

@@ -40,7 +40,8 @@ export async function tempDir(
  * The container's program: prints its first argument on stdout, "to stderr" on stderr, then
  * behaves as its second argument says: a number is its exit status; `cat [STATUS]` copies stdin to stdout, then exits with STATUS;
  * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits two seconds, then takes memory until it is killed;
- * `write FILE TEXT` writes TEXT to FILE; `symlink TARGET PATH` makes a symbolic link; `connect PATH...` tries to connect to each unix socket and
+ * `write FILE TEXT` writes TEXT to FILE; `symlink TARGET PATH` makes a symbolic link; `get PORT PATH FILE`
+ * writes the body of an HTTP GET of 127.0.0.1:PORT PATH to FILE; `connect PATH...` tries to connect to each unix socket and
  * prints `PATH: connected`, `PATH: ENOENT` or the error; `crash` dies of SIGSEGV; `flood-forever`
  * writes to stdout until it is killed.
  */
@@ -51,6 +52,7 @@ export const HELLO_C = `#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
   printf("hello from %s\\n", argc > 1 ? argv[1] : "a container");
@@ -89,6 +91,28 @@ int main(int argc, char **argv) {
     if (!f) { perror(argv[3]); return 2; }
     fputs(argv[4], f);
     return fclose(f) == 0 ? 0 : 3;
+  }
+  if (strcmp(what, "get") == 0 && argc > 5) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[3])) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return 2; }
+    dprintf(s, "GET %s HTTP/1.0\\r\\nHost: 127.0.0.1\\r\\n\\r\\n", argv[4]);
+    static char buf[65536];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(s, buf + n, sizeof buf - 1 - n)) > 0) n += r;
+    buf[n] = 0;
+    if (strncmp(buf + 8, " 200", 4) != 0) { fprintf(stderr, "%.40s\\n", buf); return 3; }
+    char *body = strstr(buf, "\\r\\n\\r\\n");
+    if (!body) return 4;
+    body += 4;
+    FILE *f = fopen(argv[5], "w");
+    if (!f) { perror(argv[5]); return 5; }
+    fwrite(body, 1, n - (body - buf), f);
+    fclose(f);
+    printf("fetched %s\\n", argv[4]);
+    return 0;
   }
   if (strcmp(what, "symlink") == 0 && argc > 4) {
     if (symlink(argv[3], argv[4]) != 0) { perror(argv[4]); return 2; }
