@@ -277,7 +277,7 @@ describe('reference-values with a manifest file', () => {
         /--output-dir/,
       ],
       [[...base, '--measurements', mockSample, '--image-tag', TAG, '--format', 'yaml'], /--format must be/],
-      [['--platform', 'azure', '--tee', 'snp', '--initdata', initdata], /launch measurement/],
+      [['--platform', 'azure', '--tee', 'snp', '--initdata', initdata], /--platform baremetal/],
       [[...base, '--bogus'], /unknown option '--bogus'/],
       [[...base, 'extra'], /unexpected argument/],
     ];
@@ -307,7 +307,13 @@ describe('reference-values with an OCI artifact', () => {
     // On a terminal, image-pull's progress lines; on anything else (a log, a pipe), none.
     for (const isTTY of [true, false]) {
       let drawn = '';
-      const progress = { isTTY, columns: 100, write: (t: string) => void (drawn += t) };
+      const progress = {
+        isTTY,
+        columns: 100,
+        write: (t: string) => {
+          drawn += t;
+        },
+      };
       const shown = await runWith(
         { progress },
         ...base,

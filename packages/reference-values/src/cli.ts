@@ -10,13 +10,24 @@ import { ArtifactError, ReferenceValuesError, UsageError } from './errors.js';
 import { MAX_MANIFEST_BYTES, parseMeasurementManifest } from './manifest.js';
 import { parseRekorPublicKey } from './rekor.js';
 import { rvpsSampleMessage } from './rvps.js';
-import { checkPlatformTee, computeReferenceValues, initDataPcr8, PLATFORM_TEES } from './values.js';
+import {
+  type BareMetalTee,
+  bareMetalInitData,
+  bareMetalReferenceValues,
+  checkPlatformTee,
+  computeReferenceValues,
+  initDataPcr8,
+  isBareMetalTee,
+  type ReferenceValues,
+} from './values.js';
 
 export const REFERENCE_VALUES_USAGE = `Usage:
-  reference-values --platform ${Object.keys(PLATFORM_TEES).join('|')} --tee az-snp-vtpm|az-tdx-vtpm|tpm
+  reference-values --platform azure|libvirt --tee az-snp-vtpm|az-tdx-vtpm|tpm
                    --initdata FILE (--measurements FILE | --image REGISTRY/REPO[:TAG]) [--image-tag TAG]
                    [--name CONFIG --namespace NS] [--format configmap|rvps-message|both] [--output-dir DIR]
                    [--truncate]
+  reference-values --platform baremetal --tee snp|tdx --initdata FILE [--launch-measurement HEX]
+                   [--name CONFIG --namespace NS] [--format configmap|rvps-message|both] [--output-dir DIR]
   with --image:    --signature-key FILE... | --allow-unsigned
                    [--authfile FILE] [--rekor-pub-key-url URL] [--rekor-url URL]
                    [--registry-ca FILE] [--plain-http HOST[:PORT]]...
@@ -25,6 +36,10 @@ export const REFERENCE_VALUES_USAGE = `Usage:
   against its cosign signature), computes PCR8 = sha256(32 zero bytes || sha256(initdata)), and writes
   the RVPS sample message and/or the ConfigMap <CONFIG>-rvps-reference-values. The manifest must
   describe --image-tag and give PCR 03, 09, 11 and 12.
+
+  Bare metal: the initdata digest as kata binds it (cut or zero-padded at the end) becomes
+  snp_host_data (HOSTDATA, 32 bytes) or tdx_mr_config_id (MRCONFIGID, 48 bytes), and
+  --launch-measurement (48 bytes in hex) snp_launch_measurement or mr_td.
 
 Options:
   -h, --help     Print help
@@ -108,6 +123,7 @@ const OPTIONS = {
   format: { type: 'string' },
   'output-dir': { type: 'string' },
   truncate: { type: 'boolean' },
+  'launch-measurement': { type: 'string' },
 } as const;
 
 type Values = OptionValues<typeof OPTIONS>;
@@ -178,6 +194,12 @@ async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
   if (wantsConfigMap && (values.name === undefined || values.namespace === undefined)) {
     throw new UsageError(
       'the ConfigMap needs --name (the BrokerConfig name) and --namespace (where the KBS runs)',
+    );
+  }
+  if (isBareMetalTee(tee)) return bareMetal(tee, values, io, format);
+  if (values['launch-measurement'] !== undefined) {
+    throw new UsageError(
+      '--launch-measurement is for --platform baremetal (vTPM guests are appraised by PCRs)',
     );
   }
   const fromFile = values.measurements;
@@ -274,6 +296,54 @@ async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
     tagFromSource,
     initData,
   });
+  return write(values_, values, io, format, {
+    [`${ANNOTATION_PREFIX}/pod-vm-image-tag`]: imageTag as string,
+    [`${ANNOTATION_PREFIX}/tee`]: tee,
+    [`${ANNOTATION_PREFIX}/initdata-${initData.algorithm}`]: initData.digest,
+    [`${ANNOTATION_PREFIX}/measurements`]: source.slice(0, 1024),
+  });
+}
+
+/**
+ * A bare-metal SNP or TDX guest: no PCR manifest; the initdata as kata binds it (HOSTDATA,
+ * MRCONFIGID) and, with --launch-measurement, the launch measurement.
+ */
+function bareMetal(tee: BareMetalTee, values: Values, io: ReferenceValuesIo, format: Format): number {
+  for (const flag of [
+    'measurements',
+    'image',
+    'image-tag',
+    'truncate',
+    'authfile',
+    'rekor-url',
+    'rekor-pub-key-url',
+    'signature-key',
+    'allow-unsigned',
+    'registry-ca',
+    'plain-http',
+  ] as const) {
+    if (values[flag] !== undefined) {
+      throw new UsageError(
+        `--${flag}: a bare-metal ${tee.toUpperCase()} guest has no vTPM PCRs; give --initdata and, for its launch measurement, --launch-measurement`,
+      );
+    }
+  }
+  const initData = bareMetalInitData(io.readFile(required(values, 'initdata'), MAX_INITDATA_FILE_BYTES), tee);
+  const values_ = bareMetalReferenceValues(tee, initData, values['launch-measurement']);
+  return write(values_, values, io, format, {
+    [`${ANNOTATION_PREFIX}/tee`]: tee,
+    [`${ANNOTATION_PREFIX}/initdata-${initData.algorithm}`]: initData.digest,
+  });
+}
+
+function write(
+  values_: ReferenceValues,
+  values: Values,
+  io: ReferenceValuesIo,
+  format: Format,
+  annotations: Record<string, string>,
+): number {
+  const wantsConfigMap = format !== 'rvps-message';
   const outputs: [string, string][] = [];
   if (format !== 'configmap') {
     outputs.push(['rvps-message.json', `${JSON.stringify(rvpsSampleMessage(values_))}\n`]);
@@ -282,12 +352,7 @@ async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
     const cm = referenceValuesConfigMap(values_, {
       config: values.name as string,
       namespace: values.namespace as string,
-      annotations: {
-        [`${ANNOTATION_PREFIX}/pod-vm-image-tag`]: imageTag as string,
-        [`${ANNOTATION_PREFIX}/tee`]: tee,
-        [`${ANNOTATION_PREFIX}/initdata-${initData.algorithm}`]: initData.digest,
-        [`${ANNOTATION_PREFIX}/measurements`]: source.slice(0, 1024),
-      },
+      annotations,
     });
     outputs.push([`${configMapName(values.name as string)}.yaml`, configMapYaml(cm)]);
   }

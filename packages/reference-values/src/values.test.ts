@@ -60,9 +60,14 @@ describe('checkPlatformTee', () => {
     expect(checkPlatformTee('libvirt', 'tpm')).toBe('tpm');
   });
 
-  it('explains why bare-metal snp and tdx are refused, and names the alternatives', () => {
-    expect(() => checkPlatformTee('azure', 'snp')).toThrow(/launch measurement.*az-snp-vtpm or az-tdx-vtpm/);
-    expect(() => checkPlatformTee('azure', 'tdx')).toThrow(/MRTD/);
+  it('takes bare-metal snp and tdx on --platform baremetal, and names that platform elsewhere', () => {
+    expect(checkPlatformTee('baremetal', 'snp')).toBe('snp');
+    expect(checkPlatformTee('baremetal', 'tdx')).toBe('tdx');
+    expect(() => checkPlatformTee('azure', 'snp')).toThrow(
+      /HOSTDATA.*--platform baremetal; on azure use az-snp-vtpm or az-tdx-vtpm/,
+    );
+    expect(() => checkPlatformTee('azure', 'tdx')).toThrow(/MRCONFIGID/);
+    expect(() => checkPlatformTee('baremetal', 'az-snp-vtpm')).toThrow(/use snp or tdx/);
   });
 
   it('refuses unknown platforms and TEEs of another platform', () => {

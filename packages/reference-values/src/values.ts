@@ -5,6 +5,7 @@ import {
   type HashAlgorithm,
   InitDataError,
   initDataDigest,
+  initDataReportField,
   MAX_INITDATA_BYTES,
   parseInitData,
   pcr8FromInitDataDigest,
@@ -22,14 +23,32 @@ import { INITDATA_PCR, imageTagMatches, type PodVmMeasurements } from './manifes
 export const TEE_PREFIXES = { 'az-snp-vtpm': 'snp', 'az-tdx-vtpm': 'tdx', tpm: 'tpm' } as const;
 export type ReferenceTee = keyof typeof TEE_PREFIXES;
 
+/**
+ * Bare-metal TEEs: kata binds the initdata digest into a report field (kata-types' `adjust_digest`:
+ * cut or zero-padded at the end), and the reference values name that field, and the launch
+ * measurement under the name trustee's default policy queries.
+ */
+export const BARE_METAL_TEES = {
+  snp: { field: 'snp_host_data', bytes: 32, launch: 'snp_launch_measurement', hardware: 'HOSTDATA' },
+  tdx: { field: 'tdx_mr_config_id', bytes: 48, launch: 'mr_td', hardware: 'MRCONFIGID' },
+} as const;
+export type BareMetalTee = keyof typeof BARE_METAL_TEES;
+
+export function isBareMetalTee(s: string): s is BareMetalTee {
+  return Object.hasOwn(BARE_METAL_TEES, s);
+}
+
 /** Platforms and the TEEs their pod VMs attest with. */
-export const PLATFORM_TEES: Readonly<Record<string, readonly ReferenceTee[]>> = Object.freeze({
-  // Azure confidential VMs (Standard_DC*as_v5 SNP, Standard_DC*es_v5 TDX) attest through the paravisor's
-  // vTPM; the mock TEE device emulates the SNP one.
-  azure: ['az-snp-vtpm', 'az-tdx-vtpm'],
-  // A QEMU/libvirt pod VM with a (software) TPM and no hardware report.
-  libvirt: ['tpm'],
-});
+export const PLATFORM_TEES: Readonly<Record<string, readonly (ReferenceTee | BareMetalTee)[]>> =
+  Object.freeze({
+    // Azure confidential VMs (Standard_DC*as_v5 SNP, Standard_DC*es_v5 TDX) attest through the paravisor's
+    // vTPM; the mock TEE device emulates the SNP one.
+    azure: ['az-snp-vtpm', 'az-tdx-vtpm'],
+    // A QEMU/libvirt pod VM with a (software) TPM and no hardware report.
+    libvirt: ['tpm'],
+    // kata on an SEV-SNP or TDX host: the guest's own hardware report.
+    baremetal: ['snp', 'tdx'],
+  });
 
 /** PCRs that the image's boot must define: the attestation policy compares them with PCR 08. */
 export const REQUIRED_IMAGE_PCRS: readonly number[] = Object.freeze([3, 9, 11, 12]);
@@ -38,25 +57,76 @@ export function isReferenceTee(s: string): s is ReferenceTee {
   return Object.hasOwn(TEE_PREFIXES, s);
 }
 
-/** Checks the --platform/--tee pair; bare-metal snp/tdx get a reason rather than "unknown". */
-export function checkPlatformTee(platform: string, tee: string): ReferenceTee {
+/** Checks the --platform/--tee pair; bare-metal snp/tdx on another platform get the platform to use. */
+export function checkPlatformTee(platform: string, tee: string): ReferenceTee | BareMetalTee {
   const tees = Object.hasOwn(PLATFORM_TEES, platform) ? PLATFORM_TEES[platform] : undefined;
   if (tees === undefined) {
     throw new UsageError(
       `unknown --platform ${JSON.stringify(platform)}; known: ${Object.keys(PLATFORM_TEES).join(', ')}`,
     );
   }
-  if (tee === 'snp' || tee === 'tdx') {
+  if (isBareMetalTee(tee) && !tees.includes(tee)) {
     throw new UsageError(
-      `--tee ${tee}: a bare-metal ${tee.toUpperCase()} guest is appraised by its launch measurement (${tee === 'snp' ? 'MEASUREMENT, HOSTDATA' : 'MRTD, RTMRs, MRCONFIGID'}), which a PCR measurement manifest does not carry; on ${platform} use ${tees.join(' or ')}`,
+      `--tee ${tee} is a bare-metal ${tee.toUpperCase()} guest (its own hardware report, the initdata in ${BARE_METAL_TEES[tee].hardware}): use --platform baremetal; on ${platform} use ${tees.join(' or ')}`,
     );
   }
-  if (!isReferenceTee(tee) || !tees.includes(tee)) {
+  if (!(isReferenceTee(tee) || isBareMetalTee(tee)) || !tees.includes(tee)) {
     throw new UsageError(
       `--tee ${JSON.stringify(tee)} is not a TEE of platform ${platform}; use ${tees.join(' or ')}`,
     );
   }
   return tee;
+}
+
+export interface BareMetalInitData {
+  readonly algorithm: HashAlgorithm;
+  /** Digest of the exact file bytes, hex. */
+  readonly digest: string;
+  /** The report field kata sets from it (HOSTDATA, MRCONFIGID), hex. */
+  readonly field: string;
+}
+
+/** The report field kata binds `bytes` (an initdata file) into on a bare-metal TEE. */
+export function bareMetalInitData(bytes: Uint8Array, tee: BareMetalTee): BareMetalInitData {
+  if (bytes.byteLength > MAX_INITDATA_BYTES) {
+    throw new InitDataInputError(`initdata is larger than ${MAX_INITDATA_BYTES} bytes`);
+  }
+  let algorithm: HashAlgorithm;
+  try {
+    algorithm = parseInitData(bytes).algorithm;
+  } catch (e) {
+    throw new InitDataInputError((e as Error).message, { cause: e });
+  }
+  const digest = initDataDigest(bytes, algorithm);
+  return {
+    algorithm,
+    digest: digest.toString('hex'),
+    field: initDataReportField(digest, BARE_METAL_TEES[tee].bytes).toString('hex'),
+  };
+}
+
+/**
+ * The RVPS entries of a bare-metal guest: its initdata field (`snp_host_data`, `tdx_mr_config_id`),
+ * and, when given, its launch measurement (`snp_launch_measurement`, `mr_td`: 48 bytes in hex).
+ */
+export function bareMetalReferenceValues(
+  tee: BareMetalTee,
+  initData: BareMetalInitData,
+  launchMeasurement?: string,
+): ReferenceValues {
+  const t = BARE_METAL_TEES[tee];
+  const out: Record<string, string[]> = {};
+  if (launchMeasurement !== undefined) {
+    const m = launchMeasurement.toLowerCase().replace(/^0x/, '');
+    if (!/^[0-9a-f]{96}$/.test(m)) {
+      throw new UsageError(
+        `--launch-measurement must be 48 bytes in hex (${tee === 'snp' ? 'the SNP MEASUREMENT' : 'the TD MRTD'})`,
+      );
+    }
+    out[t.launch] = [m];
+  }
+  out[t.field] = [initData.field];
+  return Object.fromEntries(Object.entries(out).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /** `snp_pcr03` for (az-snp-vtpm, 3). */

@@ -3,6 +3,7 @@ import {
   encodeInitDataAnnotation,
   type HashAlgorithm,
   initDataDigest,
+  initDataReportField,
   isHashAlgorithm,
   MAX_INITDATA_BYTES,
   parseInitData,
@@ -37,7 +38,10 @@ export const INITDATA_USAGE = `Usage:
   initdata build --aa aa.toml --cdh cdh.toml [--policy policy.rego] [--algorithm sha256|sha384|sha512] [--out FILE]
       The initdata TOML (version 0.1.0); the service URLs and certificates are checked first.
   initdata check FILE        parse FILE and check the aa.toml, cdh.toml and policy.rego inside it
-  initdata digest FILE       hex digest of FILE's exact bytes, with its own algorithm
+  initdata digest FILE [--tee snp|tdx|cca]
+                             hex digest of FILE's exact bytes, with its own algorithm; with --tee, as
+                             kata binds it on that bare-metal TEE (cut or zero-padded at the end): SNP
+                             HOSTDATA 32 bytes, TDX MRCONFIGID 48, CCA realm personalization value 64
   initdata pcr8 FILE [--truncate]
                              expected PCR8 in hex: sha256(32 zero bytes || sha256(FILE))
   initdata encode FILE       gzip, then base64 (the annotation and INITDATA form)
@@ -55,6 +59,12 @@ export const INITDATA_USAGE = `Usage:
       IBMCLOUD_PODVM_INSTANCE_PROFILE_NAME and IBMCLOUD_PODVM_INSTANCE_PROFILE_LIST).
       --spec-instance-size also writes the spec's CLOUD_INSTANCE_SIZE.
 `;
+
+/**
+ * The report field kata writes the initdata digest into on a bare-metal TEE (kata-types'
+ * `adjust_digest`): SNP HOSTDATA, TDX MRCONFIGID, CCA realm personalization value.
+ */
+export const TEE_INITDATA_FIELD_BYTES = { snp: 32, tdx: 48, cca: 64 } as const;
 
 /** Reads and parses an initdata file: its exact bytes and the parsed document. */
 function readInitData(io: CliIO, path: string) {
@@ -144,7 +154,21 @@ async function run(cmd: string, args: ParsedArgs, io: CliIO): Promise<number> {
       return check(args, io);
     case 'digest': {
       const { bytes, doc } = readInitData(io, oneFile(args, 'digest'));
-      io.out(`${initDataDigest(bytes, doc.algorithm).toString('hex')}\n`);
+      const digest = initDataDigest(bytes, doc.algorithm);
+      const tee = args.flags.get('tee');
+      if (tee === undefined) {
+        io.out(`${digest.toString('hex')}\n`);
+        return 0;
+      }
+      const size = Object.hasOwn(TEE_INITDATA_FIELD_BYTES, tee)
+        ? TEE_INITDATA_FIELD_BYTES[tee as keyof typeof TEE_INITDATA_FIELD_BYTES]
+        : undefined;
+      if (size === undefined) {
+        throw new UsageError(
+          `--tee ${JSON.stringify(tee.slice(0, 32))}: use snp, tdx or cca (vTPM TEEs bind initdata in PCR8: initdata pcr8)`,
+        );
+      }
+      io.out(`${initDataReportField(digest, size).toString('hex')}\n`);
       return 0;
     }
     case 'pcr8': {
@@ -254,6 +278,7 @@ export function initdataMain(argv: readonly string[], io: CliIO = nodeIO): Promi
         'provider',
         'namespace',
         'annotation',
+        'tee',
       ],
       ['truncate', 'spec-instance-size'],
     );
