@@ -486,6 +486,8 @@ async function attesters(
 function clientBase(ctx: Context) {
   return {
     url: ctx.url,
+    // A person is waiting: a resource the KBS does not have is reported after one try.
+    missingResourceIsFinal: true,
     logger: ctx.logger,
     ...(ctx.certPem !== undefined ? { certPem: ctx.certPem } : {}),
     ...(ctx.io.sleep !== undefined ? { sleep: ctx.io.sleep } : {}),

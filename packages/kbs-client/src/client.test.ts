@@ -298,15 +298,21 @@ describe('retries', () => {
   it('does not retry a 404 or other statuses', async () => {
     const c = client();
     // Like trustee, the fake KBS answers a missing resource with 401 PluginInternalError.
-    const before = kbs.hits('/kbs/v0/auth').length;
+    // As the guest components: attest again and retry, 3 GETs in all (a storage failure may pass).
     const missing = await failure(c.getResource('default/x/y'));
     expect(missing).toBeInstanceOf(KbsUnauthorized);
-    expect(missing).toBeInstanceOf(KbsResourceMissing);
+    expect(missing).not.toBeInstanceOf(KbsResourceMissing);
     expect((missing as KbsUnauthorized).kind).toBe('PluginInternalError');
-    expect((missing as KbsResourceMissing).code).toBe('RESOURCE_NOT_FOUND');
-    // One try: no second GET and no new handshake for a resource that is not there.
-    expect(kbs.hits('/kbs/v0/resource/default/x/y')).toHaveLength(1);
-    expect(kbs.hits('/kbs/v0/auth')).toHaveLength(before === 0 ? 1 : before);
+    expect(kbs.hits('/kbs/v0/resource/default/x/y')).toHaveLength(3);
+    // missingResourceIsFinal (the kbs-client command): one GET, no new handshake.
+    const once = client({ missingResourceIsFinal: true });
+    const authsBefore = kbs.hits('/kbs/v0/auth').length;
+    const final = await failure(once.getResource('default/x/z'));
+    expect(final).toBeInstanceOf(KbsResourceMissing);
+    expect(final).toBeInstanceOf(KbsUnauthorized);
+    expect((final as KbsResourceMissing).code).toBe('RESOURCE_NOT_FOUND');
+    expect(kbs.hits('/kbs/v0/resource/default/x/z')).toHaveLength(1);
+    expect(kbs.hits('/kbs/v0/auth')).toHaveLength(authsBefore + 1);
     kbs.override = (r) =>
       r.method === 'GET'
         ? { status: 404, body: errorBody('InvalidRequestPath', 'Request path x is invalid') }

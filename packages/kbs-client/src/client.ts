@@ -69,7 +69,7 @@ const MAX_CHALLENGE_BYTES = 64 * 1024;
 
 /**
  * trustee's resource plugin answers a read of a path it has nothing at with 401
- * `PluginInternalError`. Another handshake cannot make the resource appear, so this is final.
+ * `PluginInternalError`; with `missingResourceIsFinal` that ends the request.
  */
 function missingResource(path: string, rejection: KbsRejection): KbsResourceMissing {
   return new KbsResourceMissing(
@@ -126,6 +126,13 @@ export interface KbsClientOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** Clock in epoch milliseconds, for token expiry and cookies. */
   readonly now?: () => number;
+  /**
+   * Whether a 401 `PluginInternalError` on a resource (trustee's answer for a path it has nothing at,
+   * or whose storage failed) ends the request at once, as `KbsResourceMissing`. Default false: the
+   * guest components' behaviour, which attest again and retry (a storage failure may pass); the
+   * kbs-client command sets it, for a person waiting on the answer.
+   */
+  readonly missingResourceIsFinal?: boolean;
 }
 
 const silent: KbsClientLogger = { debug() {}, info() {}, warn() {} };
@@ -202,6 +209,7 @@ export class KbsClient {
   readonly #initData: string | null;
   readonly #log: KbsClientLogger;
   readonly #sleep: (ms: number) => Promise<void>;
+  readonly #missingIsFinal: boolean;
   readonly #now: () => number;
   #key: TeeKeyPair;
   #token: AttestationToken | undefined;
@@ -240,6 +248,7 @@ export class KbsClient {
     this.#initData = options.initData ?? null;
     this.#log = options.logger ?? silent;
     this.#sleep = options.sleep ?? defaultSleep;
+    this.#missingIsFinal = options.missingResourceIsFinal === true;
     this.#key = options.teeKeyPair ?? TeeKeyPair.generate(options.teeKeyAlgorithm);
     this.#token = options.token !== undefined ? parseAttestationToken(options.token) : undefined;
   }
@@ -321,7 +330,7 @@ export class KbsClient {
       const res = await this.#http.request({ method: 'GET', path, retryOnStaleConnection: true });
       if (res.status === 401) {
         last = rejectionOf(res);
-        if (last.kind === 'PluginInternalError') throw missingResource(path, last);
+        if (this.#missingIsFinal && last.kind === 'PluginInternalError') throw missingResource(path, last);
         this.#log.warn(
           `KBS refused the resource request (${last.kind ?? last.status}): ${last.detail}; new RCAR handshake`,
         );
@@ -349,7 +358,7 @@ export class KbsClient {
       });
       if (res.status === 401) {
         last = rejectionOf(res);
-        if (last.kind === 'PluginInternalError') throw missingResource(path, last);
+        if (this.#missingIsFinal && last.kind === 'PluginInternalError') throw missingResource(path, last);
         if (this.#provider === undefined) break; // a fixed token cannot get better by retrying
         this.#log.warn(
           `KBS refused the token (${last.kind ?? last.status}): ${last.detail}; fetching a new token`,
