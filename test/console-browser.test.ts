@@ -431,14 +431,14 @@ describe('KBS operator console in chromium', () => {
       'reference_value',
       'old_digest',
       Buffer.from(
-        '{"version":"0.1.0","name":"old_digest","expiration":"2026-11-30T00:00:00Z","value":["ff"]}',
+        '{"version":"0.1.0","name":"old_digest","expiration":"2020-11-30T00:00:00Z","value":["ff"]}',
       ),
     );
     await page.click('nav button[data-view="health"]');
     await page.click('nav button[data-view="refvalues"]');
     await waitText(page, '#refvalue-table tbody', 'old_digest');
     expect(await text(page, '#refvalue-table tbody tr[data-name="old_digest"]')).toContain(
-      '2026-11-30T00:00:00Z (expired: policies no longer see it)',
+      '2020-11-30T00:00:00Z (expired: policies no longer see it)',
     );
     expect(await text(page, '#refvalue-table tbody tr[data-name="svn"]')).not.toContain('expired');
     await shot(page, 'reference-values');

@@ -131,6 +131,49 @@ describe('verdict log', () => {
     expect(text).not.toContain(Buffer.from(RESOURCE_BYTES).toString('base64'));
   });
 
+  it('says over HTTP which reference value an appraisal missed: one expired, one not registered', async () => {
+    const base = await start();
+    const kbs = running[running.length - 1] as RunningKbs;
+    // A sample-TEE policy that reports its reference values as the project's five-PCR policy does.
+    const policy = `package policy
+import rego.v1
+default executables := 33
+executables := 3 if input.sample.launch_digest in query_reference_value("launch_digest")
+trust_claims := {"executables": executables}
+extensions := [{"name": "broker.reference-values", "key": -65537, "value": {
+  "mismatched": {"launch_digest": input.sample.launch_digest},
+  "missing": [n | some n in ["svn"]; query_reference_value(n) == null],
+}}]
+`;
+    const set = await send(`${base}/kbs/v0/attestation-policy`, {
+      method: 'POST',
+      headers: { authorization: adminToken('admin') },
+      body: JSON.stringify({ policy_id: 'default_cpu', policy: Buffer.from(policy).toString('base64url') }),
+    });
+    expect(set.status).toBe(200);
+    // The right value, but past its expiration: the policy does not see it.
+    await kbs.storage.set(
+      'reference_value',
+      'launch_digest',
+      Buffer.from(
+        '{"version":"0.1.0","name":"launch_digest","expiration":"2020-11-30T00:00:00Z","value":["abcde"]}',
+      ),
+    );
+    await handshake(base);
+    const [att] = (
+      (await verdicts(base, '?kind=attestation')).json() as {
+        verdicts: { status: string; appraisals: { why: string[]; policyVersion: string }[] }[];
+      }
+    ).verdicts;
+    expect(att?.status).toBe('warning');
+    expect(att?.appraisals[0]?.why).toEqual([
+      'executables 33 (warning): executables not recognised',
+      '`launch_digest`: measured abcde, reference values: none (expired 2020-11-30)',
+      '`svn`: reference values: none (not registered)',
+    ]);
+    expect(att?.appraisals[0]?.policyVersion).toBe(createHash('sha256').update(policy).digest('hex'));
+  });
+
   it('records a refused piece of evidence as failed, with its reason and no nonce', async () => {
     const base = await start();
     const auth = await send(`${base}/kbs/v0/auth`, { method: 'POST', body: AUTH_BODY });
