@@ -17,6 +17,7 @@ import {
   splitAaKbcParams,
 } from '@broker/guest-api';
 import type { TeeKeyAlgorithm } from '@broker/kbs-client';
+import { AttestationAgentError, type AttestationAgentErrorCode } from './errors.js';
 
 export { AA_KBC_PARAMS_CMDLINE_KEY, AA_KBC_PARAMS_ENV, type AaKbcParams } from '@broker/guest-api';
 
@@ -68,8 +69,9 @@ export interface AaConfig {
   readonly ignoredKeys: readonly string[];
 }
 
-export class AaConfigError extends Error {
-  override readonly name = 'AaConfigError';
+export class AaConfigError extends AttestationAgentError {
+  override readonly code: AttestationAgentErrorCode = 'CONFIG_INVALID';
+  override readonly name: string = 'AaConfigError';
 }
 
 export const DEFAULT_AA_CONFIG: AaConfig = Object.freeze({
@@ -263,7 +265,9 @@ export async function loadAaConfig(path: string): Promise<AaConfig> {
   return parseAaConfigText(text, path);
 }
 
-export class AaKbcParamsError extends AaConfigError {}
+export class AaKbcParamsError extends AaConfigError {
+  override readonly code: AttestationAgentErrorCode = 'KBC_PARAMS_INVALID';
+}
 
 /** `<kbc>::<uri>`, exactly one `::` (upstream `AaKbcParams::try_from`). */
 export function parseAaKbcParams(value: string): AaKbcParams {

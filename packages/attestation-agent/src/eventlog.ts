@@ -23,6 +23,7 @@ import { type FileHandle, mkdir, open, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Attester } from '@broker/attester';
 import type { Tee } from '@broker/protocol';
+import { AttestationAgentError, type AttestationAgentErrorCode } from './errors.js';
 
 export const DEFAULT_EVENTLOG_DIR = '/run/attestation-agent';
 export const EVENTLOG_FILE = 'eventlog';
@@ -54,13 +55,15 @@ const DIGEST_LENGTHS: Readonly<Record<EventlogHash, number>> = {
   sha512: 64,
 };
 
-export class EventlogError extends Error {
+export class EventlogError extends AttestationAgentError {
+  override readonly code: AttestationAgentErrorCode = 'EVENTLOG_FAILED';
   override readonly name: string = 'EventlogError';
 }
 
 /** An event the log refuses (newline in the content, oversize). */
 export class InvalidAaelEvent extends EventlogError {
-  override readonly name = 'InvalidAaelEvent';
+  override readonly code: AttestationAgentErrorCode = 'INVALID_AAEL_EVENT';
+  override readonly name: string = 'InvalidAaelEvent';
 }
 
 export interface AaelEvent {

@@ -38,6 +38,7 @@ export {
 } from './config.js';
 export {
   AttestationAgentError,
+  type AttestationAgentErrorCode,
   CocoAsTokenFailed,
   InitDataBindingFailed,
   InvalidRegisterIndex,
