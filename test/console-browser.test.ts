@@ -256,6 +256,8 @@ describe('KBS operator console in chromium', () => {
     expect(row).toContain('sample');
     expect(await text(page, '#verdict-policy-version')).toMatch(/resource policy version [0-9a-f]{12}…/);
     const deniedId = Number(await page.$eval('#verdict-table tbody tr', (e) => e.getAttribute('data-id')));
+    // The attestation that issued the token is not in this (denied only) list: no link to it.
+    expect(await shown(page, '#verdict-attestation')).toBe(false);
     await shot(page, 'verdicts-denied-resource');
 
     // The attestation behind it, in words: each claim that missed and what its value means, and the
@@ -370,10 +372,18 @@ describe('KBS operator console in chromium', () => {
     expect(await text(page, '#verdict-replay')).toMatch(/: allowed$/);
     await page.click('#verdict-diff-button');
     await page.waitForSelector('#verdict-diff .add');
+    await shot(page, 'verdicts-policy-diff');
+    // From the denied request to the attestation that issued its token (same session), and its words.
+    await page.click('#verdict-attestation');
+    await waitText(page, '#verdict-detail-title', 'attestation');
+    expect(await text(page, '#verdict-appraisals ul.why')).toContain('executables not recognised');
+    await clickNow(page, `#verdict-table tbody tr[data-id="${deniedId}"]`);
+    await waitText(page, '#verdict-detail-title', `#${deniedId} resource denied`);
+    await page.click('#verdict-diff-button');
+    await page.waitForSelector('#verdict-diff .add');
     const added = await page.$$eval('#verdict-diff .add', (d) => d.map((e) => e.textContent ?? ''));
     expect(added).toContain('+ # The sample TEE is a test platform: accept its evidence for default/key/*.');
     expect((await page.$$eval('#verdict-diff .del', (d) => d.length)) > 0).toBe(true);
-    await shot(page, 'verdicts-policy-diff');
 
     // The chart: one row per TEE, bars stacked by status, as many verdicts as listed.
     const listed = await page.$$eval('#verdict-table tbody tr', (rows) => rows.length);

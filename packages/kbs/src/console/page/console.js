@@ -439,6 +439,13 @@ function openVerdict(id) {
   $('verdict-replay-recorded').onclick = () => replay(v, 'recorded').catch(fail);
   $('verdict-replay-current').onclick = () => replay(v, 'current').catch(fail);
   $('verdict-diff-button').onclick = () => showDiff(v).catch(fail);
+  // A resource request's token came from the attestation of the same session, when it is listed.
+  const issuer =
+    v.kind === 'resource' && v.session
+      ? [...verdictsById.values()].find((x) => x.kind === 'attestation' && x.session === v.session)
+      : undefined;
+  $('verdict-attestation').hidden = issuer === undefined;
+  $('verdict-attestation').onclick = () => openVerdict(issuer.id);
   const box = $('verdict-appraisals');
   box.replaceChildren();
   for (const a of v.appraisals || []) {
