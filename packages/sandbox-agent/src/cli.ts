@@ -124,6 +124,9 @@ export function main(argv: string[], options: MainOptions = {}): Promise<number>
         }
         if ('path' in address) hubSocket = [address.path];
       }
+      // A log reader that went away (EPIPE on stdout) must not take the agent down with it, and with it
+      // the cleanup of the pod's containers: lines it cannot write are lost instead, to the end.
+      if (options.logDestination === undefined) process.stdout.on('error', () => {});
       const stopped = untilStopped(options.signal);
       const running = await startSandboxAgent({
         listen,
