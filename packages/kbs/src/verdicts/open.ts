@@ -134,15 +134,34 @@ export function recorderOptions(w: {
             const value = await w.attestation.getReferenceValue(name);
             return value === undefined ? undefined : { value };
           },
-    ...(builtin && {
-      attestationPolicy: async (id: string) => {
-        const raw = await w.storage.get('attestation_service_policy', `${id}.rego`);
-        return raw === undefined ? undefined : Buffer.from(raw).toString('utf8');
-      },
-    }),
+    ...(builtin && { attestationPolicy: recentPolicyText(w.storage, now) }),
     versions: new PolicyVersions(w.storage, {
       now,
       logger: w.logger.child({ component: 'verdict-log' }),
     }),
+  };
+}
+
+/** Policy ids whose text is kept for reuse, and for how long (as the attestation service revalidates). */
+const POLICY_TEXT_IDS = 64;
+const POLICY_TEXT_TTL_MS = 1000;
+
+/**
+ * The stored text of an attestation policy, read at most once a second per id: a busy KBS records many
+ * attestations a second, each naming the policy that appraised it.
+ */
+function recentPolicyText(
+  storage: KvStorage,
+  now: () => number,
+): (id: string) => Promise<string | undefined> {
+  const recent = new Map<string, { text: string | undefined; at: number }>();
+  return async (id) => {
+    const hit = recent.get(id);
+    if (hit !== undefined && now() - hit.at < POLICY_TEXT_TTL_MS) return hit.text;
+    const raw = await storage.get('attestation_service_policy', `${id}.rego`);
+    const text = raw === undefined ? undefined : Buffer.from(raw).toString('utf8');
+    if (recent.size >= POLICY_TEXT_IDS) recent.clear();
+    recent.set(id, { text, at: now() });
+    return text;
   };
 }

@@ -126,6 +126,8 @@ export class VerdictRecorder {
    * several resources with one token has its claims scrubbed once, not once per fetch.
    */
   private readonly scrubbed = new WeakMap<object, ScrubbedToken>();
+  /** The last text and hash of each attestation policy id: hashed again only when the text changed. */
+  private readonly attestationHashes = new Map<string, { text: string; hash: string }>();
 
   constructor(
     readonly log: VerdictStore,
@@ -173,7 +175,12 @@ export class VerdictRecorder {
       try {
         const text = await attestationPolicy(id);
         if (text !== undefined) {
-          policyVersion = policyHash(text);
+          const last = this.attestationHashes.get(id);
+          policyVersion = last?.text === text ? last.hash : policyHash(text);
+          if (last?.text !== text) {
+            if (this.attestationHashes.size >= 64) this.attestationHashes.clear();
+            this.attestationHashes.set(id, { text, hash: policyVersion });
+          }
           versions?.remember('attestation', id, text, policyVersion);
         }
       } catch {
