@@ -17,6 +17,7 @@ import {
   UnimplementedRpc,
   WrongState,
 } from './errors.js';
+import { onlineCpuMem } from './hotplug.js';
 import { Network, type NetworkOptions } from './network.js';
 import { OomEvents } from './oom.js';
 import { checkId, checkNotProtected, resolveUnder, shown } from './paths.js';
@@ -66,6 +67,8 @@ export interface SandboxAgentOptions {
    * No request may mount, replace or remove them or a directory holding them.
    */
   readonly protectedPaths?: readonly string[];
+  /** Where sysfs is mounted, for OnlineCPUMem [default: `/sys`]. */
+  readonly sysfs?: string;
   /** How the network RPCs run `ip` (the executable, or a named network namespace for tests). */
   readonly network?: NetworkOptions;
   readonly logger?: AgentLogger;
@@ -637,6 +640,11 @@ export class SandboxAgent {
       ],
       volume_condition: { abnormal: false, message: 'OK' },
     };
+  }
+
+  /** OnlineCPUMem: hot-plugged CPUs and memory brought online. */
+  onlineCpuMem(req: Decoded): Promise<void> {
+    return onlineCpuMem(this.#options.sysfs ?? '/sys', req);
   }
 
   /** GetOOMEvent: the id of the next container that ran out of memory. */

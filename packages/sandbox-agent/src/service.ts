@@ -51,6 +51,7 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     UpdateInterface: async (req) => agent.network.updateInterface(req.interface ?? null),
     ListRoutes: async () => ({ Routes: await agent.network.listRoutes() }),
     UpdateRoutes: async (req) => ({ Routes: await agent.network.updateRoutes(req.routes?.Routes ?? []) }),
+    OnlineCPUMem: empty(async (req) => agent.onlineCpuMem(req)),
     AddARPNeighbors: empty(async (req) => agent.network.addArpNeighbors(req.neighbors?.ARPNeighbors ?? [])),
   };
 }
