@@ -1,7 +1,7 @@
 // Runs every `packages/*/src/*.bench.ts`: each exports `run(): Promise<Record<string, number>>`
 // whose figures include ratios against a floor measured in the same run. Results go to
 // dist/bench/<name>.json and a summary is printed.
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
@@ -43,9 +43,16 @@ for (const b of benches) {
         // Workspace packages are bundled (their exports point at TypeScript); npm packages stay external.
         name: 'workspace',
         setup(pb) {
-          pb.onResolve({ filter: /^@broker\// }, (args) => ({
-            path: join(root, 'packages', args.path.slice('@broker/'.length), 'src', 'index.ts'),
-          }));
+          pb.onResolve({ filter: /^@broker\// }, (args) => {
+            // `@broker/<package>` or `@broker/<package>/<export>`, through the package's `exports` map.
+            const [name, ...rest] = args.path.slice('@broker/'.length).split('/');
+            const dir = join(root, 'packages', name);
+            const { exports } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+            const target = exports[rest.length === 0 ? '.' : `./${rest.join('/')}`];
+            if (typeof target !== 'string')
+              throw new Error(`${args.path} is not an export of packages/${name}`);
+            return { path: join(dir, target) };
+          });
         },
       },
     ],

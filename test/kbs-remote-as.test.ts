@@ -5,6 +5,7 @@ import { createHash, createPublicKey } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { AttestationFailed, createGrpcAttestationService } from '@broker/attestation';
 import {
   openAttestationService,
   parseAsConfig,
@@ -12,17 +13,11 @@ import {
   startAsGrpcServer,
 } from '@broker/attestation-service';
 import { createLogger } from '@broker/cli';
-import {
-  AttestationFailed,
-  createGrpcAttestationService,
-  createRvps,
-  MemoryStorage,
-  parseKbsConfigText,
-  startKbs,
-} from '@broker/kbs';
+import { parseKbsConfigText, startKbs } from '@broker/kbs';
+import { MemoryStorage } from '@broker/kv-storage';
 import { canonicalJson, generateTeeKeyPair, runtimeDataDigest } from '@broker/protocol';
-import { RvpsClient, startRvpsServer } from '@broker/rvps';
-import { makeTestPki, type TestPki } from '@broker/rvps/testing';
+import { createRvps, RvpsClient, startRvpsServer } from '@broker/rvps-core';
+import { makeTestPki, type TestPki } from '@broker/rvps-core/testing';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, freePort, type Running, start, waitForListen } from './helpers/process.js';

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { type PostgresServer, startPostgresServer } from '@broker/kbs/testing/postgres-server';
+import { type PostgresServer, startPostgresServer } from '@broker/kv-storage/testing';
 import { jweDecrypt } from '@broker/protocol';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { makeTestPki } from '@broker/rvps/testing';
+import { makeTestPki } from '@broker/rvps-core/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { binary, freePort, ROOT, type Running, start, waitForListen } from './helpers/process.js';
 

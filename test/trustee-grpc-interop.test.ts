@@ -13,8 +13,7 @@ import {
   startAsRestServer,
 } from '@broker/attestation-service';
 import { createLogger } from '@broker/cli';
-import { createRvps } from '@broker/kbs';
-import { loadRvpsConfig, openRvpsStorage, startRvpsServer } from '@broker/rvps';
+import { createRvps, loadRvpsConfig, openRvpsStorage, startRvpsServer } from '@broker/rvps-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from './helpers/process.js';
 

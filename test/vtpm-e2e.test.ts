@@ -20,8 +20,8 @@ import {
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { BROKER_DEFAULT_POLICY_CPU } from '@broker/attestation';
 import { type Attester, getAttester } from '@broker/attester';
-import { BROKER_DEFAULT_POLICY_CPU } from '@broker/kbs';
 import { KbsClient, KbsRejected, RcarHandshakeFailed, TeeKeyPair } from '@broker/kbs-client';
 import { nodeReferenceValuesIo, referenceValuesMain } from '@broker/reference-values';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

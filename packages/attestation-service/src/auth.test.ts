@@ -7,8 +7,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { signAdminToken } from '@broker/kbs-client';
-import { HealthService, HealthStatus, RvpsClient, type RvpsClientError } from '@broker/rvps';
-import { makeTestPki, pem, type TestPki } from '@broker/rvps/testing';
+import { HealthService, HealthStatus, RvpsClient, type RvpsClientError } from '@broker/rvps-core';
+import { makeTestPki, pem, type TestPki } from '@broker/rvps-core/testing';
 import { attestation } from '@broker/trustee-protos';
 import {
   type ChannelCredentials,
@@ -138,8 +138,9 @@ describe('grpc-as --admin-public-key', () => {
 
 describe('grpc-as --rvps-auth-private-key', () => {
   it('forwards registrations to an RVPS that requires an admin JWT with one it signs', async () => {
-    const { createRvps, MemoryStorage } = await import('@broker/kbs');
-    const { createWriteAuthorizer, startRvpsServer } = await import('@broker/rvps');
+    const { createRvps, startRvpsServer } = await import('@broker/rvps-core');
+    const { MemoryStorage } = await import('@broker/kv-storage');
+    const { createWriteAuthorizer } = await import('@broker/auth');
     const { writeFileSync } = await import('node:fs');
     const rvps = await startRvpsServer({
       rvps: createRvps(new MemoryStorage()),
@@ -186,8 +187,9 @@ describe('grpc-as --rvps-auth-private-key', () => {
 
 describe('grpc-as with a GrpcRemote RVPS over mutual TLS', () => {
   it('trusts --rvps-cert-file and presents --rvps-client-cert: forwarded registrations pass the RVPS client CA', async () => {
-    const { createRvps, MemoryStorage } = await import('@broker/kbs');
-    const { createWriteAuthorizer, startRvpsServer } = await import('@broker/rvps');
+    const { createRvps, startRvpsServer } = await import('@broker/rvps-core');
+    const { MemoryStorage } = await import('@broker/kv-storage');
+    const { createWriteAuthorizer } = await import('@broker/auth');
     const { writeFileSync } = await import('node:fs');
     const rvps = await startRvpsServer({
       rvps: createRvps(new MemoryStorage()),

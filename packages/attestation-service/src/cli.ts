@@ -1,6 +1,8 @@
 // The attestation service's commands: `grpc-as` and `restful-as` with trustee's command lines (the
 // binaries its docker-compose, Helm chart and operator run), and `attestation-service`, both front ends
 // in one process.
+
+import { openWritesWarning } from '@broker/auth';
 import {
   type CommandIo,
   choice,
@@ -16,14 +18,13 @@ import {
 } from '@broker/cli';
 import { signAdminToken } from '@broker/kbs-client';
 import {
-  openWritesWarning,
   type RvpsClientOptions,
   readPemFile,
   routeGrpcLogs,
   SECURITY_HELP,
   SECURITY_OPTIONS,
   serverSecurity,
-} from '@broker/rvps';
+} from '@broker/rvps-core';
 import { DEFAULT_AS_SOCKET, DEFAULT_RESTFUL_AS_SOCKET, loadAsConfig, parseAsConfig } from './config.js';
 import { startAsGrpcServer } from './grpc.js';
 import { startAsRestServer } from './rest.js';

@@ -1,5 +1,5 @@
 import { vector } from '@broker/cli/testing';
-import { loadRvpsConfig, parseRvpsConfig } from '@broker/rvps';
+import { loadRvpsConfig, parseRvpsConfig } from '@broker/rvps-core';
 import { describe, expect, it } from 'vitest';
 import { loadAsConfig, parseAsConfig } from './config.js';
 

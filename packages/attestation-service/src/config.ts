@@ -3,8 +3,8 @@
 // the same tables the KBS's built-in service reads under `[attestation_service]`, so they go through
 // its parser; unknown keys are ignored with a warning, as trustee ignores them.
 import { readFileSync, statSync } from 'node:fs';
-import { type AttestationServiceConfig, parseAttestationServiceConfig } from '@broker/kbs';
-import { parseStorageBackend, type StorageBackendSettings } from '@broker/rvps';
+import { type AttestationServiceConfig, parseAttestationServiceConfig } from '@broker/attestation';
+import { parseStorageBackend, type StorageBackendSettings } from '@broker/rvps-core';
 
 /** trustee's grpc-as default listen address. */
 export const DEFAULT_AS_SOCKET = '127.0.0.1:3000';

@@ -1,6 +1,6 @@
 import { createPublicKey } from 'node:crypto';
 import { createLogger } from '@broker/cli';
-import { RvpsClient } from '@broker/rvps';
+import { RvpsClient } from '@broker/rvps-core';
 import { attestation } from '@broker/trustee-protos';
 import { credentials, Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';

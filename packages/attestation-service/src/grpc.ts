@@ -1,19 +1,18 @@
 // trustee's grpc-as front end (attestation-service/src/bin/grpc/mod.rs): attestation.AttestationService,
 // plus the RVPS service on the same port, over @grpc/grpc-js.
+
+import { AttestationFailed, type AttestationService } from '@broker/attestation';
+import { grpcWriteCredentials, OPEN_WRITES, WriteAuthError, type WriteAuthorizer } from '@broker/auth';
 import type { Logger } from '@broker/cli';
-import { AttestationFailed, type AttestationService, type Rvps } from '@broker/kbs';
 import { isTee, type ReportDataHashAlgorithm, type Tee } from '@broker/protocol';
 import {
   addHealthService,
   grpcServerCredentials,
-  grpcWriteCredentials,
-  OPEN_WRITES,
+  type Rvps,
   rvpsHandlers,
   type ServerTls,
-  WriteAuthError,
-  type WriteAuthorizer,
   writeRefusal,
-} from '@broker/rvps';
+} from '@broker/rvps-core';
 import { attestation, reference } from '@broker/trustee-protos';
 import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
 

@@ -3,7 +3,7 @@
 // the other's very next appraisal (a shared store is read on every use, not cached for a second).
 import { createPublicKey } from 'node:crypto';
 import { createLogger } from '@broker/cli';
-import { type PostgresServer, startPostgresServer } from '@broker/kbs/testing/postgres-server';
+import { type PostgresServer, startPostgresServer } from '@broker/kv-storage/testing';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAsConfig } from './config.js';

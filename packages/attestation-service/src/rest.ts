@@ -4,9 +4,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { PolicyCheckError } from '@broker/attestation';
+import { OPEN_WRITES, WriteAuthError, type WriteAuthorizer } from '@broker/auth';
 import type { Logger } from '@broker/cli';
-import { PolicyCheckError } from '@broker/kbs';
-import { OPEN_WRITES, type ServerTls, WriteAuthError, type WriteAuthorizer } from '@broker/rvps';
+import type { ServerTls } from '@broker/rvps-core';
 import type { attestation } from '@broker/trustee-protos';
 import { causeChain, GRPC_AS_TEES, verifyRequestOf } from './grpc.js';
 import type { OpenedAttestationService } from './service.js';

@@ -1,7 +1,7 @@
 import { createPublicKey } from 'node:crypto';
 import { createLogger } from '@broker/cli';
-import { createRvps, MemoryStorage } from '@broker/kbs';
-import { type RunningRvpsServer, RvpsClient, startRvpsServer } from '@broker/rvps';
+import { MemoryStorage } from '@broker/kv-storage';
+import { createRvps, type RunningRvpsServer, RvpsClient, startRvpsServer } from '@broker/rvps-core';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAsConfig } from './config.js';

@@ -1,8 +1,15 @@
 // The attestation service process: the KBS's built-in attestation service on trustee's storage layout,
 // with its RVPS either built in (the same storage, namespace `reference_value`) or remote over gRPC.
+
+import { type AttestationService, createAttestationService } from '@broker/attestation';
 import type { Logger } from '@broker/cli';
-import { type AttestationService, createAttestationService, createRvps, type Rvps } from '@broker/kbs';
-import { openRvpsStorage, RvpsClient, type RvpsClientOptions } from '@broker/rvps';
+import {
+  createRvps,
+  openRvpsStorage,
+  type Rvps,
+  RvpsClient,
+  type RvpsClientOptions,
+} from '@broker/rvps-core';
 import type { AsSettings } from './config.js';
 
 export interface OpenedAttestationService {

@@ -1,4 +1,5 @@
-import { DEFAULT_POLICIES, parseKbsConfigText } from '@broker/kbs';
+import { DEFAULT_POLICIES } from '@broker/attestation';
+import { parseKbsConfigText } from '@broker/kbs';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { parseBrokerConfig } from './broker-config.js';

@@ -6,7 +6,7 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseKbsConfigText, type RunningKbs, startKbs } from '@broker/kbs';
-import { type PostgresServer, startPostgresServer } from '@broker/kbs/testing/postgres-server';
+import { type PostgresServer, startPostgresServer } from '@broker/kv-storage/testing';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseBrokerConfig } from './broker-config.js';

@@ -2,7 +2,7 @@
 // attestation policy appraises the Azure-style vTPM evidence (az-snp-vtpm, az-tdx-vtpm) by the five PCRs
 // the spec names; the resource policies gate release on that appraisal.
 
-import { BROKER_DEFAULT_POLICY_CPU, POLICY_PCRS, VTPM_REFERENCE_PREFIXES } from '@broker/kbs';
+import { BROKER_DEFAULT_POLICY_CPU, POLICY_PCRS, VTPM_REFERENCE_PREFIXES } from '@broker/attestation';
 import type { ProfileType } from './broker-config.js';
 
 export { POLICY_PCRS };

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseKbsConfigText, referenceValueMessages } from '@broker/kbs';
+import { parseKbsConfigText } from '@broker/kbs';
+import { referenceValueMessages } from '@broker/rvps-core';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { brokerctlMain } from './brokerctl.js';

@@ -1,5 +1,8 @@
 // The `/kbs/v0/<plugin>/...` dispatcher (trustee kbs/src/api_server.rs `api`): the built-in endpoints,
 // then the resource plugin, each with upstream's admin, token and policy checks and error kinds.
+
+import { type AttestationService, PolicyCheckError, RemoteWriteRefused } from '@broker/attestation';
+import { type AdminAuthorizer, AdminError, bearerToken } from '@broker/auth';
 import {
   decodeBase64UrlStrict,
   KbsError,
@@ -10,14 +13,11 @@ import {
   type ResourcePath,
 } from '@broker/protocol';
 import type { Logger } from 'pino';
-import { type AdminAuthorizer, AdminError, bearerToken } from './admin.js';
-import { type AttestationService, RemoteWriteRefused } from './attestation/index.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import type { BuiltinPluginHost } from './plugins/builtin.js';
 import type { ExternalPlugin } from './plugins/external.js';
 import { type PolicyOutcome, requirePolicyAllows } from './policy/decide.js';
-import { PolicyCheckError } from './policy/limits.js';
 import {
   type PolicyData,
   PolicyEngineError,

@@ -2,6 +2,7 @@
 import cluster from 'node:cluster';
 import {
   type CommandIo,
+  ConfigError,
   choice,
   createLogger,
   LOG_FORMAT_HELP,
@@ -12,7 +13,7 @@ import {
   UsageError,
 } from '@broker/cli';
 import { reportListening, superviseWorkers } from './cluster.js';
-import { ConfigError, type KbsConfig, loadKbsConfig } from './config.js';
+import { type KbsConfig, loadKbsConfig } from './config.js';
 import { startKbs } from './kbs.js';
 import { KBS_VERSION } from './metrics.js';
 

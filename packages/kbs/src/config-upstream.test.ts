@@ -2,8 +2,9 @@
 // strict reader used to refuse.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ConfigError } from '@broker/cli';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseKbsConfigText, sessionStorageOf, validateAdminConfig } from './config.js';
+import { parseKbsConfigText, sessionStorageOf, validateAdminConfig } from './config.js';
 
 const VECTORS = join(import.meta.dirname, '..', '..', '..', 'test', 'vectors');
 const read = (path: string) => parseKbsConfigText(readFileSync(join(VECTORS, path), 'utf8'), path);

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { ConfigError } from '@broker/cli';
 import { vector } from '@broker/cli/testing';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseKbsConfigText } from './config.js';
+import { parseKbsConfigText } from './config.js';
 
 const EXAMPLE = readFileSync(vector('trustee/kbs-config.example.toml'), 'utf8');
 

@@ -1,24 +1,27 @@
 // `kbs --config-file kbs-config.toml`: trustee's configuration keys (kbs/src/config.rs and the structs it
 // embeds). As in trustee, a key a section does not know is ignored (with one warning naming it), except
 // under `[admin]`, whose structs trustee marks `deny_unknown_fields`: there it is refused.
+
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { extname, isAbsolute } from 'node:path';
+import { type AttestationServiceConfig, parseAttestationServiceConfig } from '@broker/attestation';
+import type { AclRuleConfig, AdminConfig, IdentityProviderConfig } from '@broker/auth';
+import { ConfigError, isTable, Section } from '@broker/cli';
+import {
+  DEFAULT_LOCAL_FS_DIR,
+  DEFAULT_LOCAL_JSON_DIR,
+  DEFAULT_POSTGRES_CONFIG,
+  DEFAULT_REDIS_URL,
+  type PostgresConfig,
+} from '@broker/kv-storage';
 import { parse as parseToml } from 'smol-toml';
-import { type AttestationServiceConfig, parseAttestationServiceConfig } from './attestation/index.js';
-import { ConfigError, isTable, Section } from './config-reader.js';
 import {
   BUILTIN_PLUGIN_NAMES,
   type BuiltinPluginsConfig,
   parseBuiltinPlugin,
 } from './plugins/builtin-registry.js';
 import { type ExternalPluginConfig, parseExternalPlugin } from './plugins/external-config.js';
-import { DEFAULT_LOCAL_FS_DIR } from './storage/local-fs.js';
-import { DEFAULT_LOCAL_JSON_DIR } from './storage/local-json.js';
-import { DEFAULT_POSTGRES_CONFIG, type PostgresConfig } from './storage/postgres.js';
-import { DEFAULT_REDIS_URL } from './storage/redis.js';
-
-export { ConfigError } from './config-reader.js';
 
 export const DEFAULT_SOCKET = '127.0.0.1:8080';
 /** MiB, trustee's default `payload_request_size`. */
@@ -75,27 +78,6 @@ export interface AttestationTokenConfig {
   readonly extraTeekeyPaths: readonly string[];
   readonly insecureHeaderJwk: boolean;
 }
-
-export interface IdentityProviderConfig {
-  readonly issuer?: string;
-  readonly audience?: string;
-  readonly publicKeyUri?: string;
-  readonly jwkSetUri?: string;
-}
-
-export interface AclRuleConfig {
-  readonly role: string;
-  readonly allowedEndpoints: string;
-}
-
-export type AdminConfig =
-  | { readonly mode: 'InsecureAllowAll' }
-  | { readonly mode: 'DenyAll' }
-  | {
-      readonly mode: 'AuthenticatedAuthorization';
-      readonly identityProviders: readonly IdentityProviderConfig[];
-      readonly acls: readonly AclRuleConfig[];
-    };
 
 /** This KBS's own `[admin]` keys (trustee refuses them): the verdict log and the operator console. */
 export interface ConsoleConfig {

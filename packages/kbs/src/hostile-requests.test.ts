@@ -4,6 +4,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { signJwt } from '@broker/auth/testing';
 import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +12,6 @@ import { parseKbsConfigText } from './config.js';
 import { type RunningKbs, startKbs } from './kbs.js';
 import { MAX_EXTRA_PARAMS_BYTES } from './rcar.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, type Response, send } from './testing/client.js';
-import { signJwt } from './testing/tokens.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 const b64u = (s: string) => Buffer.from(s).toString('base64url');

@@ -15,6 +15,7 @@ import {
   publicEncrypt,
   randomFillSync,
 } from 'node:crypto';
+import { BoundedCache } from '@broker/kv-storage';
 import {
   concatKdf,
   decodeBase64UrlStrict,
@@ -28,7 +29,6 @@ import {
   serializeProtectedHeader,
   type TeePubKey,
 } from '@broker/protocol';
-import { BoundedCache } from './bounded-cache.js';
 
 const CEK_BYTES = 32;
 const IV_BYTES = 12;

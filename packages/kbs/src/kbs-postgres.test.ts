@@ -4,6 +4,7 @@
 
 import { readFileSync } from 'node:fs';
 import { vector } from '@broker/cli/testing';
+import { type PostgresServer, startPostgresServer } from '@broker/kv-storage/testing';
 import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -11,7 +12,6 @@ import { parseKbsConfigText } from './config.js';
 import { type RunningKbs, startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from './testing/client.js';
-import { type PostgresServer, startPostgresServer } from './testing/postgres-server.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 const b64u = (s: string) => Buffer.from(s).toString('base64url');

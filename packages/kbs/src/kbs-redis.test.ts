@@ -1,6 +1,8 @@
 // Two KBS instances on one real redis-server: any instance finishes a handshake another began, an admin
 // change through one applies to the next request on the other, and a Redis outage gives 401s (never a
 // release, never a crash) until Redis returns.
+
+import { type RedisServer, startRedisServer } from '@broker/kv-storage/testing';
 import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { createClient } from 'redis';
@@ -9,7 +11,6 @@ import { parseKbsConfigText } from './config.js';
 import { type RunningKbs, startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from './testing/client.js';
-import { type RedisServer, startRedisServer } from './testing/redis-server.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 const b64u = (s: string) => Buffer.from(s).toString('base64url');

@@ -31,6 +31,12 @@ import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import {
+  freeLoopbackPort,
+  type PostgresServer,
+  startPostgresServer,
+  startRedisServer,
+} from '@broker/kv-storage/testing';
 import { concatKdf, generateTeeKeyPair, runtimeDataDigest, type TeeKeyPair } from '@broker/protocol';
 import pino from 'pino';
 import { createClient } from 'redis';
@@ -38,8 +44,6 @@ import { reportListening, superviseWorkers } from './cluster.js';
 import { parseKbsConfigText } from './config.js';
 import { startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
-import { type PostgresServer, startPostgresServer } from './testing/postgres-server.js';
-import { freeLoopbackPort, startRedisServer } from './testing/redis-server.js';
 
 const ROLE = 'kbs-bench-server';
 const CONCURRENCY = 8;

@@ -3,6 +3,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { b64url, makeChain, publicJwk, signJwt, type TestChain } from '@broker/auth/testing';
 import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -18,8 +19,6 @@ import {
   sampleEvidence,
   send,
 } from './testing/client.js';
-import { makeChain, type TestChain } from './testing/pki.js';
-import { b64url, publicJwk, signJwt } from './testing/tokens.js';
 
 const ERR = 'https://github.com/confidential-containers/kbs/errors/';
 

@@ -2,12 +2,28 @@
 import { readFile } from 'node:fs/promises';
 import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import {
+  type AttestationService,
+  createAttestationService,
+  openGrpcAttestationService,
+} from '@broker/attestation';
+import { type AdminAuthorizer, createAdminAuthorizer } from '@broker/auth';
 import { createLogger } from '@broker/cli';
+import type { KvStorage, Namespace } from '@broker/kv-storage';
+import {
+  describePostgresTarget,
+  LocalFsStorage,
+  LocalJsonStorage,
+  MemoryStorage,
+  PostgresStorage,
+  postgresTarget,
+  REDIS_URL_ENV,
+  RedisStorage,
+  RoutedStorage,
+  redactRedisUrl,
+} from '@broker/kv-storage';
 import type { Logger } from 'pino';
-import { type AdminAuthorizer, createAdminAuthorizer } from './admin.js';
 import { Api } from './api.js';
-import { openGrpcAttestationService } from './attestation/grpc-remote.js';
-import { type AttestationService, createAttestationService } from './attestation/index.js';
 import { type KbsConfig, sessionStorageOf, validateAdminConfig } from './config.js';
 import { consoleDeps } from './console/deps.js';
 import { createAdminRoutes } from './console/routes.js';
@@ -28,13 +44,6 @@ import {
   listenMetrics,
 } from './server.js';
 import { type SessionLimits, SessionStore } from './session.js';
-import { LocalFsStorage } from './storage/local-fs.js';
-import { LocalJsonStorage } from './storage/local-json.js';
-import { MemoryStorage } from './storage/memory.js';
-import { describePostgresTarget, PostgresStorage, postgresTarget } from './storage/postgres.js';
-import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js';
-import { RoutedStorage } from './storage/routed.js';
-import type { KvStorage, Namespace } from './storage/types.js';
 import { AttestationTokenVerifier } from './token.js';
 import type { VerdictStore } from './verdicts/log.js';
 import { openVerdicts, recorderOptions } from './verdicts/open.js';

@@ -5,6 +5,7 @@ import { X509Certificate } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { makeChain } from '@broker/auth/testing';
 import { generateTeeKeyPair } from '@broker/protocol';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +14,6 @@ import { methodLabel, OTHER_ROUTE, routeOf } from './http-route.js';
 import { type RunningKbs, startKbs } from './kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
 import { AUTH_BODY, attestationBody, cookieOf, handshake, send } from './testing/client.js';
-import { makeChain } from './testing/pki.js';
 import type { Verdict } from './verdicts/log.js';
 
 const running: RunningKbs[] = [];

@@ -1,6 +1,7 @@
 // The RCAR handshake (trustee kbs/src/attestation/backend.rs): /auth hands out a challenge bound to a new
 // session; /attest checks the evidence through the attestation service and turns the session Attested.
 import { randomBytes } from 'node:crypto';
+import type { AttestationService } from '@broker/attestation';
 import {
   type Attestation,
   type Challenge,
@@ -15,7 +16,6 @@ import {
   type Tee,
 } from '@broker/protocol';
 import type { Logger } from 'pino';
-import type { AttestationService } from './attestation/index.js';
 import type { KbsMetrics } from './metrics.js';
 import { jsonReply, type Reply } from './reply.js';
 import { type Session, type SessionStore, sessionCookie } from './session.js';

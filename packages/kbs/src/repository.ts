@@ -1,7 +1,8 @@
 // The `resource` plugin's kvstorage backend (trustee plugins/implementations/resource/kv_storage.rs):
 // resources are the values of keys `<repo>/<type>/<tag>` in the `repository` namespace.
+
+import type { KvStorage } from '@broker/kv-storage';
 import { formatResourcePath, type ResourcePath } from '@broker/protocol';
-import type { KvStorage } from './storage/types.js';
 
 const NAMESPACE = 'repository';
 

@@ -13,6 +13,7 @@ import { createServer as createHttpsServer, type ServerOptions as HttpsServerOpt
 import type { AddressInfo } from 'node:net';
 import type { SecureVersion } from 'node:tls';
 import { accessRecord } from '@broker/cli';
+import { StorageUnavailable, storageFault } from '@broker/kv-storage';
 import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
 import type { Api, ApiRequest } from './api.js';
@@ -21,7 +22,6 @@ import { methodLabel, routeOf } from './http-route.js';
 import type { KbsMetrics } from './metrics.js';
 import { errorReply, type Reply } from './reply.js';
 import { sessionIdFromCookieHeader } from './session.js';
-import { StorageUnavailable, storageFault } from './storage/errors.js';
 
 const KBS_PREFIX = '/kbs/v0/';
 /** actix-web's request head limit; large Bearer tokens must fit. */

@@ -1,3 +1,4 @@
+import { MemoryStorage } from '@broker/kv-storage';
 import type { Challenge, KbsRequest } from '@broker/protocol';
 import { describe, expect, it } from 'vitest';
 import {
@@ -7,7 +8,6 @@ import {
   sessionCookie,
   sessionIdFromCookieHeader,
 } from './session.js';
-import { MemoryStorage } from './storage/memory.js';
 
 const request: KbsRequest = { version: '0.4.0', tee: 'sample', 'extra-params': '' };
 const challenge = (n = 'bm9uY2U='): Challenge => ({ nonce: n, 'extra-params': '' });

@@ -6,8 +6,8 @@
 // bound. This process therefore tracks the sessions it created (in creation order, which with a fixed
 // lifetime is also expiry order) and, over the count or byte budget, drops the oldest first.
 import { randomUUID } from 'node:crypto';
+import type { KvStorage } from '@broker/kv-storage';
 import type { Challenge, KbsRequest } from '@broker/protocol';
-import type { KvStorage } from './storage/types.js';
 
 export const SESSION_COOKIE = 'kbs-session-id';
 const NAMESPACE = 'kbs_protocol_session';

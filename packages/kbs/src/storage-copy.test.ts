@@ -2,14 +2,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  DEFAULT_POSTGRES_CONFIG,
+  LocalFsStorage,
+  LocalJsonStorage,
+  PostgresStorage,
+  RedisStorage,
+} from '@broker/kv-storage';
+import { type PostgresServer, startPostgresServer, startRedisServer } from '@broker/kv-storage/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { LocalFsStorage } from './storage/local-fs.js';
-import { LocalJsonStorage } from './storage/local-json.js';
-import { DEFAULT_POSTGRES_CONFIG, PostgresStorage } from './storage/postgres.js';
-import { RedisStorage } from './storage/redis.js';
 import { kbsStorageMain, type NamespaceReport } from './storage-copy.js';
-import { type PostgresServer, startPostgresServer } from './testing/postgres-server.js';
-import { startRedisServer } from './testing/redis-server.js';
 
 const MIN = `[http_server]
 insecure_http = true

@@ -6,18 +6,20 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type CommandIo, processIo, runCommand, UsageError } from '@broker/cli';
-import { type KbsConfig, loadKbsConfig, type StorageType } from './config.js';
-import { KBS_VERSION } from './metrics.js';
-import { LocalFsStorage } from './storage/local-fs.js';
-import { LocalJsonStorage } from './storage/local-json.js';
+import type { KvStorage, Namespace } from '@broker/kv-storage';
 import {
   describePostgresTarget,
+  LocalFsStorage,
+  LocalJsonStorage,
   PostgresStorage,
   PostgresStorageError,
   postgresTarget,
-} from './storage/postgres.js';
-import { REDIS_URL_ENV, RedisStorage, redactRedisUrl } from './storage/redis.js';
-import type { KvStorage, Namespace } from './storage/types.js';
+  REDIS_URL_ENV,
+  RedisStorage,
+  redactRedisUrl,
+} from '@broker/kv-storage';
+import { type KbsConfig, loadKbsConfig, type StorageType } from './config.js';
+import { KBS_VERSION } from './metrics.js';
 
 /** What a KBS keeps for good, in the order it is copied. */
 export const COPIED_NAMESPACES: readonly Namespace[] = [

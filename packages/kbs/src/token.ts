@@ -1,8 +1,9 @@
 // Attestation tokens on resource requests (trustee kbs/src/token): verified on every request, then the
 // TEE public key is read from the claims at the first pointer that exists.
+
+import { JwtVerifier } from '@broker/auth';
 import type { TeePubKey } from '@broker/protocol';
 import type { AttestationTokenConfig } from './config.js';
-import { JwtVerifier } from './jwt/verifier.js';
 
 /** trustee's built-in pointers, tried after the configured `extra_teekey_paths`, in this order. */
 export const BUILTIN_TEE_KEY_POINTERS: readonly string[] = Object.freeze([

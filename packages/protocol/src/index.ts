@@ -1,4 +1,5 @@
 export { decodeBase64StdStrict, decodeBase64UrlStrict, encodeBase64Url } from './base64.js';
+export { derToP1363, p1363ToDer } from './ecdsa.js';
 export {
   InitDataError,
   InvalidResourceUri,

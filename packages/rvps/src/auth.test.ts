@@ -3,15 +3,21 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRvps, MemoryStorage } from '@broker/kbs';
+import { createWriteAuthorizer } from '@broker/auth';
 import { signAdminToken } from '@broker/kbs-client';
+import { MemoryStorage } from '@broker/kv-storage';
+import {
+  createRvps,
+  HealthService,
+  HealthStatus,
+  type RunningRvpsServer,
+  RvpsClient,
+  type RvpsClientError,
+  startRvpsServer,
+} from '@broker/rvps-core';
+import { makeTestPki, pem, sampleMessage, type TestPki } from '@broker/rvps-core/testing';
 import { credentials, makeGenericClientConstructor, status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RvpsClient, type RvpsClientError } from './client.js';
-import { HealthService, HealthStatus } from './health.js';
-import { type RunningRvpsServer, startRvpsServer } from './server.js';
-import { makeTestPki, pem, sampleMessage, type TestPki } from './testing/index.js';
-import { createWriteAuthorizer } from './write-auth.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rvps-auth-'));
 let pki: TestPki;

@@ -2,12 +2,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRvps, MemoryStorage } from '@broker/kbs';
+import { MemoryStorage } from '@broker/kv-storage';
+import { createRvps, type RunningRvpsServer, RvpsClient, startRvpsServer } from '@broker/rvps-core';
+import { makeTestPki, sampleMessage } from '@broker/rvps-core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rvpsMain, rvpsToolMain } from './cli.js';
-import { RvpsClient } from './client.js';
-import { type RunningRvpsServer, startRvpsServer } from './server.js';
-import { makeTestPki, sampleMessage } from './testing/index.js';
 
 function capture() {
   const out: string[] = [];

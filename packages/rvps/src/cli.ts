@@ -1,5 +1,6 @@
 // `rvps` (trustee's rvps binary) and `rvps-tool` (its client) on the shared command-line layer.
 import { readFileSync, statSync } from 'node:fs';
+import { openWritesWarning } from '@broker/auth';
 import {
   type CommandIo,
   choice,
@@ -14,15 +15,24 @@ import {
   UsageError,
   untilStopSignal,
 } from '@broker/cli';
-import { createRvps, MAX_RVPS_MESSAGE_LENGTH } from '@broker/kbs';
 import { signAdminToken } from '@broker/kbs-client';
-import { DEFAULT_RVPS_CLIENT_ADDRESS, RvpsClient, type RvpsClientOptions } from './client.js';
-import { DEFAULT_RVPS_ADDRESS, DEFAULT_RVPS_CONFIG_PATH, loadRvpsConfig } from './config.js';
-import { SECURITY_HELP, SECURITY_OPTIONS, serverSecurity } from './security.js';
-import { routeGrpcLogs, startRvpsServer } from './server.js';
-import { openRvpsStorage } from './storage.js';
-import { readPemFile } from './tls.js';
-import { openWritesWarning } from './write-auth.js';
+import {
+  createRvps,
+  DEFAULT_RVPS_ADDRESS,
+  DEFAULT_RVPS_CLIENT_ADDRESS,
+  DEFAULT_RVPS_CONFIG_PATH,
+  loadRvpsConfig,
+  MAX_RVPS_MESSAGE_LENGTH,
+  openRvpsStorage,
+  RvpsClient,
+  type RvpsClientOptions,
+  readPemFile,
+  routeGrpcLogs,
+  SECURITY_HELP,
+  SECURITY_OPTIONS,
+  serverSecurity,
+  startRvpsServer,
+} from '@broker/rvps-core';
 
 export const RVPS_VERSION = '0.1.0';
 

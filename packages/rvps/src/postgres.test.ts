@@ -5,11 +5,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type PostgresServer, startPostgresServer } from '@broker/kbs/testing/postgres-server';
+import { type PostgresServer, startPostgresServer } from '@broker/kv-storage/testing';
+import { RvpsClient } from '@broker/rvps-core';
+import { sampleMessage } from '@broker/rvps-core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rvpsMain } from './cli.js';
-import { RvpsClient } from './client.js';
-import { sampleMessage } from './testing/index.js';
 
 let db: PostgresServer;
 const dir = mkdtempSync(join(tmpdir(), 'rvps-postgres-'));

@@ -3,11 +3,21 @@
 // appraises that verdict's annotated evidence (the claims the stored policy saw, as scrubbed for the
 // log) with the reference values registered now. Saving goes through the admin API's
 // `POST /kbs/v0/attestation-policy`, which compiles again before storing.
-import { statusOf, type TrustVector, trustVectorFromPolicy } from '../attestation/ear.js';
-import { type TrustVectorRow, trustVectorRows } from '../attestation/explain.js';
-import { checkAttestationPolicy, checkPolicyId, MAX_POLICY_LENGTH } from '../attestation/policy.js';
-import { type CompiledPolicy, compilePolicy } from '../attestation/rego-engine.js';
-import { limitErrorOf, limitFailures, limitRefusal } from '../policy/limits.js';
+import {
+  type CompiledPolicy,
+  checkAttestationPolicy,
+  checkPolicyId,
+  compilePolicy,
+  limitErrorOf,
+  limitFailures,
+  limitRefusal,
+  MAX_POLICY_LENGTH,
+  statusOf,
+  type TrustVector,
+  type TrustVectorRow,
+  trustVectorFromPolicy,
+  trustVectorRows,
+} from '@broker/attestation';
 
 export interface AttestationPolicyAccess {
   list(): Promise<string[]>;

@@ -4,12 +4,12 @@ import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { signJwt } from '@broker/auth/testing';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseKbsConfigText } from '../config.js';
 import { type RunningKbs, startKbs } from '../kbs.js';
 import { handshake, type Response, send } from '../testing/client.js';
-import { signJwt } from '../testing/tokens.js';
 import { CONSOLE_ASSETS } from './assets.gen.js';
 
 const running: RunningKbs[] = [];

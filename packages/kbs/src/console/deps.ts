@@ -1,11 +1,11 @@
 // What the console reads and changes, gathered from the KBS's wiring: resources and policies from the
 // store, reference values from the built-in RVPS's namespace, health from the metrics (and over Redis
 // the replica count).
-import type { AttestationService } from '../attestation/index.js';
+import type { AttestationService } from '@broker/attestation';
+import type { KvStorage } from '@broker/kv-storage';
+import { expireReferenceValue, listReferenceValues } from '@broker/rvps-core';
 import { type KbsConfig, sessionStorageOf } from '../config.js';
 import type { KbsMetrics } from '../metrics.js';
-import { expireReferenceValue, listReferenceValues } from '../rvps/admin.js';
-import type { KvStorage } from '../storage/types.js';
 import type { OpenedVerdicts } from '../verdicts/open.js';
 import { PolicyVersions } from '../verdicts/policy-versions.js';
 import { Health } from './health.js';

@@ -5,9 +5,6 @@
 //   check, dry run) and the reference values (list, expire); and every request carrying a console
 //   cookie is turned into the admin API request of its JWT, after the CSRF check when it changes state.
 import type { IncomingHttpHeaders } from 'node:http';
-import { Engine, fromJSON, toJSON } from '@broker/rego';
-import type { AdminAuthorizer } from '../admin.js';
-import type { ApiRequest } from '../api.js';
 import {
   limitErrorOf,
   limitFailures,
@@ -15,7 +12,11 @@ import {
   POLICY_EVAL_LIMITS,
   PolicyCheckError,
   policyChecks,
-} from '../policy/limits.js';
+} from '@broker/attestation';
+import type { AdminAuthorizer } from '@broker/auth';
+import { Engine, fromJSON, toJSON } from '@broker/rego';
+import type { ListedReferenceValue } from '@broker/rvps-core';
+import type { ApiRequest } from '../api.js';
 import {
   checkResourcePolicy,
   MAX_POLICY_BYTES,
@@ -23,7 +24,6 @@ import {
   RESOURCE_POLICY_RULE,
 } from '../policy/resource-policy.js';
 import { jsonReply, type Reply } from '../reply.js';
-import type { ListedReferenceValue } from '../rvps/admin.js';
 import { checkAdmin, verdictRoute } from '../verdicts/endpoint.js';
 import type { Verdict, VerdictStore } from '../verdicts/log.js';
 import { isPolicyHash, type StoredPolicyVersion } from '../verdicts/policy-versions.js';

@@ -1,7 +1,7 @@
 // Which `[[plugins]]` names are built-in client plugins besides `resource` and `external`, how each
 // entry is parsed, and how the KBS starts them. Names are trustee's PluginsConfig aliases and variants.
-import { ConfigError, type Section } from '../config-reader.js';
-import type { KvStorage } from '../storage/types.js';
+import { ConfigError, type Section } from '@broker/cli';
+import type { KvStorage } from '@broker/kv-storage';
 import { type BuiltinPlugin, type BuiltinPluginDeps, BuiltinPluginHost } from './builtin.js';
 import { NEBULA_CA_PLUGIN_NAME, NebulaCaPlugin } from './nebula-ca.js';
 import { type NebulaCaPluginConfig, parseNebulaCaPlugin } from './nebula-ca-config.js';

@@ -1,7 +1,7 @@
 // `[[plugins]] name = "external"` (trustee kbs/src/plugins/implementations/external_plugin.rs): gRPC
 // backends, each reached under `/kbs/v0/external/<backend name>/...`. The scheme of `endpoint` picks
 // the transport: `http://` plaintext, `https://` TLS verified against `ca_cert_path`.
-import { ConfigError, type Section } from '../config-reader.js';
+import { ConfigError, type Section } from '@broker/cli';
 
 export interface ExternalBackendConfig {
   /** The first path segment after `/kbs/v0/external/`. */

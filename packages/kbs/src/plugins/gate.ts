@@ -2,9 +2,10 @@
 // the plugin's validate_auth asks for them, otherwise an attestation token (attested session cookie, else
 // Bearer) and the resource policy with data `{"plugin":<name>,"resource-path":[…],"query":{…}}`; on that
 // path the plugin may ask for its reply to be JWE-encrypted to the TEE key in the token.
+
+import { type AdminAuthorizer, AdminError, bearerToken } from '@broker/auth';
 import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
-import { type AdminAuthorizer, AdminError, bearerToken } from '../admin.js';
 import type { ApiRequest } from '../api.js';
 import type { JweEncrypter } from '../jwe-encrypter.js';
 import type { KbsMetrics } from '../metrics.js';

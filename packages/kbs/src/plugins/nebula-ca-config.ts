@@ -2,7 +2,7 @@
 // `work_dir`, `nebula_cert_bin_path`, and the `nebula-cert ca` settings used when the plugin has to
 // create its CA. trustee's code reads those from `ca_config`, its docs say `[plugins.self_signed_ca]`:
 // either name is accepted (not both).
-import { ConfigError, type Section } from '../config-reader.js';
+import { ConfigError, type Section } from '@broker/cli';
 
 export const DEFAULT_NEBULA_WORK_DIR = '/opt/confidential-containers/kbs/nebula-ca';
 /** Looked up in $PATH, as trustee. */

@@ -1,13 +1,14 @@
 // trustee's `provisioner` plugin: the UUID derivation against vectors computed independently, the
 // confdata document, hostile POST bodies, its configuration, and the three calls in a real KBS over HTTP
 // (admin POST/DELETE, attested GET bound by initdata, JWE to the TEE key, the resource policy).
+
+import { MemoryStorage } from '@broker/kv-storage';
 import { generateTeeKeyPair, jweDecrypt } from '@broker/protocol';
 import pino from 'pino';
 import { parse as parseToml } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseKbsConfigText } from '../config.js';
 import { type RunningKbs, startKbs } from '../kbs.js';
-import { MemoryStorage } from '../storage/memory.js';
 import { AUTH_BODY, cookieOf, type Response, sampleEvidence, send } from '../testing/client.js';
 import { PluginRequestError } from './builtin.js';
 import {

@@ -11,8 +11,8 @@
 //   `"trustee.kbs.resource" = "kbs+provisioner:///default/<uuid>/root"`.
 // - `DELETE provision/<uuid>` (admin credentials): removes the key; answers `{"status":"deleted"}`.
 import { createHash, randomInt } from 'node:crypto';
-import type { Section } from '../config-reader.js';
-import type { KvStorage } from '../storage/types.js';
+import type { Section } from '@broker/cli';
+import type { KvStorage } from '@broker/kv-storage';
 import { type BuiltinPlugin, type PluginCall, PluginRequestError } from './builtin.js';
 
 export const PROVISIONER_PLUGIN_NAME = 'provisioner';

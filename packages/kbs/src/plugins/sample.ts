@@ -2,7 +2,7 @@
 // built-in client plugin. Its one config key, `item` (required string), is read and kept, not used.
 // Every method and path under `/kbs/v0/sample/` answers the fixed body `sample plugin response`, behind
 // admin credentials (its validate_auth is true), never encrypted.
-import type { Section } from '../config-reader.js';
+import type { Section } from '@broker/cli';
 import type { BuiltinPlugin } from './builtin.js';
 
 export const SAMPLE_PLUGIN_NAME = 'sample';

@@ -2,9 +2,10 @@
 // `resource` plugin and the others behind trustee's plugin gate): counted, an anomaly logged, and a
 // refusal thrown as trustee's PolicyDeny with the appraisals that kept it from release as its cause
 // (the client only learns "denied"). `record` hears every outcome, for the verdict log.
+
+import { explainAppraisals } from '@broker/attestation';
 import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
-import { explainAppraisals } from '../attestation/index.js';
 import type { KbsMetrics } from '../metrics.js';
 import {
   type PolicyData,

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
+import { PolicyCheckError } from '@broker/attestation';
+import { MemoryStorage } from '@broker/kv-storage';
 import { describe, expect, it } from 'vitest';
-import { MemoryStorage } from '../storage/memory.js';
-import { PolicyCheckError } from './limits.js';
 import { BUILTIN_RESOURCE_POLICIES, PolicyEngineError, ResourcePolicy } from './resource-policy.js';
 
 const data = { plugin: 'resource', 'resource-path': ['default', 'key', '1'], query: {} };

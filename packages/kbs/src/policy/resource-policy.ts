@@ -3,9 +3,6 @@
 // existing one), evaluated with input = the token claims and data = {plugin, resource-path, query};
 // access needs `data.policy.allow` to be exactly true.
 import { createHash } from 'node:crypto';
-import { Engine, fromJSON, type RegoLimitError, toJSON, type Value } from '@broker/rego';
-import { BoundedCache } from '../bounded-cache.js';
-import type { KvStorage } from '../storage/types.js';
 import {
   limitErrorOf,
   limitFailures,
@@ -13,7 +10,10 @@ import {
   POLICY_EVAL_LIMITS,
   PolicyCheckError,
   policyChecks,
-} from './limits.js';
+} from '@broker/attestation';
+import type { KvStorage } from '@broker/kv-storage';
+import { BoundedCache } from '@broker/kv-storage';
+import { Engine, fromJSON, type RegoLimitError, toJSON, type Value } from '@broker/rego';
 import {
   AFFIRMING_RESOURCE_POLICY,
   ALLOW_ALL_RESOURCE_POLICY,

@@ -1,7 +1,8 @@
 // `GET /kbs/v0/admin/verdicts?status=&tee=&kind=&request_id=&limit=` and `GET /kbs/v0/admin/verdicts/<id>`: the
 // verdict log, behind the admin API's authorization (the ACL sees `/kbs/v0/admin/verdicts[/<id>]`).
+
+import { type AdminAuthorizer, AdminError } from '@broker/auth';
 import { KbsError } from '@broker/protocol';
-import { type AdminAuthorizer, AdminError } from '../admin.js';
 import { jsonReply, type Reply } from '../reply.js';
 import type { VerdictQuery, VerdictStore } from './log.js';
 

@@ -1,8 +1,12 @@
 // The verdict log: the last N attestations and resource requests, for the operator console and
 // `GET /kbs/v0/admin/verdicts`; in memory here, in Redis with redis-log.ts. Entries are built from
 // scrubbed claims only (see scrub.ts).
-import { REFERENCE_VALUES_EXTENSION } from '../attestation/broker-policy.js';
-import { explainAppraisal, type TrustVectorRow, trustVectorRows } from '../attestation/explain.js';
+import {
+  explainAppraisal,
+  REFERENCE_VALUES_EXTENSION,
+  type TrustVectorRow,
+  trustVectorRows,
+} from '@broker/attestation';
 
 export const DEFAULT_VERDICT_LOG_SIZE = 1000;
 /** A scrubbed claims tree larger than this (JSON) is not kept; the summary still is. */

@@ -1,14 +1,18 @@
 // Where the verdict log lives: in Redis or PostgreSQL when the KBS's store is one of them (replicas then
 // share one log, and the console counts the replicas), else in this process's memory.
+
+import type { AttestationService } from '@broker/attestation';
+import type { KvStorage } from '@broker/kv-storage';
+import {
+  createPostgresPool,
+  describePostgresTarget,
+  postgresTarget,
+  REDIS_URL_ENV,
+} from '@broker/kv-storage';
+import { isExpired, readReferenceValue } from '@broker/rvps-core';
 import type { Logger } from 'pino';
-import type { AttestationService } from '../attestation/index.js';
 import type { KbsConfig } from '../config.js';
 import { ReplicaPresence } from '../console/replicas.js';
-import { readReferenceValue } from '../rvps/admin.js';
-import { isExpired } from '../rvps/reference-value.js';
-import { createPostgresPool, describePostgresTarget, postgresTarget } from '../storage/postgres.js';
-import { REDIS_URL_ENV } from '../storage/redis.js';
-import type { KvStorage } from '../storage/types.js';
 import { VerdictLog, type VerdictStore } from './log.js';
 import { PolicyVersions } from './policy-versions.js';
 import { createVerdictTables, PostgresReplicaPresence, PostgresVerdictLog } from './postgres-log.js';

@@ -1,8 +1,9 @@
 // The policy versions kept for replay: by hash, bounded, refreshed when a version decides again, and a
 // record whose text does not hash to its key is not handed out.
+
+import { MemoryStorage } from '@broker/kv-storage';
 import { describe, expect, it } from 'vitest';
 import { policyHash } from '../policy/resource-policy.js';
-import { MemoryStorage } from '../storage/memory.js';
 import { MAX_POLICY_VERSIONS, POLICY_VERSIONS_NAMESPACE, PolicyVersions } from './policy-versions.js';
 
 describe('PolicyVersions', () => {

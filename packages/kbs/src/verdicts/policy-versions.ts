@@ -3,9 +3,10 @@
 // that decided it and that policy compared with the current one. Bounded: the 32 versions seen most
 // recently are kept; the oldest is removed when a new one is written. Recording never waits for the
 // store and never fails a request: a version that could not be written is simply not replayable.
+
+import type { KvStorage } from '@broker/kv-storage';
 import type { Logger } from 'pino';
 import { policyHash } from '../policy/resource-policy.js';
-import type { KvStorage } from '../storage/types.js';
 
 export const POLICY_VERSIONS_NAMESPACE = 'kbs_policy_versions';
 /** Versions kept in the store. */

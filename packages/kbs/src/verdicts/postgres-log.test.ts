@@ -2,6 +2,8 @@
 // B, the list is capped at the ring size, entries hold no handshake secret, the console's health counts
 // the live replicas, and recording with the database gone neither throws nor waits (the bounded queue
 // drops).
+
+import { type PostgresServer, startPostgresServer } from '@broker/kv-storage/testing';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -9,7 +11,6 @@ import { parseKbsConfigText } from '../config.js';
 import { type RunningKbs, startKbs } from '../kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from '../policy/resource-policy.js';
 import { handshake, send } from '../testing/client.js';
-import { type PostgresServer, startPostgresServer } from '../testing/postgres-server.js';
 import { createVerdictTables, MAX_QUEUED_VERDICTS, PostgresVerdictLog } from './postgres-log.js';
 
 let db: PostgresServer;

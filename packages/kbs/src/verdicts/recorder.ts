@@ -1,12 +1,13 @@
 // Turns what the handshake and the resource endpoint saw into verdict log entries. Everything goes
 // through scrubClaims/scrubText with the request's secret values, so the log never holds the nonce, the
 // TEE key, the token or resource bytes.
-import { isTee } from '@broker/protocol';
+
 import {
   describeReferenceValue,
   type RegisteredReferenceValue,
   trustClaimMeaning,
-} from '../attestation/explain.js';
+} from '@broker/attestation';
+import { isTee } from '@broker/protocol';
 import { type PolicyVersion, policyHash } from '../policy/resource-policy.js';
 import {
   type AppraisalSummary,

@@ -1,6 +1,8 @@
 // The verdict log in a real redis-server, shared by two KBS replicas: a handshake on A is listed by B,
 // the list is capped at the ring size, entries hold no handshake secret, the console's health counts the
 // live replicas, and recording with Redis gone neither throws nor waits (the bounded queue drops).
+
+import { type RedisServer, startRedisServer } from '@broker/kv-storage/testing';
 import pino from 'pino';
 import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -8,7 +10,6 @@ import { parseKbsConfigText } from '../config.js';
 import { type RunningKbs, startKbs } from '../kbs.js';
 import { BUILTIN_RESOURCE_POLICIES } from '../policy/resource-policy.js';
 import { handshake, send } from '../testing/client.js';
-import { type RedisServer, startRedisServer } from '../testing/redis-server.js';
 import { RedisLink } from './redis-link.js';
 import { MAX_QUEUED_VERDICTS, RedisVerdictLog, VERDICT_LIST_KEY } from './redis-log.js';
 

@@ -1,0 +1,25 @@
+export {
+  type AclRuleConfig,
+  AdminAccessDenied,
+  type AdminAuthorizer,
+  type AdminConfig,
+  AdminError,
+  bearerToken,
+  createAdminAuthorizer,
+  type IdentityProviderConfig,
+} from './admin.js';
+export { JwtExpired, JwtVerificationError } from './jws.js';
+export { TrustMaterialError } from './sources.js';
+export { JwtVerifier, type JwtVerifierOptions } from './verifier.js';
+export {
+  createWriteAuthorizer,
+  grpcWriteCredentials,
+  OPEN_WRITES,
+  openWritesWarning,
+  WRITE_ROLE,
+  type WriteAuthConfig,
+  WriteAuthError,
+  type WriteAuthErrorCode,
+  type WriteAuthorizer,
+  type WriteCredentials,
+} from './write-auth.js';

@@ -1,0 +1,2 @@
+export { type PostgresServer, startPostgresServer } from './postgres-server.js';
+export { freeLoopbackPort, type RedisServer, startRedisServer } from './redis-server.js';

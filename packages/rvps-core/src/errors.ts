@@ -1,0 +1,32 @@
+export type RvpsErrorCode =
+  /** The message is not JSON, not an object, or misses `type`/`payload`. */
+  | 'MESSAGE_MALFORMED'
+  /** The message or its payload exceeds a size, count or depth limit. */
+  | 'MESSAGE_TOO_LARGE'
+  /** `version` is not 0.1.0. */
+  | 'VERSION_MISMATCH'
+  /** A provenance type this RVPS does not extract (swid, corim, unknown). */
+  | 'UNSUPPORTED_TYPE'
+  /** The payload is not valid for its type (bad base64, bad JSON, bad names). */
+  | 'PAYLOAD_MALFORMED'
+  /** A stored reference value cannot be read back. */
+  | 'RECORD_CORRUPT';
+
+/** A reference value could not be registered or read. The KBS reports it as `RvpsError`. */
+export class RvpsError extends Error {
+  override readonly name: string = 'RvpsError';
+  readonly code: RvpsErrorCode;
+  constructor(code: RvpsErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+export function quote(s: string, max = 64): string {
+  return JSON.stringify(s.length > max ? `${s.slice(0, max)}…` : s);
+}
+
+/** The RVPS configuration file cannot be used. */
+export class RvpsConfigError extends Error {
+  override readonly name: string = 'RvpsConfigError';
+}
