@@ -38,7 +38,8 @@ import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAttestationServiceConfig } from './config.js';
 import { AttestationFailed } from './errors.js';
-import { type AttestationService, createAttestationService } from './service.js';
+import { createAttestationService } from './service.js';
+import type { AttestationService } from './service-api.js';
 
 class MemoryKv implements KvStorage {
   readonly data = new Map<string, Uint8Array>();

@@ -13,7 +13,8 @@ import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseAttestationServiceConfig } from './config.js';
 import { AttestationFailed } from './errors.js';
-import { type AdditionalEvidence, createAttestationService, type VerifyRequest } from './service.js';
+import { createAttestationService } from './service.js';
+import type { AdditionalEvidence, VerifyRequest } from './service-api.js';
 
 class MemoryKv implements KvStorage {
   readonly data = new Map<string, Uint8Array>();

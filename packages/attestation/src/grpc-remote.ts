@@ -9,7 +9,7 @@ import { ChannelCredentials, type ChannelOptions, Metadata, type ServiceError, s
 import type { Logger } from 'pino';
 import type { RemoteAsConfig, RemoteCredentialPaths } from './config.js';
 import { AttestationFailed, ParsePolicyError, RemoteWriteRefused } from './errors.js';
-import type { AttestationService, VerifyRequest } from './service.js';
+import type { AttestationService, VerifyRequest } from './service-api.js';
 import { adminTokenSigner } from './write-credential.js';
 
 export const DEFAULT_AS_ADDR = 'http://127.0.0.1:50004';

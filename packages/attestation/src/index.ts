@@ -77,13 +77,11 @@ export {
 } from './policy.js';
 export { type CompiledPolicy, compilePolicy } from './rego-engine.js';
 export {
-  type AdditionalEvidence,
-  type AttestationService,
   type AttestationServiceOptions,
   createAttestationService,
   MAX_ADDITIONAL_EVIDENCE,
-  type VerifyRequest,
 } from './service.js';
+export type { AdditionalEvidence, AttestationService, VerifyRequest } from './service-api.js';
 export {
   describeVerifierSettings,
   loadVerifierSettings,

@@ -17,7 +17,8 @@ import {
 } from './default-policies.gen.js';
 import { AttestationFailed, InvalidPolicyId, ParsePolicyError } from './errors.js';
 import { PolicyCheckError } from './limits.js';
-import { type AttestationService, createAttestationService, type VerifyRequest } from './service.js';
+import { createAttestationService } from './service.js';
+import type { AttestationService, VerifyRequest } from './service-api.js';
 
 class MemoryKv implements KvStorage {
   readonly data = new Map<string, Uint8Array>();

@@ -27,6 +27,7 @@ import {
 import type { Rcar } from './rcar.js';
 import { emptyReply, jsonReply, type Reply } from './reply.js';
 import type { ResourceRepository } from './repository.js';
+import type { ApiRequest } from './request.js';
 import type { SessionStore } from './session.js';
 import type { AttestationTokenVerifier } from './token.js';
 import type { VerdictRecorder } from './verdicts/recorder.js';
@@ -51,25 +52,6 @@ function policyCheckOf(e: unknown): PolicyCheckError | undefined {
     if (c instanceof PolicyCheckError) return c;
   }
   return undefined;
-}
-
-export interface ApiRequest {
-  readonly method: string;
-  /** Request target as received (path and query). */
-  readonly uri: string;
-  /**
-   * Decoded path segments after `/kbs/v0/`; the first names the plugin. None holds `/`, `\` or NUL (the
-   * server refuses such paths), so joining them with `/` gives back exactly these segments.
-   */
-  readonly segments: readonly string[];
-  readonly query: Readonly<Record<string, string>>;
-  readonly authorization: string | undefined;
-  readonly sessionId: string | undefined;
-  readonly body: Uint8Array;
-  /** The client's address, for the verdict log. */
-  readonly peer?: string | undefined;
-  /** The request's id (`x-request-id`), in its access-log line and its verdict. */
-  readonly requestId?: string | undefined;
 }
 
 export interface ApiDeps {

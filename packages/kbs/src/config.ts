@@ -20,7 +20,7 @@ import {
   BUILTIN_PLUGIN_NAMES,
   type BuiltinPluginsConfig,
   parseBuiltinPlugin,
-} from './plugins/builtin-registry.js';
+} from './plugins/builtin-config.js';
 import { type ExternalPluginConfig, parseExternalPlugin } from './plugins/external-config.js';
 
 export const DEFAULT_SOCKET = '127.0.0.1:8080';

@@ -1,6 +1,6 @@
 // The `route` and `method` labels of the HTTP metrics: a template per endpoint, never the raw path (which
 // names resources and grows without bound), so that an alert can group by endpoint.
-import { BUILTIN_PLUGIN_NAMES } from './plugins/builtin-registry.js';
+import { BUILTIN_PLUGIN_NAMES } from './plugins/builtin-config.js';
 
 /** Every path that is not one of the KBS's endpoints. */
 export const OTHER_ROUTE = 'other';

@@ -16,11 +16,12 @@ import { accessRecord } from '@broker/cli';
 import { StorageUnavailable, storageFault } from '@broker/kv-storage';
 import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
-import type { Api, ApiRequest } from './api.js';
+import type { Api } from './api.js';
 import type { HttpServerConfig, SocketAddress, TlsConfig } from './config.js';
 import { methodLabel, routeOf } from './http-route.js';
 import type { KbsMetrics } from './metrics.js';
 import { errorReply, type Reply } from './reply.js';
+import type { ApiRequest } from './request.js';
 import { sessionIdFromCookieHeader } from './session.js';
 
 const KBS_PREFIX = '/kbs/v0/';

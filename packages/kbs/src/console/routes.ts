@@ -16,7 +16,6 @@ import {
 import type { AdminAuthorizer } from '@broker/auth';
 import { Engine, fromJSON, toJSON } from '@broker/rego';
 import type { ListedReferenceValue } from '@broker/rvps-core';
-import type { ApiRequest } from '../api.js';
 import {
   checkResourcePolicy,
   MAX_POLICY_BYTES,
@@ -24,6 +23,7 @@ import {
   RESOURCE_POLICY_RULE,
 } from '../policy/resource-policy.js';
 import { jsonReply, type Reply } from '../reply.js';
+import type { ApiRequest } from '../request.js';
 import { checkAdmin, verdictRoute } from '../verdicts/endpoint.js';
 import type { Verdict, VerdictStore } from '../verdicts/log.js';
 import { isPolicyHash, type StoredPolicyVersion } from '../verdicts/policy-versions.js';

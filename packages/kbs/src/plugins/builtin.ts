@@ -3,9 +3,9 @@
 // reply to be JWE-encrypted to the TEE key. Every plugin failure is trustee's 401 PluginInternalError;
 // replies are `text/xml` unless encrypted, as trustee.
 import { KbsError } from '@broker/protocol';
-import type { ApiRequest } from '../api.js';
 import { JweEncrypter } from '../jwe-encrypter.js';
 import type { Reply } from '../reply.js';
+import type { ApiRequest } from '../request.js';
 import { authorizePluginCall, checkPluginAdmin, encryptToTee, type PluginGateDeps } from './gate.js';
 
 /** What a built-in plugin sees of a request: the path after `/kbs/v0/<plugin>/`. */

@@ -5,9 +5,9 @@
 // NeedsEncryption may ask for the reply to be JWE-encrypted to the TEE key in the token. Every plugin failure is
 // trustee's 401 PluginInternalError.
 import { KbsError } from '@broker/protocol';
-import type { ApiRequest } from '../api.js';
 import { JweEncrypter } from '../jwe-encrypter.js';
 import type { Reply } from '../reply.js';
+import type { ApiRequest } from '../request.js';
 import type { ExternalPluginConfig } from './external-config.js';
 import { authorizePluginCall, checkPluginAdmin, encryptToTee, type PluginGateDeps } from './gate.js';
 import { type ForwardedRequest, PluginBackend, PluginCallError } from './grpc-backend.js';

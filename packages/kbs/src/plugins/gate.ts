@@ -6,12 +6,12 @@
 import { type AdminAuthorizer, AdminError, bearerToken } from '@broker/auth';
 import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
-import type { ApiRequest } from '../api.js';
 import type { JweEncrypter } from '../jwe-encrypter.js';
 import type { KbsMetrics } from '../metrics.js';
 import { requirePolicyAllows } from '../policy/decide.js';
 import type { ResourcePolicy } from '../policy/resource-policy.js';
 import { jsonReply, type Reply } from '../reply.js';
+import type { ApiRequest } from '../request.js';
 import type { SessionStore } from '../session.js';
 import type { AttestationTokenVerifier } from '../token.js';
 

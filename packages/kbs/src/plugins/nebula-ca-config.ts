@@ -4,6 +4,7 @@
 // either name is accepted (not both).
 import { ConfigError, type Section } from '@broker/cli';
 
+export const NEBULA_CA_PLUGIN_NAME = 'nebula-ca';
 export const DEFAULT_NEBULA_WORK_DIR = '/opt/confidential-containers/kbs/nebula-ca';
 /** Looked up in $PATH, as trustee. */
 export const DEFAULT_NEBULA_CERT_BIN = 'nebula-cert';

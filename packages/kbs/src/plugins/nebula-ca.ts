@@ -10,11 +10,10 @@ import { access, mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { type BuiltinPlugin, type PluginCall, PluginRequestError } from './builtin.js';
-import { caArguments, type NebulaCaPluginConfig } from './nebula-ca-config.js';
+import { caArguments, NEBULA_CA_PLUGIN_NAME, type NebulaCaPluginConfig } from './nebula-ca-config.js';
 import { NebulaCert } from './nebula-cert.js';
 import { parseNebulaCredentialParams, signArguments } from './nebula-params.js';
 
-export const NEBULA_CA_PLUGIN_NAME = 'nebula-ca';
 /** Signing is cheap but spawns processes: more concurrent requests than this are refused. */
 export const MAX_CONCURRENT_CREDENTIALS = 4;
 /** Nebula certificates and keys are a few hundred bytes (PEM). */

@@ -11,11 +11,14 @@
 //   `"trustee.kbs.resource" = "kbs+provisioner:///default/<uuid>/root"`.
 // - `DELETE provision/<uuid>` (admin credentials): removes the key; answers `{"status":"deleted"}`.
 import { createHash, randomInt } from 'node:crypto';
-import type { Section } from '@broker/cli';
 import type { KvStorage } from '@broker/kv-storage';
 import { type BuiltinPlugin, type PluginCall, PluginRequestError } from './builtin.js';
+import {
+  MAX_KEY_LENGTH,
+  PROVISIONER_PLUGIN_NAME,
+  type ProvisionerPluginConfig,
+} from './provisioner-config.js';
 
-export const PROVISIONER_PLUGIN_NAME = 'provisioner';
 /** The storage namespace the keys live in. */
 export const PROVISIONER_STORAGE_NAMESPACE = 'provisioner';
 /** trustee's UUID namespace: the version-5 UUID of `provisioner_plugin` in the URL namespace. */
@@ -25,27 +28,10 @@ export const PROVISIONER_INITDATA_KEY = 'trustee.kbs.resource';
 /** The confdata key of the LUKS passphrase. */
 export const CONFDATA_ROOT_KEY = 'io.cryptsetup.key.text.root';
 
-export const DEFAULT_KEY_LENGTH = 32;
-/** Shortest key accepted: 16 alphanumeric characters carry about 95 bits. */
-export const MIN_KEY_LENGTH = 16;
-export const MAX_KEY_LENGTH = 4096;
-
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** A VM name and namespace longer than this cannot be a Kubernetes name; refused rather than hashed. */
 const MAX_IDENTITY_LENGTH = 1024;
-
-export interface ProvisionerPluginConfig {
-  /** Length of the generated key, in alphanumeric characters (trustee's `key_length`, default 32). */
-  readonly keyLength: number;
-}
-
-/** The `provisioner` entry of `[[plugins]]` (its `name` already read). */
-export function parseProvisionerPlugin(p: Section): ProvisionerPluginConfig {
-  const keyLength = p.optInt('key_length', MIN_KEY_LENGTH, MAX_KEY_LENGTH) ?? DEFAULT_KEY_LENGTH;
-  p.finish();
-  return { keyLength };
-}
 
 function uuidBytes(uuid: string): Buffer {
   return Buffer.from(uuid.replaceAll('-', ''), 'hex');

@@ -2,22 +2,10 @@
 // built-in client plugin. Its one config key, `item` (required string), is read and kept, not used.
 // Every method and path under `/kbs/v0/sample/` answers the fixed body `sample plugin response`, behind
 // admin credentials (its validate_auth is true), never encrypted.
-import type { Section } from '@broker/cli';
 import type { BuiltinPlugin } from './builtin.js';
+import { SAMPLE_PLUGIN_NAME, type SamplePluginConfig } from './sample-config.js';
 
-export const SAMPLE_PLUGIN_NAME = 'sample';
 export const SAMPLE_PLUGIN_RESPONSE = 'sample plugin response';
-
-export interface SamplePluginConfig {
-  readonly item: string;
-}
-
-/** The `sample` entry of `[[plugins]]` (its `name` already read). */
-export function parseSamplePlugin(p: Section): SamplePluginConfig {
-  const item = p.string('item');
-  p.finish();
-  return { item };
-}
 
 export class SamplePlugin implements BuiltinPlugin {
   readonly name = SAMPLE_PLUGIN_NAME;
