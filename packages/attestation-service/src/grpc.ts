@@ -6,11 +6,11 @@ import { grpcWriteCredentials, OPEN_WRITES, WriteAuthError, type WriteAuthorizer
 import type { Logger } from '@broker/cli';
 import { isTee, type ReportDataHashAlgorithm, type Tee } from '@broker/protocol';
 import {
-  addHealthService,
-  grpcServerCredentials,
+  type RunningGrpcServer,
   type Rvps,
   rvpsHandlers,
   type ServerTls,
+  serveGrpc,
   writeRefusal,
 } from '@broker/rvps-core';
 import { attestation, reference } from '@broker/trustee-protos';
@@ -235,10 +235,7 @@ export interface AsGrpcServerOptions {
   readonly auth?: WriteAuthorizer;
 }
 
-export interface RunningAsGrpcServer {
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type RunningAsGrpcServer = RunningGrpcServer;
 
 export async function startAsGrpcServer(options: AsGrpcServerOptions): Promise<RunningAsGrpcServer> {
   const server = new Server({
@@ -253,36 +250,9 @@ export async function startAsGrpcServer(options: AsGrpcServerOptions): Promise<R
     reference.ReferenceValueProviderServiceService,
     rvpsHandlers(options.rvps, options.logger, options.auth),
   );
-  const health = addHealthService(server, [
-    'attestation.AttestationService',
-    'reference.ReferenceValueProviderService',
-  ]);
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(options.address, grpcServerCredentials(options.tls), (err, bound) =>
-      err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
-    );
-  });
-  return {
-    port,
-    close: () => {
-      health.close();
-      return shutdown(server);
-    },
-  };
-}
-
-/** Graceful stop: in-flight calls finish; after SHUTDOWN_GRACE_MS the rest are cancelled. */
-export const SHUTDOWN_GRACE_MS = 5000;
-
-function shutdown(server: Server): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const timer = setTimeout(() => {
-      server.forceShutdown();
-      resolve();
-    }, SHUTDOWN_GRACE_MS);
-    server.tryShutdown(() => {
-      clearTimeout(timer);
-      resolve();
-    });
+  return serveGrpc(server, {
+    address: options.address,
+    tls: options.tls,
+    healthServices: ['attestation.AttestationService', 'reference.ReferenceValueProviderService'],
   });
 }

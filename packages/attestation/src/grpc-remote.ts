@@ -3,9 +3,9 @@
 // One channel per pooled connection carries both the AS and the RVPS stubs, as in trustee.
 
 import { readFileSync } from 'node:fs';
-import { RvpsError } from '@broker/rvps-core';
+import { type GrpcTlsOptions, grpcTarget, RvpsError } from '@broker/rvps-core';
 import { attestation, reference } from '@broker/trustee-protos';
-import { ChannelCredentials, type ChannelOptions, Metadata, type ServiceError, status } from '@grpc/grpc-js';
+import { type ChannelOptions, Metadata, type ServiceError, status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { RemoteAsConfig, RemoteCredentialPaths } from './config.js';
 import { AttestationFailed, ParsePolicyError, RemoteWriteRefused } from './errors.js';
@@ -21,14 +21,6 @@ const MAX_CONNECTIONS = 4;
 /** The largest reply taken from the AS (a token, a reference value). */
 const MAX_REPLY_BYTES = 4 * 1024 * 1024;
 
-/** TLS settings of an `https://` address: the trust anchors, and a client certificate to present. */
-export interface GrpcTlsOptions {
-  /** PEM CA certificates trusted instead of the system roots. */
-  readonly caCert?: Buffer;
-  /** PEM certificate chain and private key presented to a server that asks for one (mutual TLS). */
-  readonly clientCert?: { readonly certChain: Buffer; readonly privateKey: Buffer };
-}
-
 export interface GrpcAttestationServiceOptions {
   /** `http://HOST:PORT` (h2c) or `https://HOST:PORT` (TLS, the system roots unless `tls.caCert`). */
   readonly asAddr: string;
@@ -43,31 +35,6 @@ export interface GrpcAttestationServiceOptions {
    * metadata; evaluation and queries carry none.
    */
   readonly writeToken?: () => Promise<string>;
-}
-
-function target(addr: string, tls: GrpcTlsOptions = {}): { target: string; credentials: ChannelCredentials } {
-  const m = /^(https?):\/\/([^/]+)\/?$/.exec(addr);
-  if (m === null) {
-    throw new RangeError(
-      `[attestation_service] as_addr ${JSON.stringify(addr.slice(0, 100))} must be http://HOST:PORT or https://HOST:PORT`,
-    );
-  }
-  if (m[1] === 'http' && (tls.caCert !== undefined || tls.clientCert !== undefined)) {
-    throw new RangeError(
-      `${JSON.stringify(addr.slice(0, 100))} is plain http://: a CA or client certificate needs https://`,
-    );
-  }
-  return {
-    target: m[2] as string,
-    credentials:
-      m[1] === 'https'
-        ? ChannelCredentials.createSsl(
-            tls.caCert ?? null,
-            tls.clientCert?.privateKey ?? null,
-            tls.clientCert?.certChain ?? null,
-          )
-        : ChannelCredentials.createInsecure(),
-  };
 }
 
 const CHANNEL_OPTIONS: ChannelOptions = {
@@ -116,7 +83,7 @@ function refusal(
 
 /** Connects lazily: the KBS starts while the AS is down, and each call reconnects as needed. */
 export function createGrpcAttestationService(options: GrpcAttestationServiceOptions): AttestationService {
-  const { target: t, credentials } = target(options.asAddr, options.tls);
+  const { target: t, credentials } = grpcTarget(options.asAddr, options.tls, '[attestation_service] as_addr');
   const presentsCredential = options.writeToken !== undefined || options.tls?.clientCert !== undefined;
   const deadlineMs = options.deadlineMs ?? AS_CALL_DEADLINE_MS;
   const n = Math.max(1, Math.min(options.poolSize ?? DEFAULT_AS_POOL_SIZE, MAX_CONNECTIONS));
@@ -351,7 +318,11 @@ export async function connectGrpcRvps(
   address: string,
   remote: RemoteCredentials = { tls: {} },
 ): Promise<RemoteRvps> {
-  const { target: t, credentials } = target(address, remote.tls);
+  const { target: t, credentials } = grpcTarget(
+    address,
+    remote.tls,
+    '[attestation_service.rvps_config] address',
+  );
   const presentsCredential = remote.writeToken !== undefined || remote.tls.clientCert !== undefined;
   const client = new reference.ReferenceValueProviderServiceClient(t, credentials, CHANNEL_OPTIONS);
   const call = <Req, Res>(

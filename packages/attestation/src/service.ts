@@ -1,7 +1,7 @@
 // The built-in attestation service (trustee's CoCo AS inside the KBS):
 // verify each evidence item, appraise its claims with the Rego policy of its
 // TEE class, and issue one EAR token over all of them.
-import { createHash, type JsonWebKey } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { KvStorage } from '@broker/kv-storage';
 import {
   canonicalJson,

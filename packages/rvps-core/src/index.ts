@@ -6,7 +6,6 @@ export {
 } from './admin.js';
 export {
   DEFAULT_RVPS_CLIENT_ADDRESS,
-  grpcTarget,
   RvpsClient,
   RvpsClientError,
   type RvpsClientOptions,
@@ -25,6 +24,15 @@ export {
 } from './config.js';
 export { referenceValueMessages } from './document.js';
 export { RvpsConfigError, RvpsError, type RvpsErrorCode } from './errors.js';
+export {
+  type GrpcTlsOptions,
+  grpcTarget,
+  type RunningGrpcServer,
+  routeGrpcLogs,
+  type ServeGrpcOptions,
+  SHUTDOWN_GRACE_MS,
+  serveGrpc,
+} from './grpc.js';
 export {
   addHealthService,
   decodeHealthCheckRequest,
@@ -68,7 +76,6 @@ export {
   MAX_RVPS_RESPONSE_BYTES,
   type RunningRvpsServer,
   type RvpsServerOptions,
-  routeGrpcLogs,
   rvpsHandlers,
   startRvpsServer,
   writeRefusal,

@@ -1,14 +1,13 @@
 // trustee's RVPS gRPC service (rvps/src/server/mod.rs) over @grpc/grpc-js, with the KBS's RVPS behind it.
 
-import { format } from 'node:util';
 import { grpcWriteCredentials, OPEN_WRITES, WriteAuthError, type WriteAuthorizer } from '@broker/auth';
 import type { Logger } from '@broker/cli';
 import { reference } from '@broker/trustee-protos';
-import { Server, type ServerUnaryCall, type sendUnaryData, setLogger, status } from '@grpc/grpc-js';
-import { addHealthService } from './health.js';
+import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { type RunningGrpcServer, serveGrpc } from './grpc.js';
 import { MAX_RVPS_MESSAGE_LENGTH } from './message.js';
 import type { Rvps } from './rvps.js';
-import { grpcServerCredentials, type ServerTls } from './tls.js';
+import type { ServerTls } from './tls.js';
 
 /**
  * The largest request accepted: a registration message at the KBS RVPS's own limit plus the protobuf
@@ -29,11 +28,7 @@ export interface RvpsServerOptions {
   readonly tls?: ServerTls;
 }
 
-export interface RunningRvpsServer {
-  /** The port bound (the one asked for, or the one picked for port 0). */
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type RunningRvpsServer = RunningGrpcServer;
 
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -107,18 +102,6 @@ export function rvpsHandlers(
   };
 }
 
-/**
- * grpc-js's own log lines (`E No address added out of total 1 resolved`, on stderr by default) go to
- * `logger` at debug level: the failure they tell of reaches the user once, as the command's error.
- */
-export function routeGrpcLogs(logger: Logger): void {
-  const line =
-    (level: string) =>
-    (message: unknown, ...rest: unknown[]) =>
-      logger.debug({ grpcLevel: level }, format(message, ...rest));
-  setLogger({ error: line('error'), info: line('info'), debug: line('debug') });
-}
-
 export async function startRvpsServer(options: RvpsServerOptions): Promise<RunningRvpsServer> {
   const server = new Server({
     'grpc.max_receive_message_length': MAX_RVPS_REQUEST_BYTES,
@@ -128,33 +111,9 @@ export async function startRvpsServer(options: RvpsServerOptions): Promise<Runni
     reference.ReferenceValueProviderServiceService,
     rvpsHandlers(options.rvps, options.logger, options.auth),
   );
-  const health = addHealthService(server, ['reference.ReferenceValueProviderService']);
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(options.address, grpcServerCredentials(options.tls), (err, bound) =>
-      err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
-    );
-  });
-  return {
-    port,
-    close: () => {
-      health.close();
-      return shutdown(server);
-    },
-  };
-}
-
-/** Graceful stop: in-flight calls finish; after SHUTDOWN_GRACE_MS the rest are cancelled. */
-export const SHUTDOWN_GRACE_MS = 5000;
-
-function shutdown(server: Server): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const timer = setTimeout(() => {
-      server.forceShutdown();
-      resolve();
-    }, SHUTDOWN_GRACE_MS);
-    server.tryShutdown(() => {
-      clearTimeout(timer);
-      resolve();
-    });
+  return serveGrpc(server, {
+    address: options.address,
+    tls: options.tls,
+    healthServices: ['reference.ReferenceValueProviderService'],
   });
 }

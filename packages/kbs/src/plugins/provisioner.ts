@@ -13,11 +13,7 @@
 import { createHash, randomInt } from 'node:crypto';
 import type { KvStorage } from '@broker/kv-storage';
 import { type BuiltinPlugin, type PluginCall, PluginRequestError } from './builtin.js';
-import {
-  MAX_KEY_LENGTH,
-  PROVISIONER_PLUGIN_NAME,
-  type ProvisionerPluginConfig,
-} from './provisioner-config.js';
+import { PROVISIONER_PLUGIN_NAME, type ProvisionerPluginConfig } from './provisioner-config.js';
 
 /** The storage namespace the keys live in. */
 export const PROVISIONER_STORAGE_NAMESPACE = 'provisioner';
