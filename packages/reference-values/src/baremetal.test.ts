@@ -1,14 +1,23 @@
 // Bare-metal SNP and TDX: the RVPS entries `reference-values --platform baremetal` writes, the initdata
 // digest as kata binds it (kata-types' `adjust_digest`: cut or zero-padded at the end to SNP HOSTDATA
 // 32 bytes, TDX MRCONFIGID 48). The SNP value is the HOSTDATA a mock SNP guest launched with that
-// initdata reports, which the snp verifier binds.
+// initdata reports, and the TDX value the MRCONFIGID of a test-hardware quote, each bound by its verifier.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SnpAttester } from '@broker/attester';
 import { startMockSnpDevice } from '@broker/mock-tee';
-import { SnpVerifier } from '@broker/verifier';
+import { SnpVerifier, TdxVerifier } from '@broker/verifier';
+import {
+  createTestQuotingEnclave,
+  createTestSgxPki,
+  issueTestPck,
+  signCollateral,
+  signTestQuote,
+  testQeIdentity,
+  testTcbInfo,
+} from '@broker/verifier/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { nodeReferenceValuesIo, referenceValuesMain } from './cli.js';
@@ -115,5 +124,43 @@ describe('reference-values --platform baremetal', () => {
     } finally {
       device.close();
     }
+  });
+
+  it('the TDX value is the MRCONFIGID the tdx verifier binds a sha256 initdata to (zero-padded to 48 bytes)', async () => {
+    const text = doc('sha256');
+    const values = bareMetalReferenceValues('tdx', bareMetalInitData(Buffer.from(text), 'tdx'));
+    const platform = {
+      fmspc: Buffer.from('00906ed50000', 'hex'),
+      tcbComponents: [3, 3, 2, 2, 3, 1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0],
+      pceSvn: 13,
+    };
+    const teeTcbSvn = [4, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    const pki = createTestSgxPki();
+    const qe = createTestQuotingEnclave(pki, issueTestPck(pki, platform));
+    const reportData = createHash('sha512').update('nonce').digest();
+    const quote = signTestQuote(qe, {
+      teeTcbSvn: Buffer.from(teeTcbSvn),
+      reportData,
+      // The host side: kata's MRCONFIGID.
+      mrConfigId: Buffer.from(values.tdx_mr_config_id?.[0] as string, 'hex'),
+    });
+    const [result] = await new TdxVerifier().evaluate(
+      { cc_eventlog: null, quote: quote.toString('base64') },
+      {
+        reportData,
+        initDataHash: digestOf('sha256'),
+        tdx: {
+          trustedSgxRoots: [pki.root.pem],
+          collateral: {
+            tcbInfos: [
+              signCollateral('tcbInfo', testTcbInfo(platform, teeTcbSvn), pki.tcbSigning.privateKey),
+            ],
+            qeIdentity: signCollateral('enclaveIdentity', testQeIdentity(), pki.tcbSigning.privateKey),
+            signingCerts: [pki.tcbSigning.pem],
+          },
+        },
+      },
+    );
+    expect(values.tdx_mr_config_id).toEqual([result?.claims.init_data]);
   });
 });
