@@ -26,6 +26,7 @@ export {
   stringifyJson,
 } from './cli.js';
 export { DEFAULT_POLICY_REGO } from './default-policy.js';
+export { AgentPolicyError, type AgentPolicyErrorCode } from './errors.js';
 export {
   AgentPolicyGate,
   type AgentPolicyGateOptions,

@@ -6,9 +6,11 @@
  * A source that exists but cannot be read or parsed is an error: the gate must not start without the
  * policy it was given (the agent aborts in that case).
  */
+
 import { readFile, stat } from 'node:fs/promises';
 import { parseInitData } from '@broker/protocol';
 import { DEFAULT_POLICY_REGO } from './default-policy.js';
+import { AgentPolicyError, type AgentPolicyErrorCode } from './errors.js';
 import { POLICY_MAX_FILE_BYTES, SET_POLICY_SOURCE_NAME } from './policy.js';
 
 export const DEFAULT_INITDATA_TOML_PATH = '/run/confidential-containers/initdata/initdata.toml';
@@ -29,7 +31,8 @@ export interface InitialPolicy {
 }
 
 /** A policy source exists but cannot be used. */
-export class InitialPolicyError extends Error {
+export class InitialPolicyError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'INITIAL_POLICY_UNUSABLE';
   override readonly name: string = 'InitialPolicyError';
 }
 

@@ -3,6 +3,8 @@
  * the kata agent uses to apply a policy's state `ops` to its data document.
  */
 
+import { AgentPolicyError, type AgentPolicyErrorCode } from './errors.js';
+
 export type Json = null | boolean | number | bigint | string | Json[] | { [key: string]: Json };
 
 export type PatchOperation =
@@ -11,12 +13,14 @@ export type PatchOperation =
   | { readonly op: 'move' | 'copy'; readonly from: string; readonly path: string };
 
 /** The ops are not a JSON Patch document (not an array, unknown `op`, missing member). */
-export class InvalidPatchError extends Error {
+export class InvalidPatchError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'PATCH_INVALID';
   override readonly name: string = 'InvalidPatchError';
 }
 
 /** One operation could not be applied; the document is left as it was. Worded as the crate's `PatchError`. */
-export class PatchApplyError extends Error {
+export class PatchApplyError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'PATCH_APPLY_FAILED';
   override readonly name: string = 'PatchApplyError';
   readonly operation: number;
   readonly path: string;

@@ -1,4 +1,3 @@
-import { messageOf } from '@broker/cli';
 /**
  * The kata agent's policy engine semantics (`src/agent/policy/src/policy.rs`), on @broker/rego:
  * - one Rego engine in non-strict builtin mode with `print` gathered, data `{"pstate": {}}`;
@@ -9,7 +8,10 @@ import { messageOf } from '@broker/cli';
  * - loading a policy starts from a fresh engine (state reset); a policy that fails to load leaves an
  *   empty engine, so every later request fails.
  */
+
+import { messageOf } from '@broker/cli';
 import { Engine, ObjectValue, RegoEvalError, RegoParseError, toJSON, type Value } from '@broker/rego';
+import { AgentPolicyError, type AgentPolicyErrorCode } from './errors.js';
 import {
   applyPatch,
   cloneJson,
@@ -41,7 +43,8 @@ export interface PolicyDecision {
 }
 
 /** The policy could not decide: evaluation error, undefined rule, or a result of the wrong shape. */
-export class PolicyEvaluationError extends Error {
+export class PolicyEvaluationError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'POLICY_EVALUATION_FAILED';
   override readonly name: string = 'PolicyEvaluationError';
   readonly request: string;
   /** The reason without the request prefix. */
@@ -54,7 +57,8 @@ export class PolicyEvaluationError extends Error {
 }
 
 /** A new policy was rejected; the engine is now empty and every request fails until a policy loads. */
-export class PolicyLoadError extends Error {
+export class PolicyLoadError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'POLICY_LOAD_FAILED';
   override readonly name: string = 'PolicyLoadError';
 }
 

@@ -3,7 +3,9 @@
  * the serde JSON of the decoded request, except CopyFile, which is first reduced to a
  * `PolicyCopyFileRequest` (no `data`, the file type spelled out, a symlink's target as text).
  */
+
 import type { AgentProtoProfile } from './agent-proto.js';
+import { AgentPolicyError, type AgentPolicyErrorCode } from './errors.js';
 import { decodeRequest, toPolicyJson, type WireValue } from './wire.js';
 
 const S_IFMT = 0o170000;
@@ -43,7 +45,8 @@ export interface PolicyCopyFileRequest {
  * A CopyFile request could not be reduced (a symlink target that is not UTF-8). The agent answers
  * INTERNAL with anyhow's `{:?}` of its context chain, which is this message.
  */
-export class CopyFileInputError extends Error {
+export class CopyFileInputError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'COPY_FILE_INPUT_INVALID';
   override readonly name: string = 'CopyFileInputError';
   constructor() {
     super('parsing CopyFileRequest for policy\n\nCaused by:\n    invalid symlink content');

@@ -17,8 +17,10 @@
  * differently), invalid UTF-8 in strings (Rust fails), and groups. Senders following the protobuf
  * encoding rules never produce any of these.
  */
+
 import type { ProtoRoot } from '@broker/ttrpc';
 import { type AgentProtoProfile, agentProtoRoot } from './agent-proto.js';
+import { AgentPolicyError, type AgentPolicyErrorCode } from './errors.js';
 
 type ProtoType = ReturnType<ProtoRoot['lookupType']>;
 type ProtoField = ProtoType['fieldsArray'][number];
@@ -87,7 +89,8 @@ interface MessageSpec {
 }
 
 /** The bytes are not an acceptable encoding of the request message. */
-export class RequestDecodeError extends Error {
+export class RequestDecodeError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'REQUEST_DECODE_FAILED';
   override readonly name: string = 'RequestDecodeError';
   readonly typeName: string;
   constructor(typeName: string, message: string) {
@@ -97,7 +100,8 @@ export class RequestDecodeError extends Error {
 }
 
 /** A value given for encoding does not fit the message. */
-export class RequestEncodeError extends Error {
+export class RequestEncodeError extends AgentPolicyError {
+  override readonly code: AgentPolicyErrorCode = 'REQUEST_ENCODE_FAILED';
   override readonly name: string = 'RequestEncodeError';
 }
 

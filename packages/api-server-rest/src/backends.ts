@@ -5,6 +5,8 @@
  * message is the plain-text body of the 500 answer.
  */
 
+import { ApiServerError, type ApiServerErrorCode } from './errors.js';
+
 /** Result of `ExtendRuntimeMeasurement`, as the attestation agent's proto enum numbers it. */
 export const ExtendResult = {
   OK: 0,
@@ -31,6 +33,7 @@ export interface AttestationBackend {
 }
 
 /** A call to the data hub or the attestation agent failed; `message` is what the client is told. */
-export class BackendError extends Error {
+export class BackendError extends ApiServerError {
+  override readonly code: ApiServerErrorCode = 'BACKEND_FAILED';
   override readonly name: string = 'BackendError';
 }

@@ -1,5 +1,6 @@
 export { type AttestationBackend, BackendError, ExtendResult, type ResourceBackend } from './backends.js';
 export { API_SERVER_REST_CLI_VERSION, main } from './cli.js';
+export { ApiServerError, type ApiServerErrorCode } from './errors.js';
 export {
   describeCallError,
   type LazyCallOptions,

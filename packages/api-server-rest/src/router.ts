@@ -5,7 +5,9 @@
  * a known path with the wrong method), 500 with the error text when the CDH
  * or AA fails, and no method check on `/cdh/resource`.
  */
+
 import { type AttestationBackend, ExtendResult, type ResourceBackend } from './backends.js';
+import { ApiServerError, type ApiServerErrorCode } from './errors.js';
 import { isLoopbackAddress } from './loopback.js';
 import { decodeRuntimeData, RuntimeDataError } from './runtime-data.js';
 import { parseQuery, parseRequestTarget, splitNthSlash } from './target.js';
@@ -40,7 +42,8 @@ export interface Reply {
 }
 
 /** The request body is larger than the configured cap. */
-export class BodyTooLargeError extends Error {
+export class BodyTooLargeError extends ApiServerError {
+  override readonly code: ApiServerErrorCode = 'BODY_TOO_LARGE';
   override readonly name: string = 'BodyTooLargeError';
   readonly limit: number;
   constructor(limit: number) {
@@ -224,7 +227,8 @@ export interface AaelEvent {
 }
 
 /** The body of `POST /aa/aael` is malformed; upstream answers 500 with this text. */
-export class AaelEventError extends Error {
+export class AaelEventError extends ApiServerError {
+  override readonly code: ApiServerErrorCode = 'AAEL_EVENT_INVALID';
   override readonly name: string = 'AaelEventError';
 }
 

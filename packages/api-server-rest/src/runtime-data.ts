@@ -7,8 +7,11 @@
  * rejects is rejected here too.
  */
 
+import { ApiServerError, type ApiServerErrorCode } from './errors.js';
+
 /** `runtime_data` could not be turned into bytes; the route answers 400. */
-export class RuntimeDataError extends Error {
+export class RuntimeDataError extends ApiServerError {
+  override readonly code: ApiServerErrorCode = 'RUNTIME_DATA_INVALID';
   override readonly name: string = 'RuntimeDataError';
 }
 

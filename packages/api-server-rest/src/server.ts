@@ -3,6 +3,7 @@
  * send, the access log, graceful shutdown, and the wiring of the router to the
  * CDH/AA backends.
  */
+
 import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -10,6 +11,7 @@ import { accessRecord } from '@broker/cli';
 import pino, { type Logger } from 'pino';
 import type { AttestationBackend, ResourceBackend } from './backends.js';
 import { ConnectionTable } from './connections.js';
+import { ApiServerError, type ApiServerErrorCode } from './errors.js';
 import { BodyTooLargeError, type Feature, type Reply, Router } from './router.js';
 import { parseRequestTarget } from './target.js';
 import { attestationAgentBackend, dataHubBackend, type TtrpcBackendOptions } from './ttrpc-backends.js';
@@ -79,7 +81,8 @@ export interface ApiServer {
 }
 
 /** `--bind` is not an `IP:port` socket address. */
-export class InvalidBindAddress extends Error {
+export class InvalidBindAddress extends ApiServerError {
+  override readonly code: ApiServerErrorCode = 'BIND_ADDRESS_INVALID';
   override readonly name: string = 'InvalidBindAddress';
 }
 

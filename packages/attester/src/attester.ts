@@ -65,12 +65,48 @@ export interface AttesterModule {
 }
 
 /** Base class of attester failures. */
+/** The configfs-tsm step that failed (`TsmReportError`). */
+export type TsmReportErrorCode =
+  | 'no-tsm-reports'
+  | 'create-failed'
+  | 'attribute-access'
+  | 'generation-parse'
+  | 'wrong-provider'
+  | 'unknown-provider'
+  | 'inblob-conflict'
+  | 'inblob-length'
+  | 'outblob-too-large';
+
+/** What an attester failed at; callers branch on it (or on the class), never on `name`. A configfs-tsm failure carries the step (`TsmReportErrorCode`). */
+export type AttesterErrorCode =
+  /** No attester for this TEE is built into this program (`AttesterNotSupported`). */
+  | 'NOT_SUPPORTED'
+  /** The device refused or returned something unusable (`EvidenceCollectionFailed`). */
+  | 'EVIDENCE_COLLECTION_FAILED'
+  /** An HCL report that cannot be parsed (`HclReportMalformed`). */
+  | 'HCL_REPORT_MALFORMED'
+  /** The ioctl shim failed (`IoctlShimError`). */
+  | 'IOCTL_SHIM_FAILED'
+  /** An NVIDIA tool the GPU attester needs is missing (`NvidiaToolMissing`). */
+  | 'NVIDIA_TOOL_MISSING'
+  /** Any other failure. */
+  | 'ATTESTER_FAILED'
+  /** A configfs-tsm step (`TsmReportError`). */
+  | TsmReportErrorCode;
+
+/** The base of every error of this package: `code` says what failed; branch on it or on the class, never on `name`. */
 export class AttesterError extends Error {
   override readonly name: string = 'AttesterError';
+  readonly code: AttesterErrorCode;
+  constructor(message: string, options?: { cause?: unknown; code?: AttesterErrorCode }) {
+    super(message, options);
+    this.code = options?.code ?? 'ATTESTER_FAILED';
+  }
 }
 
 /** No attester for this TEE is built into this program. */
 export class AttesterNotSupported extends AttesterError {
+  override readonly code: AttesterErrorCode = 'NOT_SUPPORTED';
   override readonly name: string = 'AttesterNotSupported';
   readonly tee: string;
   constructor(tee: string) {
@@ -81,5 +117,6 @@ export class AttesterNotSupported extends AttesterError {
 
 /** The device refused or returned something unusable. */
 export class EvidenceCollectionFailed extends AttesterError {
+  override readonly code: AttesterErrorCode = 'EVIDENCE_COLLECTION_FAILED';
   override readonly name: string = 'EvidenceCollectionFailed';
 }

@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { AttesterError } from './attester.js';
+import { AttesterError, type TsmReportErrorCode } from './attester.js';
 
 /** Where the kernel mounts the report ABI. */
 export const DEFAULT_TSM_REPORT_ROOT = '/sys/kernel/config/tsm/report';
@@ -33,21 +33,12 @@ export const DEFAULT_TSM_ATTRIBUTE_WAIT_MS = 5000;
 const POLL_MS = 5;
 const SMALL_ATTRIBUTE_MAX = 4096;
 
-export type TsmReportErrorCode =
-  | 'no-tsm-reports'
-  | 'create-failed'
-  | 'attribute-access'
-  | 'generation-parse'
-  | 'wrong-provider'
-  | 'unknown-provider'
-  | 'inblob-conflict'
-  | 'inblob-length'
-  | 'outblob-too-large';
+export type { TsmReportErrorCode } from './attester.js';
 
 /** A configfs-tsm operation failed; `code` says which step. */
 export class TsmReportError extends AttesterError {
   override readonly name: string = 'TsmReportError';
-  readonly code: TsmReportErrorCode;
+  override readonly code: TsmReportErrorCode;
   constructor(code: TsmReportErrorCode, message: string, options?: ErrorOptions) {
     super(message, options);
     this.code = code;

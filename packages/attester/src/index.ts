@@ -1,6 +1,7 @@
 export {
   type Attester,
   AttesterError,
+  type AttesterErrorCode,
   type AttesterLogger,
   type AttesterModule,
   AttesterNotSupported,

@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import { access, constants } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
-import { AttesterError } from './attester.js';
+import { AttesterError, type AttesterErrorCode } from './attester.js';
 
 /** The shims' file names; `make build` puts them in dist/bin beside broker-guest. */
 export const IOCTL_SHIMS = Object.freeze({ snp: 'broker-snp-report', tdx: 'broker-tdx-report' } as const);
@@ -40,6 +40,7 @@ export type ShimFailure = keyof typeof SHIM_EXIT | 'not-found' | 'crashed' | 'ti
 
 /** A shim run failed; `failure` is its class. Nothing the shim wrote to stdout is used. */
 export class IoctlShimError extends AttesterError {
+  override readonly code: AttesterErrorCode = 'IOCTL_SHIM_FAILED';
   override readonly name: string = 'IoctlShimError';
   readonly failure: ShimFailure;
   constructor(failure: ShimFailure, message: string, options?: ErrorOptions) {

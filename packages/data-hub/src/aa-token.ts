@@ -1,4 +1,3 @@
-import { messageOf } from '@broker/cli';
 /**
  * Passport-mode tokens from the attestation agent: `GetToken("kbs")` over
  * ttrpc, answered with `{"token","tee_keypair"}`. The agent attests afresh on
@@ -8,6 +7,7 @@ import { messageOf } from '@broker/cli';
  * One connection is kept and reopened after it drops, so an agent restart
  * costs one failed request at most. Upstream connects once per request.
  */
+import { messageOf } from '@broker/cli';
 import { AttestationAgentClient } from '@broker/guest-api';
 import { parseAttestationToken, TeeKeyPair, type TokenAndKey, type TokenProvider } from '@broker/kbs-client';
 import { formatTtrpcAddress, type TtrpcAddress } from '@broker/ttrpc';

@@ -1,4 +1,3 @@
-import { messageOf } from '@broker/cli';
 /**
  * The hub: resources from the configured KBC, and the start-up credentials.
  *
@@ -7,6 +6,7 @@ import { messageOf } from '@broker/cli';
  * policies and keys (`kbs:///…`) through it. The KBS client is made on first
  * use, so a hub that never fetches anything never loads it.
  */
+import { messageOf } from '@broker/cli';
 import type { CallContext } from '@broker/ttrpc';
 import type { Logger } from 'pino';
 import type { AaConnect } from './aa-token.js';

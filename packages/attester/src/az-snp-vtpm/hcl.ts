@@ -13,6 +13,8 @@
  * Verification is the verifier's job; nothing here is trusted.
  */
 
+import { AttesterError, type AttesterErrorCode } from '../attester.js';
+
 export const HCL_HW_REPORT_OFFSET = 32;
 export const SNP_REPORT_SIZE = 1184;
 export const HCL_REQUEST_DATA_OFFSET = HCL_HW_REPORT_OFFSET + SNP_REPORT_SIZE;
@@ -22,8 +24,9 @@ export const HCL_REPORT_TYPE = Object.freeze({ TDX: 4, SNP: 2 } as const);
 /** The runtime claims are a few KiB at most; refuse to parse more. */
 export const MAX_VAR_DATA_SIZE = 64 * 1024;
 
-export class HclReportMalformed extends Error {
-  override readonly name = 'HclReportMalformed';
+export class HclReportMalformed extends AttesterError {
+  override readonly code: AttesterErrorCode = 'HCL_REPORT_MALFORMED';
+  override readonly name: string = 'HclReportMalformed';
 }
 
 export interface HclReportView {

@@ -4,7 +4,7 @@
 // given; it runs with a deadline and a bound on what it may print.
 import { spawn } from 'node:child_process';
 import { isAbsolute } from 'node:path';
-import { AttesterError } from '../attester.js';
+import { AttesterError, type AttesterErrorCode } from '../attester.js';
 
 /** Our addition: absolute paths of the tools, instead of a PATH look-up (the mock TEE's stand-ins). */
 export const BROKER_NVIDIA_SMI = 'BROKER_NVIDIA_SMI';
@@ -20,6 +20,7 @@ const MAX_STDERR = 4096;
 
 /** The tool is not installed (or its variable names no executable). */
 export class NvidiaToolMissing extends AttesterError {
+  override readonly code: AttesterErrorCode = 'NVIDIA_TOOL_MISSING';
   override readonly name: string = 'NvidiaToolMissing';
 }
 

@@ -1,4 +1,3 @@
-import { messageOf } from '@broker/cli';
 /**
  * `api.SealedSecretService/UnsealSecret`: the pointer is parsed and, unless
  * `skip_sealed_secret_verification`, verified (kid from the KBS or from the
@@ -8,6 +7,7 @@ import { messageOf } from '@broker/cli';
  *
  * Loaded on the first `UnsealSecret` call, like the KBS client.
  */
+import { messageOf } from '@broker/cli';
 import { describeSealedSecret, SIGNING_CREDENTIALS_PATH, unsealSecret } from '@broker/sealed-secret';
 import type { Logger } from 'pino';
 import { GetResourceFailed } from '../errors.js';
