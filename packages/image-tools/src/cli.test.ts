@@ -275,7 +275,7 @@ describe('with a registry', () => {
       ),
     ).toBe(1);
     expect(r.err()).toContain(
-      `image-pull: Image policy rejected: Denied by policy: Policy \`reject\` rejects image ${registry.host}/unsigned/app:v1\n`,
+      `image-pull: Image policy rejected: Denied by policy: Policy \`reject\` rejects image ${registry.host}/unsigned/app:v1 (reason: Running image docker://${registry.host}/unsigned/app:v1 is rejected by policy.)\n`,
     );
     // Refused before anything is written: not even the bundle folder is made.
     expect(existsSync(dest2)).toBe(false);

@@ -15,7 +15,16 @@
  */
 import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
-import { type OptionSpec, type OptionSpecs, type ParsedCommand, runCommand, UsageError } from '@broker/cli';
+import {
+  describeError,
+  describeFailure,
+  hintOf,
+  type OptionSpec,
+  type OptionSpecs,
+  type ParsedCommand,
+  runCommand,
+  UsageError,
+} from '@broker/cli';
 import {
   answerKeyProviderRequest,
   createSigstoreSignature,
@@ -495,7 +504,7 @@ async function keyProviderCommand(io: ImageCliIo): Promise<number> {
     io.stdout(Buffer.from(answer).toString('utf8'));
     return 0;
   } catch (e) {
-    io.stderr(`image-policy keyprovider: ${(e as Error).message}\n`);
+    io.stderr(`image-policy keyprovider: ${describeFailure(e)}\n`);
     return 1;
   }
 }
@@ -513,7 +522,7 @@ async function encryptCommand(p: Parsed, io: ImageCliIo): Promise<number> {
     wrappers = await wrappersFromArguments(values);
   } catch (e) {
     if (!(e instanceof DecryptionKeyArgumentError)) throw e;
-    io.stderr(`image-policy encrypt: ${e.message}\n`);
+    io.stderr(`image-policy encrypt: ${describeFailure(e)}\n`);
     return 1;
   }
   const platform = platformOf(p);
@@ -661,7 +670,7 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
     } catch (e) {
       keys.close();
       if (!(e instanceof DecryptionKeyArgumentError)) throw e;
-      io.stderr(`image-pull: ${e.message}\n`);
+      io.stderr(`image-pull: ${describeFailure(e)}\n`);
       return 1;
     }
     const progress = p.flags.has('no-progress')
@@ -697,8 +706,12 @@ async function pull(p: Parsed, io: ImageCliIo): Promise<number> {
     }
   } catch (e) {
     if (e instanceof ImagePullError) {
-      io.stderr(`image-pull: ${e.message}\n`);
-      if (e.detail !== '' && !e.message.endsWith(e.detail)) io.stderr(`  reason: ${e.detail}\n`);
+      // One line: the failure, its reason when the message does not end with it, what to do.
+      const reason =
+        e.detail !== '' && !e.message.endsWith(e.detail) ? ` (reason: ${e.detail.split('\n')[0]})` : '';
+      const text = `${describeError(e)}${reason}`;
+      const hint = hintOf(e);
+      io.stderr(`image-pull: ${hint === undefined || text.includes(hint) ? text : `${text}; ${hint}`}\n`);
       return 1;
     }
     throw e;

@@ -94,7 +94,7 @@ describe('image-pull --decryption-key', () => {
       ['jwe:', 'image-pull: --decryption-key "jwe:": no key file'],
       [
         `jwe:${join(dir, 'absent.pem')}`,
-        `image-pull: --decryption-key: cannot read ${join(dir, 'absent.pem')}: ENOENT`,
+        `image-pull: --decryption-key: cannot read ${join(dir, 'absent.pem')}: no such file or directory; check the path\n`,
       ],
       [`jwe:${ed}`, `image-pull: --decryption-key: ${ed}: not a usable RSA or EC private key`],
     ];
