@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import {
   choice,
   createLogger,
+  describeFailure,
   LOG_FORMAT_OPTION,
   LOG_FORMATS,
   type LogFormat,
@@ -371,7 +372,7 @@ async function runCheck(
     policyText = await readLimited(args.policy, POLICY_MAX_FILE_BYTES);
     inputText = await readLimited(args.input, MAX_INPUT_BYTES);
   } catch (e) {
-    err(`agent-policy-gate: ${(e as Error).message}\n`);
+    err(`agent-policy-gate: ${describeFailure(e)}\n`);
     return 4;
   }
   const policy = new AgentPolicy({ regoVersion: args.regoVersion });
