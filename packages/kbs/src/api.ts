@@ -15,6 +15,7 @@ import {
 import type { Logger } from 'pino';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
+import type { DecisionObserver } from './observer.js';
 import type { BuiltinPluginHost } from './plugins/builtin.js';
 import type { ExternalPlugin } from './plugins/external.js';
 import { type PolicyOutcome, requirePolicyAllows } from './policy/decide.js';
@@ -30,7 +31,6 @@ import type { ResourceRepository } from './repository.js';
 import type { ApiRequest } from './request.js';
 import type { SessionStore } from './session.js';
 import type { AttestationTokenVerifier } from './token.js';
-import type { VerdictRecorder } from './verdicts/recorder.js';
 
 /**
  * A policy refused by its checks (missing rule, a limit exceeded on the representative input): 400 with
@@ -65,8 +65,8 @@ export interface ApiDeps {
   readonly repository: ResourceRepository | undefined;
   readonly metrics: KbsMetrics;
   readonly logger: Logger;
-  /** Records each resource request's policy result for the operator console. */
-  readonly verdicts?: VerdictRecorder;
+  /** Told of each resource request's policy result (the operator console's verdict log). */
+  readonly observer?: DecisionObserver;
   /** `[[plugins]] name = "external"`: gRPC plugins under `/kbs/v0/external/<backend>/`. */
   readonly external?: ExternalPlugin;
   /** `[[plugins]] name = "sample"` / `"nebula-ca"`: under `/kbs/v0/<name>/`. */
@@ -337,7 +337,7 @@ export class Api {
       throw new KbsError('TokenVerifierError', undefined, { cause: e });
     }
     const record = (status: PolicyOutcome, reason?: string, policy?: PolicyVersion) =>
-      this.deps.verdicts?.resource({
+      this.deps.observer?.resource({
         method: req.method,
         resource: rest.join('/'),
         sessionId: req.sessionId,

@@ -29,6 +29,7 @@ import { consoleDeps } from './console/deps.js';
 import { createAdminRoutes } from './console/routes.js';
 import { consolePage } from './console/static.js';
 import { KbsMetrics } from './metrics.js';
+import { verdictObserver } from './observer.js';
 import { startBuiltinPlugins } from './plugins/builtin-registry.js';
 import { ExternalPlugin } from './plugins/external.js';
 import { ResourcePolicy } from './policy/resource-policy.js';
@@ -301,7 +302,9 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       verdictLog,
       recorderOptions({ config, storage, attestation, logger, now: options.now }),
     );
-    const rcar = new Rcar({ sessions, attestation, metrics, logger, verdicts });
+    // The verdict log watches the handshake and the resource path through one seam.
+    const observer = verdictObserver(verdicts, logger);
+    const rcar = new Rcar({ sessions, attestation, metrics, logger, observer });
     const externalConfig = config.externalPlugin;
     const external =
       externalConfig === undefined
@@ -332,7 +335,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       repository,
       metrics,
       logger,
-      verdicts,
+      observer,
       ...(external !== undefined && { external }),
       ...(builtinPlugins !== undefined && { builtinPlugins }),
     });

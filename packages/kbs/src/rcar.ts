@@ -17,9 +17,9 @@ import {
 } from '@broker/protocol';
 import type { Logger } from 'pino';
 import type { KbsMetrics } from './metrics.js';
+import { type DecisionObserver, NO_OBSERVER } from './observer.js';
 import { jsonReply, type Reply } from './reply.js';
 import { type Session, type SessionStore, sessionCookie } from './session.js';
-import type { VerdictRecorder } from './verdicts/recorder.js';
 
 const NONCE_BYTES = 32;
 /**
@@ -38,8 +38,8 @@ export interface RcarDeps {
   readonly attestation: AttestationService;
   readonly metrics: KbsMetrics;
   readonly logger: Logger;
-  /** Where each verified (or refused) piece of evidence is recorded for the operator console. */
-  readonly verdicts?: VerdictRecorder;
+  /** Told of each verdict on evidence (the operator console's verdict log). */
+  readonly observer?: DecisionObserver;
 }
 
 function authFailed(context: string, cause?: unknown): KbsError {
@@ -48,10 +48,18 @@ function authFailed(context: string, cause?: unknown): KbsError {
   });
 }
 
-/** Upstream hides why /attest failed from the client; the reason goes to the log. */
+/**
+ * Upstream hides why /attest failed from the client; the reason goes to the log. `verdict` is true when the
+ * attestation service judged the evidence (counted as a failure of its TEE), false when the request was
+ * refused before that (counted as an error).
+ */
 class AttestFailed extends KbsError {
   readonly reason: string;
-  constructor(reason: string, cause?: unknown) {
+  constructor(
+    reason: string,
+    cause?: unknown,
+    readonly verdict = false,
+  ) {
     super('AttestationError', 'Attestation error: RCAR handshake Attest failed', { cause });
     this.reason = reason;
   }
@@ -136,42 +144,41 @@ export class Rcar {
     return jsonReply(JSON.stringify(challenge), { 'set-cookie': sessionCookie(session) });
   }
 
-  /**
-   * Records the verdict without holding up the reply (looking up the registered reference values it
-   * shows may read the store); a failure to record never fails the handshake.
-   */
-  private async record(event: Parameters<VerdictRecorder['attestation']>[0]): Promise<void> {
-    try {
-      await this.deps.verdicts?.attestation(event);
-    } catch (e) {
-      this.deps.logger.warn({ reason: (e as Error).message }, 'verdict not recorded');
-    }
-  }
-
   async attest(
     body: Uint8Array,
     sessionId: string | undefined,
     source?: string,
     requestId?: string,
   ): Promise<Reply> {
-    const { metrics, sessions, logger } = this.deps;
+    const { metrics } = this.deps;
     metrics.attestationRequests.inc();
-    if (sessionId === undefined) {
-      metrics.attestationErrors.inc();
-      throw new AttestFailed('cookie not found');
+    try {
+      return await this.handshake(body, sessionId, source, requestId);
+    } catch (e) {
+      // Each refused /attest is counted once: a verdict on the evidence as a failure of its TEE (in
+      // handshake, which knows the TEE), anything before it as an error.
+      if (e instanceof AttestFailed && !e.verdict) metrics.attestationErrors.inc();
+      throw e;
     }
+  }
+
+  private async handshake(
+    body: Uint8Array,
+    sessionId: string | undefined,
+    source: string | undefined,
+    requestId: string | undefined,
+  ): Promise<Reply> {
+    const { metrics, sessions, logger } = this.deps;
+    const observer = this.deps.observer ?? NO_OBSERVER;
+    if (sessionId === undefined) throw new AttestFailed('cookie not found');
     let attestation: Attestation;
     try {
       attestation = parseAttestation(parseJson(body));
     } catch (e) {
-      metrics.attestationErrors.inc();
       throw new AttestFailed(`deserialize Attestation: ${(e as Error).message}`, e);
     }
     const session: Session | undefined = await sessions.get(sessionId);
-    if (session === undefined) {
-      metrics.attestationErrors.inc();
-      throw new AttestFailed('session not found');
-    }
+    if (session === undefined) throw new AttestFailed('session not found');
     const cookie = { 'set-cookie': sessionCookie(session) };
     if (session.status === 'Attested') {
       // trustee returns the token it already issued, without verifying again.
@@ -191,16 +198,11 @@ export class Rcar {
       try {
         map = JSON.parse(additionalText);
       } catch (e) {
-        metrics.attestationErrors.inc();
         throw new AttestFailed('additional evidence is not JSON', e);
       }
-      if (!isRecord(map)) {
-        metrics.attestationErrors.inc();
-        throw new AttestFailed('additional evidence is not a map of TEE to evidence');
-      }
+      if (!isRecord(map)) throw new AttestFailed('additional evidence is not a map of TEE to evidence');
       for (const [tee, evidence] of Object.entries(map)) {
         if (!isTee(tee)) {
-          metrics.attestationErrors.inc();
           throw new AttestFailed(
             `additional evidence names an unknown TEE ${JSON.stringify(tee.slice(0, 32))}`,
           );
@@ -214,6 +216,7 @@ export class Rcar {
     }
     const tee = session.request.tee;
     const hash: HashAlgorithm = tee === 'se' ? 'sha512' : 'sha384';
+    const verdict = { tee, sessionId: session.id, source, requestId, nonce, teePubkey };
     let token: string;
     try {
       token = await this.deps.attestation.verify({
@@ -231,16 +234,15 @@ export class Rcar {
       });
     } catch (e) {
       metrics.attestationFailures.labels(tee).inc();
-      const verdict = { tee, sessionId: session.id, source, requestId, nonce, teePubkey };
-      void this.record({ ...verdict, outcome: { error: (e as Error).message } });
+      observer.attestation({ ...verdict, outcome: { error: (e as Error).message } });
       logger.warn(
         { tee, session: session.id.slice(0, 8), reason: (e as Error).message },
         'attestation failed',
       );
-      throw new AttestFailed(`verify TEE evidence failed: ${(e as Error).message}`, e);
+      throw new AttestFailed(`verify TEE evidence failed: ${(e as Error).message}`, e, true);
     }
     metrics.attestationSuccesses.labels(tee).inc();
-    void this.record({ tee, sessionId: session.id, source, requestId, nonce, teePubkey, outcome: { token } });
+    observer.attestation({ ...verdict, outcome: { token } });
     logger.info(
       { tee, session: session.id.slice(0, 8) },
       'attestation succeeded: evidence verified, token issued',
