@@ -22,7 +22,7 @@ import { Network, type NetworkOptions } from './network.js';
 import { OomEvents } from './oom.js';
 import { checkId, checkNotProtected, resolveUnder, shown } from './paths.js';
 import type { Decoded } from './proto.js';
-import { AgentProcess, Runc } from './runc.js';
+import { AgentProcess, hostTerminal, Runc } from './runc.js';
 import { processToOci, resourcesToOci, specToOci } from './spec.js';
 import { parseRuncJson, statsFromRunc } from './stats.js';
 import {
@@ -314,7 +314,6 @@ export class SandboxAgent {
     if ((req.shared_mounts ?? []).length > 0)
       throw new UnimplementedRpc('CreateContainer with shared_mounts');
     if (!spec.Process) throw new InvalidRequest('the OCI spec has no process');
-    if (spec.Process.Terminal) throw new UnimplementedRpc('CreateContainer with a terminal process');
     const hooks = spec.Hooks as Decoded | null;
     if (hooks && Object.values(hooks).some((h) => Array.isArray(h) && h.length > 0)) {
       throw new InvalidRequest('OCI hooks are not accepted from the host');
@@ -382,7 +381,9 @@ export class SandboxAgent {
       id,
       bundle,
       storages,
-      init: new AgentProcess(this.#options.outputLimit),
+      init: Object.assign(new AgentProcess(this.#options.outputLimit), {
+        terminal: Boolean(spec.Process.Terminal),
+      }),
       initExecId,
       execs: new Map(),
       state: 'created',
@@ -452,8 +453,8 @@ export class SandboxAgent {
       throw new SandboxAgentError(Code.ALREADY_EXISTS, `exec ${eid} already exists in ${c.id}`);
     const proc = req.process as Decoded | null;
     if (!proc) throw new InvalidRequest('ExecProcess without a process');
-    if (proc.Terminal) throw new UnimplementedRpc('ExecProcess with a terminal process');
     const p = new AgentProcess(this.#options.outputLimit);
+    p.terminal = Boolean(proc.Terminal);
     c.execs.set(eid, p);
     const file = join(c.bundle, `exec-${eid}.json`);
     try {
@@ -522,6 +523,31 @@ export class SandboxAgent {
     const data = req.data as Uint8Array;
     await new Promise<void>((resolve, reject) => stdin.write(data, (e) => (e ? reject(e) : resolve())));
     return data.length;
+  }
+
+  /** TtyWinResize: the size of the terminal runc reads from, which runc passes on to the process's. */
+  async ttyWinResize(req: Decoded): Promise<void> {
+    const p = this.#process(String(req.container_id ?? ''), String(req.exec_id ?? ''));
+    const rows = Number(req.row ?? 0);
+    const columns = Number(req.column ?? 0);
+    if (![rows, columns].every((n) => Number.isInteger(n) && n >= 0 && n <= 0xffff))
+      throw new InvalidRequest(`invalid terminal size ${rows}x${columns}`);
+    if (!p.terminal) throw new WrongState('the process has no terminal');
+    const tty = await hostTerminal(p);
+    await new Promise<void>((resolve, reject) => {
+      execFile(
+        'stty',
+        ['-F', tty, 'rows', String(rows), 'cols', String(columns)],
+        { timeout: 10_000 },
+        (err, _o, stderr) => {
+          if (err)
+            reject(
+              new RuntimeFailed(`resizing the terminal: ${(stderr || err.message).trim()}`, { cause: err }),
+            );
+          else resolve();
+        },
+      );
+    });
   }
 
   async closeStdin(req: Decoded): Promise<void> {
@@ -673,7 +699,7 @@ async function removeCgroups(sandboxId: string): Promise<void> {
 /** runc's words when a start fails: what it wrote to the process's stderr. */
 async function errorOutput(p: AgentProcess): Promise<string> {
   const bytes = await Promise.race([
-    p.stderr.read(4096),
+    (p.terminal ? p.stdout : p.stderr).read(4096), // a terminal carries both
     new Promise<Uint8Array>((r) => setTimeout(() => r(new Uint8Array(0)), 200).unref()),
   ]);
   const text = Buffer.from(bytes).toString('utf8').trim();

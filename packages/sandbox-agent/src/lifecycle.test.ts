@@ -189,6 +189,51 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(64 << 20);
   });
 
+  it('gives a terminal process a terminal, and TtyWinResize resizes it; an exec gets one too', async () => {
+    const spec = kataSpec(['/hello', 'tty', 'winsize', '41', '132'], rootfs) as {
+      Process: Record<string, unknown>;
+    };
+    spec.Process.Terminal = true;
+    await call('CreateContainer', { container_id: 'tty', OCI: spec });
+    await call('StartContainer', { container_id: 'tty' });
+    // A terminal turns \n into \r\n, and stderr goes to it as well.
+    let seen = '';
+    while (!seen.includes('tty=1\r\n')) seen += (await read('tty')).toString();
+    expect(seen).toBe('hello from tty\r\nto stderr\r\ntty=1\r\n');
+    await call('TtyWinResize', { container_id: 'tty', row: 41, column: 132 });
+    // stty sets the rows, then the columns: the process may see the rows first.
+    expect(await readAll('tty')).toMatch(/^(rows=41 cols=0\r\n)?rows=41 cols=132\r\n$/);
+    expect(await wait('tty')).toBe(4);
+    const none = await call('TtyWinResize', { container_id: 'tty', row: 1, column: 1 }).catch((e) => e);
+    expect((none as TtrpcError).code).toBe(Code.FAILED_PRECONDITION);
+    await call('RemoveContainer', { container_id: 'tty' });
+
+    await create('plain', ['/hello', 'plain', 'sleep']);
+    await call('StartContainer', { container_id: 'plain' });
+    const notty = await call('TtyWinResize', { container_id: 'plain', row: 1, column: 1 }).catch((e) => e);
+    expect([(notty as TtrpcError).code, (notty as TtrpcError).message]).toEqual([
+      Code.FAILED_PRECONDITION,
+      'the process has no terminal',
+    ]);
+    await call('ExecProcess', {
+      container_id: 'plain',
+      exec_id: 'shell',
+      process: {
+        Args: ['/hello', 'exec', 'winsize', '24', '80'],
+        Env: ['PATH=/'],
+        Cwd: '/',
+        User: {},
+        Terminal: true,
+      },
+    });
+    seen = '';
+    while (!seen.includes('tty=1\r\n')) seen += (await read('plain', 'shell')).toString();
+    await call('TtyWinResize', { container_id: 'plain', exec_id: 'shell', row: 24, column: 80 });
+    expect(await readAll('plain', 'shell')).toMatch(/^(rows=24 cols=0\r\n)?rows=24 cols=80\r\n$/);
+    expect(await wait('plain', 'shell')).toBe(4);
+    await call('RemoveContainer', { container_id: 'plain' });
+  });
+
   it("fails StartContainer with runc's reason when the process cannot start, and removes the container", async () => {
     await create('broken', ['/no-such-program']);
     const e = (await call('StartContainer', { container_id: 'broken' }).catch((err) => err)) as TtrpcError;

@@ -5,10 +5,10 @@
  * README for why not `runc create` + `runc start`.
  */
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, readlink, rm } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RuntimeFailed } from './errors.js';
+import { RuntimeFailed, WrongState } from './errors.js';
 import { OutputBuffer } from './output.js';
 
 export interface RuncOptions {
@@ -24,6 +24,8 @@ export class AgentProcess {
   readonly stderr: OutputBuffer;
   child: ChildProcessWithoutNullStreams | undefined;
   pid: number | undefined;
+  /** The process has a terminal: runc runs under script(1), on a pseudo-terminal of its own. */
+  terminal = false;
   status: number | undefined;
   readonly #exited: Promise<number>;
   #onExit: (status: number) => void = () => {};
@@ -98,6 +100,27 @@ export class AgentProcess {
   }
 }
 
+/**
+ * The pseudo-terminal runc reads a terminal process's input from (`/dev/pts/N`, script(1)'s): its size
+ * is the one runc gives the container's terminal when told of a change (SIGWINCH).
+ */
+export async function hostTerminal(p: AgentProcess): Promise<string> {
+  const script = p.child?.pid;
+  if (!p.terminal || script === undefined || p.status !== undefined)
+    throw new WrongState('the process has no terminal');
+  const children = await readFile(`/proc/${script}/task/${script}/children`, 'utf8').catch(() => '');
+  const runc = children.trim().split(/\s+/)[0];
+  if (!runc) throw new WrongState('the process has no terminal');
+  const tty = await readlink(`/proc/${runc}/fd/0`).catch(() => '');
+  if (!/^\/dev\/pts\/\d+$/.test(tty)) throw new WrongState('the process has no terminal');
+  return tty;
+}
+
+/** One shell word. */
+function quoted(word: string): string {
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
 function signalNumber(signal: NodeJS.Signals | null): number {
   return signal === null ? 0 : (constants.signals[signal] ?? 0);
 }
@@ -115,6 +138,20 @@ export class Runc {
     return ['--root', this.stateRoot, ...args];
   }
 
+  /**
+   * A foreground runc, stdio on pipes. With a terminal, runc needs one of its own to copy to and from
+   * the container's: util-linux's script(1) gives it a pseudo-terminal (raw, no echo) and relays it to
+   * our pipes, and returns runc's exit status.
+   */
+  #spawn(args: readonly string[], terminal: boolean): ChildProcessWithoutNullStreams {
+    if (!terminal) return spawn(this.binary, this.#args(args), { stdio: ['pipe', 'pipe', 'pipe'] });
+    const command = `stty raw -echo && exec ${[this.binary, ...this.#args(args)].map(quoted).join(' ')}`;
+    return spawn('script', ['--quiet', '--flush', '--return', '--command', command, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, SHELL: '/bin/sh' },
+    });
+  }
+
   /** Runs a short runc command; rejects with runc's message. */
   command(args: readonly string[], what: string): Promise<string> {
     return new Promise((resolve, reject) => {
@@ -128,10 +165,9 @@ export class Runc {
   /** `runc run --bundle B --pid-file P ID` in the foreground, stdio on pipes. */
   async run(process: AgentProcess, id: string, bundle: string, pidFile: string): Promise<void> {
     await rm(pidFile, { force: true });
-    const child = spawn(
-      this.binary,
-      this.#args(['--log-format', 'json', 'run', '--bundle', bundle, '--pid-file', pidFile, id]),
-      { stdio: ['pipe', 'pipe', 'pipe'] },
+    const child = this.#spawn(
+      ['--log-format', 'json', 'run', '--bundle', bundle, '--pid-file', pidFile, id],
+      process.terminal,
     );
     await process.adopt(child, pidFile, `starting container ${id}`);
   }
@@ -139,10 +175,9 @@ export class Runc {
   /** `runc exec --process F --pid-file P ID` in the foreground, stdio on pipes. */
   async exec(process: AgentProcess, id: string, processFile: string, pidFile: string): Promise<void> {
     await rm(pidFile, { force: true });
-    const child = spawn(
-      this.binary,
-      this.#args(['exec', '--process', processFile, '--pid-file', pidFile, id]),
-      { stdio: ['pipe', 'pipe', 'pipe'] },
+    const child = this.#spawn(
+      ['exec', '--process', processFile, '--pid-file', pidFile, id],
+      process.terminal,
     );
     await process.adopt(child, pidFile, `exec in container ${id}`);
   }

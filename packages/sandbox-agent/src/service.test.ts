@@ -1,5 +1,5 @@
 // The service as a ttrpc peer sees it, without running containers: the RPC table, UNIMPLEMENTED by name,
-// refused requests (paths, ids, drivers, hooks, terminals) and the bundle CreateContainer writes.
+// refused requests (paths, ids, drivers, hooks) and the bundle CreateContainer writes.
 import { mkdir, readFile, stat, statfs, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AGENT_METHODS } from '@broker/agent-policy';
@@ -68,9 +68,9 @@ describe('the sandbox agent service', () => {
     await cleanup?.();
   });
 
-  it('registers all 42 RPCs of agent.proto: 26 implemented, the rest UNIMPLEMENTED by name', async () => {
+  it('registers all 42 RPCs of agent.proto: 27 implemented, the rest UNIMPLEMENTED by name', async () => {
     expect(Object.keys(AGENT_METHODS)).toHaveLength(42);
-    expect(IMPLEMENTED_RPCS).toHaveLength(26);
+    expect(IMPLEMENTED_RPCS).toHaveLength(27);
     expect([...IMPLEMENTED_RPCS, ...UNIMPLEMENTED_RPCS].sort()).toEqual(Object.keys(AGENT_METHODS).sort());
     for (const rpc of UNIMPLEMENTED_RPCS) {
       const e = await client.call(AGENT_SERVICE, rpc, new Uint8Array(0)).catch((err: TtrpcError) => err);
@@ -236,12 +236,6 @@ describe('the sandbox agent service', () => {
         { container_id: 'c', OCI: { ...good, Hooks: { Prestart: [{ Path: '/bin/sh' }] } } },
         Code.INVALID_ARGUMENT,
         /hooks are not accepted/,
-      ],
-      [
-        'terminal',
-        { container_id: 'c', OCI: { ...good, Process: { Args: ['/app'], Terminal: true } } },
-        Code.UNIMPLEMENTED,
-        /terminal/,
       ],
       [
         'virtio-fs storage',

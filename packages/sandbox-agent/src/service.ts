@@ -39,6 +39,7 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     ReadStderr: async (req, ctx) => ({ data: await agent.readStream(req, 'stderr', ctx.signal) }),
     WriteStdin: async (req) => ({ len: await agent.writeStdin(req) }),
     CloseStdin: empty(async (req) => agent.closeStdin(req)),
+    TtyWinResize: empty(async (req) => agent.ttyWinResize(req)),
     CopyFile: empty(async (req) => agent.copyFile(req)),
     UpdateContainer: empty(async (req) => agent.updateContainer(req)),
     StatsContainer: async (req) => agent.statsContainer(req),

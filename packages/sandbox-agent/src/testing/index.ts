@@ -41,7 +41,8 @@ export async function tempDir(
  * behaves as its second argument says: a number is its exit status; `cat [STATUS]` copies stdin to stdout, then exits with STATUS;
  * `flood` writes 4 MiB to stdout; `show FILE` prints the file; `sleep` waits to be signalled; `eat` waits two seconds, then takes memory until it is killed;
  * `write FILE TEXT` writes TEXT to FILE; `symlink TARGET PATH` makes a symbolic link; `get PORT PATH FILE`
- * writes the body of an HTTP GET of 127.0.0.1:PORT PATH to FILE; `connect PATH...` tries to connect to each unix socket and
+ * writes the body of an HTTP GET of 127.0.0.1:PORT PATH to FILE; `winsize ROWS COLS` says whether it has a
+ * terminal, prints the terminal's size at each SIGWINCH, and exits with 4 once it is ROWS x COLS; `connect PATH...` tries to connect to each unix socket and
  * prints `PATH: connected`, `PATH: ENOENT` or the error; `crash` dies of SIGSEGV; `flood-forever`
  * writes to stdout until it is killed.
  */
@@ -50,10 +51,13 @@ export const HELLO_C = `#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <netinet/in.h>
 #include <unistd.h>
+static volatile sig_atomic_t winched;
+static void on_winch(int sig) { (void)sig; winched = 1; }
 int main(int argc, char **argv) {
   printf("hello from %s\\n", argc > 1 ? argv[1] : "a container");
   fflush(stdout);
@@ -113,6 +117,20 @@ int main(int argc, char **argv) {
     fclose(f);
     printf("fetched %s\\n", argv[4]);
     return 0;
+  }
+  if (strcmp(what, "winsize") == 0 && argc > 4) {
+    struct winsize w = {0};
+    signal(SIGWINCH, on_winch);
+    printf("tty=%d\\n", isatty(0) && isatty(1));
+    fflush(stdout);
+    for (;;) {
+      while (!winched) pause();
+      winched = 0;
+      ioctl(0, TIOCGWINSZ, &w);
+      printf("rows=%d cols=%d\\n", w.ws_row, w.ws_col);
+      fflush(stdout);
+      if (w.ws_row == atoi(argv[3]) && w.ws_col == atoi(argv[4])) return 4;
+    }
   }
   if (strcmp(what, "symlink") == 0 && argc > 4) {
     if (symlink(argv[3], argv[4]) != 0) { perror(argv[4]); return 2; }
@@ -181,6 +199,12 @@ export function kataSpec(
     Mounts: [
       { destination: '/proc', source: 'proc', type: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
       { destination: '/dev', source: 'tmpfs', type: 'tmpfs', options: ['nosuid', 'mode=755'] },
+      {
+        destination: '/dev/pts',
+        source: 'devpts',
+        type: 'devpts',
+        options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'],
+      },
       ...(extra.mounts ?? []),
     ],
     Linux: {
