@@ -9,6 +9,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
+import { Section, type SectionStyle } from '@broker/cli';
 import {
   AA_KBC_PARAMS_ENV,
   type AaKbcParams,
@@ -21,7 +22,7 @@ import { AttestationAgentError, type AttestationAgentErrorCode } from './errors.
 
 export { AA_KBC_PARAMS_CMDLINE_KEY, AA_KBC_PARAMS_ENV, type AaKbcParams } from '@broker/guest-api';
 
-import { parse as parseToml, TomlDate } from 'smol-toml';
+import { parse as parseToml } from 'smol-toml';
 
 /** Upstream `DEFAULT_PCR_INDEX`: PCR 17 (dynamic root of trust), where AAEL events go by default. */
 export const DEFAULT_INIT_PCR = 17;
@@ -81,91 +82,12 @@ export const DEFAULT_AA_CONFIG: AaConfig = Object.freeze({
   ignoredKeys: Object.freeze([]),
 });
 
-type Table = Record<string, unknown>;
-
-function isTable(v: unknown): v is Table {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof TomlDate);
-}
-
-function describe(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'an array';
-  if (v instanceof TomlDate) return 'a date';
-  return typeof v === 'object' ? 'a table' : `${typeof v} ${JSON.stringify(v)?.slice(0, 64)}`;
-}
-
-/** A table of the document: reads known keys and remembers the others. */
-class Section {
-  readonly #seen = new Set<string>();
-  constructor(
-    readonly table: Table,
-    readonly path: string,
-  ) {}
-
-  static of(v: unknown, path: string): Section {
-    if (!isTable(v))
-      throw new AaConfigError(`${path || 'the configuration'}: expected a table, found ${describe(v)}`);
-    return new Section(v, path);
-  }
-
-  #key(k: string): string {
-    return this.path === '' ? k : `${this.path}.${k}`;
-  }
-
-  /** The value, or undefined when absent or null (serde's `Option` reads null as None). */
-  get(k: string): unknown {
-    this.#seen.add(k);
-    const v = Object.hasOwn(this.table, k) ? this.table[k] : undefined;
-    return v === null ? undefined : v;
-  }
-
-  section(k: string): Section | undefined {
-    const v = this.get(k);
-    return v === undefined ? undefined : Section.of(v, this.#key(k));
-  }
-
-  string(k: string): string | undefined {
-    const v = this.get(k);
-    if (v === undefined) return undefined;
-    if (typeof v !== 'string')
-      throw new AaConfigError(`${this.#key(k)}: expected a string, found ${describe(v)}`);
-    return v;
-  }
-
-  requiredString(k: string): string {
-    const v = this.string(k);
-    if (v === undefined) throw new AaConfigError(`${this.path}: missing field \`${k}\``);
-    return v;
-  }
-
-  /** A bool, or the strings "true"/"false" (the config crate converts them, and upstream's default is one). */
-  bool(k: string, fallback: boolean): boolean {
-    const v = this.get(k);
-    if (v === undefined) return fallback;
-    if (typeof v === 'boolean') return v;
-    if (v === 'true' || v === 'false') return v === 'true';
-    throw new AaConfigError(`${this.#key(k)}: expected a boolean, found ${describe(v)}`);
-  }
-
-  /** A non-negative integer (also as a decimal string, as the config crate converts) up to `max`. */
-  uint(k: string, fallback: number, max: number): number {
-    const v = this.get(k);
-    if (v === undefined) return fallback;
-    const n = typeof v === 'string' && /^\d{1,10}$/.test(v) ? Number(v) : v;
-    if (typeof n === 'bigint' && n >= 0n && n <= BigInt(max)) return Number(n);
-    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > max) {
-      throw new AaConfigError(`${this.#key(k)}: expected an integer from 0 to ${max}, found ${describe(v)}`);
-    }
-    return n;
-  }
-
-  /** Keys of this table that were never read, as dotted paths. */
-  unknownKeys(): string[] {
-    return Object.keys(this.table)
-      .filter((k) => !this.#seen.has(k))
-      .map((k) => this.#key(k));
-  }
-}
+/** `@broker/cli`'s reader, keys named with dots, JSON nulls read as absent (serde's `Option`). */
+const STYLE: SectionStyle = {
+  naming: 'dotted',
+  error: (message) => new AaConfigError(message),
+  nullIsAbsent: true,
+};
 
 function parseTeeKeyAlgorithm(v: string | undefined, path: string): TeeKeyAlgorithm {
   if (v === undefined) return DEFAULT_TEE_KEY_ALGORITHM;
@@ -177,41 +99,41 @@ function parseTeeKeyAlgorithm(v: string | undefined, path: string): TeeKeyAlgori
 
 /** Checks a parsed document (TOML or JSON) against upstream's keys. */
 export function parseAaConfig(doc: unknown): AaConfig {
-  const root = Section.of(doc, '');
+  const root = Section.of(doc, '', undefined, STYLE);
   const ignored: string[] = [];
 
-  const tokens = root.section('token_configs');
+  const tokens = root.optSection('token_configs');
   let kbs: AaKbsConfig | undefined;
   let cocoAs: AaCocoAsConfig | undefined;
   if (tokens !== undefined) {
-    const k = tokens.section('kbs');
+    const k = tokens.optSection('kbs');
     if (k !== undefined) {
-      const url = k.requiredString('url');
-      const cert = k.string('cert');
+      const url = k.requiredField('url');
+      const cert = k.optString('cert');
       const teeKeyAlgorithm = parseTeeKeyAlgorithm(
-        k.string('tee_key_algorithm'),
-        `${k.path}.tee_key_algorithm`,
+        k.optString('tee_key_algorithm'),
+        k.path('tee_key_algorithm'),
       );
       kbs = { url, teeKeyAlgorithm, ...(cert !== undefined && { cert }) };
       ignored.push(...k.unknownKeys());
     }
-    const c = tokens.section('coco_as');
+    const c = tokens.optSection('coco_as');
     if (c !== undefined) {
-      cocoAs = { url: c.requiredString('url') };
+      cocoAs = { url: c.requiredField('url') };
       ignored.push(...c.unknownKeys());
     }
     ignored.push(...tokens.unknownKeys());
   }
 
-  const ev = root.section('eventlog_config');
+  const ev = root.optSection('eventlog_config');
   const eventlog = {
-    initPcr: ev?.uint('init_pcr', DEFAULT_INIT_PCR, 0x7fff_ffff) ?? DEFAULT_INIT_PCR,
-    enableEventlog: ev?.bool('enable_eventlog', false) ?? false,
+    initPcr: ev?.looseUint('init_pcr', DEFAULT_INIT_PCR, 0x7fff_ffff) ?? DEFAULT_INIT_PCR,
+    enableEventlog: ev?.looseBool('enable_eventlog', false) ?? false,
   };
   if (ev !== undefined) ignored.push(...ev.unknownKeys());
 
-  const log = root.section('log');
-  const level = log?.string('level') ?? DEFAULT_LOG_LEVEL;
+  const log = root.optSection('log');
+  const level = log?.optString('level') ?? DEFAULT_LOG_LEVEL;
   if (log !== undefined) ignored.push(...log.unknownKeys());
   ignored.push(...root.unknownKeys());
 

@@ -15,7 +15,7 @@ export {
   runCommand,
   UsageError,
 } from './args.js';
-export { ConfigError, isTable, Section } from './config-reader.js';
+export { ConfigError, isTable, Section, type SectionStyle } from './config-reader.js';
 export {
   ActionableError,
   backtraceOf,

@@ -11,6 +11,7 @@
 
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { Section, type SectionStyle } from '@broker/cli';
 import {
   aaKbcParamsFormatMessage,
   findAaKbcParams,
@@ -147,105 +148,13 @@ export interface ConfigEnvironment {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Typed reading of tables
+// Typed reading of tables (`@broker/cli`'s reader, keys named with dots)
 
-function describe(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'an array';
-  if (v instanceof Date) return 'a date';
-  if (typeof v === 'object') return 'a table';
-  const text = JSON.stringify(v) ?? String(v);
-  return `${typeof v} ${text.length > 64 ? `${text.slice(0, 64)}…` : text}`;
-}
+type Table = Section;
+const STYLE: SectionStyle = { naming: 'dotted', error: (message) => new CdhConfigError(message) };
 
-function isTable(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
-}
-
-class Table {
-  readonly #obj: Record<string, unknown>;
-  readonly #used = new Set<string>();
-  readonly #where: string;
-
-  constructor(obj: Record<string, unknown>, where: string) {
-    this.#obj = obj;
-    this.#where = where;
-  }
-
-  static of(v: unknown, where: string): Table {
-    if (!isTable(v)) throw new CdhConfigError(`${where}: expected a table, found ${describe(v)}`);
-    return new Table(v, where);
-  }
-
-  #key(key: string): string {
-    return this.#where === '' ? key : `${this.#where}.${key}`;
-  }
-
-  raw(key: string): unknown {
-    this.#used.add(key);
-    return Object.hasOwn(this.#obj, key) ? this.#obj[key] : undefined;
-  }
-
-  fail(key: string, expected: string, v: unknown): never {
-    throw new CdhConfigError(`${this.#key(key)}: expected ${expected}, found ${describe(v)}`);
-  }
-
-  optString(key: string): string | null {
-    const v = this.raw(key);
-    if (v === undefined) return null;
-    if (typeof v !== 'string') this.fail(key, 'a string', v);
-    return v;
-  }
-
-  string(key: string, def?: string): string {
-    const v = this.optString(key);
-    if (v !== null) return v;
-    if (def === undefined) throw new CdhConfigError(`${this.#key(key)} is required`);
-    return def;
-  }
-
-  bool(key: string, def: boolean): boolean {
-    const v = this.raw(key);
-    if (v === undefined) return def;
-    if (typeof v !== 'boolean') this.fail(key, 'true or false', v);
-    return v;
-  }
-
-  int(key: string, def: number, min: number, max: number): number {
-    const v = this.raw(key);
-    if (v === undefined) return def;
-    const n = typeof v === 'bigint' ? Number(v) : v;
-    if (typeof n !== 'number' || !Number.isInteger(n)) this.fail(key, 'an integer', v);
-    if (n < min || n > max) throw new CdhConfigError(`${this.#key(key)}: ${n} is outside ${min}..${max}`);
-    return n;
-  }
-
-  stringArray(key: string, def: readonly string[] = []): string[] {
-    const v = this.raw(key);
-    if (v === undefined) return [...def];
-    if (!Array.isArray(v) || !v.every((s) => typeof s === 'string')) this.fail(key, 'an array of strings', v);
-    return v as string[];
-  }
-
-  table(key: string): Table | null {
-    const v = this.raw(key);
-    if (v === undefined) return null;
-    return Table.of(v, this.#key(key));
-  }
-
-  tables(key: string): Table[] {
-    const v = this.raw(key);
-    if (v === undefined) return [];
-    if (!Array.isArray(v)) this.fail(key, 'an array of tables', v);
-    return v.map((item, i) => Table.of(item, `${this.#key(key)}[${i}]`));
-  }
-
-  /** Keys present but never read, as dotted paths. */
-  unknown(): string[] {
-    return Object.keys(this.#obj)
-      .filter((k) => !this.#used.has(k))
-      .map((k) => this.#key(k));
-  }
+function tableOf(v: unknown, where: string): Table {
+  return Section.of(v, where, undefined, STYLE);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,7 +222,7 @@ function readKbc(t: Table): KbcConfig {
   return {
     name,
     url: checkKbsUrl(name, t.string('url', '')),
-    kbsCert: parseKbsCert(t.optString('kbs_cert')),
+    kbsCert: parseKbsCert(t.optString('kbs_cert') ?? null),
   };
 }
 
@@ -323,17 +232,17 @@ function readCredentials(tables: Table[]): Credential[] {
 
 function readProxy(t: Table): ProxyConfig {
   return {
-    httpsProxy: t.optString('https_proxy'),
-    httpProxy: t.optString('http_proxy'),
-    noProxy: t.optString('no_proxy'),
+    httpsProxy: t.optString('https_proxy') ?? null,
+    httpProxy: t.optString('http_proxy') ?? null,
+    noProxy: t.optString('no_proxy') ?? null,
   };
 }
 
 function readRegistryConfig(t: Table, unknown: string[]): RegistryConfig {
-  const registry = t.tables('registry').map((r) => {
-    const mirror = r.tables('mirror').map((m) => {
+  const registry = t.sectionArray('registry').map((r) => {
+    const mirror = r.sectionArray('mirror').map((m) => {
       const out = { location: m.string('location'), insecure: m.bool('insecure', false) };
-      unknown.push(...m.unknown());
+      unknown.push(...m.unknownKeys());
       return out;
     });
     const out: RegistryEntry = {
@@ -343,7 +252,7 @@ function readRegistryConfig(t: Table, unknown: string[]): RegistryConfig {
       location: r.string('location', ''),
       mirror,
     };
-    unknown.push(...r.unknown());
+    unknown.push(...r.unknownKeys());
     return out;
   });
   return {
@@ -364,7 +273,7 @@ export function parseRegistryConfiguration(text: string): RegistryConfig {
   } catch (e) {
     throw new CdhConfigError(`invalid registry configuration: ${(e as Error).message}`);
   }
-  return readRegistryConfig(Table.of(doc, ''), []);
+  return readRegistryConfig(tableOf(doc, ''), []);
 }
 
 const EMPTY_IMAGE_CONFIG: ImageConfig = Object.freeze({
@@ -406,16 +315,16 @@ function readPolicySemantics(t: Table): PolicySemantics {
 }
 
 function readImage(t: Table, unknown: string[]): ImageConfig {
-  const registry = t.table('registry_config');
-  const proxy = t.table('image_pull_proxy');
+  const registry = t.optSection('registry_config') ?? null;
+  const proxy = t.optSection('image_pull_proxy') ?? null;
   const image: ImageConfig = {
     workDir: t.string('work_dir', DEFAULT_IMAGE_WORK_DIR),
-    imageSecurityPolicyUri: t.optString('image_security_policy_uri'),
-    imageSecurityPolicy: t.optString('image_security_policy'),
-    sigstoreConfigUri: t.optString('sigstore_config_uri'),
-    sigstoreConfig: t.optString('sigstore_config'),
-    authenticatedRegistryCredentialsUri: t.optString('authenticated_registry_credentials_uri'),
-    registryConfigurationUri: t.optString('registry_configuration_uri'),
+    imageSecurityPolicyUri: t.optString('image_security_policy_uri') ?? null,
+    imageSecurityPolicy: t.optString('image_security_policy') ?? null,
+    sigstoreConfigUri: t.optString('sigstore_config_uri') ?? null,
+    sigstoreConfig: t.optString('sigstore_config') ?? null,
+    authenticatedRegistryCredentialsUri: t.optString('authenticated_registry_credentials_uri') ?? null,
+    registryConfigurationUri: t.optString('registry_configuration_uri') ?? null,
     registryConfig: registry === null ? null : readRegistryConfig(registry, unknown),
     // usize upstream; 0 would never download anything, so it is refused.
     maxConcurrentLayerDownloadsPerImage: t.int(
@@ -431,8 +340,8 @@ function readImage(t: Table, unknown: string[]): ImageConfig {
     indexSignatures: t.bool('index_signatures', true),
     policySemantics: readPolicySemantics(t),
   };
-  if (registry !== null) unknown.push(...registry.unknown());
-  if (proxy !== null) unknown.push(...proxy.unknown());
+  if (registry !== null) unknown.push(...registry.unknownKeys());
+  if (proxy !== null) unknown.push(...proxy.unknownKeys());
   return image;
 }
 
@@ -539,33 +448,33 @@ function readRoot(doc: unknown, envs: ConfigEnvironment): CdhConfig {
   const env = envs.env ?? process.env;
   const cmdline = envs.kernelCmdline ?? '';
   const unknown: string[] = [];
-  const t = Table.of(doc, '');
-  const kbcTable = t.table('kbc');
+  const t = tableOf(doc, '');
+  const kbcTable = t.optSection('kbc') ?? null;
   if (kbcTable === null) throw new CdhConfigError('kbc is required: the [kbc] section is missing');
   const kbc = readKbc(kbcTable);
-  unknown.push(...kbcTable.unknown());
+  unknown.push(...kbcTable.unknownKeys());
 
-  const aaTable = t.table('aa');
+  const aaTable = t.optSection('aa') ?? null;
   const aaSocket =
     aaTable === null ? DEFAULT_AA_SOCKET_ADDR : aaTable.string('aa_socket', DEFAULT_AA_SOCKET_ADDR);
-  if (aaTable !== null) unknown.push(...aaTable.unknown());
+  if (aaTable !== null) unknown.push(...aaTable.unknownKeys());
 
-  const credTables = t.tables('credentials');
+  const credTables = t.sectionArray('credentials');
   const credentials = readCredentials(credTables);
-  for (const c of credTables) unknown.push(...c.unknown());
+  for (const c of credTables) unknown.push(...c.unknownKeys());
 
-  const imageTable = t.table('image');
+  const imageTable = t.optSection('image') ?? null;
   let image = imageTable === null ? imageConfigFromKernelCmdline(cmdline) : readImage(imageTable, unknown);
-  if (imageTable !== null) unknown.push(...imageTable.unknown());
+  if (imageTable !== null) unknown.push(...imageTable.unknownKeys());
 
   const socket = t.string('socket', DEFAULT_CDH_SOCKET_ADDR);
   const skip = t.bool('skip_sealed_secret_verification', false);
-  const logTable = t.table('log');
+  const logTable = t.optSection('log') ?? null;
   const level = logLevelOf(
     logTable === null ? DEFAULT_LOG_LEVEL : logTable.string('level', DEFAULT_LOG_LEVEL),
   );
-  if (logTable !== null) unknown.push(...logTable.unknown());
-  unknown.push(...t.unknown());
+  if (logTable !== null) unknown.push(...logTable.unknownKeys());
+  unknown.push(...t.unknownKeys());
 
   const registryCredentials = env[REGISTRY_CREDENTIALS_ENV];
   if (registryCredentials !== undefined) {
