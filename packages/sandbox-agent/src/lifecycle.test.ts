@@ -208,6 +208,22 @@ describe.skipIf(!CAN_RUN_CONTAINERS)('containers run by runc', () => {
     expect((none as TtrpcError).code).toBe(Code.FAILED_PRECONDITION);
     await call('RemoveContainer', { container_id: 'tty' });
 
+    // Input through the terminal, and its end at CloseStdin.
+    const catSpec = kataSpec(['/hello', 'ttycat', 'cat', '3'], rootfs) as {
+      Process: Record<string, unknown>;
+    };
+    catSpec.Process.Terminal = true;
+    await call('CreateContainer', { container_id: 'ttycat', OCI: catSpec });
+    await call('StartContainer', { container_id: 'ttycat' });
+    seen = '';
+    while (!seen.includes('to stderr\r\n')) seen += (await read('ttycat')).toString();
+    await call('WriteStdin', { container_id: 'ttycat', data: Buffer.from('typed\n') }, 'WriteStreamResponse');
+    await call('CloseStdin', { container_id: 'ttycat' });
+    // The terminal echoes the line, then the program copies it.
+    expect(seen + (await readAll('ttycat'))).toBe('hello from ttycat\r\nto stderr\r\ntyped\r\ntyped\r\n');
+    expect(await wait('ttycat')).toBe(3);
+    await call('RemoveContainer', { container_id: 'ttycat' });
+
     await create('plain', ['/hello', 'plain', 'sleep']);
     await call('StartContainer', { container_id: 'plain' });
     const notty = await call('TtyWinResize', { container_id: 'plain', row: 1, column: 1 }).catch((e) => e);
