@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codec, type Decoded } from './proto.js';
 import { type RunningAgent, startSandboxAgent } from './server.js';
 import { AGENT_SERVICE, RESPONSES } from './service.js';
-import { tempDir } from './testing/index.js';
+import { agentCall, buildGoShim, runGoScript, SKIP_GO, tempDir } from './testing/index.js';
 
 const IS_ROOT = process.getuid?.() === 0;
 const NS = `sa-net-${process.pid}`;
@@ -23,6 +23,7 @@ describe.skipIf(!IS_ROOT)('the network RPCs, in a network namespace', () => {
   let cleanup: () => Promise<void>;
   let running: RunningAgent;
   let client: TtrpcClient;
+  let socket: string;
 
   const call = async (rpc: string, req: Decoded = {}): Promise<Decoded> =>
     codec(RESPONSES[rpc] ?? 'Empty').decode(
@@ -41,8 +42,9 @@ describe.skipIf(!IS_ROOT)('the network RPCs, in a network namespace', () => {
     // A veth pair: the pod's interface and its other end, both up so the link has a carrier.
     ip('link', 'add', 'eth0', 'address', MAC, 'type', 'veth', 'peer', 'name', 'other');
     for (const link of ['lo', 'eth0', 'other']) ip('link', 'set', link, 'up');
+    socket = join(dir, 'agent.sock');
     running = await startSandboxAgent({
-      listen: [{ path: join(dir, 'agent.sock') }],
+      listen: [{ path: socket }],
       roots: [join(dir, 'kata')],
       stateDir: join(dir, 'state'),
       network: { netns: NS },
@@ -175,6 +177,32 @@ describe.skipIf(!IS_ROOT)('the network RPCs, in a network namespace', () => {
       ]),
     );
   });
+
+  it.skipIf(SKIP_GO)(
+    'answers a client we did not write: the Go shim reads the lists with gogo types',
+    async () => {
+      const shim = await buildGoShim();
+      const [interfaces, routes] = await runGoScript(shim, socket, [
+        agentCall('ListInterfaces'),
+        agentCall('ListRoutes'),
+      ]);
+      expect(interfaces!.error).toBeUndefined();
+      const other = (interfaces!.response!.Interfaces as Decoded[]).find((i) => i.name === 'other');
+      expect(other).toMatchObject({ hwAddr: MAC, mtu: '1400' });
+      expect((other!.IPAddresses as Decoded[]).map((a) => [a.family, a.address, a.mask])).toEqual(
+        expect.arrayContaining([
+          ['v4', '10.88.0.7', '24'],
+          ['v6', 'fd00:88::7', '64'],
+        ]),
+      );
+      expect(routes!.response!.Routes).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ dest: '', gateway: '10.88.0.1', device: 'other' }),
+        ]),
+      );
+    },
+    600_000,
+  );
 
   it('refuses hostile values before ip runs, and names what is wrong', async () => {
     const good = { name: 'other', hwAddr: MAC, IPAddresses: [{ address: '10.88.0.7', mask: '24' }] };
