@@ -233,6 +233,16 @@ export interface AsGrpcServerOptions {
   readonly tls?: ServerTls;
   /** Who may set policies and register reference values; anyone when absent (trustee's behaviour). */
   readonly auth?: WriteAuthorizer;
+  /** Overrides how long a connection on the port has to show its protocol or send its HTTP/1.1 request. */
+  readonly connectionTimeoutMs?: number;
+}
+
+/** Where trustee's grpc-as serves the token signer's JWK Set over plain HTTP/1.1, beside gRPC. */
+export const JWKS_PATH = '/.well-known/jwks.json';
+
+/** The token signer's public key as a JWK Set (empty when tokens are unsigned), as the REST AS serves it. */
+export function signerJwks(service: AttestationService): { keys: unknown[] } {
+  return { keys: service.signerPublicJwk === undefined ? [] : [service.signerPublicJwk] };
 }
 
 export type RunningAsGrpcServer = RunningGrpcServer;
@@ -254,5 +264,10 @@ export async function startAsGrpcServer(options: AsGrpcServerOptions): Promise<R
     address: options.address,
     tls: options.tls,
     healthServices: ['attestation.AttestationService', 'reference.ReferenceValueProviderService'],
+    http1: {
+      routes: new Map([[JWKS_PATH, () => signerJwks(options.service)]]),
+      ...(options.connectionTimeoutMs !== undefined && { timeoutMs: options.connectionTimeoutMs }),
+    },
+    logger: options.logger,
   });
 }

@@ -5,6 +5,7 @@ import { format } from 'node:util';
 import type { Logger } from '@broker/cli';
 import { ChannelCredentials, type Server, setLogger } from '@grpc/grpc-js';
 import { addHealthService } from './health.js';
+import { type Http1Options, listenShared } from './shared-port.js';
 import { grpcServerCredentials, type ServerTls } from './tls.js';
 
 /** TLS settings of an `https://` address: the trust anchors, and a client certificate to present. */
@@ -58,6 +59,13 @@ export interface ServeGrpcOptions {
   readonly tls?: ServerTls | undefined;
   /** The services `grpc.health.v1.Health` reports as SERVING (with `""`). */
   readonly healthServices: readonly string[];
+  /**
+   * Plain HTTP/1.1 GET routes served on the same port (and under the same TLS) as the gRPC services,
+   * as trustee's grpc-as serves `/.well-known/jwks.json`. Absent: the port speaks gRPC only.
+   */
+  readonly http1?: Http1Options | undefined;
+  /** Logs refused HTTP/1.1 requests and connection errors (debug level). */
+  readonly logger?: Logger | undefined;
 }
 
 /** Graceful stop: in-flight calls finish; after SHUTDOWN_GRACE_MS the rest are cancelled. */
@@ -66,6 +74,17 @@ export const SHUTDOWN_GRACE_MS = 5000;
 /** Adds the health service to `server` (its services already added), binds it and starts serving. */
 export async function serveGrpc(server: Server, options: ServeGrpcOptions): Promise<RunningGrpcServer> {
   const health = addHealthService(server, options.healthServices);
+  if (options.http1 !== undefined) {
+    const listener = await listenShared(server, options.address, options.http1, options.tls, options.logger);
+    return {
+      port: listener.port,
+      close: () => {
+        health.close();
+        listener.close();
+        return shutdown(server);
+      },
+    };
+  }
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(options.address, grpcServerCredentials(options.tls), (err, bound) =>
       err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),

@@ -80,5 +80,14 @@ export {
   startRvpsServer,
   writeRefusal,
 } from './server.js';
+export {
+  chooseAlpn,
+  HTTP2_PREFACE,
+  type Http1Options,
+  type JsonRoute,
+  MAX_HTTP1_HEAD_BYTES,
+  SHARED_PORT_TIMEOUT_MS,
+  sniffProtocol,
+} from './shared-port.js';
 export { openRvpsStorage } from './storage.js';
 export { grpcServerCredentials, readPemFile, type ServerTls } from './tls.js';
