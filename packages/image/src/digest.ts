@@ -3,15 +3,18 @@
  * algorithm must be one we can compute, and the hex part must be lower case
  * and of the algorithm's length.
  */
+
 import { createHash, type Hash } from 'node:crypto';
+import { ImageError, type ImageErrorCode } from './errors.js';
 
 export type DigestAlgorithm = 'sha256' | 'sha384' | 'sha512';
 
 const HEX_LENGTH: Readonly<Record<DigestAlgorithm, number>> = { sha256: 64, sha384: 96, sha512: 128 };
 
 /** A digest that failed validation; messages are go-digest's. */
-export class InvalidDigestError extends Error {
-  override readonly name = 'InvalidDigestError';
+export class InvalidDigestError extends ImageError {
+  override readonly code: ImageErrorCode = 'DIGEST_INVALID';
+  override readonly name: string = 'InvalidDigestError';
 }
 
 /** go-digest `DigestRegexpAnchored`: any algorithm name, any encoded form. */

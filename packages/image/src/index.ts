@@ -23,6 +23,7 @@ export {
   parseDigest,
 } from './digest.js';
 export { type DirImage, dirNamespaces, type OpenDirImageOptions, openDirImage } from './dir-image.js';
+export { ImageError, type ImageErrorCode } from './errors.js';
 export {
   type EvaluationOptions,
   evaluatePolicy,

@@ -10,6 +10,8 @@
  * accepted or refused by containers/image are accepted or refused here too.
  */
 
+import { ImageError, type ImageErrorCode } from './errors.js';
+
 export type JsonValue =
   | { readonly kind: 'null' }
   | { readonly kind: 'bool'; readonly value: boolean }
@@ -19,8 +21,9 @@ export type JsonValue =
   | { readonly kind: 'object'; readonly entries: readonly (readonly [string, JsonValue])[] };
 
 /** A malformed or unexpected JSON document; the message follows containers/image where it has one. */
-export class JsonFormatError extends Error {
-  override readonly name = 'JsonFormatError';
+export class JsonFormatError extends ImageError {
+  override readonly code: ImageErrorCode = 'JSON_INVALID';
+  override readonly name: string = 'JsonFormatError';
 }
 
 /** Deepest nesting accepted; real policies and payloads use fewer than 8 levels. */

@@ -8,11 +8,13 @@
  * are counted before they reach the tar reader and the entries before they
  * reach the unpacker, so nothing past a cap is written.
  */
+
 import { PassThrough, type Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createZstdDecompress } from 'node:zlib';
 import tar from 'tar-stream';
 import { Digester, digestAlgorithm } from './digest.js';
+import { ImageError, type ImageErrorCode } from './errors.js';
 import { ExpansionLimitError, type LayerBudget } from './limits.js';
 import type { LayerCompression } from './manifest.js';
 import { TarEndGuard } from './tar-end.js';
@@ -21,8 +23,9 @@ import { type RootfsUnpacker, type TarEntryHeader, UnpackError } from './unpack.
 /** Where a layer failed; `pull` turns it into upstream's wording. */
 export type LayerFailureStage = 'fetch' | 'decrypt' | 'decode' | 'unpack' | 'diffid' | 'limit';
 
-export class LayerError extends Error {
-  override readonly name = 'LayerError';
+export class LayerError extends ImageError {
+  override readonly code: ImageErrorCode = 'LAYER_INVALID';
+  override readonly name: string = 'LayerError';
   readonly stage: LayerFailureStage;
   constructor(stage: LayerFailureStage, message: string, options?: ErrorOptions) {
     super(message, options);

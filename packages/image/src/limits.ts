@@ -9,6 +9,8 @@
  * from filling the guest's memory-backed disk.
  */
 
+import { ImageError, type ImageErrorCode } from './errors.js';
+
 export interface ExpansionLimits {
   /** Expanded (uncompressed tar) bytes of one layer, at most. */
   readonly maxLayerBytes: number;
@@ -36,8 +38,9 @@ export const LIMIT_NAMES: Readonly<Record<keyof ExpansionLimits, string>> = Obje
 });
 
 /** A cap was passed; the message names it and its value. */
-export class ExpansionLimitError extends Error {
-  override readonly name = 'ExpansionLimitError';
+export class ExpansionLimitError extends ImageError {
+  override readonly code: ImageErrorCode = 'EXPANSION_LIMIT';
+  override readonly name: string = 'ExpansionLimitError';
   readonly limit: keyof ExpansionLimits;
   readonly value: number;
   constructor(limit: keyof ExpansionLimits, value: number) {

@@ -11,11 +11,13 @@
  *   its signature API (`/extensions/v2/<repo>/signatures/<digest>`), which
  *   then replaces the lookaside store, as in containers/image.
  */
+
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { digestAlgorithm, digestHex, parseDigest } from './digest.js';
+import { ImageError, type ImageErrorCode } from './errors.js';
 import { goFileError } from './evaluate.js';
 import { decodeStdBase64, goArray, goNumber, goQuote, goString, paranoidObject, parseJson } from './json.js';
 import { type DockerReference, policyIdentity, policyNamespaces } from './reference.js';
@@ -47,8 +49,9 @@ export interface RegistriesD {
   readonly docker: ReadonlyMap<string, LookasideNamespace>;
 }
 
-export class RegistriesDError extends Error {
-  override readonly name = 'RegistriesDError';
+export class RegistriesDError extends ImageError {
+  override readonly code: ImageErrorCode = 'REGISTRIES_D_INVALID';
+  override readonly name: string = 'RegistriesDError';
 }
 
 function readNamespace(v: unknown, where: string): LookasideNamespace {

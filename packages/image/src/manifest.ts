@@ -4,7 +4,9 @@
  * error rather than a guess. Docker schema 1 is refused (deprecated, and its
  * digest rules differ).
  */
+
 import { parseDigest } from './digest.js';
+import { ImageError, type ImageErrorCode } from './errors.js';
 import { type JsonValue, parseJson } from './json.js';
 
 export const MEDIA_TYPE = Object.freeze({
@@ -37,8 +39,9 @@ export const MANIFEST_ACCEPT = [
 ];
 
 /** A document that is not a usable manifest, index or config. */
-export class InvalidManifestError extends Error {
-  override readonly name = 'InvalidManifestError';
+export class InvalidManifestError extends ImageError {
+  override readonly code: ImageErrorCode = 'MANIFEST_INVALID';
+  override readonly name: string = 'InvalidManifestError';
 }
 
 export interface Platform {

@@ -9,8 +9,10 @@
  * evaluate to a rejection, as in containers/image); `sigstoreSigned` takes public
  * keys only (Fulcio, PKI and Rekor options are refused when parsed).
  */
+
 import { readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
+import { ImageError, type ImageErrorCode } from './errors.js';
 import {
   goArray,
   goBytes,
@@ -27,8 +29,9 @@ import {
 import { isDomain, isName, isNameOnly, parseNormalizedNamed } from './reference.js';
 
 /** A policy that does not parse (containers/image `InvalidPolicyFormatError` and JSON format errors). */
-export class InvalidPolicyError extends Error {
-  override readonly name = 'InvalidPolicyError';
+export class InvalidPolicyError extends ImageError {
+  override readonly code: ImageErrorCode = 'POLICY_INVALID';
+  override readonly name: string = 'InvalidPolicyError';
 }
 
 /**

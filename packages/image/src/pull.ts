@@ -13,6 +13,7 @@
  * happened when pulling image: …`), which kata shows in pod events and
  * which tests and operators grep for.
  */
+
 import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -20,6 +21,7 @@ import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { digestOf } from './digest.js';
 import type { DirImage } from './dir-image.js';
+import { ImageError, type ImageErrorCode } from './errors.js';
 import { evaluatePolicy, type KeyReader, type PolicyDecision, type PolicyImage } from './evaluate.js';
 import { applyLayerStream, LayerError } from './layer.js';
 import { ExpansionBudget, type ExpansionLimits } from './limits.js';
@@ -64,8 +66,9 @@ export type PullStage = 'reference' | 'manifest' | 'policy' | 'layers' | 'bundle
  * A failed pull. `message` is image-rs' text for the stage; `detail` says
  * what exactly went wrong (containers/image's reason for a policy denial).
  */
-export class ImagePullError extends Error {
-  override readonly name = 'ImagePullError';
+export class ImagePullError extends ImageError {
+  override readonly code: ImageErrorCode = 'PULL_FAILED';
+  override readonly name: string = 'ImagePullError';
   readonly stage: PullStage;
   readonly detail: string;
   readonly decision: PolicyDecision | undefined;

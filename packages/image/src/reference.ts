@@ -9,7 +9,9 @@
  * expressions: those are linear in Go's RE2 but backtrack exponentially in a
  * JavaScript engine (`[a-z0-9]+(?:[-]*[a-z0-9]+)*`).
  */
+
 import { InvalidDigestError, parseDigest } from './digest.js';
+import { ImageError, type ImageErrorCode } from './errors.js';
 
 export const DEFAULT_DOMAIN = 'docker.io';
 const LEGACY_DEFAULT_DOMAIN = 'index.docker.io';
@@ -19,8 +21,9 @@ export const DEFAULT_TAG = 'latest';
 export const NAME_TOTAL_LENGTH_MAX = 255;
 
 /** A reference that does not parse; messages are docker/reference's. */
-export class InvalidReferenceError extends Error {
-  override readonly name = 'InvalidReferenceError';
+export class InvalidReferenceError extends ImageError {
+  override readonly code: ImageErrorCode = 'REFERENCE_INVALID';
+  override readonly name: string = 'InvalidReferenceError';
 }
 
 /**

@@ -9,8 +9,10 @@
  * cosign's byte layout, so that the signatures we make are the ones cosign
  * would make.
  */
+
 import { createPublicKey, sign as cryptoSign, verify as cryptoVerify, type KeyObject } from 'node:crypto';
 import { parseDigest } from './digest.js';
+import { ImageError, type ImageErrorCode } from './errors.js';
 import {
   decodeStdBase64,
   goNumber,
@@ -36,13 +38,15 @@ export const MAX_SIGNATURE_BYTES = 4 * 1024 * 1024;
 export const MIN_RSA_BITS = 2048;
 
 /** A signature whose content cannot be trusted (containers/image `InvalidSignatureError`). */
-export class InvalidSignatureError extends Error {
-  override readonly name = 'InvalidSignatureError';
+export class InvalidSignatureError extends ImageError {
+  override readonly code: ImageErrorCode = 'SIGNATURE_INVALID';
+  override readonly name: string = 'InvalidSignatureError';
 }
 
 /** A trusted key that cannot be used. */
-export class InvalidPublicKeyError extends Error {
-  override readonly name = 'InvalidPublicKeyError';
+export class InvalidPublicKeyError extends ImageError {
+  override readonly code: ImageErrorCode = 'PUBLIC_KEY_INVALID';
+  override readonly name: string = 'InvalidPublicKeyError';
 }
 
 /**

@@ -24,6 +24,7 @@
  * Only this process writes into the root while unpacking (a fresh folder),
  * so checks and the operations they guard are not raced by another writer.
  */
+
 import { constants } from 'node:fs';
 import {
   chmod,
@@ -43,10 +44,12 @@ import {
 } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { ImageError, type ImageErrorCode } from './errors.js';
 
 /** Why a layer could not be unpacked; messages follow image-rs' `UnpackError`. */
-export class UnpackError extends Error {
-  override readonly name = 'UnpackError';
+export class UnpackError extends ImageError {
+  override readonly code: ImageErrorCode = 'UNPACK_FAILED';
+  override readonly name: string = 'UnpackError';
 }
 
 export interface TarEntryHeader {

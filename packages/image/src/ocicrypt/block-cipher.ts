@@ -7,13 +7,16 @@
  * spooled ciphertext before the first byte is decrypted, so a tampered
  * layer never reaches the tar reader.
  */
+
 import { createCipheriv, createDecipheriv, createHmac, timingSafeEqual } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import type { Transform } from 'node:stream';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import type { PrivateOptions, PublicOptions } from './options.js';
 
-export class LayerHmacError extends Error {
-  override readonly name = 'LayerHmacError';
+export class LayerHmacError extends ImageError {
+  override readonly code: ImageErrorCode = 'LAYER_HMAC_MISMATCH';
+  override readonly name: string = 'LayerHmacError';
 }
 
 /** Checks the ciphertext in `file` against the public options' HMAC; throws `LayerHmacError` on a mismatch. */

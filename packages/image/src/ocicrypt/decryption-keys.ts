@@ -14,14 +14,16 @@
 import type { KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { PrivateKey } from 'openpgp';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import { jweUnwrapper, parseJwePrivateKey } from './jwe.js';
 import { ATTESTATION_AGENT_PROTOCOL, attestationAgentUnwrapper } from './keyprovider-packet.js';
 import { pgpUnwrapper, readPgpPrivateKeys } from './pgp.js';
 import { pkcs7Unwrapper } from './pkcs7.js';
 import type { KeyUnwrapper } from './unwrap.js';
 
-export class DecryptionKeyArgumentError extends Error {
-  override readonly name = 'DecryptionKeyArgumentError';
+export class DecryptionKeyArgumentError extends ImageError {
+  override readonly code: ImageErrorCode = 'DECRYPTION_KEY_ARGUMENT_INVALID';
+  override readonly name: string = 'DecryptionKeyArgumentError';
 }
 
 /** The largest key file read (a 16384-bit RSA key in PEM is about 12 KiB). */

@@ -5,8 +5,11 @@
  * against its parent before anything is sliced.
  */
 
-export class DerError extends Error {
-  override readonly name = 'DerError';
+import { ImageError, type ImageErrorCode } from '../errors.js';
+
+export class DerError extends ImageError {
+  override readonly code: ImageErrorCode = 'DER_INVALID';
+  override readonly name: string = 'DerError';
 }
 
 export interface Tlv {

@@ -15,7 +15,9 @@
  * Byte fields are read as base64 strings or number arrays and written as
  * number arrays (which ocicrypt-rs requires and Go reads).
  */
+
 import { readFile } from 'node:fs/promises';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import {
   attestationAgentWrapper,
   parseAnnotationPacket,
@@ -25,8 +27,9 @@ import {
 export const KEY_PROVIDER_NAME = 'attestation-agent';
 export const MAX_KEY_PROVIDER_REQUEST_BYTES = 1024 * 1024;
 
-export class KeyProviderRequestError extends Error {
-  override readonly name = 'KeyProviderRequestError';
+export class KeyProviderRequestError extends ImageError {
+  override readonly code: ImageErrorCode = 'KEY_PROVIDER_REQUEST_INVALID';
+  override readonly name: string = 'KeyProviderRequestError';
 }
 
 function object(v: unknown, what: string): Record<string, unknown> {

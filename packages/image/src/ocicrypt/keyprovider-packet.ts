@@ -12,7 +12,9 @@
  * fields (`version`, `provider`, `provider_settings`, `annotations`) are
  * allowed and not used.
  */
+
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import { decodeStdBase64 } from '../json.js';
 import type { KeyWrapper } from './encrypt.js';
 import type { KeyUnwrapper } from './unwrap.js';
@@ -21,8 +23,9 @@ export const ATTESTATION_AGENT_PROTOCOL = 'provider.attestation-agent';
 const MAX_PACKET_BYTES = 64 * 1024;
 const GCM_TAG_BYTES = 16;
 
-export class AnnotationPacketError extends Error {
-  override readonly name = 'AnnotationPacketError';
+export class AnnotationPacketError extends ImageError {
+  override readonly code: ImageErrorCode = 'ANNOTATION_PACKET_INVALID';
+  override readonly name: string = 'AnnotationPacketError';
 }
 
 export interface AnnotationPacket {

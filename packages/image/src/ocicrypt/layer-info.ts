@@ -6,6 +6,7 @@
  * refused: a layer that claims to be plain but carries wrapped keys, or
  * claims encryption without any key, is not something ocicrypt writes.
  */
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import { decodeStdBase64 } from '../json.js';
 import { type Descriptor, type LayerCompression, layerCompression, MEDIA_TYPE } from '../manifest.js';
 import { type PublicOptions, parsePublicOptions } from './options.js';
@@ -29,8 +30,9 @@ const ENCRYPTABLE = new Set<string>([
   MEDIA_TYPE.ociNondistributableLayerZstd,
 ]);
 
-export class EncryptedLayerError extends Error {
-  override readonly name = 'EncryptedLayerError';
+export class EncryptedLayerError extends ImageError {
+  override readonly code: ImageErrorCode = 'ENCRYPTED_LAYER_INVALID';
+  override readonly name: string = 'EncryptedLayerError';
 }
 
 export interface WrappedKey {

@@ -6,6 +6,7 @@
  * guards the plaintext). Both come from untrusted bytes, so every field is
  * checked for type and length here, before a key or nonce is used.
  */
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import { decodeStdBase64 } from '../json.js';
 
 /** The only layer block cipher ocicrypt defines. */
@@ -13,8 +14,9 @@ export const LAYER_CIPHER = 'AES_256_CTR_HMAC_SHA256';
 /** The JSON documents are a few hundred bytes; anything far larger is not ocicrypt's. */
 export const MAX_OPTIONS_BYTES = 64 * 1024;
 
-export class LayerOptionsError extends Error {
-  override readonly name = 'LayerOptionsError';
+export class LayerOptionsError extends ImageError {
+  override readonly code: ImageErrorCode = 'LAYER_OPTIONS_INVALID';
+  override readonly name: string = 'LayerOptionsError';
 }
 
 export interface PublicOptions {

@@ -4,6 +4,7 @@
  * order, until one yields options that parse. A layer none of them can open
  * fails with image-rs' text and the reasons each one gave.
  */
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import type { WrappedKey } from './layer-info.js';
 import { type PrivateOptions, parsePrivateOptions } from './options.js';
 
@@ -20,8 +21,9 @@ export interface KeyUnwrapper {
 export const UNWRAP_FAILED =
   'Failed to decrypt the image layer, please ensure that the decryption key is placed and correct';
 
-export class LayerKeyError extends Error {
-  override readonly name = 'LayerKeyError';
+export class LayerKeyError extends ImageError {
+  override readonly code: ImageErrorCode = 'LAYER_KEY_UNAVAILABLE';
+  override readonly name: string = 'LayerKeyError';
   /** What each protocol said (never key material). */
   readonly reasons: readonly string[];
   constructor(reasons: readonly string[]) {

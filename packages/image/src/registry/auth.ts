@@ -3,7 +3,9 @@
  * credentials, and the Docker token protocol (anonymous or Basic-authenticated
  * GET, or an OAuth2 refresh-token POST for identity tokens).
  */
+
 import { readFile } from 'node:fs/promises';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import { DEFAULT_DOMAIN } from '../reference.js';
 
 export interface Challenge {
@@ -26,8 +28,9 @@ export const MAX_TOKEN_RESPONSE_BYTES = 1024 * 1024;
 export const MAX_AUTH_FILE_BYTES = 1024 * 1024;
 
 /** Authentication that cannot proceed (bad challenge, token endpoint failure, unusable auth file). */
-export class RegistryAuthError extends Error {
-  override readonly name = 'RegistryAuthError';
+export class RegistryAuthError extends ImageError {
+  override readonly code: ImageErrorCode = 'REGISTRY_AUTH_FAILED';
+  override readonly name: string = 'RegistryAuthError';
 }
 
 /**

@@ -4,8 +4,10 @@
  * manifest and blob is checked against its digest (and size) before the
  * caller may trust it; blob bodies are streamed, never held whole.
  */
+
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { Digester, digestAlgorithm, digestOf, parseDigest } from '../digest.js';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import { type Descriptor, MANIFEST_ACCEPT } from '../manifest.js';
 import { registryHost } from '../reference.js';
 import {
@@ -47,8 +49,9 @@ export class RegistryError extends Error {
 }
 
 /** Content whose digest or size is not the one asked for. */
-export class DigestMismatchError extends Error {
-  override readonly name = 'DigestMismatchError';
+export class DigestMismatchError extends ImageError {
+  override readonly code: ImageErrorCode = 'DIGEST_MISMATCH';
+  override readonly name: string = 'DigestMismatchError';
 }
 
 export interface RegistryClientOptions {

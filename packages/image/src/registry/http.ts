@@ -5,9 +5,11 @@
  * downgrade https to http. Bodies stream: nothing here holds more than
  * undici's socket buffers.
  */
+
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { createSecureContext, rootCertificates } from 'node:tls';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 import { type ProxySettings, type ResolvedProxies, resolveProxies } from './proxy.js';
 import {
   Agent,
@@ -48,8 +50,9 @@ export interface HttpRequest {
 }
 
 /** A transport-level failure (connection, TLS, timeout, refused redirect). */
-export class HttpError extends Error {
-  override readonly name = 'HttpError';
+export class HttpError extends ImageError {
+  override readonly code: ImageErrorCode = 'HTTP_FAILED';
+  override readonly name: string = 'HttpError';
 }
 
 export interface HttpClientOptions {

@@ -16,7 +16,9 @@
  *
  * Names compare case-insensitively; blanks around entries are ignored.
  */
+
 import { BlockList, isIP } from 'node:net';
+import { ImageError, type ImageErrorCode } from '../errors.js';
 
 /** `[image.image_pull_proxy]` of the data hub, `agent.https_proxy` & co. of the kernel command line. */
 export interface ProxySettings {
@@ -29,8 +31,9 @@ export interface ProxySettings {
 }
 
 /** A proxy setting that cannot be used. */
-export class ProxyConfigError extends Error {
-  override readonly name = 'ProxyConfigError';
+export class ProxyConfigError extends ImageError {
+  override readonly code: ImageErrorCode = 'PROXY_CONFIG_INVALID';
+  override readonly name: string = 'ProxyConfigError';
 }
 
 interface HostRule {
