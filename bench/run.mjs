@@ -1,4 +1,4 @@
-// Runs every `packages/*/src/*.bench.ts`: each exports `run(): Promise<Record<string, number>>`
+// Runs every `bench/<package>/*.bench.ts`: each exports `run(): Promise<Record<string, number>>`
 // whose figures include ratios against a floor measured in the same run. Results go to
 // dist/bench/<name>.json and a summary is printed.
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -12,17 +12,14 @@ mkdirSync(out, { recursive: true });
 
 const only = process.argv.slice(2);
 const benches = [];
-for (const pkg of readdirSync(join(root, 'packages'))) {
-  const src = join(root, 'packages', pkg, 'src');
-  let files = [];
-  try {
-    files = readdirSync(src).filter((f) => f.endsWith('.bench.ts'));
-  } catch {
-    continue;
-  }
-  for (const f of files) {
-    const name = `${pkg}.${basename(f, '.bench.ts')}`;
-    if (only.length === 0 || only.some((o) => name.includes(o))) benches.push({ name, file: join(src, f) });
+// One folder per package measured; a bench is named `<package>.<file>`, as its JSON file.
+const here = join(root, 'bench');
+for (const entry of readdirSync(here, { withFileTypes: true })) {
+  if (!entry.isDirectory()) continue;
+  const dir = join(here, entry.name);
+  for (const f of readdirSync(dir).filter((f) => f.endsWith('.bench.ts'))) {
+    const name = `${entry.name}.${basename(f, '.bench.ts')}`;
+    if (only.length === 0 || only.some((o) => name.includes(o))) benches.push({ name, file: join(dir, f) });
   }
 }
 

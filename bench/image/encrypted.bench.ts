@@ -14,20 +14,24 @@
  * signature policy: both of our pulls accept the image as is, so the ratio
  * is the decryption's alone. Best of four runs each (three for encrypting).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseManifest } from './manifest.js';
-import { encryptRegistryImage, wrappersFromArguments } from './ocicrypt/encrypt-image.js';
-import { jweUnwrapper, parseJwePrivateKey } from './ocicrypt/jwe.js';
+import { parseManifest } from '../../packages/image/src/manifest.js';
+import {
+  encryptRegistryImage,
+  wrappersFromArguments,
+} from '../../packages/image/src/ocicrypt/encrypt-image.js';
+import { jweUnwrapper, parseJwePrivateKey } from '../../packages/image/src/ocicrypt/jwe.js';
+import { pullImage } from '../../packages/image/src/pull.js';
+import { parseImageReference } from '../../packages/image/src/reference.js';
+import { RegistryClient } from '../../packages/image/src/registry/client.js';
+import { requireTool, startDockerRegistry } from '../../packages/image/src/registry/local-registry.js';
+import { timeCommand } from '../helpers.js';
 import { buildBenchImage, pushDirImage } from './pull.bench.js';
-import { pullImage } from './pull.js';
-import { parseImageReference } from './reference.js';
-import { RegistryClient } from './registry/client.js';
-import { requireTool, startDockerRegistry } from './registry/local-registry.js';
 
 const CHILD_ENV = 'BROKER_ENCRYPTED_BENCH_CHILD';
 const MB = 1024 * 1024;
@@ -70,16 +74,6 @@ function child(args: string[]): ChildResult {
   return JSON.parse(out.toString().trim().split('\n').at(-1) ?? '{}') as ChildResult;
 }
 
-function timed(cmd: string, args: string[]): number {
-  const t = performance.now();
-  const r = spawnSync(cmd, args, {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, HOME: tmpdir() },
-  });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.stderr.toString()}`);
-  return performance.now() - t;
-}
-
 export async function run(): Promise<Record<string, number>> {
   const skopeo = requireTool('skopeo');
   const umoci = requireTool('umoci');
@@ -113,7 +107,7 @@ export async function run(): Promise<Record<string, number>> {
       // Distinct tags: each run uploads every encrypted layer afresh (a fresh key gives new blobs).
       oursEncrypt.push(child(['encrypt', plain, `${encrypted}-ours${i}`, pub]));
       skopeoEncrypt.push(
-        timed(skopeo, [
+        timeCommand(skopeo, [
           'copy',
           '--src-tls-verify=false',
           '--dest-tls-verify=false',
@@ -133,14 +127,20 @@ export async function run(): Promise<Record<string, number>> {
     const peerEncrypted: { copy: number; unpack: number }[] = [];
     const peer = async (reference: string, decrypt: boolean, i: number) => {
       const layout = join(work, `oci-${i}`);
-      const copy = timed(skopeo, [
+      const copy = timeCommand(skopeo, [
         'copy',
         '--src-tls-verify=false',
         ...(decrypt ? ['--decryption-key', priv] : []),
         `docker://${reference}`,
         `oci:${layout}:img`,
       ]);
-      const unpack = timed(umoci, ['raw', 'unpack', '--image', `${layout}:img`, join(work, `umoci-${i}`)]);
+      const unpack = timeCommand(umoci, [
+        'raw',
+        'unpack',
+        '--image',
+        `${layout}:img`,
+        join(work, `umoci-${i}`),
+      ]);
       await rm(layout, { recursive: true, force: true });
       await rm(join(work, `umoci-${i}`), { recursive: true, force: true });
       return { copy, unpack };

@@ -10,25 +10,24 @@
 // figures: handshakes per second, p50/p99 latency, and the CPU time all server processes spent per
 // handshake (from /proc), with the three-process figures as ratios to the one-process ones.
 import { fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { createLogger } from '@broker/cli';
 import { parseKbsConfigText, startKbs } from '@broker/kbs';
 import { MemoryStorage } from '@broker/kv-storage';
-import { generateTeeKeyPair, runtimeDataDigest, type TeeKeyPair } from '@broker/protocol';
+import { generateTeeKeyPair, type TeeKeyPair } from '@broker/protocol';
 import { createRvps, startRvpsServer } from '@broker/rvps-core';
-import { parseAsConfig } from './config.js';
-import { startAsGrpcServer } from './grpc.js';
-import { openAttestationService } from './service.js';
+import { parseAsConfig } from '../../packages/attestation-service/src/config.js';
+import { startAsGrpcServer } from '../../packages/attestation-service/src/grpc.js';
+import { openAttestationService } from '../../packages/attestation-service/src/service.js';
+import { call, percentile, processCpuUs, sampleHandshake } from '../helpers.js';
 
 const ROLE_ENV = 'SERVICES_BENCH_ROLE';
 const ARG_ENV = 'SERVICES_BENCH_ARG';
 const CONCURRENCY = 8;
 const WARMUP_MS = 1_000;
 const MEASURE_MS = 4_000;
-const TICK_US = 10_000; // /proc times are in clock ticks of 10 ms (USER_HZ = 100)
 const SECRET = Buffer.alloc(32, 7);
 
 const quiet = () =>
@@ -113,79 +112,10 @@ async function spawnRole(roleName: string, arg: string): Promise<Child> {
   };
 }
 
-/** utime + stime of a process, in microseconds. */
-function processCpuUs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * TICK_US;
-}
-
-interface Res {
-  status: number;
-  body: string;
-  cookie: string | undefined;
-}
-
-function call(
-  agent: Agent,
-  url: URL,
-  method: string,
-  path: string,
-  headers: Record<string, string>,
-  body?: string,
-): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        agent,
-        host: url.hostname,
-        port: url.port,
-        method,
-        path,
-        headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString(),
-            cookie: res.headers['set-cookie']?.[0]?.split(';')[0],
-          }),
-        );
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 const AUTH = JSON.stringify({ version: '0.4.0', tee: 'sample', 'extra-params': {} });
 
 async function handshake(agent: Agent, url: URL, key: TeeKeyPair): Promise<void> {
-  const auth = await call(agent, url, 'POST', '/kbs/v0/auth', {}, AUTH);
-  if (auth.status !== 200 || auth.cookie === undefined) throw new Error(`auth ${auth.status} ${auth.body}`);
-  const { nonce } = JSON.parse(auth.body) as { nonce: string };
-  const digest = runtimeDataDigest({ nonce, 'tee-pubkey': key.publicJwk, 'additional-evidence': '' });
-  const attestation = JSON.stringify({
-    'init-data': null,
-    'runtime-data': { nonce, 'tee-pubkey': key.publicJwk },
-    'tee-evidence': {
-      primary_evidence: { svn: '1', report_data: digest.toString('base64') },
-      additional_evidence: '',
-    },
-  });
-  const cookie = { cookie: auth.cookie };
-  const attest = await call(agent, url, 'POST', '/kbs/v0/attest', cookie, attestation);
-  if (attest.status !== 200) throw new Error(`attest ${attest.status} ${attest.body}`);
-  const res = await call(agent, url, 'GET', '/kbs/v0/resource/default/bench/secret', cookie);
-  if (res.status !== 200) throw new Error(`resource ${res.status} ${res.body}`);
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+  await sampleHandshake(agent, url, key, AUTH, '/kbs/v0/resource/default/bench/secret');
 }
 
 interface Measured {

@@ -5,30 +5,17 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TtrpcClient } from '@broker/ttrpc';
-import { AGENT_SERVICE } from './agent-proto.js';
-import { AgentPolicyGate } from './gate.js';
-import { buildGoAgent, GoStandInAgent } from './go-agent.js';
-import { AgentPolicy } from './policy.js';
-import { policyInputFromBytes } from './requests.js';
-import { KATA_FIXTURES, kataRequests, tempDir } from './testing/helpers.js';
-import { encodeRequest } from './wire.js';
+import { AGENT_SERVICE } from '../../packages/agent-policy/src/agent-proto.js';
+import { AgentPolicyGate } from '../../packages/agent-policy/src/gate.js';
+import { buildGoAgent, GoStandInAgent } from '../../packages/agent-policy/src/go-agent.js';
+import { AgentPolicy } from '../../packages/agent-policy/src/policy.js';
+import { policyInputFromBytes } from '../../packages/agent-policy/src/requests.js';
+import { KATA_FIXTURES, kataRequests, tempDir } from '../../packages/agent-policy/src/testing/helpers.js';
+import { encodeRequest } from '../../packages/agent-policy/src/wire.js';
+import { percentile, timeEach } from '../helpers.js';
 
 const WARMUP = 300;
 const N = 3000;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-async function time(n: number, once: () => Promise<unknown>): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = process.hrtime.bigint();
-    await once();
-    out.push(Number(process.hrtime.bigint() - t0) / 1000);
-  }
-  return out.sort((a, b) => a - b);
-}
 
 export async function run(): Promise<Record<string, number>> {
   const bin = await buildGoAgent();
@@ -54,18 +41,18 @@ export async function run(): Promise<Record<string, number>> {
     const evaluate = async () =>
       policy.evaluate('CreateContainerRequest', policyInputFromBytes('CreateContainerRequest', request));
 
-    await time(WARMUP, callGate);
-    await time(WARMUP, callDirect);
+    await timeEach(WARMUP, callGate);
+    await timeEach(WARMUP, callDirect);
     // Interleave the two series in blocks so drift on a shared machine affects both alike.
     const g: number[] = [];
     const d: number[] = [];
     for (let block = 0; block < 10; block++) {
-      d.push(...(await time(N / 10, callDirect)));
-      g.push(...(await time(N / 10, callGate)));
+      d.push(...(await timeEach(N / 10, callDirect)));
+      g.push(...(await timeEach(N / 10, callGate)));
     }
     g.sort((a, b) => a - b);
     d.sort((a, b) => a - b);
-    const e = await time(N / 3, evaluate);
+    const e = await timeEach(N / 3, evaluate);
     return {
       request_bytes: request.length,
       direct_p50_us: percentile(d, 50),

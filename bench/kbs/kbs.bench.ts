@@ -26,7 +26,7 @@ import { fork } from 'node:child_process';
 import cluster from 'node:cluster';
 import { createCipheriv, diffieHellman, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { Agent, createServer, request } from 'node:http';
+import { Agent, createServer } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -37,13 +37,14 @@ import {
   startPostgresServer,
   startRedisServer,
 } from '@broker/kv-storage/testing';
-import { concatKdf, generateTeeKeyPair, runtimeDataDigest, type TeeKeyPair } from '@broker/protocol';
+import { concatKdf, generateTeeKeyPair, type TeeKeyPair } from '@broker/protocol';
 import pino from 'pino';
 import { createClient } from 'redis';
-import { reportListening, superviseWorkers } from './cluster.js';
-import { parseKbsConfigText } from './config.js';
-import { startKbs } from './kbs.js';
-import { BUILTIN_RESOURCE_POLICIES } from './policy/resource-policy.js';
+import { reportListening, superviseWorkers } from '../../packages/kbs/src/cluster.js';
+import { parseKbsConfigText } from '../../packages/kbs/src/config.js';
+import { startKbs } from '../../packages/kbs/src/kbs.js';
+import { BUILTIN_RESOURCE_POLICIES } from '../../packages/kbs/src/policy/resource-policy.js';
+import { type Answer, call, percentile, processCpuUs, sampleAttestation } from '../helpers.js';
 
 const ROLE = 'kbs-bench-server';
 const CONCURRENCY = 8;
@@ -133,49 +134,6 @@ async function replica(): Promise<void> {
 
 if (isMainThread && process.env[REPLICA_ENV] !== undefined) void replica();
 
-interface Res {
-  status: number;
-  body: string;
-  cookie: string | undefined;
-}
-
-function call(
-  agent: Agent,
-  url: URL,
-  method: string,
-  path: string,
-  headers: Record<string, string>,
-  body?: string,
-): Promise<Res> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        agent,
-        host: url.hostname,
-        port: url.port,
-        method,
-        path,
-        headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const sc = res.headers['set-cookie']?.[0];
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString(),
-            cookie: sc?.split(';')[0],
-          });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 /**
  * The load generator's HTTP/1.1 client for the single-process figures: keep-alive sockets written and
  * parsed by hand. node:http's client costs about as much CPU per request as the KBS's own HTTP layer, and
@@ -184,7 +142,7 @@ function call(
  */
 class RawConnection {
   private buffered: Buffer = Buffer.alloc(0);
-  private waiting: { resolve: (r: Res) => void; reject: (e: Error) => void } | undefined;
+  private waiting: { resolve: (r: Answer) => void; reject: (e: Error) => void } | undefined;
   private failed: Error | undefined;
 
   private constructor(private readonly socket: Socket) {
@@ -235,7 +193,7 @@ class RawConnection {
     });
   }
 
-  request(method: string, path: string, headers: Record<string, string>, body?: string): Promise<Res> {
+  request(method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
     if (this.failed !== undefined) return Promise.reject(this.failed);
     let head = `${method} ${path} HTTP/1.1\r\nhost: bench\r\n`;
     for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
@@ -285,24 +243,11 @@ async function handshake(client: RawClient, loop: number, key: TeeKeyPair): Prom
   if (auth.status !== 200 || auth.cookie === undefined) throw new Error(`auth ${auth.status} ${auth.body}`);
   const { nonce } = JSON.parse(auth.body) as { nonce: string };
   const cookie = { cookie: auth.cookie };
-  const attest = await step('POST', '/kbs/v0/attest', cookie, attestationBody(nonce, key));
+  const attest = await step('POST', '/kbs/v0/attest', cookie, sampleAttestation(nonce, key));
   if (attest.status !== 200) throw new Error(`attest ${attest.status} ${attest.body}`);
   const res = await step('GET', '/kbs/v0/resource/default/bench/secret', cookie);
   if (res.status !== 200) throw new Error(`resource ${res.status} ${res.body}`);
   return (JSON.parse(attest.body) as { token: string }).token;
-}
-
-/** The sample TEE's evidence for a challenge, bound to the TEE key. */
-function attestationBody(nonce: string, key: TeeKeyPair): string {
-  const digest = runtimeDataDigest({ nonce, 'tee-pubkey': key.publicJwk, 'additional-evidence': '' });
-  return JSON.stringify({
-    'init-data': null,
-    'runtime-data': { nonce, 'tee-pubkey': key.publicJwk },
-    'tee-evidence': {
-      primary_evidence: { svn: '1', report_data: digest.toString('base64') },
-      additional_evidence: '',
-    },
-  });
 }
 
 interface Target {
@@ -323,16 +268,12 @@ async function handshakeAcross(targets: readonly Target[], first: number, key: T
     'POST',
     '/kbs/v0/attest',
     cookie,
-    attestationBody(nonce, key),
+    sampleAttestation(nonce, key),
   );
   if (attest.status !== 200) throw new Error(`attest ${attest.status} ${attest.body}`);
   const res = await call(at(2).agent, at(2).url, 'GET', '/kbs/v0/resource/default/bench/secret', cookie);
   if (res.status !== 200) throw new Error(`resource ${res.status} ${res.body}`);
   return (JSON.parse(attest.body) as { token: string }).token;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
 interface LoadResult {
@@ -464,7 +405,6 @@ function cryptoFloor(): Record<string, number> {
 
 // ---- scale-out over processes on Redis ----------------------------------------------------------------
 
-const TICK_US = 10_000; // /proc times are in clock ticks of 10 ms (USER_HZ = 100 on Linux)
 const SCALE_WARMUP_MS = 1_000;
 const SCALE_MEASURE_MS = 4_000;
 
@@ -472,17 +412,6 @@ const SCALE_MEASURE_MS = 4_000;
 function clientCpuUs(): number {
   const u = process.cpuUsage();
   return u.user + u.system;
-}
-
-/** utime + stime of a process from /proc, in microseconds (0 once it is gone). */
-function procCpuUs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * TICK_US;
-  } catch {
-    return 0;
-  }
 }
 
 /** Context switches of every thread of a process (0 once it is gone). */
@@ -685,9 +614,9 @@ async function scalingRow(
     let start = { kbs: 0, store: 0, client: 0, calls: 0, switches: 0 };
     // PostgreSQL's backends of the measured window (one per pooled connection), with its postmaster.
     let storePids: number[] = [];
-    const storeCpu = () => storePids.reduce((a, pid) => a + procCpuUs(pid), 0);
+    const storeCpu = () => storePids.reduce((a, pid) => a + processCpuUs(pid), 0);
     const snapshot = async () => ({
-      kbs: measuredPids.reduce((a, pid) => a + procCpuUs(pid), 0),
+      kbs: measuredPids.reduce((a, pid) => a + processCpuUs(pid), 0),
       switches: measuredPids.reduce((a, pid) => a + procSwitches(pid), 0),
       store: storeCpu(),
       client: clientCpuUs(),

@@ -9,22 +9,29 @@
  * sigstore signature under a `sigstoreSigned` policy, every blob digest and
  * every diff_id. The image is built once and cached in dist/bench-cache.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type BuiltLayer, buildImage, buildLayer, type LayerEntry, writeDirImage } from './build.js';
-import { digestHex } from './digest.js';
-import { MEDIA_TYPE, parseManifest } from './manifest.js';
-import { parsePolicy } from './policy.js';
-import { pullImage } from './pull.js';
-import { RegistryClient, type Repository } from './registry/client.js';
-import { requireTool, startDockerRegistry } from './registry/local-registry.js';
-import { pushSigstoreSignatures } from './registry/signatures.js';
-import { createSigstoreSignature } from './sigstore.js';
+import {
+  type BuiltLayer,
+  buildImage,
+  buildLayer,
+  type LayerEntry,
+  writeDirImage,
+} from '../../packages/image/src/build.js';
+import { digestHex } from '../../packages/image/src/digest.js';
+import { MEDIA_TYPE, parseManifest } from '../../packages/image/src/manifest.js';
+import { parsePolicy } from '../../packages/image/src/policy.js';
+import { pullImage } from '../../packages/image/src/pull.js';
+import { RegistryClient, type Repository } from '../../packages/image/src/registry/client.js';
+import { requireTool, startDockerRegistry } from '../../packages/image/src/registry/local-registry.js';
+import { pushSigstoreSignatures } from '../../packages/image/src/registry/signatures.js';
+import { createSigstoreSignature } from '../../packages/image/src/sigstore.js';
+import { timeCommand } from '../helpers.js';
 
 const CHILD_ENV = 'BROKER_IMAGE_BENCH_CHILD';
 /**
@@ -129,16 +136,6 @@ async function childMain(): Promise<void> {
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }
 
-function timed(cmd: string, args: string[]): number {
-  const t = performance.now();
-  const r = spawnSync(cmd, args, {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, HOME: tmpdir() },
-  });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.stderr.toString()}`);
-  return performance.now() - t;
-}
-
 export async function run(): Promise<Record<string, number>> {
   const skopeo = requireTool('skopeo');
   const umoci = requireTool('umoci');
@@ -195,13 +192,19 @@ export async function run(): Promise<Record<string, number>> {
       await rm(bundle, { recursive: true, force: true });
 
       const layout = join(work, `oci-${i}`);
-      const copy = timed(skopeo, [
+      const copy = timeCommand(skopeo, [
         'copy',
         '--src-tls-verify=false',
         `docker://${reference}`,
         `oci:${layout}:img`,
       ]);
-      const unpack = timed(umoci, ['raw', 'unpack', '--image', `${layout}:img`, join(work, `umoci-${i}`)]);
+      const unpack = timeCommand(umoci, [
+        'raw',
+        'unpack',
+        '--image',
+        `${layout}:img`,
+        join(work, `umoci-${i}`),
+      ]);
       theirs.push({ copy, unpack });
       await rm(layout, { recursive: true, force: true });
       await rm(join(work, `umoci-${i}`), { recursive: true, force: true });

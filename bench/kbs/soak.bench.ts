@@ -17,13 +17,14 @@
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { getHeapStatistics } from 'node:v8';
-import { generateTeeKeyPair, runtimeDataDigest, type TeeKeyPair } from '@broker/protocol';
+import { generateTeeKeyPair, type TeeKeyPair } from '@broker/protocol';
 import pino from 'pino';
-import { parseKbsConfigText } from './config.js';
-import { startKbs } from './kbs.js';
+import { parseKbsConfigText } from '../../packages/kbs/src/config.js';
+import { startKbs } from '../../packages/kbs/src/kbs.js';
+import { call, sampleHandshake } from '../helpers.js';
 
 const SERVER_ENV = 'KBS_SOAK_SERVER';
 const CONCURRENCY = 4;
@@ -100,48 +101,6 @@ function rssOf(pid: number): number {
   return m === null ? Number.NaN : Number(m[1]) * 1024;
 }
 
-interface Answer {
-  readonly status: number;
-  readonly body: string;
-  readonly cookie: string | undefined;
-}
-
-function call(
-  agent: Agent,
-  base: URL,
-  method: string,
-  path: string,
-  headers: Record<string, string>,
-  body?: string,
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: base.hostname,
-        port: base.port,
-        path,
-        method,
-        agent,
-        headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString(),
-            cookie: res.headers['set-cookie']?.[0]?.split(';')[0],
-          }),
-        );
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 const AUTH = JSON.stringify({
   version: '0.4.0',
   tee: 'sample',
@@ -149,23 +108,7 @@ const AUTH = JSON.stringify({
 });
 
 async function handshake(agent: Agent, base: URL, key: TeeKeyPair): Promise<void> {
-  const auth = await call(agent, base, 'POST', '/kbs/v0/auth', {}, AUTH);
-  if (auth.status !== 200 || auth.cookie === undefined) throw new Error(`auth ${auth.status} ${auth.body}`);
-  const { nonce } = JSON.parse(auth.body) as { nonce: string };
-  const digest = runtimeDataDigest({ nonce, 'tee-pubkey': key.publicJwk, 'additional-evidence': '' });
-  const evidence = JSON.stringify({
-    'init-data': null,
-    'runtime-data': { nonce, 'tee-pubkey': key.publicJwk },
-    'tee-evidence': {
-      primary_evidence: { svn: '1', report_data: digest.toString('base64') },
-      additional_evidence: '',
-    },
-  });
-  const cookie = { cookie: auth.cookie };
-  const attest = await call(agent, base, 'POST', '/kbs/v0/attest', cookie, evidence);
-  if (attest.status !== 200) throw new Error(`attest ${attest.status} ${attest.body}`);
-  const res = await call(agent, base, 'GET', '/kbs/v0/resource/default/soak/secret', cookie);
-  if (res.status !== 200) throw new Error(`resource ${res.status} ${res.body}`);
+  await sampleHandshake(agent, base, key, AUTH, '/kbs/v0/resource/default/soak/secret');
 }
 
 interface Sample {

@@ -4,29 +4,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TtrpcClient } from './client.js';
-import { TtrpcServer } from './server.js';
+import { TtrpcClient } from '../../packages/ttrpc/src/client.js';
+import { TtrpcServer } from '../../packages/ttrpc/src/server.js';
+import { percentile, timeEach } from '../helpers.js';
 
 const WARMUP = 500;
 const SEQUENTIAL = 5000;
 const CONCURRENT_TOTAL = 20000;
 const IN_FLIGHT = 64;
 const PAYLOAD = new Uint8Array(64).fill(0x61);
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-/** Times `n` sequential round trips; returns per-trip microseconds, sorted. */
-async function timeSequential(n: number, once: () => Promise<void>): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = process.hrtime.bigint();
-    await once();
-    out.push(Number(process.hrtime.bigint() - t0) / 1000);
-  }
-  return out.sort((a, b) => a - b);
-}
 
 /** A raw echo over a unix socket: write a message of the same size as the ttrpc frame, wait for all of it back. */
 async function rawEcho(
@@ -76,14 +62,14 @@ export async function run(): Promise<Record<string, number>> {
   const frameSize = 10 + 2 + 'bench.Echo'.length + 2 + 'Echo'.length + 2 + PAYLOAD.length;
   const raw = await rawEcho(join(dir, 'raw.sock'), frameSize);
   try {
-    await timeSequential(WARMUP, raw.once);
-    await timeSequential(WARMUP, call);
+    await timeEach(WARMUP, raw.once);
+    await timeEach(WARMUP, call);
     // Interleave the two measurements in halves so drift on a shared machine hits both.
     const rawTimes: number[] = [];
     const ttrpcTimes: number[] = [];
     for (let half = 0; half < 2; half++) {
-      rawTimes.push(...(await timeSequential(SEQUENTIAL / 2, raw.once)));
-      ttrpcTimes.push(...(await timeSequential(SEQUENTIAL / 2, call)));
+      rawTimes.push(...(await timeEach(SEQUENTIAL / 2, raw.once)));
+      ttrpcTimes.push(...(await timeEach(SEQUENTIAL / 2, call)));
     }
     rawTimes.sort((a, b) => a - b);
     ttrpcTimes.sort((a, b) => a - b);

@@ -32,17 +32,14 @@ import {
   initdataToml,
   publishImage,
   sealFlowC,
-} from './testing/guest-flows.js';
+} from '../../packages/executables/src/testing/guest-flows.js';
+import { percentile } from '../helpers.js';
 
 // Benchmarks run from the repository root (make bench); BROKER_BIN points elsewhere.
 const BIN = resolve(process.env.BROKER_BIN ?? 'dist/bin');
 const NODE = process.execPath;
 // The agent policy and kata agent requests of regorus' `web` suite (copied upstream vectors).
 const GATE_VECTORS = resolve('test/vectors/regorus/kata/web');
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
-}
 
 async function freePort(): Promise<number> {
   return new Promise((res) => {
@@ -305,8 +302,8 @@ async function chainThroughFlows(stack: Stack, layout: Layout): Promise<Record<s
     const warm: number[] = [];
     for (let i = 0; i < 300; i++) warm.push(await fetchOnce());
     warm.sort((a, b) => a - b);
-    out.warm_fetch_ms_p50 = percentile(warm, 0.5);
-    out.warm_fetch_ms_p99 = percentile(warm, 0.99);
+    out.warm_fetch_ms_p50 = percentile(warm, 50);
+    out.warm_fetch_ms_p99 = percentile(warm, 99);
     out.cold_to_warm_ratio = out.cold_fetch_with_attestation_ms / out.warm_fetch_ms_p50;
     await new Promise((r) => setTimeout(r, 1000));
     out['confidential-data-hub_rss_after_fetches_mib'] = rssMiB(pids['confidential-data-hub']!);
@@ -363,7 +360,7 @@ export async function run(): Promise<Record<string, number>> {
     const floors: number[] = [];
     for (let i = 0; i < 10; i++) floors.push(nodeFloorMs());
     floors.sort((a, b) => a - b);
-    out.node_e0_start_ms_p50 = percentile(floors, 0.5);
+    out.node_e0_start_ms_p50 = percentile(floors, 50);
     writeFileSync(join(dir, 'aa.toml'), '');
     const guestExecutables = new Set(
       ['attestation-agent', 'confidential-data-hub', 'api-server-rest', 'agent-policy-gate'].map((c) =>
@@ -382,8 +379,8 @@ export async function run(): Promise<Record<string, number>> {
       const runs: { ms: number; rss: number }[] = [];
       for (let i = 0; i < 5; i++) runs.push(await startup(join(BIN, name), args, target()));
       const ms = runs.map((r) => r.ms).sort((a, b) => a - b);
-      out[`${name}_start_to_socket_ms_p50`] = percentile(ms, 0.5);
-      out[`${name}_start_ratio_to_node_e0`] = percentile(ms, 0.5) / out.node_e0_start_ms_p50;
+      out[`${name}_start_to_socket_ms_p50`] = percentile(ms, 50);
+      out[`${name}_start_ratio_to_node_e0`] = percentile(ms, 50) / out.node_e0_start_ms_p50;
       out[`${name}_idle_rss_mib`] = Math.max(...runs.map((r) => r.rss));
     }
 

@@ -11,11 +11,11 @@ import { constants, createPublicKey, verify, X509Certificate } from 'node:crypto
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { vector } from '@broker/cli/testing';
-import { parseHclReport } from './az-snp-vtpm/hcl.js';
-import { AzSnpVtpmVerifier } from './az-snp-vtpm/index.js';
-import { builtinAmdRoots } from './snp/certs.js';
-import { parseSnpReport, SNP_SIGNED_LENGTH } from './snp/report.js';
-import { signatureToP1363 } from './snp/signature.js';
+import { parseHclReport } from '../../packages/verifier/src/az-snp-vtpm/hcl.js';
+import { AzSnpVtpmVerifier } from '../../packages/verifier/src/az-snp-vtpm/index.js';
+import { builtinAmdRoots } from '../../packages/verifier/src/snp/certs.js';
+import { parseSnpReport, SNP_SIGNED_LENGTH } from '../../packages/verifier/src/snp/report.js';
+import { signatureToP1363 } from '../../packages/verifier/src/snp/signature.js';
 
 const FIXTURES = vector('');
 const REPORT_DATA = Buffer.from(

@@ -11,17 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { registerDataHubServices } from '@broker/guest-api';
 import { TtrpcServer } from '@broker/ttrpc';
-import { startApiServer } from './server.js';
+import { startApiServer } from '../../packages/api-server-rest/src/server.js';
+import { percentile, timeEach } from '../helpers.js';
 
 const WARMUP = 500;
 const ROUNDS = 4000;
 const FRESH_ROUNDS = 1000;
 const KEY = new Uint8Array(32).fill(0x6b);
 const TARGET_P50_US = 2000;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 /** One GET; resolves once the whole body is read. */
 function get(agent: http.Agent, port: number, path: string): Promise<void> {
@@ -39,17 +36,6 @@ function get(agent: http.Agent, port: number, path: string): Promise<void> {
     });
     req.on('error', reject);
   });
-}
-
-/** Per-request microseconds, sorted. */
-async function time(n: number, once: () => Promise<void>): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = process.hrtime.bigint();
-    await once();
-    out.push(Number(process.hrtime.bigint() - t0) / 1000);
-  }
-  return out.sort((a, b) => a - b);
 }
 
 export async function run(): Promise<Record<string, number>> {
@@ -83,11 +69,11 @@ export async function run(): Promise<Record<string, number>> {
       await viaApi();
       await viaFloor();
     }
-    const apiTimes = await time(ROUNDS, viaApi);
-    const floorTimes = await time(ROUNDS, viaFloor);
+    const apiTimes = await timeEach(ROUNDS, viaApi);
+    const floorTimes = await timeEach(ROUNDS, viaFloor);
     // curl in an init container opens a new connection per request.
-    const apiFresh = await time(FRESH_ROUNDS, () => get(fresh, api.address.port, path));
-    const floorFresh = await time(FRESH_ROUNDS, () => get(fresh, floorPort, path));
+    const apiFresh = await timeEach(FRESH_ROUNDS, () => get(fresh, api.address.port, path));
+    const floorFresh = await timeEach(FRESH_ROUNDS, () => get(fresh, floorPort, path));
 
     const p50 = percentile(apiTimes, 50);
     const floorP50 = percentile(floorTimes, 50);
