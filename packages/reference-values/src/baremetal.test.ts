@@ -62,6 +62,11 @@ describe('reference-values --platform baremetal', () => {
       snp_host_data: [digestOf('sha384').subarray(0, 32).toString('hex')],
       snp_launch_measurement: [measurement],
     });
+    expect(message.provenance).toEqual({
+      tee: 'snp',
+      initdata_digest: digestOf('sha384').toString('hex'),
+      initdata_algorithm: 'sha384',
+    });
   });
 
   it('TDX: tdx_mr_config_id (a sha256 digest zero-padded to 48 bytes) and mr_td', async () => {

@@ -4,6 +4,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MemoryStorage } from '@broker/kv-storage';
+import { createRvps } from '@broker/rvps-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { nodeReferenceValuesIo, referenceValuesMain } from './cli.js';
@@ -88,6 +90,18 @@ function provenance(messageJson: string): Record<string, string[]> {
   return JSON.parse(Buffer.from(m.payload, 'base64').toString());
 }
 
+/** The `provenance` member of a written message. */
+function origin(messageJson: string): unknown {
+  return (JSON.parse(messageJson) as { provenance?: unknown }).provenance;
+}
+
+/** What our RVPS keeps for `name` after registering the message as written. */
+async function kept(messageJson: string, name: string) {
+  const rvps = createRvps(new MemoryStorage());
+  await rvps.register(messageJson.trim());
+  return rvps.get(name);
+}
+
 describe('reference-values with a manifest file', () => {
   it('prints the ConfigMap with the mock sample PCRs and PCR8', async () => {
     const r = await run(
@@ -166,6 +180,43 @@ describe('reference-values with a manifest file', () => {
     const message = readFileSync(join(out, 'rvps-message.json'), 'utf8');
     const cm = parse(readFileSync(join(out, 'cfg-rvps-reference-values.yaml'), 'utf8'));
     expect(JSON.parse(cm.data['reference-values.json'])).toEqual([JSON.parse(message)]);
+  });
+
+  it('gives the message a provenance (image tag, TEE, initdata digest) that the RVPS keeps with each value', async () => {
+    const r = await run(
+      ...base,
+      '--measurements',
+      mockSample,
+      '--image-tag',
+      TAG,
+      '--format',
+      'rvps-message',
+    );
+    expect(r.code).toBe(0);
+    const expected = {
+      image_tag: TAG,
+      tee: 'az-snp-vtpm',
+      initdata_digest: createHash('sha256').update(INITDATA).digest('hex'),
+      initdata_algorithm: 'sha256',
+    };
+    expect(origin(r.out)).toEqual(expected);
+    const stored = await kept(r.out, 'snp_pcr08');
+    expect(stored?.value).toEqual([pcr8]);
+    expect(stored?.provenance).toEqual(expected);
+    // The ConfigMap's message carries the same, as the KBS registers it from the mounted file.
+    const cm = await run(
+      ...base,
+      '--measurements',
+      mockSample,
+      '--image-tag',
+      TAG,
+      '--name',
+      'b',
+      '--namespace',
+      'n',
+    );
+    const [message] = JSON.parse(parse(cm.out).data['reference-values.json']);
+    expect(message.provenance).toEqual(expected);
   });
 
   it('changes PCR8, and only PCR8, when the initdata changes', async () => {
@@ -336,6 +387,17 @@ describe('reference-values with an OCI artifact', () => {
     // The same with the tag given separately.
     const again = await pull('--image', image(), '--image-tag', '1.11.1', '--signature-key', signerPem);
     expect(again.out).toBe(r.out);
+    // The provenance names the image measured: its reference, the manifest digest pulled, the tag.
+    const expected = {
+      image_tag: '1.11.1',
+      image: `${image()}:1.11.1`,
+      image_digest: digest,
+      tee: 'az-snp-vtpm',
+      initdata_digest: createHash('sha256').update(INITDATA).digest('hex'),
+      initdata_algorithm: 'sha256',
+    };
+    expect(origin(r.out)).toEqual(expected);
+    expect((await kept(r.out, 'snp_pcr11'))?.provenance).toEqual(expected);
   });
 
   it('refuses an unsigned artifact and a signature by another key', async () => {

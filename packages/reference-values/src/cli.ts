@@ -9,7 +9,7 @@ import { ANNOTATION_PREFIX, configMapName, configMapYaml, referenceValuesConfigM
 import { ArtifactError, ReferenceValuesError, UsageError } from './errors.js';
 import { MAX_MANIFEST_BYTES, parseMeasurementManifest } from './manifest.js';
 import { parseRekorPublicKey } from './rekor.js';
-import { rvpsSampleMessage } from './rvps.js';
+import { messageProvenance, rvpsSampleMessage } from './rvps.js';
 import {
   type BareMetalTee,
   bareMetalInitData,
@@ -237,6 +237,7 @@ async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
   let measurements: ReturnType<typeof parseMeasurementManifest>;
   let tagFromSource = false;
   let source: string;
+  let pulledImage: { reference: string; digest: string } | undefined;
   if (fromFile !== undefined) {
     if (imageTag === undefined) throw new UsageError('--image-tag is required with --measurements');
     measurements = parseMeasurementManifest(io.readFile(fromFile, MAX_MANIFEST_BYTES));
@@ -281,6 +282,7 @@ async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
       imageTag = pulled.tag;
       tagFromSource = true;
       source = `${pulled.reference}@${pulled.manifestDigest}`;
+      pulledImage = { reference: pulled.reference, digest: pulled.manifestDigest };
       io.err(
         `reference-values: pulled ${source} (${pulled.verification === 'unsigned-allowed' ? 'signature NOT checked: --allow-unsigned' : pulled.verification === 'signature' ? 'cosign signature verified' : `cosign signature and Rekor SET verified, logged ${pulled.integratedTime?.toISOString()}`})\n`,
       );
@@ -296,12 +298,26 @@ async function run(values: Values, io: ReferenceValuesIo): Promise<number> {
     tagFromSource,
     initData,
   });
-  return write(values_, values, io, format, {
-    [`${ANNOTATION_PREFIX}/pod-vm-image-tag`]: imageTag as string,
-    [`${ANNOTATION_PREFIX}/tee`]: tee,
-    [`${ANNOTATION_PREFIX}/initdata-${initData.algorithm}`]: initData.digest,
-    [`${ANNOTATION_PREFIX}/measurements`]: source.slice(0, 1024),
-  });
+  return write(
+    values_,
+    values,
+    io,
+    format,
+    {
+      [`${ANNOTATION_PREFIX}/pod-vm-image-tag`]: imageTag as string,
+      [`${ANNOTATION_PREFIX}/tee`]: tee,
+      [`${ANNOTATION_PREFIX}/initdata-${initData.algorithm}`]: initData.digest,
+      [`${ANNOTATION_PREFIX}/measurements`]: source.slice(0, 1024),
+    },
+    messageProvenance({
+      image_tag: imageTag,
+      image: pulledImage?.reference,
+      image_digest: pulledImage?.digest,
+      tee,
+      initdata_digest: initData.digest,
+      initdata_algorithm: initData.algorithm,
+    }),
+  );
 }
 
 /**
@@ -330,10 +346,17 @@ function bareMetal(tee: BareMetalTee, values: Values, io: ReferenceValuesIo, for
   }
   const initData = bareMetalInitData(io.readFile(required(values, 'initdata'), MAX_INITDATA_FILE_BYTES), tee);
   const values_ = bareMetalReferenceValues(tee, initData, values['launch-measurement']);
-  return write(values_, values, io, format, {
-    [`${ANNOTATION_PREFIX}/tee`]: tee,
-    [`${ANNOTATION_PREFIX}/initdata-${initData.algorithm}`]: initData.digest,
-  });
+  return write(
+    values_,
+    values,
+    io,
+    format,
+    {
+      [`${ANNOTATION_PREFIX}/tee`]: tee,
+      [`${ANNOTATION_PREFIX}/initdata-${initData.algorithm}`]: initData.digest,
+    },
+    messageProvenance({ tee, initdata_digest: initData.digest, initdata_algorithm: initData.algorithm }),
+  );
 }
 
 function write(
@@ -342,17 +365,19 @@ function write(
   io: ReferenceValuesIo,
   format: Format,
   annotations: Record<string, string>,
+  provenance: Readonly<Record<string, string>> | undefined,
 ): number {
   const wantsConfigMap = format !== 'rvps-message';
   const outputs: [string, string][] = [];
   if (format !== 'configmap') {
-    outputs.push(['rvps-message.json', `${JSON.stringify(rvpsSampleMessage(values_))}\n`]);
+    outputs.push(['rvps-message.json', `${JSON.stringify(rvpsSampleMessage(values_, provenance))}\n`]);
   }
   if (wantsConfigMap) {
     const cm = referenceValuesConfigMap(values_, {
       config: values.name as string,
       namespace: values.namespace as string,
       annotations,
+      ...(provenance !== undefined && { provenance }),
     });
     outputs.push([`${configMapName(values.name as string)}.yaml`, configMapYaml(cm)]);
   }

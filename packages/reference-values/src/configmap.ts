@@ -25,6 +25,8 @@ export interface ConfigMapOptions {
   readonly namespace: string;
   /** What the values describe, kept as annotations (image tag, initdata digest, TEE). */
   readonly annotations?: Readonly<Record<string, string>>;
+  /** The message's provenance member (what the RVPS keeps with each value). */
+  readonly provenance?: Readonly<Record<string, string>>;
 }
 
 export interface ConfigMapObject {
@@ -71,7 +73,7 @@ export function referenceValuesConfigMap(
       },
       ...(Object.keys(annotations).length > 0 && { annotations: { ...annotations } }),
     },
-    data: { [REFERENCE_VALUES_KEY]: referenceValuesFile([rvpsSampleMessage(values)]) },
+    data: { [REFERENCE_VALUES_KEY]: referenceValuesFile([rvpsSampleMessage(values, options.provenance)]) },
   };
 }
 

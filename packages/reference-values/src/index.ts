@@ -45,7 +45,15 @@ export {
   SIGSTORE_BUNDLE_ANNOTATION,
   verifyRekorSet,
 } from './rekor.js';
-export { RVPS_MESSAGE_VERSION, type RvpsSampleMessage, rvpsSampleMessage, sampleProvenance } from './rvps.js';
+export {
+  MAX_PROVENANCE_MEMBERS,
+  MAX_PROVENANCE_VALUE_LENGTH,
+  messageProvenance,
+  RVPS_MESSAGE_VERSION,
+  type RvpsSampleMessage,
+  rvpsSampleMessage,
+  sampleProvenance,
+} from './rvps.js';
 export {
   checkPlatformTee,
   computeReferenceValues,
