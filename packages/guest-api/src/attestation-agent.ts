@@ -24,6 +24,7 @@ import {
   type TtrpcServer,
   type UnaryHandler,
 } from '@broker/ttrpc';
+import { GuestApiError, type GuestApiErrorCode } from './errors.js';
 import { connectTtrpc, TypedTtrpcClient } from './typed-client.js';
 
 export const ATTESTATION_AGENT_SERVICE = 'attestation_agent.AttestationAgentService';
@@ -167,8 +168,9 @@ export interface KbsTokenReply {
 }
 
 /** `GetToken("kbs")` bytes that are not `{"token": string, "tee_keypair": string}`. */
-export class InvalidKbsTokenReply extends Error {
-  override readonly name = 'InvalidKbsTokenReply';
+export class InvalidKbsTokenReply extends GuestApiError {
+  override readonly code: GuestApiErrorCode = 'KBS_TOKEN_REPLY_INVALID';
+  override readonly name: string = 'InvalidKbsTokenReply';
 }
 
 /** Serializes a KBS token reply as upstream does (`{"token","tee_keypair"}`, in that order). */
