@@ -36,7 +36,8 @@ const WRITES =
   'set attestation policies (SetAttestationPolicy, POST /policy) and register reference values (RegisterReferenceValue)';
 
 const GRPC_DESCRIPTION = `attestation.AttestationService (AttestationEvaluate, SetAttestationPolicy, GetAttestationChallenge),
-the RVPS service (reference.ReferenceValueProviderService) and grpc.health.v1.Health on one port.`;
+the RVPS service (reference.ReferenceValueProviderService) and grpc.health.v1.Health on one port,
+which also answers plain HTTP/1.1 GET /.well-known/jwks.json (the token signer's JWK Set).`;
 
 const REST_ROUTES = `POST /attestation, POST /challenge, POST and GET /policy,
 GET /.well-known/jwks.json, GET /healthz`;
