@@ -900,13 +900,15 @@ function destructure(
   newlyBound: Set<string>,
 ): DestructuringPlan | undefined {
   switch (e.k) {
-    case 'var':
-      if (e.name === '_') return { t: 'ignore' };
-      if (ctx.isUnbound(e.name, respectParent, newlyBound)) {
-        newlyBound.add(e.name);
-        return { t: 'var', name: e.name };
+    case 'var': {
+      const { name } = e;
+      if (name === '_') return { t: 'ignore' };
+      if (ctx.isUnbound(name, respectParent, newlyBound)) {
+        newlyBound.add(name);
+        return { t: 'var', name };
       }
       return { t: 'eqExpr', expr: e };
+    }
     case 'str':
     case 'num':
     case 'bool':
