@@ -15,12 +15,10 @@
  * is the decryption's alone. Best of four runs each (three for encrypting).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseManifest } from '../../packages/image/src/manifest.js';
 import {
   encryptRegistryImage,
   wrappersFromArguments,
@@ -31,7 +29,7 @@ import { parseImageReference } from '../../packages/image/src/reference.js';
 import { RegistryClient } from '../../packages/image/src/registry/client.js';
 import { requireTool, startDockerRegistry } from '../../packages/image/src/registry/local-registry.js';
 import { timeCommand } from '../helpers.js';
-import { buildBenchImage, pushDirImage } from './pull.bench.js';
+import { cachedBenchImage, pushDirImage } from './pull.bench.js';
 
 const CHILD_ENV = 'BROKER_ENCRYPTED_BENCH_CHILD';
 const MB = 1024 * 1024;
@@ -78,16 +76,8 @@ export async function run(): Promise<Record<string, number>> {
   const skopeo = requireTool('skopeo');
   const umoci = requireTool('umoci');
   const openssl = requireTool('openssl');
-  const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
   // The same cached image as pull.bench.
-  const cache = join(root, 'dist', 'bench-cache', 'image-pull-v2');
-  if (!existsSync(join(cache, 'manifest.json'))) {
-    await rm(cache, { recursive: true, force: true });
-    await mkdir(cache, { recursive: true });
-    await buildBenchImage(cache);
-  }
-  const manifest = parseManifest(await readFile(join(cache, 'manifest.json')));
-  if (manifest.kind !== 'manifest') throw new Error('bench image is not a manifest');
+  const { cache, manifest } = await cachedBenchImage();
 
   const registry = await startDockerRegistry();
   const work = await mkdtemp(join(tmpdir(), 'image-encrypted-bench-'));

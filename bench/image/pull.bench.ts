@@ -24,7 +24,7 @@ import {
   writeDirImage,
 } from '../../packages/image/src/build.js';
 import { digestHex } from '../../packages/image/src/digest.js';
-import { MEDIA_TYPE, parseManifest } from '../../packages/image/src/manifest.js';
+import { type ImageManifest, MEDIA_TYPE, parseManifest } from '../../packages/image/src/manifest.js';
 import { parsePolicy } from '../../packages/image/src/policy.js';
 import { pullImage } from '../../packages/image/src/pull.js';
 import { RegistryClient, type Repository } from '../../packages/image/src/registry/client.js';
@@ -136,9 +136,11 @@ async function childMain(): Promise<void> {
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }
 
-export async function run(): Promise<Record<string, number>> {
-  const skopeo = requireTool('skopeo');
-  const umoci = requireTool('umoci');
+/**
+ * The bench image (built once into dist/bench-cache/image-pull-v2, the bundle's ../../dist) and its
+ * manifest; encrypted.bench uses the same.
+ */
+export async function cachedBenchImage(): Promise<{ cache: string; manifest: ImageManifest }> {
   const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
   const cache = join(root, 'dist', 'bench-cache', 'image-pull-v2');
   if (!existsSync(join(cache, 'manifest.json'))) {
@@ -148,6 +150,13 @@ export async function run(): Promise<Record<string, number>> {
   }
   const manifest = parseManifest(await readFile(join(cache, 'manifest.json')));
   if (manifest.kind !== 'manifest') throw new Error('bench image is not a manifest');
+  return { cache, manifest };
+}
+
+export async function run(): Promise<Record<string, number>> {
+  const skopeo = requireTool('skopeo');
+  const umoci = requireTool('umoci');
+  const { cache, manifest } = await cachedBenchImage();
   const compressed = manifest.layers.reduce((n, l) => n + l.size, 0);
 
   const registry = await startDockerRegistry();
