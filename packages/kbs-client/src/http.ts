@@ -16,7 +16,7 @@
  */
 
 import { createSecureContext, rootCertificates, type SecureContext, TLSSocket } from 'node:tls';
-import { isCertificateFailureCode } from '@broker/cli';
+import { isCertificateFailureCode, messageOf } from '@broker/cli';
 import type { CookieJar } from './cookies.js';
 import { KbsBadResponse, KbsUnreachable, KbsUntrustedCertificate } from './errors.js';
 import {
@@ -116,10 +116,6 @@ function resumingConnector(options: ConnectorOptions): Connector {
       callback(...args);
     });
   };
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /**
