@@ -57,8 +57,8 @@ export interface ServeGrpcOptions {
   readonly address: string;
   /** Serve TLS (HTTP/2 over TLS), asking for client certificates when it has a client CA. */
   readonly tls?: ServerTls | undefined;
-  /** The services `grpc.health.v1.Health` reports as SERVING (with `""`). */
-  readonly healthServices: readonly string[];
+  /** The services `grpc.health.v1.Health` reports as SERVING (with `""`); absent: no health service. */
+  readonly healthServices?: readonly string[] | undefined;
   /**
    * Plain HTTP/1.1 GET routes served on the same port (and under the same TLS) as the gRPC services,
    * as trustee's grpc-as serves `/.well-known/jwks.json`. Absent: the port speaks gRPC only.
@@ -73,13 +73,14 @@ export const SHUTDOWN_GRACE_MS = 5000;
 
 /** Adds the health service to `server` (its services already added), binds it and starts serving. */
 export async function serveGrpc(server: Server, options: ServeGrpcOptions): Promise<RunningGrpcServer> {
-  const health = addHealthService(server, options.healthServices);
+  const health =
+    options.healthServices === undefined ? undefined : addHealthService(server, options.healthServices);
   if (options.http1 !== undefined) {
     const listener = await listenShared(server, options.address, options.http1, options.tls, options.logger);
     return {
       port: listener.port,
       close: () => {
-        health.close();
+        health?.close();
         listener.close();
         return shutdown(server);
       },
@@ -93,7 +94,7 @@ export async function serveGrpc(server: Server, options: ServeGrpcOptions): Prom
   return {
     port,
     close: () => {
-      health.close();
+      health?.close();
       return shutdown(server);
     },
   };

@@ -3,8 +3,9 @@
 // request; store mode keeps POSTed bodies in memory by path and GET returns them, JWE-encrypted by the
 // KBS when `encryptGet` is set.
 import type { Logger } from '@broker/cli';
+import { serveGrpc } from '@broker/rvps-core';
 import { plugin } from '@broker/trustee-protos';
-import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
 
 /** Requests larger than this are refused by grpc-js with RESOURCE_EXHAUSTED. */
 export const MAX_EXAMPLE_REQUEST_BYTES = 4 * 1024 * 1024;
@@ -102,29 +103,5 @@ export function examplePluginHandlers(
 export async function startExamplePlugin(options: ExamplePluginOptions): Promise<RunningExamplePlugin> {
   const server = new Server({ 'grpc.max_receive_message_length': MAX_EXAMPLE_REQUEST_BYTES });
   server.addService(plugin.KbsPluginService, examplePluginHandlers(options));
-  const credentials =
-    options.tls === undefined
-      ? ServerCredentials.createInsecure()
-      : ServerCredentials.createSsl(null, [
-          { cert_chain: options.tls.certChain, private_key: options.tls.privateKey },
-        ]);
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(options.address, credentials, (err, bound) =>
-      err ? reject(new Error(`cannot listen on ${options.address}: ${err.message}`)) : resolve(bound),
-    );
-  });
-  return {
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, 5000);
-        server.tryShutdown(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      }),
-  };
+  return serveGrpc(server, { address: options.address, tls: options.tls });
 }
