@@ -534,8 +534,12 @@ while [ $SECONDS -lt $deadline ]; do
       denied=$(grep -m1 '"kind":"PolicyDeny"' "$W/kbs.log" | sed 's/.*"cause":"\([^"]*\)".*/\1/')
       step "the KBS refused the tampered guest: PolicyDeny ($denied)"
       # The data hub stops when its start-up credential is refused, so the disk step never runs; its
-      # reason reaches the console (the unit's stderr).
-      console_has 'confidential-data-hub: ' || die "the data hub's failure is not on the console"
+      # reason reaches the console (the unit's stderr) once the guest has read the KBS's answer.
+      until console_has 'confidential-data-hub: '; do
+        [ $SECONDS -lt $deadline ] || die "the data hub's failure is not on the console"
+        kill -0 "$QEMU" 2>/dev/null || die "QEMU exited (see $W/qemu.log, $CONSOLE)"
+        sleep 2
+      done
       step "console: $(tr -d '\r' <"$CONSOLE" | grep -ao -m1 'confidential-data-hub: .*' | cut -c1-200)"
       check_disk_closed
       step "PASSED (tamper cmdline: PCR 11 differs, PolicyDeny after $((SECONDS - boot_start)) s)"
