@@ -28,6 +28,7 @@ import { type KbsConfig, sessionStorageOf, validateAdminConfig } from './config.
 import { consoleDeps } from './console/deps.js';
 import { createAdminRoutes } from './console/routes.js';
 import { consolePage } from './console/static.js';
+import { KbsServiceError } from './errors.js';
 import { KbsMetrics } from './metrics.js';
 import { verdictObserver } from './observer.js';
 import { startBuiltinPlugins } from './plugins/builtin-registry.js';
@@ -50,8 +51,11 @@ import type { VerdictStore } from './verdicts/log.js';
 import { openVerdicts, recorderOptions } from './verdicts/open.js';
 import { VerdictRecorder } from './verdicts/recorder.js';
 
-export class KbsStartupError extends Error {
-  override readonly name = 'KbsStartupError';
+export class KbsStartupError extends KbsServiceError {
+  override readonly name: string = 'KbsStartupError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('STARTUP_FAILED', message, options);
+  }
 }
 
 export interface KbsOptions {

@@ -3,12 +3,16 @@
 
 import type { KvStorage } from '@broker/kv-storage';
 import { formatResourcePath, type ResourcePath } from '@broker/protocol';
+import { KbsServiceError } from './errors.js';
 
 const NAMESPACE = 'repository';
 
 /** A failure inside the plugin; the KBS answers PluginInternalError. */
-export class ResourcePluginError extends Error {
-  override readonly name = 'ResourcePluginError';
+export class ResourcePluginError extends KbsServiceError {
+  override readonly name: string = 'ResourcePluginError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('RESOURCE_PLUGIN_FAILED', message, options);
+  }
 }
 
 export class ResourceRepository {

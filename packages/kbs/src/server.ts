@@ -18,6 +18,7 @@ import { KbsError } from '@broker/protocol';
 import type { Logger } from 'pino';
 import type { Api } from './api.js';
 import type { HttpServerConfig, SocketAddress, TlsConfig } from './config.js';
+import { KbsServiceError } from './errors.js';
 import { methodLabel, routeOf } from './http-route.js';
 import type { KbsMetrics } from './metrics.js';
 import { errorReply, type Reply } from './reply.js';
@@ -28,8 +29,11 @@ const KBS_PREFIX = '/kbs/v0/';
 /** actix-web's request head limit; large Bearer tokens must fit. */
 export const MAX_HEADER_BYTES = 128 * 1024;
 
-export class HttpStartupError extends Error {
-  override readonly name = 'HttpStartupError';
+export class HttpStartupError extends KbsServiceError {
+  override readonly name: string = 'HttpStartupError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('HTTP_STARTUP_FAILED', message, options);
+  }
 }
 
 interface ServerDeps {
@@ -48,7 +52,12 @@ interface ServerDeps {
   readonly serveMetrics?: boolean;
 }
 
-class PayloadTooLarge extends Error {}
+class PayloadTooLarge extends KbsServiceError {
+  override readonly name: string = 'PayloadTooLarge';
+  constructor() {
+    super('PAYLOAD_TOO_LARGE');
+  }
+}
 
 export const REQUEST_ID_HEADER = 'x-request-id';
 /** A client's `x-request-id` is kept when it is this short and printable ASCII without spaces. */

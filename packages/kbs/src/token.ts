@@ -4,6 +4,7 @@
 import { JwtVerifier } from '@broker/auth';
 import type { TeePubKey } from '@broker/protocol';
 import type { AttestationTokenConfig } from './config.js';
+import { KbsServiceError } from './errors.js';
 
 /** trustee's built-in pointers, tried after the configured `extra_teekey_paths`, in this order. */
 export const BUILTIN_TEE_KEY_POINTERS: readonly string[] = Object.freeze([
@@ -14,8 +15,11 @@ export const BUILTIN_TEE_KEY_POINTERS: readonly string[] = Object.freeze([
   '/tee-pubkey',
 ]);
 
-export class TeeKeyError extends Error {
-  override readonly name = 'TeeKeyError';
+export class TeeKeyError extends KbsServiceError {
+  override readonly name: string = 'TeeKeyError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('TEE_KEY_INVALID', message, options);
+  }
 }
 
 /** RFC 6901 evaluation; undefined when the pointer does not resolve. */

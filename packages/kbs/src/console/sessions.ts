@@ -3,6 +3,7 @@
 // call is authorized with it by the admin API's own check, so the ACL and the token's expiry apply to
 // each action; the cookie alone never changes state without the CSRF header.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { KbsServiceError } from '../errors.js';
 
 export const CONSOLE_COOKIE = 'kbs-console';
 export const CSRF_HEADER = 'x-csrf-token';
@@ -17,13 +18,10 @@ export const MAX_CONSOLE_SESSIONS_PER_IDENTITY = 16;
 export const MAX_CONSOLE_SESSIONS = 4096;
 
 /** Why a sign-in was refused. */
-export class ConsoleSessionError extends Error {
-  override readonly name = 'ConsoleSessionError';
-  constructor(
-    readonly code: 'TooManySessions',
-    message: string,
-  ) {
-    super(message);
+export class ConsoleSessionError extends KbsServiceError {
+  override readonly name: string = 'ConsoleSessionError';
+  constructor(message: string) {
+    super('TOO_MANY_SESSIONS', message);
   }
 }
 
@@ -76,7 +74,6 @@ export class ConsoleSessions {
     }
     if (this.byId.size >= MAX_CONSOLE_SESSIONS) {
       throw new ConsoleSessionError(
-        'TooManySessions',
         `${MAX_CONSOLE_SESSIONS} console sessions are open; sign out of one or wait for one to expire`,
       );
     }

@@ -3,6 +3,7 @@
 // reply to be JWE-encrypted to the TEE key. Every plugin failure is trustee's 401 PluginInternalError;
 // replies are `text/xml` unless encrypted, as trustee.
 import { KbsError } from '@broker/protocol';
+import { KbsServiceError } from '../errors.js';
 import { JweEncrypter } from '../jwe-encrypter.js';
 import type { Reply } from '../reply.js';
 import type { ApiRequest } from '../request.js';
@@ -34,7 +35,12 @@ export type BuiltinPluginDeps = PluginGateDeps;
 const TEXT_XML = { 'content-type': 'text/xml' };
 
 /** A refusal of the caller's request whose message is safe (and useful) to show the caller. */
-export class PluginRequestError extends Error {}
+export class PluginRequestError extends KbsServiceError {
+  override readonly name: string = 'PluginRequestError';
+  constructor(message: string) {
+    super('PLUGIN_REQUEST_REFUSED', message);
+  }
+}
 
 export class BuiltinPluginHost {
   private readonly jwe = new JweEncrypter();

@@ -3,6 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import { plugin } from '@broker/trustee-protos';
 import { ChannelCredentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { KbsServiceError } from '../errors.js';
 import type { ExternalBackendConfig } from './external-config.js';
 
 /** Deadline of each call when `timeout_ms` is not set (trustee sets none; a stuck plugin must not hold requests). */
@@ -27,14 +28,14 @@ export interface ForwardedRequest {
 }
 
 /** A failed call: the gRPC status, or a non-2xx status_code the plugin answered with. */
-export class PluginCallError extends Error {
-  override readonly name = 'PluginCallError';
+export class PluginCallError extends KbsServiceError {
+  override readonly name: string = 'PluginCallError';
   constructor(
     message: string,
     /** True for transport and gRPC failures (counted in `kbs_plugin_errors_total`), false for status_code. */
     readonly grpc: boolean,
   ) {
-    super(message);
+    super('PLUGIN_CALL_FAILED', message);
   }
 }
 

@@ -1,12 +1,18 @@
 // Runs the `nebula-cert` executable (slackhq/nebula): argv only, never a shell; stdin closed; a
 // deadline (the process is killed at it) and a cap on what it may print.
 import { execFile } from 'node:child_process';
+import { KbsServiceError } from '../errors.js';
 
 /** Long enough for an Argon2-encrypted CA on a busy machine; signing takes milliseconds. */
 export const DEFAULT_NEBULA_CERT_TIMEOUT_MS = 30_000;
 const MAX_TOOL_OUTPUT_BYTES = 64 * 1024;
 
-export class NebulaCertError extends Error {}
+export class NebulaCertError extends KbsServiceError {
+  override readonly name: string = 'NebulaCertError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('NEBULA_CERT_FAILED', message, options);
+  }
+}
 
 export class NebulaCert {
   constructor(

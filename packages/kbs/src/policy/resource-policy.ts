@@ -14,6 +14,7 @@ import {
 import type { KvStorage } from '@broker/kv-storage';
 import { BoundedCache } from '@broker/kv-storage';
 import { Engine, fromJSON, type RegoLimitError, toJSON, type Value } from '@broker/rego';
+import { KbsServiceError } from '../errors.js';
 import {
   AFFIRMING_RESOURCE_POLICY,
   ALLOW_ALL_RESOURCE_POLICY,
@@ -37,8 +38,11 @@ export const BUILTIN_RESOURCE_POLICIES = Object.freeze({
 });
 
 /** trustee's policy_engine::PolicyError; its message is the Display text. */
-export class PolicyEngineError extends Error {
-  override readonly name = 'PolicyEngineError';
+export class PolicyEngineError extends KbsServiceError {
+  override readonly name: string = 'PolicyEngineError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('POLICY_ENGINE_FAILED', message, options);
+  }
 }
 
 export interface PolicyData {

@@ -3,6 +3,7 @@
 
 import { type AdminAuthorizer, AdminError } from '@broker/auth';
 import { KbsError } from '@broker/protocol';
+import { KbsServiceError } from '../errors.js';
 import { jsonReply, type Reply } from '../reply.js';
 import type { VerdictQuery, VerdictStore } from './log.js';
 
@@ -19,7 +20,12 @@ const STATUSES = new Set([
 const KINDS = new Set(['attestation', 'resource']);
 const TEE_RE = /^[a-z0-9-]{1,32}$/;
 
-export class BadVerdictQuery extends Error {}
+export class BadVerdictQuery extends KbsServiceError {
+  override readonly name: string = 'BadVerdictQuery';
+  constructor(message: string) {
+    super('BAD_VERDICT_QUERY', message);
+  }
+}
 
 function badRequest(message: string): Reply {
   return {

@@ -1,0 +1,42 @@
+/**
+ * The KBS's own errors, inside the process. What a client sees on the wire is
+ * trustee's `{"type": …/errors/<Variant>, "detail": …}` body, built from
+ * `KbsError` (`@broker/protocol`, branched on by `kind`); these errors are the
+ * failures behind it and the ones that stop start-up. They share
+ * `KbsServiceError`, whose `code` says what failed; callers branch on `code`
+ * or on the class, never on `name`.
+ */
+export type KbsServiceErrorCode =
+  /** The KBS cannot start: configuration, keys, storage or a plugin (`KbsStartupError`). */
+  | 'STARTUP_FAILED'
+  /** The HTTP(S) listener cannot be bound or its TLS material loaded (`HttpStartupError`). */
+  | 'HTTP_STARTUP_FAILED'
+  /** A request body is larger than `payload_request_size`. */
+  | 'PAYLOAD_TOO_LARGE'
+  /** The verdict log query has an unknown parameter or a value out of range (`BadVerdictQuery`). */
+  | 'BAD_VERDICT_QUERY'
+  /** The resource policy cannot be parsed or evaluated (trustee's `PolicyError`, `PolicyEngineError`). */
+  | 'POLICY_ENGINE_FAILED'
+  /** The resource repository failed, e.g. a missing resource (`ResourcePluginError`). */
+  | 'RESOURCE_PLUGIN_FAILED'
+  /** The attestation token carries no usable TEE public key (`TeeKeyError`). */
+  | 'TEE_KEY_INVALID'
+  /** A built-in plugin refused the caller's request; the message is safe to show (`PluginRequestError`). */
+  | 'PLUGIN_REQUEST_REFUSED'
+  /** An external plugin's call failed or it answered a non-2xx status (`PluginCallError`). */
+  | 'PLUGIN_CALL_FAILED'
+  /** The `nebula-cert` tool could not be run or refused (`NebulaCertError`). */
+  | 'NEBULA_CERT_FAILED'
+  /** A mounted file (resource, policy, reference values) cannot be applied (`MountedFileError`). */
+  | 'MOUNTED_FILE_INVALID'
+  /** The operator console has as many sign-ins as it keeps (`ConsoleSessionError`). */
+  | 'TOO_MANY_SESSIONS';
+
+export class KbsServiceError extends Error {
+  override readonly name: string = 'KbsServiceError';
+  readonly code: KbsServiceErrorCode;
+  constructor(code: KbsServiceErrorCode, message?: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
