@@ -34,6 +34,8 @@ export {
   trustVectorFromPolicy,
 } from './ear.js';
 export {
+  AttestationError,
+  type AttestationErrorCode,
   AttestationFailed,
   type AttestationFailureReason,
   InvalidPolicyId,

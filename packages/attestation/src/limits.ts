@@ -9,6 +9,7 @@
 // At most MAX_WAITING_CHECKS wait; more are refused (`busy`).
 import { createHash } from 'node:crypto';
 import { type EngineLimits, RegoLimitError, type RegoLimitKind } from '@broker/rego';
+import { AttestationError } from './errors.js';
 
 /**
  * Limits of a policy evaluation. trustee's default policies take about 200 steps on a sample or TDX
@@ -33,16 +34,17 @@ export type PolicyCheckCode =
   | 'busy';
 
 /** A policy refused before it is stored or dry run; nothing was changed. */
-export class PolicyCheckError extends Error {
-  override readonly name = 'PolicyCheckError';
+export class PolicyCheckError extends AttestationError {
+  override readonly name: string = 'PolicyCheckError';
+  declare readonly code: PolicyCheckCode;
   constructor(
-    readonly code: PolicyCheckCode,
+    code: PolicyCheckCode,
     message: string,
     /** Which limit, for `limit_exceeded`. */
     readonly limit?: RegoLimitKind,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(code, message, options);
   }
 }
 
