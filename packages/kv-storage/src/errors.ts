@@ -1,8 +1,34 @@
-// Failures of a storage backend that are about reaching it, not about the data.
+// The errors of the storage backends. They share KvStorageError, whose `code` says what failed;
+// callers branch on `code` (or on the class), never on `name`.
+import type { PostgresStorageErrorCode } from './postgres.js';
+
+export type KvStorageErrorCode =
+  /** The backend cannot be reached or did not answer in time (`StorageUnavailable`). */
+  | 'STORAGE_UNAVAILABLE'
+  /** A key no backend may hold (`InvalidStorageKey`). */
+  | 'INVALID_KEY'
+  /** The LocalFs backend cannot read, write or list its folder (`LocalFsStorageError`). */
+  | 'LOCAL_FS_FAILED'
+  /** The LocalJson backend cannot read or write its files (`LocalJsonStorageError`). */
+  | 'LOCAL_JSON_FAILED'
+  /** The PostgreSQL backend's failures about the database's content or rights (`PostgresStorageError`). */
+  | PostgresStorageErrorCode;
+
+export class KvStorageError extends Error {
+  override readonly name: string = 'KvStorageError';
+  readonly code: KvStorageErrorCode;
+  constructor(code: KvStorageErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
 
 /** The backend cannot be reached or did not answer in time; the operation may succeed later. */
-export class StorageUnavailable extends Error {
-  override readonly name = 'StorageUnavailable';
+export class StorageUnavailable extends KvStorageError {
+  override readonly name: string = 'StorageUnavailable';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('STORAGE_UNAVAILABLE', message, options);
+  }
 }
 
 /** Failures of the volume under a file store that an operator has to fix (free space, remount). */

@@ -1,5 +1,5 @@
 export { BoundedCache, type CacheLimits, type CacheUsage } from './bounded-cache.js';
-export { StorageUnavailable, storageFault } from './errors.js';
+export { KvStorageError, type KvStorageErrorCode, StorageUnavailable, storageFault } from './errors.js';
 export { InvalidStorageKey, isValidSegment } from './keys.js';
 export { DEFAULT_LOCAL_FS_DIR, type LocalFsOptions, LocalFsStorage } from './local-fs.js';
 export { DEFAULT_LOCAL_JSON_DIR, LocalJsonStorage } from './local-json.js';

@@ -2,6 +2,8 @@
 // each follows the KBS resource-segment rule, so `..`, `.`, empty segments, hidden names and absolute
 // paths cannot be expressed and a key can never leave its namespace directory.
 
+import { KvStorageError } from './errors.js';
+
 /** Longest key accepted, in characters. */
 export const MAX_KEY_LENGTH = 1024;
 /** Longest segment accepted (common filesystem NAME_MAX). */
@@ -9,12 +11,12 @@ export const MAX_SEGMENT_LENGTH = 255;
 
 const SEGMENT_RE = /^[A-Za-z0-9_-][A-Za-z0-9_.-]*$/;
 
-export class InvalidStorageKey extends Error {
-  override readonly name = 'InvalidStorageKey';
+export class InvalidStorageKey extends KvStorageError {
+  override readonly name: string = 'InvalidStorageKey';
   readonly key: string;
   constructor(key: string, reason: string) {
     const shown = key.length > 80 ? `${key.slice(0, 80)}…` : key;
-    super(`invalid storage key ${JSON.stringify(shown)}: ${reason}`);
+    super('INVALID_KEY', `invalid storage key ${JSON.stringify(shown)}: ${reason}`);
     this.key = key;
   }
 }

@@ -13,6 +13,7 @@ import { constants, type Dirent } from 'node:fs';
 import { link, lstat, open, readdir, readFile, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { makeDirectory } from '@broker/cli';
+import { KvStorageError } from './errors.js';
 import { keySegments } from './keys.js';
 import type { KvStorage, Namespace, SetOptions } from './types.js';
 
@@ -54,8 +55,11 @@ export interface LocalFsOptions {
 
 export type LocalFsLayout = 'flat' | 'nested';
 
-export class LocalFsStorageError extends Error {
-  override readonly name = 'LocalFsStorageError';
+export class LocalFsStorageError extends KvStorageError {
+  override readonly name: string = 'LocalFsStorageError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('LOCAL_FS_FAILED', message, options);
+  }
 }
 
 function errno(e: unknown): string | undefined {

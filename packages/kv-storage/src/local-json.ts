@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { KvStorageError } from './errors.js';
 import type { KvStorage, Namespace, SetOptions } from './types.js';
 
 /** trustee's default `[storage_backend.backends.local_json] file_dir_path`. */
@@ -26,8 +27,11 @@ export interface LocalJsonOptions {
   readonly fsync?: boolean;
 }
 
-export class LocalJsonStorageError extends Error {
-  override readonly name = 'LocalJsonStorageError';
+export class LocalJsonStorageError extends KvStorageError {
+  override readonly name: string = 'LocalJsonStorageError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('LOCAL_JSON_FAILED', message, options);
+  }
 }
 
 function errno(e: unknown): string | undefined {

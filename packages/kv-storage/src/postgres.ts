@@ -20,7 +20,7 @@
 // created (`CREATE TABLE IF NOT EXISTS` with the same columns) on the first use of its namespace, when the
 // database user may create tables; when it may not, the error names the table and the statement to run.
 import pg from 'pg';
-import { StorageUnavailable } from './errors.js';
+import { KvStorageError, StorageUnavailable } from './errors.js';
 import { InvalidStorageKey, MAX_KEY_LENGTH } from './keys.js';
 import type { KvStorage, Namespace, SetOptions } from './types.js';
 
@@ -126,12 +126,11 @@ export type PostgresStorageErrorCode =
   /** The database refused the statement (rights, schema that differs from trustee's). */
   | 'QUERY_FAILED';
 
-export class PostgresStorageError extends Error {
-  override readonly name = 'PostgresStorageError';
-  readonly code: PostgresStorageErrorCode;
+export class PostgresStorageError extends KvStorageError {
+  override readonly name: string = 'PostgresStorageError';
+  declare readonly code: PostgresStorageErrorCode;
   constructor(code: PostgresStorageErrorCode, message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.code = code;
+    super(code, message, options);
   }
 }
 
