@@ -6,6 +6,7 @@
 // query), while actix routes on the decoded path, so `%72esource-policy` reaches `resource-policy` past
 // an ACL that refuses it, and a query can satisfy a pattern the path alone would not.
 import type { CacheUsage } from '@broker/kv-storage';
+import { AuthError, type AuthErrorCode } from './errors.js';
 import { JwtVerifier } from './verifier.js';
 
 /** One `[[admin.identity_providers]]` table of the KBS configuration (or a service's trusted admin key). */
@@ -33,11 +34,14 @@ export type AdminConfig =
     };
 
 /** trustee's admin::Error, its Display as the message. */
-export class AdminError extends Error {
-  override readonly name = 'AdminError';
+export class AdminError extends AuthError {
+  override readonly name: string = 'AdminError';
+  static readonly defaultCode: AuthErrorCode = 'ADMIN_FAILED';
 }
 
 export class AdminAccessDenied extends AdminError {
+  override readonly name: string = 'AdminAccessDenied';
+  static override readonly defaultCode: AuthErrorCode = 'ADMIN_ACCESS_DENIED';
   readonly reason: string;
   constructor(reason: string) {
     super(`Admin access denied: ${reason}`);

@@ -8,6 +8,7 @@ export {
   createAdminAuthorizer,
   type IdentityProviderConfig,
 } from './admin.js';
+export { AuthError, type AuthErrorCode } from './errors.js';
 export { JwtExpired, JwtVerificationError } from './jws.js';
 export { TrustMaterialError } from './sources.js';
 export { JwtVerifier, type JwtVerifierOptions } from './verifier.js';

@@ -2,14 +2,17 @@
 // `none` and the HMAC family cannot be expressed, so a token can never choose its own trust.
 import { createPublicKey, constants as cryptoConstants, type KeyObject, verify } from 'node:crypto';
 import { p1363ToDer } from '@broker/protocol';
+import { AuthError, type AuthErrorCode } from './errors.js';
 
-export class JwtVerificationError extends Error {
+export class JwtVerificationError extends AuthError {
   override readonly name: string = 'JwtVerificationError';
+  static readonly defaultCode: AuthErrorCode = 'JWT_INVALID';
 }
 
 /** The token is past `exp` plus the leeway. */
 export class JwtExpired extends JwtVerificationError {
-  override readonly name = 'JwtExpired';
+  override readonly name: string = 'JwtExpired';
+  static override readonly defaultCode: AuthErrorCode = 'JWT_EXPIRED';
 }
 
 export type JwsAlgorithm =

@@ -2,13 +2,15 @@
 // (trustee also follows OpenID discovery for JWK sets).
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { AuthError, type AuthErrorCode } from './errors.js';
 import { JwtVerificationError, type PublicJwk } from './jws.js';
 
 const MAX_SOURCE_BYTES = 1024 * 1024;
 const FETCH_TIMEOUT_MS = 10_000;
 
-export class TrustMaterialError extends Error {
-  override readonly name = 'TrustMaterialError';
+export class TrustMaterialError extends AuthError {
+  override readonly name: string = 'TrustMaterialError';
+  static readonly defaultCode: AuthErrorCode = 'TRUST_MATERIAL_UNAVAILABLE';
 }
 
 async function fetchBytes(url: string): Promise<Buffer> {

@@ -7,6 +7,7 @@
 
 import type { Metadata } from '@grpc/grpc-js';
 import { AdminAccessDenied, type AdminAuthorizer, AdminError, createAdminAuthorizer } from './admin.js';
+import { AuthError } from './errors.js';
 
 /** The role an admin token must carry to write (what `kbs-client config --auth-private-key` signs). */
 export const WRITE_ROLE = 'admin';
@@ -14,14 +15,11 @@ export const WRITE_ROLE = 'admin';
 export type WriteAuthErrorCode = 'UNAUTHENTICATED' | 'PERMISSION_DENIED' | 'INVALID_CONFIG';
 
 /** A write refused, or write authentication that cannot be set up. */
-export class WriteAuthError extends Error {
+export class WriteAuthError extends AuthError {
   override readonly name: string = 'WriteAuthError';
-  constructor(
-    readonly code: WriteAuthErrorCode,
-    message: string,
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
+  declare readonly code: WriteAuthErrorCode;
+  constructor(code: WriteAuthErrorCode, message: string, options?: ErrorOptions) {
+    super(message, { cause: options?.cause, code });
   }
 }
 

@@ -2,13 +2,15 @@
 // the leaf certificate must hold the JWK's key, and a path from the leaf through the other x5c
 // certificates (in any order) must reach one of the trusted certificates.
 import { type KeyObject, X509Certificate } from 'node:crypto';
+import type { AuthErrorCode } from './errors.js';
 import { JwtVerificationError } from './jws.js';
 
 const MAX_CHAIN_CERTS = 10;
 const MAX_CERT_B64_LENGTH = 64 * 1024;
 
 export class X5cError extends JwtVerificationError {
-  override readonly name = 'X5cError';
+  override readonly name: string = 'X5cError';
+  static override readonly defaultCode: AuthErrorCode = 'X5C_INVALID';
 }
 
 /** Parses PEM text holding one or more certificates. */
