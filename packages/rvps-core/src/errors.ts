@@ -10,9 +10,15 @@ export type RvpsErrorCode =
   /** The payload is not valid for its type (bad base64, bad JSON, bad names). */
   | 'PAYLOAD_MALFORMED'
   /** A stored reference value cannot be read back. */
-  | 'RECORD_CORRUPT';
+  | 'RECORD_CORRUPT'
+  /** The RVPS configuration file cannot be used (`RvpsConfigError`). */
+  | 'CONFIG_INVALID';
 
-/** A reference value could not be registered or read. The KBS reports it as `RvpsError`. */
+/**
+ * A reference value could not be registered or read; the KBS reports it as `RvpsError`. Every error
+ * of this package extends it (except `RvpsClientError`, whose `code` is the gRPC status of a failed
+ * call); callers branch on `code` or on the class, never on `name`.
+ */
 export class RvpsError extends Error {
   override readonly name: string = 'RvpsError';
   readonly code: RvpsErrorCode;
@@ -27,6 +33,9 @@ export function quote(s: string, max = 64): string {
 }
 
 /** The RVPS configuration file cannot be used. */
-export class RvpsConfigError extends Error {
+export class RvpsConfigError extends RvpsError {
   override readonly name: string = 'RvpsConfigError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONFIG_INVALID', message, options);
+  }
 }
