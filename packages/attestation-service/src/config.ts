@@ -5,6 +5,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { type AttestationServiceConfig, parseAttestationServiceConfig } from '@broker/attestation';
 import { parseStorageBackend, type StorageBackendSettings } from '@broker/rvps-core';
+import { AttestationServiceError } from './errors.js';
 
 /** trustee's grpc-as default listen address. */
 export const DEFAULT_AS_SOCKET = '127.0.0.1:3000';
@@ -14,8 +15,11 @@ export const DEFAULT_RESTFUL_AS_SOCKET = '0.0.0.0:8080';
 export const DEFAULT_GRPC_RVPS_ADDRESS = '127.0.0.1:50003';
 const MAX_CONFIG_BYTES = 1024 * 1024;
 
-export class AsConfigError extends Error {
+export class AsConfigError extends AttestationServiceError {
   override readonly name: string = 'AsConfigError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONFIG_INVALID', message, options);
+  }
 }
 
 export type AsRvpsSettings =

@@ -15,6 +15,7 @@ import {
 } from '@broker/rvps-core';
 import { attestation, reference } from '@broker/trustee-protos';
 import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { AttestationServiceError } from './errors.js';
 
 /**
  * Largest request accepted: evidence of a TPM or a GPU with its certificate chains fits in well under
@@ -40,7 +41,12 @@ export const GRPC_AS_TEES: readonly string[] = [
   'tpm',
 ];
 
-class Aborted extends Error {}
+export class Aborted extends AttestationServiceError {
+  override readonly name: string = 'Aborted';
+  constructor(message: string) {
+    super('REQUEST_ABORTED', message);
+  }
+}
 
 function b64urlDecode(text: string, what: string): Buffer {
   if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) {

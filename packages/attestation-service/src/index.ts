@@ -9,6 +9,7 @@ export {
   loadAsConfig,
   parseAsConfig,
 } from './config.js';
+export { AttestationServiceError, type AttestationServiceErrorCode } from './errors.js';
 export {
   type AsGrpcServerOptions,
   attestationHandlers,

@@ -9,6 +9,7 @@ import { OPEN_WRITES, WriteAuthError, type WriteAuthorizer } from '@broker/auth'
 import type { Logger } from '@broker/cli';
 import type { ServerTls } from '@broker/rvps-core';
 import type { attestation } from '@broker/trustee-protos';
+import { AttestationServiceError } from './errors.js';
 import { causeChain, GRPC_AS_TEES, verifyRequestOf } from './grpc.js';
 import type { OpenedAttestationService } from './service.js';
 
@@ -20,12 +21,13 @@ export const REST_AS_TEES: readonly string[] = [
   'sampledevice',
 ];
 
-class HttpError extends Error {
+export class HttpError extends AttestationServiceError {
+  override readonly name: string = 'HttpError';
   constructor(
     readonly status: number,
     message: string,
   ) {
-    super(message);
+    super('HTTP_REQUEST_REFUSED', message);
   }
 }
 
