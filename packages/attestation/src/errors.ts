@@ -1,4 +1,10 @@
-import type { PolicyCheckCode } from './limits.js';
+export type PolicyCheckCode =
+  /** The policy does not define the rule its kind is evaluated by. */
+  | 'missing_rule'
+  /** Its evaluation on the representative input (or an earlier one) exceeded a limit. */
+  | 'limit_exceeded'
+  /** Too many checks and dry runs are waiting; try again. */
+  | 'busy';
 
 /**
  * What failed in the attestation service. Every error of this package extends

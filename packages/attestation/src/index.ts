@@ -33,6 +33,7 @@ export {
   tierOf,
   trustVectorFromPolicy,
 } from './ear.js';
+export type { PolicyCheckCode } from './errors.js';
 export {
   AttestationError,
   type AttestationErrorCode,
@@ -66,7 +67,6 @@ export {
   limitFailures,
   limitRefusal,
   POLICY_EVAL_LIMITS,
-  type PolicyCheckCode,
   PolicyCheckError,
   policyChecks,
 } from './limits.js';

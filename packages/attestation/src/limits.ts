@@ -9,7 +9,7 @@
 // At most MAX_WAITING_CHECKS wait; more are refused (`busy`).
 import { createHash } from 'node:crypto';
 import { type EngineLimits, RegoLimitError, type RegoLimitKind } from '@broker/rego';
-import { AttestationError } from './errors.js';
+import { AttestationError, type PolicyCheckCode } from './errors.js';
 
 /**
  * Limits of a policy evaluation. trustee's default policies take about 200 steps on a sample or TDX
@@ -24,14 +24,6 @@ export const POLICY_EVAL_LIMITS: Readonly<Pick<EngineLimits, 'maxSteps' | 'maxMe
 
 /** Checks and dry runs waiting for their turn beyond the one running; more are refused (`busy`). */
 export const MAX_WAITING_CHECKS = 4;
-
-export type PolicyCheckCode =
-  /** The policy does not define the rule its kind is evaluated by. */
-  | 'missing_rule'
-  /** Its evaluation on the representative input (or an earlier one) exceeded a limit. */
-  | 'limit_exceeded'
-  /** Too many checks and dry runs are waiting; try again. */
-  | 'busy';
 
 /** A policy refused before it is stored or dry run; nothing was changed. */
 export class PolicyCheckError extends AttestationError {

@@ -1,6 +1,17 @@
 // The errors of the storage backends. They share KvStorageError, whose `code` says what failed;
 // callers branch on `code` (or on the class), never on `name`.
-import type { PostgresStorageErrorCode } from './postgres.js';
+
+export type PostgresStorageErrorCode =
+  /** The connection URI (POSTGRES_URL) is not a `postgres://` or `postgresql://` URL. */
+  | 'INVALID_URL'
+  /** A namespace name that is not a plain SQL identifier (never one of the KBS's own). */
+  | 'INVALID_TABLE'
+  /** The namespace's table is missing and the database user may not create it. */
+  | 'MISSING_TABLE'
+  /** A row whose `value` is NULL (trustee's schema allows it; no value written by a KBS is). */
+  | 'MALFORMED_VALUE'
+  /** The database refused the statement (rights, schema that differs from trustee's). */
+  | 'QUERY_FAILED';
 
 export type KvStorageErrorCode =
   /** The backend cannot be reached or did not answer in time (`StorageUnavailable`). */

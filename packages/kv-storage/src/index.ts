@@ -1,4 +1,5 @@
 export { BoundedCache, type CacheLimits, type CacheUsage } from './bounded-cache.js';
+export type { PostgresStorageErrorCode } from './errors.js';
 export { KvStorageError, type KvStorageErrorCode, StorageUnavailable, storageFault } from './errors.js';
 export { InvalidStorageKey, isValidSegment } from './keys.js';
 export { DEFAULT_LOCAL_FS_DIR, type LocalFsOptions, LocalFsStorage } from './local-fs.js';
@@ -14,7 +15,6 @@ export {
   type PostgresEvent,
   PostgresStorage,
   PostgresStorageError,
-  type PostgresStorageErrorCode,
   type PostgresStorageOptions,
   type PostgresTarget,
   postgresTarget,

@@ -20,7 +20,7 @@
 // created (`CREATE TABLE IF NOT EXISTS` with the same columns) on the first use of its namespace, when the
 // database user may create tables; when it may not, the error names the table and the statement to run.
 import pg from 'pg';
-import { KvStorageError, StorageUnavailable } from './errors.js';
+import { KvStorageError, type PostgresStorageErrorCode, StorageUnavailable } from './errors.js';
 import { InvalidStorageKey, MAX_KEY_LENGTH } from './keys.js';
 import type { KvStorage, Namespace, SetOptions } from './types.js';
 
@@ -114,17 +114,6 @@ export function checkPostgresUrl(url: string): void {
 }
 
 /** Failures of the PostgreSQL backend that are about the database's content or rights, not reaching it. */
-export type PostgresStorageErrorCode =
-  /** The connection URI (POSTGRES_URL) is not a `postgres://` or `postgresql://` URL. */
-  | 'INVALID_URL'
-  /** A namespace name that is not a plain SQL identifier (never one of the KBS's own). */
-  | 'INVALID_TABLE'
-  /** The namespace's table is missing and the database user may not create it. */
-  | 'MISSING_TABLE'
-  /** A row whose `value` is NULL (trustee's schema allows it; no value written by a KBS is). */
-  | 'MALFORMED_VALUE'
-  /** The database refused the statement (rights, schema that differs from trustee's). */
-  | 'QUERY_FAILED';
 
 export class PostgresStorageError extends KvStorageError {
   override readonly name: string = 'PostgresStorageError';
