@@ -8,10 +8,9 @@ import {
   createLogger,
   describeFailure,
   LOG_FORMAT_OPTION,
-  LOG_FORMATS,
   type LogFormat,
+  logFlags,
   type OptionValues,
-  parseLogDirectives,
   runCommand,
   UsageError,
 } from '@broker/cli';
@@ -206,12 +205,7 @@ function agentProtoFlag(value: string | undefined): AgentProtoProfile {
 
 function serveArgs(values: OptionValues<typeof SERVE.options>): ServeArgs {
   const unknown = choice('unknown-methods', values['unknown-methods'], ['deny', 'pass'] as const) ?? 'deny';
-  const logLevel = values['log-level'];
-  try {
-    if (logLevel !== undefined) parseLogDirectives('--log-level', logLevel, ['agent_policy_gate']);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const { level: logLevel, format: logFormat } = logFlags(values, ['agent_policy_gate']);
   if (values['no-initdata'] && values.initdata !== undefined) {
     throw new UsageError("options '--initdata' and '--no-initdata' exclude each other");
   }
@@ -224,7 +218,7 @@ function serveArgs(values: OptionValues<typeof SERVE.options>): ServeArgs {
     regoVersion: regoVersionFlag(values['rego-version']),
     agentProto: agentProtoFlag(values['agent-proto']),
     logLevel,
-    logFormat: choice('log-format', values['log-format'], LOG_FORMATS),
+    logFormat,
   };
 }
 

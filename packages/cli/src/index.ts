@@ -45,5 +45,6 @@ export {
   parseLogDirectives,
   resolveLogLevel,
 } from './log.js';
+export { type LogFlags, logFlags } from './log-flags.js';
 export { untilStopSignal } from './signals.js';
 export { BUILD_DESCRIPTION, versionLine } from './version.js';

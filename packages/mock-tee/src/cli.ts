@@ -3,12 +3,10 @@
 
 import { join } from 'node:path';
 import {
-  choice,
   createLogger,
   LOG_FORMAT_OPTION,
-  LOG_FORMATS,
+  logFlags,
   type OptionValues,
-  parseLogDirectives,
   runCommand,
   UsageError,
 } from '@broker/cli';
@@ -223,13 +221,7 @@ async function start(
 ): Promise<number> {
   const state = values.state;
   if (state === undefined) throw new UsageError("missing option '--state'");
-  const level = values['log-level'];
-  try {
-    if (level !== undefined) parseLogDirectives('--log-level', level, ['mock_tee']);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const format = choice('log-format', values['log-format'], LOG_FORMATS);
+  const { level, format } = logFlags(values, ['mock_tee']);
   const tpmPort = port(values['tpm-port'], '--tpm-port');
   const imdsPort = port(values['imds-port'], '--imds-port');
   const manifest = await manifestFrom(values.manifest);

@@ -19,12 +19,10 @@
 import { spawn } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import {
-  choice,
   createLogger,
   LOG_FORMAT_OPTION,
-  LOG_FORMATS,
+  logFlags,
   type OptionValues,
-  parseLogDirectives,
   runCommand,
   UsageError,
 } from '@broker/cli';
@@ -148,13 +146,7 @@ async function run(
     }
     timeoutMs = Number(t);
   }
-  const level = values['log-level'];
-  try {
-    if (level !== undefined) parseLogDirectives('--log-level', level, ['sealed_secret_init']);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const format = choice('log-format', values['log-format'], LOG_FORMATS);
+  const { level, format } = logFlags(values, ['sealed_secret_init']);
   // One logger for every tool; on stderr, so that the output of an `exec` command stays its own.
   const logger = createLogger({
     name: 'sealed-secret-init',

@@ -6,12 +6,10 @@
  * agent policy gate, and a failure stops the chain (the gate never listens).
  */
 import {
-  choice,
   createLogger,
   LOG_FORMAT_OPTION,
-  LOG_FORMATS,
+  logFlags,
   type OptionValues,
-  parseLogDirectives,
   runCommand,
   UsageError,
 } from '@broker/cli';
@@ -142,13 +140,7 @@ async function run(
   }
   const timeoutMs = milliseconds('timeout-ms', values['timeout-ms'], 600_000);
   if (timeoutMs === 0) throw new UsageError("invalid value '0' for '--timeout-ms' (a positive number)");
-  const level = values['log-level'];
-  try {
-    if (level !== undefined) parseLogDirectives('--log-level', level, ['encrypted_disk']);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const format = choice('log-format', values['log-format'], LOG_FORMATS);
+  const { level, format } = logFlags(values, ['encrypted_disk']);
   const logger = createLogger({
     name: 'encrypted-disk',
     env: level !== undefined ? { RUST_LOG: level } : io.env,
