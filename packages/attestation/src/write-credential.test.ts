@@ -60,7 +60,7 @@ describe('adminTokenSigner', () => {
       type: 'pkcs8',
       format: 'pem',
     }) as string;
-    expect(() => adminTokenSigner(p521)).toThrow(/P-256 or P-384/);
+    expect(() => adminTokenSigner(p521)).toThrow(/P-256, P-384\) or RSA, not an EC key on secp521r1/);
     expect(() => adminTokenSigner('x'.repeat(20_000))).toThrow(/longer than/);
   });
 });

@@ -3,6 +3,7 @@
 // the form the standalone service's `--admin-public-key` checks (role `admin`, `iat`, `exp`), as
 // `kbs-client config --auth-private-key` and `rvps-tool --auth-private-key` sign them.
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { describeKeyKind, jwsAlgorithmOf } from '@broker/protocol';
 import { SignJWT } from 'jose';
 
 /** Lifetime of each token: it is used at once, for one call. */
@@ -11,22 +12,9 @@ const MAX_KEY_PEM_BYTES = 16 * 1024;
 
 /** The JWS algorithm a private key signs with. */
 function algorithmOf(key: KeyObject): string {
-  switch (key.asymmetricKeyType) {
-    case 'ed25519':
-      return 'EdDSA';
-    case 'rsa':
-      return 'RS256';
-    case 'ec': {
-      const curve = key.asymmetricKeyDetails?.namedCurve;
-      if (curve === 'prime256v1') return 'ES256';
-      if (curve === 'secp384r1') return 'ES384';
-      throw new RangeError(`an EC admin key must be P-256 or P-384, not ${curve ?? 'an unnamed curve'}`);
-    }
-    default:
-      throw new RangeError(
-        `an admin key must be Ed25519, EC (P-256, P-384) or RSA, not ${key.asymmetricKeyType ?? 'unknown'}`,
-      );
-  }
+  const alg = jwsAlgorithmOf(key);
+  if (alg !== undefined) return alg;
+  throw new RangeError(`an admin key must be Ed25519, EC (P-256, P-384) or RSA, not ${describeKeyKind(key)}`);
 }
 
 /**

@@ -6,6 +6,7 @@
  * token carries `role` (default `admin`) and, when given, `iss` and `aud`.
  */
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { describeKeyKind, jwsAlgorithmOf } from '@broker/protocol';
 import { SignJWT } from 'jose';
 import { KbsClientError, type KbsClientErrorCode } from './errors.js';
 
@@ -28,23 +29,16 @@ export interface AdminTokenOptions {
   readonly now?: () => number;
 }
 
-/** The JWS algorithm a key signs with: Ed25519 → EdDSA, EC → ES256/384/512 by curve, RSA → RS256. */
+/**
+ * The JWS algorithm a key signs with: Ed25519 → EdDSA, EC → ES256/ES384 by curve, RSA → RS256 (what
+ * the KBS's admin token verifier accepts).
+ */
 export function adminSigningAlgorithm(key: KeyObject): string {
-  switch (key.asymmetricKeyType) {
-    case 'ed25519':
-      return 'EdDSA';
-    case 'rsa':
-      return 'RS256';
-    case 'ec': {
-      const curve = key.asymmetricKeyDetails?.namedCurve;
-      if (curve === 'prime256v1') return 'ES256';
-      if (curve === 'secp384r1') return 'ES384';
-      if (curve === 'secp521r1') return 'ES512';
-      throw new InvalidAdminKey(`unsupported EC curve ${curve ?? '(unnamed)'} for an admin key`);
-    }
-    default:
-      throw new InvalidAdminKey(`unsupported admin key type ${key.asymmetricKeyType ?? '(unknown)'}`);
-  }
+  const alg = jwsAlgorithmOf(key);
+  if (alg !== undefined) return alg;
+  throw new InvalidAdminKey(
+    `unsupported admin key: ${describeKeyKind(key)} (use Ed25519, EC P-256 or P-384, or RSA)`,
+  );
 }
 
 export function parseAdminPrivateKey(pem: string): KeyObject {

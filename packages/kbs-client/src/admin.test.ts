@@ -192,6 +192,10 @@ describe('signAdminToken', () => {
       'ES384',
     );
     expect(() => adminSigningAlgorithm(generateKeyPairSync('x25519').privateKey)).toThrow(InvalidAdminKey);
+    // The KBS's admin verifier takes no ES512: a P-521 key is refused where it is read.
+    expect(() =>
+      adminSigningAlgorithm(generateKeyPairSync('ec', { namedCurve: 'P-521' }).privateKey),
+    ).toThrow(/EC key on secp521r1/);
     await expect(signAdminToken('not a key')).rejects.toBeInstanceOf(InvalidAdminKey);
   });
 });

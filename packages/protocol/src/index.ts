@@ -57,6 +57,7 @@ export {
   teePubKeyMembers,
   teePubKeyToKeyObject,
 } from './jwk.js';
+export { type AdminJwsAlgorithm, describeKeyKind, jwsAlgorithmOf } from './jws-algorithm.js';
 export {
   formatKbsErrorDetail,
   isKbsErrorKind,
