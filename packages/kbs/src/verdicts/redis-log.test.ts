@@ -95,8 +95,12 @@ describe('verdict log in Redis', () => {
         policy: Buffer.from(BUILTIN_RESOURCE_POLICIES.allow_all).toString('base64url'),
       }),
     });
+    // Each replica writes behind on its own; waiting for each write keeps the order of the requests
+    // the order of the list, as it is in a deployment whose requests are further apart than a flush.
     for (let i = 0; i < 6; i++) {
-      await send(`${(i % 2 === 0 ? a : b).base}/kbs/v0/resource/default/key/k${i}`, { headers: { cookie } });
+      const r = i % 2 === 0 ? a : b;
+      await send(`${r.base}/kbs/v0/resource/default/key/k${i}`, { headers: { cookie } });
+      await flushed(r.kbs);
     }
     await Promise.all([flushed(a.kbs), flushed(b.kbs)]);
     expect(await raw.lLen(VERDICT_LIST_KEY)).toBe(5);
