@@ -348,6 +348,29 @@ describe('secret seal', () => {
     expect(r.stderr).toMatch(message);
   });
 
+  it('says a missing signing key in one line, in words, with the stack only when asked for', async () => {
+    const argv = [
+      'seal',
+      '--signing-kid',
+      'k',
+      '--signing-jwk-path',
+      'absent.json',
+      'vault',
+      '-r',
+      'kbs:///a/b/c',
+      '-p',
+      'kbs',
+    ];
+    const r = await run(argv);
+    expect(r.status).toBe(1);
+    const lines = r.stderr.trimEnd().split('\n');
+    expect(lines).toHaveLength(2); // the vault warning, then the failure
+    expect(lines[1]).toMatch(/^Error: .*absent\.json.*no such file or directory; check the path$/);
+    expect(lines[1]).not.toContain('ENOENT');
+    const traced = await run(argv, { env: { RUST_BACKTRACE: '1' } });
+    expect(traced.stderr).toMatch(/\n {4}at /);
+  });
+
   it('refuses a signing key that is not a P-256 private JWK', async () => {
     const { publicJwk } = await keys();
     await writeFile(join(dir, 'pub.json'), JSON.stringify(publicJwk));

@@ -21,7 +21,14 @@ import { constants } from 'node:fs';
 import { access, open, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import type { Attester } from '@broker/attester';
-import { messageOf, reportUsageError, runCommand } from '@broker/cli';
+import {
+  backtraceOf,
+  describeFailure,
+  messageOf,
+  reportUsageError,
+  runCommand,
+  wantsBacktrace,
+} from '@broker/cli';
 import { parseKbsUri } from '@broker/protocol';
 import { type OptionSpec, type ParsedArgs, parseArgs, refuseOptions, required, UsageError } from './args.js';
 import { kbsEnvelopePayload } from './envelope.js';
@@ -503,7 +510,9 @@ export function main(argv: readonly string[], ioOverrides: Partial<SecretCliIo> 
         return 0;
       } catch (e) {
         if (e instanceof UsageError) return reportUsageError(spec.name, e.message, cio);
-        io.stderr(`Error: ${e instanceof Error ? e.message : String(e)}\n`);
+        // Upstream's `Error: …` line, in words and with what to do; the stack only when asked for.
+        io.stderr(`Error: ${describeFailure(e)}\n`);
+        if (wantsBacktrace(io.env)) io.stderr(backtraceOf(e));
         return 1;
       }
     },
