@@ -25,12 +25,20 @@
 # records its boot on it; a second boot of the same disk opens it and reads the first boot's record back
 # (both on the serial console). The host then checks with cryptsetup luksDump that the disk is LUKS2 and
 # that the record's bytes appear nowhere in the disk image in clear. The tampered boots get no key: the
-# data disk stays all zeros and the KBS never serves the key. The tampers work on a copy of the shipped disk. --tamper verity flips one byte of
+# data disk stays all zeros and the KBS never serves the key.
+# The good run also drives one pod through the guest's agent policy gate (TCP 15150, forwarded by QEMU
+# to a host port) once boot 1's disk is open, with the Go shim of @broker/sandbox-agent/testing
+# (guest-image/pod.ts): CopyFile of a static program, CreateContainer of it on a bind storage,
+# StartContainer, its output read with ReadStdout and its exit status with WaitProcess; the sandbox
+# agent's log lines on the serial console show the container created, its first output and its exit.
+# The tampers work on a copy of the shipped disk. --tamper verity flips one byte of
 # /usr/local/bin/broker-guest inside the disk's root partition: dm-verity fails the read, the chain
 # never starts, nothing reaches the KBS. --tamper cmdline takes the UKI out of the disk's ESP and appends
 # a word to its command line: PCR 11 (and 4, 9) differ from the manifest and the KBS answers PolicyDeny.
 # Needs: qemu-system-x86, ovmf, swtpm, tpm2-tools, genisoimage, e2fsprogs, openssl, mtools, binutils,
-# fdisk, curl, cryptsetup-bin, the workspace's Node, and dist/bin (kbs, reference-values) from make build;
+# fdisk, curl, cryptsetup-bin, the workspace's Node and esbuild, and dist/bin (kbs, reference-values) from
+# make build; the good run also Go, protoc, Debian's Go ttrpc and gogo sources and musl-gcc (or gcc), as
+# the sandbox agent's interop test;
 # $REFERENCE_VALUES overrides the reference-values executable.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -73,6 +81,8 @@ REFERENCE_VALUES=${REFERENCE_VALUES:-$BIN/reference-values}
 [ -x "$REFERENCE_VALUES" ] || die "$REFERENCE_VALUES is missing: run make build (or set REFERENCE_VALUES)"
 NODE=$REPO/node_modules/.bin/node
 [ -x "$NODE" ] || die "$NODE is missing: run make deps"
+ESBUILD=$REPO/node_modules/.bin/esbuild
+[ -n "$TAMPER" ] || [ -x "$ESBUILD" ] || die "$ESBUILD is missing: run make deps"
 
 # KVM when it works: a nested or restricted KVM can accept a guest and then never run it, so a kernel
 # that does not print within 30 s means falling back to emulation (TCG), which is slower but works.
@@ -342,6 +352,20 @@ case "$TAMPER" in
     ;;
 esac
 
+# --- the pod (good run): the Go shim and the container's program, built before the boot ---------------
+HOSTFWD=
+if [ -z "$TAMPER" ]; then
+  # The agent policy gate's port (CAA's agent-protocol-forwarder port), reached from the host as the
+  # peer-pods runtime reaches it.
+  GATE_PORT=$((PORT + 3))
+  HOSTFWD=",hostfwd=tcp:127.0.0.1:$GATE_PORT-:15150"
+  "$ESBUILD" "$HERE/pod.ts" --bundle --platform=node --format=esm --log-level=warning --outfile="$W/pod.mjs" \
+    --banner:js="import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" ||
+    die "bundling guest-image/pod.ts failed"
+  (cd "$REPO" && "$NODE" "$W/pod.mjs" prepare) || die "building the pod's Go shim or program failed"
+  step "pod client ready: the Go shim (containerd ttrpc, gogo types from kata's .proto) for tcp://127.0.0.1:$GATE_PORT → guest :15150"
+fi
+
 # --- boot: OVMF, the disk's ESP first ------------------------------------------------------------
 cp "$OVMF_VARS" "$W/OVMF_VARS.fd"
 CPU=max
@@ -366,7 +390,7 @@ start_vm() {
     -drive "file=$DATA,if=none,id=data,format=raw" -device virtio-blk-pci,drive=data,serial=podvm-data \
     -chardev "socket,id=chrtpm,path=$W/swtpm.sock" -tpmdev emulator,id=tpm0,chardev=chrtpm \
     -device tpm-tis,tpmdev=tpm0 \
-    -netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile= >"$W/qemu.log" 2>&1 &
+    -netdev "user,id=net0$HOSTFWD" -device virtio-net-pci,netdev=net0,romfile= >"$W/qemu.log" 2>&1 &
   QEMU=$!
   PIDS+=("$QEMU")
 }
@@ -454,6 +478,31 @@ wait_disk() {
   done
   die "no '$1' on the console within $TIMEOUT s (see $CONSOLE)"
 }
+# The sandbox agent's log line (JSON, on the console through its unit's stdout) about container $2 with
+# message $1.
+agent_line() { tr -d '\r' <"$CONSOLE" | grep -ao "{.*\"name\":\"sandbox-agent\".*\"container\":\"$2\".*\"msg\":\"$1\".*}" | head -n1; }
+# The good run, once the gate listens (it does once the disk is open): one pod from the host through the
+# gate; the container's output read back through ReadStdout, and the agent's lines on the console.
+pod() {
+  local marker report pod_start created first exited
+  marker=podvm-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+  pod_start=$SECONDS
+  report=$(cd "$REPO" && "$NODE" "$W/pod.mjs" run "tcp://127.0.0.1:$GATE_PORT" "$marker" --wait-s 300) ||
+    die "the pod did not run through the gate: ${report:-no report} (see $CONSOLE)"
+  step "pod through the gate (tcp://127.0.0.1:$GATE_PORT → guest :15150 → sandbox agent): $(sed 's/"stdout":"[^"]*",//' <<<"$report")"
+  grep -qF "\"stdout\":\"hello from $marker\\n\"" <<<"$report" || die "ReadStdout did not return the container's line: $report"
+  step "ReadStdout: 'hello from $marker'; exit status 0 (WaitProcess); client: CreateContainer → first output $(sed -n 's/.*"first_output_ms":\([0-9.]*\).*/\1/p' <<<"$report") ms"
+  while :; do
+    created=$(agent_line 'container created' web)
+    first=$(agent_line 'first output, measured from CreateContainer' web)
+    exited=$(agent_line 'container exited' web)
+    [ -n "$created" ] && [ -n "$first" ] && [ -n "$exited" ] && break
+    [ $((SECONDS - pod_start)) -lt 330 ] || die "the sandbox agent's lines for the container are not on the console (see $CONSOLE)"
+    sleep 2
+  done
+  [ "$(num_field "$exited" status)" = 0 ] || die "the agent logged another exit status: $exited"
+  step "console (sandbox agent in the VM): container web created, first output $(sed -n 's/.*"ms":\([0-9.]*\).*/\1/p' <<<"$first") ms after CreateContainer, exited with status 0"
+}
 # The good run, once the first boot got its resource: the guest formats and opens the data disk and
 # records its boot on it; a second boot of the same disk opens it and reads the record back; then the
 # host looks at the disk image.
@@ -465,6 +514,7 @@ encrypted_disk() {
   [ "$(num_field "$first" previousBoots)" = 0 ] || die "a blank disk had a boot record: $first"
   key_served || die "the KBS's log has no served key at /kbs/v0/provisioner/$KEY_PATH"
   step "boot 1: the guest fetched its key ($KEY_URI), formatted the data disk (LUKS2, ext4), opened it and recorded boot $boot1 on it; SecureMount took $(num_field "$first" ms) ms"
+  pod
   stop_vm
   [ "$(head -c 6 "$DATA" | od -An -tx1 | tr -d ' \n')" = 4c554b53babe ] || die "the data disk has no LUKS header after boot 1"
   CONSOLE=$W/console-2.log

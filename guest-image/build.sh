@@ -28,9 +28,10 @@ REPO=$(dirname "$HERE")
 . "$HERE/progress.sh"
 
 # Commands of the guest executable that the image links in /usr/local/bin.
-COMMANDS=(attestation-agent confidential-data-hub api-server-rest agent-policy-gate sealed-secret-init encrypted-disk process-user-data)
-# Units enabled at boot: the provisioning step and the path units that start the rest.
-ENABLE=(process-user-data.service attestation-agent.path api-server-rest.path systemd-networkd.service)
+COMMANDS=(attestation-agent confidential-data-hub api-server-rest agent-policy-gate sealed-secret-init encrypted-disk process-user-data sandbox-agent)
+# Units enabled at boot: the provisioning step and the path units that start the rest, and the sandbox
+# agent (started on its own, as kata's agent: the gate connects to it on first use).
+ENABLE=(process-user-data.service attestation-agent.path api-server-rest.path sandbox-agent.service systemd-networkd.service)
 
 OUT=$REPO/dist/guest-image
 BIN=$REPO/dist/bin
@@ -79,7 +80,10 @@ for s in "${SHIMS[@]}"; do [ -x "$BIN/$s" ] || die "$BIN/$s is missing: run make
 
 # cryptsetup-bin: cryptsetup, with which the data hub opens the encrypted data disk (LUKS2), and
 # veritysetup, which the initramfs hook copies to open the verity root; e2fsprogs: mkfs.ext4 for that disk.
-PACKAGES=systemd,systemd-sysv,udev,dbus,iproute2,ca-certificates,kmod,tpm-udev,cryptsetup-bin,e2fsprogs
+# runc runs the sandbox agent's containers; bsdextrautils has `script` (the pseudo-terminal of a terminal
+# process); the agent's other tools (stty, mount, umount, ip) are in minbase's coreutils and mount, and
+# iproute2.
+PACKAGES=systemd,systemd-sysv,udev,dbus,iproute2,ca-certificates,kmod,tpm-udev,cryptsetup-bin,e2fsprogs,runc,bsdextrautils
 [ "$KERNEL" = 1 ] && PACKAGES=$PACKAGES,linux-image-amd64,initramfs-tools
 
 ROOTFS=$OUT/rootfs

@@ -165,6 +165,7 @@ describe('guest image units', () => {
         'agent-policy-gate',
         'sealed-secret-init',
         'encrypted-disk',
+        'sandbox-agent',
       ]),
     );
   });
@@ -219,10 +220,46 @@ describe('guest image units', () => {
     expect(rest).toContain(`--aa_addr ${aaSock}`);
     expect(rest).toContain(`--cdh_addr ${cdhSock}`);
     expect(get('api-server-rest.service', 'Unit', 'Requires')).toEqual(['confidential-data-hub.service']);
-    // Only process-user-data and the path units are enabled; the services start through them.
+    // Only process-user-data, the sandbox agent and the path units are enabled; the other services
+    // start through the path units.
     expect(get('process-user-data.service', 'Install', 'WantedBy')).toEqual(['multi-user.target']);
-    for (const f of unitFiles.filter((f) => f.endsWith('.service') && f !== 'process-user-data.service')) {
+    const enabledServices = ['process-user-data.service', 'sandbox-agent.service'];
+    for (const f of unitFiles.filter((f) => f.endsWith('.service') && !enabledServices.includes(f))) {
       expect(units.get(f)?.has('Install'), f).toBe(false);
     }
+  });
+
+  it('start the sandbox agent on its own, where the gate forwards to', () => {
+    const file = 'sandbox-agent.service';
+    const [line = ''] = get(file, 'Service', 'ExecStart');
+    const [program, ...args] = line.split(/\s+/);
+    expect(program).toBe('/usr/local/bin/sandbox-agent');
+    const option = (name: string) => args.filter((_, i) => args[i - 1] === name);
+    // The gate (the shared process's last command) forwards to the agent's one socket.
+    const chain = (get('attestation-agent.service', 'Service', 'ExecStart')[0] ?? '').replace(/\s+/g, ' ');
+    const gateAgent = /agent-policy-gate serve .*--agent (\S+)/.exec(chain)?.[1];
+    expect(gateAgent).toBe('unix:///run/kata-containers/agent.sock');
+    expect(option('--listen')).toEqual([gateAgent]);
+    // Its roots and state live under /run: nothing of a pod survives the power-off, and the read-only
+    // verity root is never written.
+    const dirs = [...option('--root'), ...option('--state-dir')];
+    expect(dirs).toEqual(['/run/kata-containers', '/run/sandbox-agent']);
+    expect(option('--data-hub')).toEqual(['unix:///run/confidential-containers/cdh.sock']);
+    // Started at boot as kata's agent is, not through the attestation chain: no ordering on it, so a
+    // restart of the chain (or its failure) neither stops nor restarts the pod's containers.
+    for (const k of ['After', 'Requires', 'BindsTo', 'PartOf', 'Wants'])
+      expect(get(file, 'Unit', k), k).toEqual([]);
+    expect(get(file, 'Install', 'WantedBy')).toEqual(['multi-user.target']);
+    const enabled = /^ENABLE=\(([^)]*)\)/m
+      .exec(readFileSync(join(HERE, 'build.sh'), 'utf8'))?.[1]
+      ?.split(/\s+/);
+    expect(enabled).toContain(file);
+    // runc sets up namespaces, cgroups and mounts for the containers: no sandboxing of the agent that
+    // would hide its mounts from runc or stop setuid programs in containers.
+    for (const k of ['NoNewPrivileges', 'PrivateTmp', 'ProtectHome', 'PrivateMounts', 'ProtectSystem']) {
+      expect(get(file, 'Service', k), k).toEqual([]);
+    }
+    // Its log lines (container ids, exit statuses, first-output timing) reach the console.
+    expect(get(file, 'Service', 'StandardOutput')).toEqual(['journal+console']);
   });
 });

@@ -4,7 +4,8 @@
 //
 //	GO111MODULE=off GOPATH=<generated>:/usr/share/gocode go build -o shim main.go
 //
-// Usage: shim <unix socket path> < plan.json; prints one JSON object with each step's outcome.
+// Usage: shim <unix socket path | tcp://host:port> < plan.json; prints one JSON object with each step's
+// outcome. A tcp:// address reaches an agent behind a forwarder (the pod VM's gate on TCP 15150).
 //
 // A plan with a "calls" list is a script instead: each call names its RPC and its request and response
 // message types, and gives the request as protobuf JSON (gogo's jsonpb, proto field names). The shim
@@ -30,6 +31,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/containerd/ttrpc"
@@ -160,7 +162,11 @@ func main() {
 	if err := json.NewDecoder(os.Stdin).Decode(&p); err != nil {
 		fail(err)
 	}
-	conn, err := net.Dial("unix", os.Args[1])
+	network, address := "unix", os.Args[1]
+	if strings.HasPrefix(address, "tcp://") {
+		network, address = "tcp", strings.TrimPrefix(address, "tcp://")
+	}
+	conn, err := net.Dial(network, address)
 	if err != nil {
 		fail(err)
 	}
