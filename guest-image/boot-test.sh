@@ -501,7 +501,7 @@ pod() {
     sleep 2
   done
   [ "$(num_field "$exited" status)" = 0 ] || die "the agent logged another exit status: $exited"
-  step "console (sandbox agent in the VM): container web created, first output $(sed -n 's/.*"ms":\([0-9.]*\).*/\1/p' <<<"$first") ms after CreateContainer, exited with status 0"
+  step "console (sandbox agent in the VM): container web created, first output $(sed -n 's/.*"ms":\([0-9.]*\).*/\1/p' <<<"$first") ms after CreateContainer (the agent's RSS then $(num_field "$first" agentRssKiB) KiB), exited with status 0"
 }
 # The good run, once the first boot got its resource: the guest formats and opens the data disk and
 # records its boot on it; a second boot of the same disk opens it and reads the record back; then the

@@ -52,6 +52,7 @@ export const EXECUTABLES = [
       'confidential-data-hub': '@broker/data-hub',
       'api-server-rest': '@broker/api-server-rest',
       'agent-policy-gate': '@broker/agent-policy',
+      'sandbox-agent': '@broker/sandbox-agent',
     },
   },
 ];

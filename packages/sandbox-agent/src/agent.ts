@@ -417,8 +417,13 @@ export class SandboxAgent {
     const first = firstOutput(c.init);
     void first.then((at) => {
       if (at !== undefined) {
+        // With the agent's resident memory then (a pod running), read where only the console reaches.
         this.#log.info(
-          { container: c.id, ms: Math.round((at - c.createdAt) * 10) / 10 },
+          {
+            container: c.id,
+            ms: Math.round((at - c.createdAt) * 10) / 10,
+            agentRssKiB: Math.round(process.memoryUsage.rss() / 1024),
+          },
           'first output, measured from CreateContainer',
         );
       }
