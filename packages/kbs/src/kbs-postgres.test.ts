@@ -101,8 +101,7 @@ INSERT INTO repository (key, value) VALUES ('default/key/psql', decode('00ff10',
       '01020003\n',
     );
     // The verdict log works with the tables made for it (README: setting up the database).
-    const verdicts = running[running.length - 1]?.verdicts as { flushed?: () => Promise<void> } | undefined;
-    await verdicts?.flushed?.();
+    await running[running.length - 1]?.verdictsRecorded();
     expect(Number(await db.psql('SELECT count(*) FROM kbs_verdicts'))).toBeGreaterThan(0);
     // The user could create nothing: the tables are trustee's, owned by the administrator.
     expect(await db.psql("SELECT count(*) FROM pg_tables WHERE tableowner = 'kbs_restricted'")).toBe('0\n');

@@ -82,6 +82,11 @@ export interface RunningKbs {
   /** The last attestations and resource requests (`GET /kbs/v0/admin/verdicts`); in Redis over Redis. */
   readonly verdicts: VerdictStore;
   /**
+   * Resolves once every decision made so far is in the verdict log where every replica reads it: an
+   * attestation is recorded after its reply, and a shared store writes behind.
+   */
+  verdictsRecorded(): Promise<void>;
+  /**
    * Re-reads the watched files now (TLS key and certificate, `[mounted_files]`) instead of waiting for
    * the file watch; resolves once the changes apply. The `kbs` command does this on SIGHUP.
    */
@@ -306,6 +311,8 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       verdictLog,
       recorderOptions({ config, storage, attestation, logger, now: options.now }),
     );
+    // Closing waits for the handshakes still being recorded (cleanups run last first).
+    cleanups.push(() => verdicts.settled());
     // The verdict log watches the handshake and the resource path through one seam.
     const observer = verdictObserver(verdicts, logger);
     const rcar = new Rcar({ sessions, attestation, metrics, logger, observer });
@@ -446,6 +453,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
       storage,
       attestationService: attestation,
       verdicts: verdictLog,
+      verdictsRecorded: () => verdicts.settled(),
       reload: async () => {
         await Promise.all([tlsReloader?.reload(), mounted?.reload()]);
       },

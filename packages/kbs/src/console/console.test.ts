@@ -55,6 +55,9 @@ name = "resource"
   return kbs.urls[0] as string;
 }
 
+/** The attestations so far are in the log (recorded after their replies). */
+const recorded = () => (running[running.length - 1] as RunningKbs).verdictsRecorded();
+
 interface Signed {
   cookie: string;
   csrf: string;
@@ -257,6 +260,7 @@ describe('operator console', () => {
     const base = await start();
     const s = await signIn(base, 'admin');
     await handshake(base);
+    await recorded();
     const verdicts = (await call(base, s, 'GET', '/admin/verdicts')).json() as { verdicts: { id: number }[] };
     const id = verdicts.verdicts[0]?.id;
     const check = await call(base, s, 'POST', '/admin/resource-policy/check', {
@@ -288,6 +292,7 @@ describe('operator console', () => {
     const base = await start();
     const s = await signIn(base, 'admin');
     const { cookie } = await handshake(base);
+    await recorded();
     expect((await send(`${base}/kbs/v0/resource/default/key/a`, { headers: { cookie } })).status).toBe(401);
     const [denied] = (
       (await call(base, s, 'GET', '/admin/verdicts?kind=resource')).json() as {
@@ -381,6 +386,7 @@ describe('attestation policies and reference values', () => {
     const base = await start();
     const s = await signIn(base, 'admin');
     await handshake(base);
+    await recorded();
     const id = ((await call(base, s, 'GET', '/admin/verdicts')).json() as { verdicts: { id: number }[] })
       .verdicts[0]?.id;
     const list = (await call(base, s, 'GET', '/admin/attestation-policy')).json() as { policies: string[] };
@@ -486,6 +492,7 @@ describe('attestation policy and reference value endpoints, hostile input', () =
     const kbs = running[running.length - 1] as RunningKbs;
     const s = await signIn(kbsBase, 'admin');
     await handshake(kbsBase);
+    await recorded();
     const id = ((await call(kbsBase, s, 'GET', '/admin/verdicts')).json() as { verdicts: { id: number }[] })
       .verdicts[0]?.id;
     const post = (path: string, body: unknown) =>

@@ -148,6 +148,8 @@ export interface VerdictStore {
   get(id: number): Promise<Verdict | undefined>;
   /** Newest first. */
   list(q?: VerdictQuery): Promise<Verdict[]>;
+  /** Resolves once every verdict recorded so far is where readers see it (a shared store writes behind). */
+  flushed(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -197,6 +199,9 @@ export class VerdictLog implements VerdictStore {
     }
     return out;
   }
+
+  /** Recorded is listed at once: nothing is written behind. */
+  async flushed(): Promise<void> {}
 
   async close(): Promise<void> {}
 }

@@ -73,7 +73,7 @@ name = "resource"
   return { kbs, base: kbs.urls[0] as string };
 }
 
-const flushed = (kbs: RunningKbs) => (kbs.verdicts as PostgresVerdictLog).flushed();
+const flushed = (kbs: RunningKbs) => kbs.verdictsRecorded();
 
 describe('verdict log in PostgreSQL', () => {
   it('lists on replica B what replica A recorded, without nonce, key or token, capped at the ring size', async () => {

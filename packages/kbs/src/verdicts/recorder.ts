@@ -130,12 +130,35 @@ export class VerdictRecorder {
   /** The last text and hash of each attestation policy id: hashed again only when the text changed. */
   private readonly attestationHashes = new Map<string, { text: string; hash: string }>();
 
+  /** Attestation verdicts still looking up what they show, not yet handed to the log. */
+  private readonly pending = new Set<Promise<void>>();
+
   constructor(
     readonly log: VerdictStore,
     private readonly options: VerdictRecorderOptions = {},
   ) {}
 
-  async attestation(e: AttestationEvent): Promise<void> {
+  /**
+   * Records an attestation. The reply does not wait for this (it may read the store), so the recording is
+   * tracked: `settled()` and a closing KBS wait for it rather than lose the last handshakes.
+   */
+  attestation(e: AttestationEvent): Promise<void> {
+    const p = this.recordAttestation(e);
+    this.pending.add(p);
+    const done = () => {
+      this.pending.delete(p);
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  /** Resolves once every decision recorded so far is in the log, and the log has written it. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.pending]);
+    await this.log.flushed();
+  }
+
+  private async recordAttestation(e: AttestationEvent): Promise<void> {
     const base = {
       kind: 'attestation' as const,
       tee: e.tee,

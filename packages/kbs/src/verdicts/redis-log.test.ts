@@ -60,7 +60,7 @@ name = "resource"
   return { kbs, base: kbs.urls[0] as string };
 }
 
-const flushed = (kbs: RunningKbs) => (kbs.verdicts as RedisVerdictLog).flushed();
+const flushed = (kbs: RunningKbs) => kbs.verdictsRecorded();
 
 describe('verdict log in Redis', () => {
   it('lists on replica B what replica A recorded, without nonce, key or token, capped at the ring size', async () => {

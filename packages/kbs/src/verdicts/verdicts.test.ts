@@ -53,6 +53,9 @@ name = "resource"
   return kbs.urls[0] as string;
 }
 
+/** The attestations so far are in the log (recorded after their replies). */
+const recorded = () => (running[running.length - 1] as RunningKbs).verdictsRecorded();
+
 const RESOURCE_BYTES = 'resource-bytes-that-must-never-be-logged-7f3a';
 
 async function verdicts(base: string, query = '', role = 'reader') {
@@ -69,6 +72,7 @@ describe('verdict log', () => {
     });
     expect(put.status).toBe(200);
     const { cookie, token, key, nonce } = await handshake(base);
+    await recorded();
     // Denied by trustee's default resource policy.
     const denied = await send(`${base}/kbs/v0/resource/default/key/one`, { headers: { cookie } });
     expect(denied.status).toBe(401);
@@ -160,6 +164,7 @@ extensions := [{"name": "broker.reference-values", "key": -65537, "value": {
       ),
     );
     await handshake(base);
+    await recorded();
     const [att] = (
       (await verdicts(base, '?kind=attestation')).json() as {
         verdicts: { status: string; appraisals: { why: string[]; policyVersion: string }[] }[];
@@ -200,8 +205,11 @@ extensions := [{"name": "broker.reference-values", "key": -65537, "value": {
   it('filters, limits, reads one entry, and refuses bad queries and roles the ACL does not allow', async () => {
     const base = await start('verdict_log_size = 2');
     await handshake(base);
+    await recorded();
     await handshake(base);
+    await recorded();
     await handshake(base);
+    await recorded();
     const all = (await verdicts(base)).json() as { size: number; verdicts: { id: number }[] };
     expect(all.size).toBe(2);
     expect(all.verdicts.map((v) => v.id)).toEqual([3, 2]);
@@ -355,6 +363,48 @@ describe('VerdictRecorder', () => {
       tier: 'affirming',
       meaning: 'genuine hardware and firmware',
     });
+  });
+
+  it('settles only once an attestation still looking up its reference values is in the log', async () => {
+    const log = new VerdictLog(10, () => 0);
+    let release: () => void = () => undefined;
+    const lookup = new Promise<void>((r) => {
+      release = r;
+    });
+    const recorder = new VerdictRecorder(log, {
+      referenceValue: async () => {
+        await lookup;
+        return undefined;
+      },
+    });
+    const claims = {
+      submods: {
+        cpu0: {
+          'ear.status': 'contraindicated',
+          'ear.appraisal-policy-id': 'default',
+          'broker.reference-values': { missing: ['snp_pcr12'] },
+        },
+      },
+    };
+    const token = `e30.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.sig`;
+    // The observer does not wait for the recording (the reply goes first), as the KBS calls it.
+    void recorder.attestation({
+      tee: 'snp',
+      sessionId: 'session-id-0123',
+      nonce: 'a-nonce-of-some-length-000',
+      teePubkey: {},
+      outcome: { token },
+    });
+    let settled = false;
+    const done = recorder.settled().then(() => {
+      settled = true;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(settled).toBe(false);
+    expect(await log.list()).toHaveLength(0);
+    release();
+    await done;
+    expect(await log.list()).toHaveLength(1);
   });
 });
 
