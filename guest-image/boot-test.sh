@@ -28,9 +28,11 @@
 # data disk stays all zeros and the KBS never serves the key.
 # The good run also drives one pod through the guest's agent policy gate (TCP 15150, forwarded by QEMU
 # to a host port) once boot 1's disk is open, with the Go shim of @broker/sandbox-agent/testing
-# (guest-image/pod.ts): CopyFile of a static program, CreateContainer of it on a bind storage,
-# StartContainer, its output read with ReadStdout and its exit status with WaitProcess; the sandbox
-# agent's log lines on the serial console show the container created, its first output and its exit.
+# (guest-image/pod.ts): SetGuestDateTime to the host's time plus a day, CopyFile of a static program,
+# CreateContainer of it on a bind storage, StartContainer, its output (its line and the guest's clock)
+# read with ReadStdout and its exit status with WaitProcess; the sandbox agent's log lines on the serial
+# console show the clock set, the container created, its first output and its exit. Boot 2 is a new
+# QEMU whose clock starts from the host's again.
 # The tampers work on a copy of the shipped disk. --tamper verity flips one byte of
 # /usr/local/bin/broker-guest inside the disk's root partition: dm-verity fails the read, the chain
 # never starts, nothing reaches the KBS. --tamper cmdline takes the UKI out of the disk's ESP and appends
@@ -484,14 +486,26 @@ agent_line() { tr -d '\r' <"$CONSOLE" | grep -ao "{.*\"name\":\"sandbox-agent\".
 # The good run, once the gate listens (it does once the disk is open): one pod from the host through the
 # gate; the container's output read back through ReadStdout, and the agent's lines on the console.
 pod() {
-  local marker report pod_start created first exited
+  local marker report pod_start created first exited clock_line
   marker=podvm-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
   pod_start=$SECONDS
   report=$(cd "$REPO" && "$NODE" "$W/pod.mjs" run "tcp://127.0.0.1:$GATE_PORT" "$marker" --wait-s 300) ||
     die "the pod did not run through the gate: ${report:-no report} (see $CONSOLE)"
   step "pod through the gate (tcp://127.0.0.1:$GATE_PORT → guest :15150 → sandbox agent): $(sed 's/"stdout":"[^"]*",//' <<<"$report")"
-  grep -qF "\"stdout\":\"hello from $marker\\n\"" <<<"$report" || die "ReadStdout did not return the container's line: $report"
+  grep -qF "\"stdout\":\"hello from $marker\\nclock " <<<"$report" || die "ReadStdout did not return the container's lines: $report"
   step "ReadStdout: 'hello from $marker'; exit status 0 (WaitProcess); client: CreateContainer → first output $(sed -n 's/.*"first_output_ms":\([0-9.]*\).*/\1/p' <<<"$report") ms"
+  # The guest's clock: SetGuestDateTime (before CreateContainer) set it to the host's plus a day; the
+  # container read it back. pod.mjs already checked it against the time set plus the time passed.
+  local host_s set_s read_s expected_s slack_s
+  host_s=$(num_field "$report" host_s)
+  set_s=$(num_field "$report" set_s)
+  read_s=$(num_field "$report" read_s)
+  expected_s=$(num_field "$report" expected_s)
+  slack_s=$(num_field "$report" slack_s)
+  [ -n "$read_s" ] && [ -n "$expected_s" ] && [ -n "$slack_s" ] &&
+    [ $((read_s - expected_s)) -le "$slack_s" ] && [ $((expected_s - read_s)) -le "$slack_s" ] ||
+    die "the container's clock is not the one SetGuestDateTime set: $report"
+  step "guest clock: SetGuestDateTime to $(date -u -d "@$set_s" +%FT%TZ) (host $(date -u -d "@$host_s" +%FT%TZ) + $((set_s - host_s)) s); the container read $(date -u -d "@$read_s" +%FT%TZ), expected $(date -u -d "@$expected_s" +%FT%TZ) ($((read_s - expected_s)) s, within ±$slack_s s)"
   while :; do
     created=$(agent_line 'container created' web)
     first=$(agent_line 'first output, measured from CreateContainer' web)
@@ -501,6 +515,9 @@ pod() {
     sleep 2
   done
   [ "$(num_field "$exited" status)" = 0 ] || die "the agent logged another exit status: $exited"
+  clock_line=$(tr -d '\r' <"$CONSOLE" | grep -ao '{.*"name":"sandbox-agent".*"msg":"guest clock set".*}' | head -n1)
+  [ -n "$clock_line" ] || die "the sandbox agent did not log 'guest clock set' (see $CONSOLE)"
+  step "console (sandbox agent in the VM): guest clock set from $(field "$clock_line" before) to $(field "$clock_line" after)"
   step "console (sandbox agent in the VM): container web created, first output $(sed -n 's/.*"ms":\([0-9.]*\).*/\1/p' <<<"$first") ms after CreateContainer (the agent's RSS then $(num_field "$first" agentRssKiB) KiB), exited with status 0"
 }
 # The good run, once the first boot got its resource: the guest formats and opens the data disk and

@@ -11,9 +11,13 @@
 //
 // boot-test.sh bundles this file with esbuild and runs it from the repository's root. `run` waits
 // (up to --wait-s, default 180) until the gate answers GetGuestDetails, then plays the pod and prints
-// one JSON object: every call's outcome, the container's standard output, its exit status, and the
-// time from CreateContainer to its first output at the client. It exits 1 when a call failed or the
-// output or status is not what the program prints.
+// one JSON object: every call's outcome, the container's standard output, its exit status, the
+// time from CreateContainer to its first output at the client, and the guest's clock. Before
+// CreateContainer, SetGuestDateTime sets the guest's clock to the host's plus one day (a time the
+// guest cannot have on its own), and the container prints its clock: it must read the time set plus
+// the time the host saw pass from that call to the container's output, give or take CLOCK_SLACK_S
+// (emulated guests run slowly; this checks the clock was set, not how fast). It exits 1 when a call
+// failed or the output, status or clock is not what the program prints.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +31,10 @@ import {
 
 const SANDBOX = 'boot-test';
 const CONTAINER = 'web';
+/** How far ahead of the host's clock SetGuestDateTime puts the guest's. */
+const CLOCK_OFFSET_S = 86_400;
+/** How far the container's clock may be from the expected time. */
+const CLOCK_SLACK_S = 300;
 
 async function helloProgram(): Promise<Buffer> {
   const dir = await mkdtemp(join(tmpdir(), 'boot-test-pod-'));
@@ -69,8 +77,12 @@ async function run(address: string, marker: string, waitS: number, agentRoot: st
   const io = { container_id: CONTAINER, exec_id: CONTAINER };
   const dir = (name: string) =>
     agentCall('CopyFile', { path: `${SOURCE}/${name}`, file_mode: 0o040755, dir_mode: 0o755 });
+  const nowMs = Date.now();
+  const setSec = Math.floor(nowMs / 1000) + CLOCK_OFFSET_S;
+  const setUsec = (nowMs % 1000) * 1000;
   const results = await runGoScript(shim, address, [
     agentCall('CreateSandbox', { hostname: SANDBOX, sandbox_id: SANDBOX }),
+    agentCall('SetGuestDateTime', { Sec: String(setSec), Usec: String(setUsec) }),
     agentCall('CopyFile', {
       path: `${SOURCE}/hello`,
       file_size: hello.length,
@@ -83,7 +95,7 @@ async function run(address: string, marker: string, waitS: number, agentRoot: st
     agentCall('CreateContainer', {
       ...io,
       storages: [{ driver: 'bind', source: SOURCE, mount_point: ROOTFS, fstype: 'bind', options: ['ro'] }],
-      OCI: kataSpec(['/hello', marker], ROOTFS),
+      OCI: kataSpec(['/hello', marker, 'clock'], ROOTFS),
     }),
     agentCall('StartContainer', { container_id: CONTAINER }),
     agentCall('ReadStdout', { ...io, len: 4096 }),
@@ -92,20 +104,41 @@ async function run(address: string, marker: string, waitS: number, agentRoot: st
     agentCall('RemoveContainer', { container_id: CONTAINER }),
     agentCall('DestroySandbox', {}),
   ]);
-  const create = results[4];
-  const first = results[6];
+  const setCall = results[1];
+  const create = results[5];
+  const first = results[7];
+  const last = results[8];
   const firstData = Buffer.from(String(first?.response?.data ?? ''), 'base64').toString();
-  const stdout = firstData + (results[7]?.data ?? '');
-  const status = Number(results[8]?.response?.status ?? 0);
+  const stdout = firstData + (last?.data ?? '');
+  const status = Number(results[9]?.response?.status ?? 0);
+  // The guest's clock as the container read it, and what it should be: the time set plus the time that
+  // passed at the host from sending SetGuestDateTime to the end of the container's output.
+  const read = Number(/^clock (\d+)$/m.exec(stdout)?.[1] ?? Number.NaN);
+  const expected =
+    setCall !== undefined && last !== undefined
+      ? setSec + (last.done_ms - setCall.sent_ms) / 1000
+      : Number.NaN;
+  const clock = {
+    host_s: Math.floor(nowMs / 1000),
+    set_s: setSec,
+    read_s: read,
+    expected_s: Math.round(expected),
+    off_s: Math.round(read - expected),
+    slack_s: CLOCK_SLACK_S,
+  };
   const report = {
     calls: results.map((r) => ({ rpc: r.rpc, ...(r.error !== undefined && { error: r.error }) })),
     stdout,
     status,
     first_output_ms: create !== undefined && first !== undefined ? first.done_ms - create.sent_ms : undefined,
+    clock,
   };
   console.log(JSON.stringify(report));
   const ok =
-    results.every((r) => r.error === undefined) && stdout === `hello from ${marker}\n` && status === 0;
+    results.every((r) => r.error === undefined) &&
+    stdout === `hello from ${marker}\nclock ${read}\n` &&
+    status === 0 &&
+    Math.abs(read - expected) <= CLOCK_SLACK_S;
   return ok ? 0 : 1;
 }
 

@@ -8,6 +8,7 @@ import { mkdir, readdir, readFile, realpath, rm, rmdir, stat, statfs, writeFile 
 import { basename, dirname, join } from 'node:path';
 import { makeDirectory } from '@broker/cli';
 import { Code } from '@broker/ttrpc';
+import { type ClockOptions, setGuestDateTime } from './clock.js';
 import { copyFile } from './copy-file.js';
 import {
   InvalidRequest,
@@ -71,6 +72,8 @@ export interface SandboxAgentOptions {
   readonly sysfs?: string;
   /** How the network RPCs run `ip` (the executable, or a named network namespace for tests). */
   readonly network?: NetworkOptions;
+  /** How SetGuestDateTime runs `date` (the executable, or an environment for tests). */
+  readonly clock?: ClockOptions;
   readonly logger?: AgentLogger;
 }
 
@@ -676,6 +679,15 @@ export class SandboxAgent {
   /** OnlineCPUMem: hot-plugged CPUs and memory brought online. */
   onlineCpuMem(req: Decoded): Promise<void> {
     return onlineCpuMem(this.#options.sysfs ?? '/sys', req);
+  }
+
+  /** SetGuestDateTime: the guest's clock set to the request's time, logged with the clock before and after. */
+  async setGuestDateTime(req: Decoded): Promise<void> {
+    const { beforeMs, afterMs } = await setGuestDateTime(req, this.#options.clock);
+    this.#log.info(
+      { before: new Date(beforeMs).toISOString(), after: new Date(afterMs).toISOString() },
+      'guest clock set',
+    );
   }
 
   /** GetOOMEvent: the id of the next container that ran out of memory. */

@@ -62,11 +62,11 @@ describe('sandbox-agent command', () => {
     await listening;
     const client = await TtrpcClient.connect({ path: socket });
     const e = (await client
-      .call('grpc.AgentService', 'SetGuestDateTime', new Uint8Array(0))
+      .call('grpc.AgentService', 'GetMetrics', new Uint8Array(0))
       .catch((x) => x)) as TtrpcError;
     expect([e.code, e.message]).toEqual([
       Code.UNIMPLEMENTED,
-      'SetGuestDateTime is not implemented by sandbox-agent',
+      'GetMetrics is not implemented by sandbox-agent',
     ]);
     client.close();
     stop.abort();

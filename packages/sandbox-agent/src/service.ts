@@ -53,6 +53,7 @@ function handlers(agent: SandboxAgent): Record<string, Handler> {
     ListRoutes: async () => ({ Routes: await agent.network.listRoutes() }),
     UpdateRoutes: async (req) => ({ Routes: await agent.network.updateRoutes(req.routes?.Routes ?? []) }),
     OnlineCPUMem: empty(async (req) => agent.onlineCpuMem(req)),
+    SetGuestDateTime: empty(async (req) => agent.setGuestDateTime(req)),
     AddARPNeighbors: empty(async (req) => agent.network.addArpNeighbors(req.neighbors?.ARPNeighbors ?? [])),
   };
 }

@@ -44,7 +44,8 @@ export async function tempDir(
  * writes the body of an HTTP GET of 127.0.0.1:PORT PATH to FILE; `winsize ROWS COLS` says whether it has a
  * terminal, prints the terminal's size at each SIGWINCH, and exits with 4 once it is ROWS x COLS; `connect PATH...` tries to connect to each unix socket and
  * prints `PATH: connected`, `PATH: ENOENT` or the error; `crash` dies of SIGSEGV; `flood-forever`
- * writes to stdout until it is killed.
+ * writes to stdout until it is killed; `clock` prints `clock <seconds since the epoch>` (as `date +%s` would:
+ * the container has no shell or coreutils).
  */
 export const HELLO_C = `#include <errno.h>
 #include <signal.h>
@@ -55,6 +56,7 @@ export const HELLO_C = `#include <errno.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <netinet/in.h>
+#include <time.h>
 #include <unistd.h>
 static volatile sig_atomic_t winched;
 static void on_winch(int sig) { (void)sig; winched = 1; }
@@ -158,6 +160,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(what, "sleep") == 0) {
     for (;;) pause();
+  }
+  if (strcmp(what, "clock") == 0) {
+    printf("clock %lld\\n", (long long)time(NULL));
+    return 0;
   }
   return atoi(what);
 }
