@@ -1,4 +1,14 @@
-import { lstat, mkdir, readFile, readlink, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyFile } from './copy-file.js';
@@ -90,6 +100,24 @@ describe('CopyFile', () => {
     const other = join(shared(), 'other');
     await symlink(join(dir, 'outside/passwd'), `${other}.tmp`);
     await expect(copyFile([root], req(other, 'x'))).rejects.toThrow(InvalidRequest);
+    expect(await readFile(join(dir, 'outside/passwd'), 'utf8')).toBe('original');
+  });
+
+  it('writes into the directory it checked when a parent is swapped for a link before the write', async () => {
+    const out = join(dir, 'outside-cm');
+    await mkdir(join(out, 'data'), { recursive: true, mode: 0o700 });
+    const swapped = join(shared(), 'raced');
+    const path = join(swapped, 'data/config');
+    const e = await copyFile([root], req(path, 'the config'), [], async () => {
+      // A container sharing the directory moves it aside and leaves a link to outside the root.
+      await rename(swapped, `${swapped}.moved`);
+      await symlink(out, swapped);
+    }).catch((err: unknown) => err);
+    // The write lands in the directory that was held (now moved aside), not outside.
+    expect(e).toBeUndefined();
+    expect(await readFile(join(`${swapped}.moved`, 'data/config'), 'utf8')).toBe('the config');
+    expect(await readdir(join(out, 'data'))).toEqual([]);
+    expect((await stat(join(out, 'data'))).mode & 0o777).toBe(0o700);
     expect(await readFile(join(dir, 'outside/passwd'), 'utf8')).toBe('original');
   });
 });

@@ -1,8 +1,8 @@
-import { mkdir, readlink, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readlink, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidRequest } from './errors.js';
-import { checkId, resolveUnder } from './paths.js';
+import { checkId, openUnder, resolveUnder } from './paths.js';
 import { tempDir } from './testing/index.js';
 
 describe('resolveUnder', () => {
@@ -67,6 +67,64 @@ describe('resolveUnder', () => {
     await expect(resolveUnder(roots, `${root}/nope`, { what: 'root', mustExist: true })).rejects.toThrow(
       /does not exist/,
     );
+  });
+});
+
+describe('openUnder', () => {
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  let root: string;
+
+  beforeAll(async () => {
+    ({ dir, cleanup } = await tempDir());
+    root = join(dir, 'root');
+    await mkdir(join(root, 'a/b'), { recursive: true });
+    await mkdir(join(dir, 'outside'));
+    await writeFile(join(root, 'file'), 'x');
+    await symlink(join(dir, 'outside'), join(root, 'escape'));
+    await symlink(join(root, 'file'), join(root, 'a/filelink'));
+  });
+  afterAll(() => cleanup());
+
+  const refused = async (path: string, leaf: 'directory' | 'file' | 'any' | 'parent', reason: RegExp) => {
+    const err = await openUnder([root], path, { what: 'mount point', leaf, create: true }).catch((e) => e);
+    expect(err).toBeInstanceOf(InvalidRequest);
+    expect(err.message).toMatch(reason);
+  };
+
+  it('holds the checked directory and its parent, making what is missing', async () => {
+    const held = await openUnder([root], join(root, 'a/b/new/leaf'), {
+      what: 'mount point',
+      leaf: 'directory',
+      create: true,
+    });
+    try {
+      expect([held.path, held.name, held.created, held.parentIsRoot]).toEqual([
+        join(root, 'a/b/new/leaf'),
+        'leaf',
+        true,
+        false,
+      ]);
+      expect((await held.file.stat()).ino).toBe((await lstat(join(root, 'a/b/new/leaf'))).ino);
+      expect((await held.parent.stat()).ino).toBe((await lstat(join(root, 'a/b/new'))).ino);
+    } finally {
+      await held.close();
+    }
+  });
+
+  it('refuses what resolveUnder refuses, links at the end included, and makes nothing through a link', async () => {
+    await refused(`${root}/../outside`, 'directory', /"\." or "\.\." segment/);
+    await refused(root, 'directory', /not below the agent's roots/);
+    await refused(`${root}/escape/new`, 'directory', /symbolic link/);
+    await refused(`${root}/escape`, 'any', /symbolic link/);
+    await refused(`${root}/escape`, 'directory', /symbolic link/);
+    await refused(`${root}/a/filelink`, 'file', /symbolic link/);
+    await refused(`${root}/escape/x`, 'parent', /symbolic link/);
+    await refused(`${root}/file/x`, 'directory', /is not a directory/);
+    await refused(`${root}/a/b`, 'file', /is not a regular file/);
+    expect(await readdir(join(dir, 'outside'))).toEqual([]);
+    const missing = await openUnder([root], `${root}/nope`, { what: 'root', leaf: 'any' }).catch((e) => e);
+    expect(missing.message).toMatch(/does not exist/);
   });
 });
 

@@ -5,13 +5,30 @@
  * - `image_guest_pull`: the image named by `source` pulled through the data hub's
  *   `api.ImagePullService/PullImage` into `<first root>/<container id>`, which unpacks it at
  *   `…/rootfs`; that rootfs is bind-mounted at the mount point when the mount point is elsewhere.
- * Any other driver is refused by name. Paths obey `resolveUnder`.
+ * Any other driver is refused by name. Paths are checked as `resolveUnder` says and used only through
+ * descriptors `openUnder` holds: `mount` is given them as its fds 3 and 4 and named `/proc/self/fd/3`
+ * and `/proc/self/fd/4` (`--no-canonicalize`, so it passes them to the kernel as they are), modes are
+ * set with fchmod, and removal walks the held directory without following a link.
  */
-import { execFile } from 'node:child_process';
-import { chmod, copyFile, lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { execFile, spawn } from 'node:child_process';
+import { constants } from 'node:fs';
+import { type FileHandle, lstat, open, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { InvalidRequest, RuntimeFailed, UnsupportedStorage } from './errors.js';
-import { checkId, checkNotProtected, resolveUnder, shown } from './paths.js';
+import {
+  ANY_FLAGS,
+  checkId,
+  checkNotProtected,
+  DIR_FLAGS,
+  type HeldPath,
+  holdBeneath,
+  mountIdOf,
+  openUnder,
+  removeHeld,
+  resolveUnder,
+  shown,
+  unlinkEntry,
+} from './paths.js';
 import type { Decoded } from './proto.js';
 
 /** Where kata's guest keeps the pause image. */
@@ -27,14 +44,31 @@ export interface MountedStorage {
   readonly undo: () => Promise<void>;
 }
 
-export function runMount(args: readonly string[]): Promise<void> {
+/**
+ * Runs util-linux's `command` with `files` as its fds 3, 4…, which `args` name `/proc/self/fd/3`…
+ * The kernel follows those links to exactly the files held, and `--no-canonicalize` keeps `mount`
+ * from resolving them to path strings first. `shownAs` is the command as messages show it.
+ */
+function runHeld(
+  command: 'mount' | 'umount',
+  args: readonly string[],
+  files: readonly FileHandle[],
+  shownAs: string,
+  tolerate?: RegExp,
+): Promise<void> {
   return new Promise((resolve, reject) => {
-    execFile('mount', args, { timeout: 30_000 }, (err, _out, stderr) => {
-      if (err)
-        reject(
-          new RuntimeFailed(`mount ${args.join(' ')}: ${(stderr || err.message).trim()}`, { cause: err }),
-        );
-      else resolve();
+    const child = spawn(command, ['--no-canonicalize', ...args], {
+      stdio: ['ignore', 'ignore', 'pipe', ...files.map((f) => f.fd)],
+      timeout: 30_000,
+    });
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
+    child.on('error', (err) => reject(new RuntimeFailed(`${shownAs}: ${err.message}`, { cause: err })));
+    child.on('close', (code, signal) => {
+      if (code === 0 || (tolerate?.test(stderr) ?? false)) resolve();
+      else reject(new RuntimeFailed(`${shownAs}: ${stderr.trim() || `exited with ${code ?? signal}`}`));
     });
   });
 }
@@ -60,6 +94,11 @@ export interface StorageContext {
   readonly protectedPaths?: readonly string[];
   /** Storages already set up in the pod, shared by mount point (see `StorageTable`). */
   readonly table?: StorageTable;
+  /**
+   * Tests only: runs after a storage's paths are checked and held, before they are used, where a
+   * container racing the agent would swap a component for a link.
+   */
+  readonly afterCheck?: (use: 'bind' | 'local') => void | Promise<void>;
 }
 
 /**
@@ -140,7 +179,7 @@ export function isSandboxImage(driverOptions: readonly string[]): boolean {
  * The sandbox container's rootfs from the guest's own pause bundle instead of a pull, as kata's agent
  * does: the one program its `config.json` runs, copied into `<bundle>/rootfs`.
  */
-async function pauseRootfs(pauseBundle: string, bundle: string): Promise<void> {
+async function pauseRootfs(pauseBundle: string, bundle: HeldPath): Promise<void> {
   let config: { process?: { args?: string[] } };
   try {
     config = JSON.parse(await readFile(join(pauseBundle, 'config.json'), 'utf8'));
@@ -156,25 +195,101 @@ async function pauseRootfs(pauseBundle: string, bundle: string): Promise<void> {
   if (!program?.startsWith('/') || program.split('/').some((s) => s === '..')) {
     throw new RuntimeFailed(`the pause bundle's config.json does not name an absolute program`);
   }
-  const target = join(bundle, 'rootfs', program);
-  await mkdir(dirname(target), { recursive: true });
-  await copyFile(join(pauseBundle, 'rootfs', program), target);
+  const source = join(pauseBundle, 'rootfs', program);
+  const bytes = await readFile(source);
+  const mode = (await lstat(source)).mode & 0o7777;
+  const parts = program.split('/').filter((s) => s !== '' && s !== '.');
+  const target = await holdBeneath(bundle.file, bundle.path, ['rootfs', ...parts], {
+    what: 'pause program',
+    leaf: 'parent',
+    create: true,
+  });
+  try {
+    // A bundle left over may hold anything at that name: it is replaced, never written through.
+    await unlinkEntry(target.parent, target.name);
+    const file = await open(
+      target.at,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      mode,
+    );
+    try {
+      await file.writeFile(bytes);
+      await file.chmod(mode);
+    } finally {
+      await file.close();
+    }
+  } finally {
+    await target.close();
+  }
 }
 
-async function bindMount(source: string, target: string, readonly: boolean): Promise<void> {
-  await runMount(['--bind', source, target]);
-  if (readonly) await runMount(['-o', 'remount,bind,ro', target]);
+/**
+ * Bind-mounts `source` on `target` (both held) and returns the new mount's root, held: it is what a
+ * read-only remount and the unmount act on. The target held before the mount is the directory under
+ * it, so the mount's root is reopened by its name in the held parent and checked to be the source,
+ * on a mount other than the target's.
+ */
+async function bindMount(source: HeldPath, target: HeldPath, readonly: boolean): Promise<FileHandle> {
+  const shownAs = `mount --bind ${source.path} ${target.path}`;
+  await runHeld(
+    'mount',
+    ['--bind', '/proc/self/fd/3', '/proc/self/fd/4'],
+    [source.file, target.file],
+    shownAs,
+  );
+  const sourceStat = await source.file.stat();
+  const mountRoot = await open(target.at, sourceStat.isDirectory() ? DIR_FLAGS : ANY_FLAGS).catch(
+    (e: unknown) => {
+      throw new InvalidRequest(
+        `storage mount point ${shown(target.path)} changed while it was being mounted: ${(e as Error).message}`,
+      );
+    },
+  );
+  try {
+    const st = await mountRoot.stat();
+    if (
+      st.dev !== sourceStat.dev ||
+      st.ino !== sourceStat.ino ||
+      (await mountIdOf(mountRoot)) === (await mountIdOf(target.file))
+    ) {
+      throw new InvalidRequest(
+        `storage mount point ${shown(target.path)} changed while it was being mounted`,
+      );
+    }
+    if (readonly) {
+      await runHeld(
+        'mount',
+        ['-o', 'remount,bind,ro', '/proc/self/fd/3'],
+        [mountRoot],
+        `${shownAs} (read-only)`,
+      );
+    }
+  } catch (e) {
+    await mountRoot.close();
+    throw e;
+  }
+  return mountRoot;
+}
+
+/** Unmounts the mount whose root `mountRoot` holds (lazily: a container may still have it open). */
+async function unmountHeld(mountRoot: FileHandle, path: string): Promise<void> {
+  await runHeld(
+    'umount',
+    ['--lazy', '/proc/self/fd/3'],
+    [mountRoot],
+    `umount ${path}`,
+    /not mounted|no mount point/,
+  );
 }
 
 /** A bind-mount target of the same kind as `source`: a directory, or an empty file. */
-async function makeTarget(roots: readonly string[], target: string, sourceIsDir: boolean): Promise<void> {
-  if (sourceIsDir) {
-    await resolveUnder(roots, target, { what: 'storage mount point', create: true });
-    return;
-  }
-  const parent = target.slice(0, target.lastIndexOf('/'));
-  await resolveUnder(roots, parent, { what: 'storage mount point', create: true });
-  await writeFile(target, '', { flag: 'a' });
+async function makeTarget(roots: readonly string[], target: string, source: HeldPath): Promise<HeldPath> {
+  const isDir = (await source.file.stat()).isDirectory();
+  return openUnder(roots, target, {
+    what: 'storage mount point',
+    leaf: isDir ? 'directory' : 'file',
+    create: true,
+  });
 }
 
 function modeOption(options: readonly string[]): number | undefined {
@@ -199,23 +314,63 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
   );
   switch (driver) {
     case 'local': {
-      await resolveUnder(ctx.roots, target, { what: 'storage mount point', create: true });
       const mode = modeOption(options);
-      if (mode !== undefined) await chmod(target, mode);
-      return { driver, path: target, undo: () => rm(target, { recursive: true, force: true }) };
+      const dir = await openUnder(ctx.roots, target, {
+        what: 'storage mount point',
+        leaf: 'directory',
+        create: true,
+      });
+      try {
+        await ctx.afterCheck?.('local');
+        if (mode !== undefined) await dir.file.chmod(mode);
+      } catch (e) {
+        await dir.close();
+        throw e;
+      }
+      return {
+        driver,
+        path: target,
+        undo: async () => {
+          try {
+            await removeHeld(dir);
+          } finally {
+            await dir.close();
+          }
+        },
+      };
     }
     case 'bind': {
-      const source = guarded(
+      const sourcePath = guarded(
         await resolveUnder(ctx.roots, String(storage.source ?? ''), {
           what: 'storage source',
           mustExist: true,
         }),
         'storage source',
       );
-      const isDir = (await lstat(source)).isDirectory();
-      await makeTarget(ctx.roots, target, isDir);
-      await bindMount(source, target, options.includes('ro'));
-      return { driver, path: target, undo: () => runUmount(target) };
+      const source = await openUnder(ctx.roots, sourcePath, { what: 'storage source', leaf: 'any' });
+      let mountRoot: FileHandle;
+      try {
+        const held = await makeTarget(ctx.roots, target, source);
+        try {
+          await ctx.afterCheck?.('bind');
+          mountRoot = await bindMount(source, held, options.includes('ro'));
+        } finally {
+          await held.close();
+        }
+      } finally {
+        await source.close();
+      }
+      return {
+        driver,
+        path: target,
+        undo: async () => {
+          try {
+            await unmountHeld(mountRoot, target);
+          } finally {
+            await mountRoot.close();
+          }
+        },
+      };
     }
     case 'image_guest_pull': {
       const cid = checkId(ctx.containerId ?? '', 'container id');
@@ -229,35 +384,65 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
         () => true,
         () => false,
       );
-      const bundle = await resolveUnder(ctx.roots, bundlePath, { what: 'image bundle', create: true });
-      const removeBundle = () => rm(bundle, { recursive: true, force: true });
+      const bundle = await openUnder(ctx.roots, bundlePath, {
+        what: 'image bundle',
+        leaf: 'directory',
+        create: true,
+      });
+      const removeBundle = async () => {
+        try {
+          await removeHeld(bundle);
+        } finally {
+          await bundle.close();
+        }
+      };
+      let mountRoot: FileHandle | undefined;
       try {
         if (sandbox) {
           await pauseRootfs(ctx.pauseBundle ?? DEFAULT_PAUSE_BUNDLE, bundle);
         } else if (pull !== undefined) {
           try {
-            await pull(image, bundle, ctx.signal);
+            // The data hub is another process: it is given the path, and what it unpacked is checked below.
+            await pull(image, bundle.path, ctx.signal);
           } catch (e) {
             throw new RuntimeFailed(`pulling image ${shown(image)}: ${(e as Error).message}`, { cause: e });
           }
         }
-        const rootfs = await resolveUnder(ctx.roots, join(bundle, 'rootfs'), {
+        const rootfs = await holdBeneath(bundle.file, bundle.path, ['rootfs'], {
           what: 'pulled rootfs',
-          mustExist: true,
+          leaf: 'directory',
         });
-        if (target === rootfs) return { driver, path: target, undo: removeBundle };
-        await makeTarget(ctx.roots, target, true);
-        await bindMount(rootfs, target, false);
+        try {
+          if (target !== rootfs.path) {
+            const held = await makeTarget(ctx.roots, target, rootfs);
+            try {
+              await ctx.afterCheck?.('bind');
+              mountRoot = await bindMount(rootfs, held, false);
+            } finally {
+              await held.close();
+            }
+          }
+        } finally {
+          await rootfs.close();
+        }
       } catch (e) {
         // A refused or failed pull leaves nothing behind (a bundle made here goes).
         if (!existed) await removeBundle().catch(() => {});
+        else await bundle.close();
         throw e;
       }
+      const mounted = mountRoot;
       return {
         driver,
         path: target,
         undo: async () => {
-          await runUmount(target);
+          if (mounted !== undefined) {
+            try {
+              await unmountHeld(mounted, target);
+            } finally {
+              await mounted.close();
+            }
+          }
           await removeBundle();
         },
       };
