@@ -2,6 +2,7 @@
 // verify each evidence item, appraise its claims with the Rego policy of its
 // TEE class, and issue one EAR token over all of them.
 import { createHash } from 'node:crypto';
+import { messageOf } from '@broker/cli';
 import type { KvStorage } from '@broker/kv-storage';
 import {
   canonicalJson,
@@ -12,7 +13,14 @@ import {
   type Tee,
 } from '@broker/protocol';
 import { createRvps, RvpsError, type RvpsMessageInput } from '@broker/rvps-core';
-import { getVerifier, type HttpGet, type TeeClass } from '@broker/verifier';
+import {
+  type CollateralSource,
+  defaultHttpGet,
+  getVerifier,
+  type HttpGet,
+  observedHttpGet,
+  type TeeClass,
+} from '@broker/verifier';
 import type { Logger } from 'pino';
 import { transformClaims } from './claims.js';
 import type { AttestationServiceConfig } from './config.js';
@@ -48,6 +56,12 @@ export interface AttestationServiceOptions {
    * `remembered` when the policy was not evaluated again (an earlier evaluation of its text exceeded it).
    */
   readonly onPolicyLimit?: (remembered: boolean) => void;
+  /**
+   * Hears each collateral request (Intel PCS/PCCS, AMD KDS) that brought no usable answer, including
+   * background refreshes while cached collateral is still served: an outage shows here before
+   * attestations start to fail.
+   */
+  readonly onCollateralFetchFailure?: (source: CollateralSource) => void;
 }
 
 /** More devices than this in one attestation is not a real platform. */
@@ -70,17 +84,13 @@ interface Appraised {
   readonly claims: Record<string, unknown>;
 }
 
-function message(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 function reportDataOf(item: Item): Buffer {
   if (item.notProvided) return Buffer.alloc(0);
   if (item.rawReportData !== undefined) return Buffer.from(item.rawReportData);
   try {
     return createHash(item.alg).update(canonicalJson(item.runtimeData), 'utf8').digest();
   } catch (e) {
-    throw new AttestationFailed('REQUEST', `runtime data of ${item.tee} cannot be hashed: ${message(e)}`, {
+    throw new AttestationFailed('REQUEST', `runtime data of ${item.tee} cannot be hashed: ${messageOf(e)}`, {
       cause: e,
     });
   }
@@ -116,7 +126,7 @@ function initDataOf(item: Item): { digest: Buffer; claims: unknown } | undefined
     const parsed = parseInitData(init.body);
     return { digest: initDataDigest(init.body, parsed.algorithm), claims: initDataClaims(parsed) };
   } catch (e) {
-    throw new AttestationFailed('REQUEST', `initdata rejected: ${message(e)}`, { cause: e });
+    throw new AttestationFailed('REQUEST', `initdata rejected: ${messageOf(e)}`, { cause: e });
   }
 }
 
@@ -131,11 +141,16 @@ export async function createAttestationService(
   const broker = cfg.tokenBroker;
   const signer = await loadSigner(broker.signer);
   // Root bundles and collateral are read once: a broken file stops the start, not each attestation.
+  const observe = options.onCollateralFetchFailure;
+  const httpGet =
+    observe !== undefined
+      ? observedHttpGet(options.httpGet ?? defaultHttpGet(), (source) => observe(source))
+      : options.httpGet;
   const verifierSettings = await loadVerifierSettings(cfg.verifierConfig, {
-    ...(options.httpGet !== undefined ? { httpGet: options.httpGet } : {}),
+    ...(httpGet !== undefined ? { httpGet } : {}),
     onRefreshError: (key, e) =>
       logger.warn(
-        { url: key, err: message(e) },
+        { url: key, err: messageOf(e) },
         'collateral refresh failed; the cached collateral stays in use',
       ),
   });
@@ -177,7 +192,7 @@ export async function createAttestationService(
     try {
       verifier = getVerifier(item.tee);
     } catch (e) {
-      throw new AttestationFailed('EVIDENCE', message(e), { cause: e });
+      throw new AttestationFailed('EVIDENCE', messageOf(e), { cause: e });
     }
     const reportData = reportDataOf(item);
     const init = initDataOf(item);
@@ -191,7 +206,7 @@ export async function createAttestationService(
         now: new Date(now()),
       });
     } catch (e) {
-      throw new AttestationFailed('EVIDENCE', `${item.tee} evidence rejected: ${message(e)}`, { cause: e });
+      throw new AttestationFailed('EVIDENCE', `${item.tee} evidence rejected: ${messageOf(e)}`, { cause: e });
     }
     for (const r of results) {
       out.push({
@@ -218,7 +233,7 @@ export async function createAttestationService(
       try {
         checkPolicyId(policyId);
       } catch (e) {
-        throw new AttestationFailed('REQUEST', message(e), { cause: e });
+        throw new AttestationFailed('REQUEST', messageOf(e), { cause: e });
       }
       if (req.additional.length > MAX_ADDITIONAL_EVIDENCE) {
         throw new AttestationFailed(

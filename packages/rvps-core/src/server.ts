@@ -1,7 +1,7 @@
 // trustee's RVPS gRPC service (rvps/src/server/mod.rs) over @grpc/grpc-js, with the KBS's RVPS behind it.
 
 import { grpcWriteCredentials, OPEN_WRITES, WriteAuthError, type WriteAuthorizer } from '@broker/auth';
-import type { Logger } from '@broker/cli';
+import { type Logger, messageOf } from '@broker/cli';
 import { reference } from '@broker/trustee-protos';
 import { Server, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
 import { type RunningGrpcServer, serveGrpc } from './grpc.js';
@@ -29,10 +29,6 @@ export interface RvpsServerOptions {
 }
 
 export type RunningRvpsServer = RunningGrpcServer;
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 const REGISTER_PATH = '/reference.ReferenceValueProviderService/RegisterReferenceValue';
 
@@ -65,8 +61,8 @@ export function rvpsHandlers(
           callback(null, value === undefined ? {} : { referenceValueResults: JSON.stringify(value) });
         },
         (e: unknown) => {
-          logger?.warn({ err: errorText(e) }, 'query reference value failed');
-          callback({ code: status.ABORTED, details: `Query reference value: ${errorText(e)}` });
+          logger?.warn({ err: messageOf(e) }, 'query reference value failed');
+          callback({ code: status.ABORTED, details: `Query reference value: ${messageOf(e)}` });
         },
       );
     },
@@ -94,8 +90,8 @@ export function rvpsHandlers(
           callback(null, {});
         },
         (e: unknown) => {
-          logger?.warn({ err: errorText(e) }, 'register reference value failed');
-          callback({ code: status.ABORTED, details: `Register reference value: ${errorText(e)}` });
+          logger?.warn({ err: messageOf(e) }, 'register reference value failed');
+          callback({ code: status.ABORTED, details: `Register reference value: ${messageOf(e)}` });
         },
       );
     },
