@@ -15,6 +15,20 @@ describe('aa_kbc_params', () => {
     expect(splitAaKbcParams('cc_kbc:http://x')).toBeUndefined();
   });
 
+  it('keeps the :: of a bracketed IPv6 address in the URI', () => {
+    expect(splitAaKbcParams('cc_kbc::http://[::1]:8080')).toEqual({
+      kbc: 'cc_kbc',
+      uri: 'http://[::1]:8080',
+    });
+    expect(splitAaKbcParams('cc_kbc::https://[fd00::2:1]/kbs')).toEqual({
+      kbc: 'cc_kbc',
+      uri: 'https://[fd00::2:1]/kbs',
+    });
+    expect(splitAaKbcParams('cc_kbc::http://[::1]::x')).toBeUndefined();
+    expect(splitAaKbcParams('cc_kbc::http://[::1:8080')).toBeUndefined();
+    expect(splitAaKbcParams('[a::b]::c')).toBeUndefined();
+  });
+
   it('takes the environment first, then the kernel command line', () => {
     expect(findAaKbcParams({ AA_KBC_PARAMS: 'a::b' }, 'agent.aa_kbc_params=c::d')).toEqual({
       value: 'a::b',

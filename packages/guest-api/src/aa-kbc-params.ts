@@ -36,12 +36,16 @@ export function findAaKbcParams(
 
 /**
  * `<kbc>::<uri>` with exactly one `::` (upstream `AaKbcParams::try_from`); undefined otherwise, and
- * the caller says so in its own error (`aaKbcParamsFormatMessage`).
+ * the caller says so in its own error (`aaKbcParamsFormatMessage`). One addition: a `::` inside
+ * brackets in the URI, as in `cc_kbc::http://[fd00::1]:8080`, is part of an IPv6 address and not a
+ * separator, so a KBS reached by IPv6 address can be named (upstream refuses every such value).
  */
 export function splitAaKbcParams(value: string): AaKbcParams | undefined {
-  const parts = value.split('::');
-  if (parts.length !== 2) return undefined;
-  return { kbc: parts[0] as string, uri: parts[1] as string };
+  const sep = value.indexOf('::');
+  if (sep < 0) return undefined;
+  const uri = value.slice(sep + 2);
+  if (uri.replace(/\[[^\]]*\]/g, '').includes('::')) return undefined;
+  return { kbc: value.slice(0, sep), uri };
 }
 
 /** Upstream's wording for a malformed value, which is shown bounded and with control characters escaped. */

@@ -510,6 +510,8 @@ describe('secret unseal', () => {
     await writeFile(join(dir, 'other.txt'), 'sealed.x');
     const offline = await run(['unseal', '-f', 'other.txt', '-a', 'offline_fs_kbc::null']);
     expect(offline.stderr).toMatch(/`offline_fs_kbc` is not supported here/);
+    const twice = await run(['unseal', '-f', 'other.txt', '-a', 'cc_kbc::http://kbs::8080']);
+    expect(twice.stderr).toMatch(/invalid value 'cc_kbc::http:\/\/kbs::8080' for '--aa-kbc-params'/);
   });
 
   it('asks a data hub with --cdh-socket', async () => {

@@ -29,6 +29,7 @@ import {
   runCommand,
   wantsBacktrace,
 } from '@broker/cli';
+import { splitAaKbcParams } from '@broker/guest-api';
 import { parseKbsUri } from '@broker/protocol';
 import { type OptionSpec, type ParsedArgs, parseArgs, refuseOptions, required, UsageError } from './args.js';
 import { kbsEnvelopePayload } from './envelope.js';
@@ -383,10 +384,11 @@ async function kbsCert(io: SecretCliIo, args: ParsedArgs): Promise<string | unde
 
 /** `<kbc>::<url>`, as the AA's `aa_kbc_params`. */
 function kbcParams(text: string): string {
-  const sep = text.indexOf('::');
-  if (sep < 0) throw new UsageError(`invalid value '${text}' for '--aa-kbc-params': expected <kbc>::<url>`);
-  const name = text.slice(0, sep);
-  const url = text.slice(sep + 2);
+  const params = splitAaKbcParams(text);
+  if (params === undefined) {
+    throw new UsageError(`invalid value '${text}' for '--aa-kbc-params': expected <kbc>::<url>`);
+  }
+  const { kbc: name, uri: url } = params;
   if (name !== 'cc_kbc') {
     throw new CliFailure(
       `the KBC \`${name}\` is not supported here; use cc_kbc::<url>, or --cdh-socket with a hub configured for it`,
