@@ -8,6 +8,8 @@ export {
   JweInvalid,
   JweNotSupported,
   ProtocolError,
+  type ProtocolErrorCode,
+  ProtocolLibraryError,
 } from './errors.js';
 export {
   decodeInitDataAnnotation,

@@ -2,7 +2,7 @@
  * trustee's KBS error variants, their HTTP status and the JSON error body
  * `{"type": ".../errors/<Variant>", "detail": "<Display>"}`.
  */
-import { ProtocolError } from './errors.js';
+import { ProtocolError, ProtocolLibraryError } from './errors.js';
 
 export type KbsErrorKind =
   | 'AdminAuthInitialization'
@@ -86,7 +86,7 @@ export interface KbsErrorBody {
   detail: string;
 }
 
-export class KbsError extends Error {
+export class KbsError extends ProtocolLibraryError {
   override readonly name: string = 'KbsError';
   readonly kind: KbsErrorKind;
   readonly detail: string;
@@ -97,7 +97,7 @@ export class KbsError extends Error {
    */
   constructor(kind: KbsErrorKind, detail?: string, options?: { cause?: unknown }) {
     const d = detail ?? formatKbsErrorDetail(kind);
-    super(`${kind}: ${d}`, options);
+    super('KBS_ERROR', `${kind}: ${d}`, options);
     this.kind = kind;
     this.detail = d;
     this.status = kbsErrorStatus(kind);
