@@ -10,7 +10,7 @@
  * as clap's do: `kbs-client --url U config --auth-private-key K set-resource ...`).
  */
 import { parseArgs } from 'node:util';
-import { backtraceOf, describeFailure, wantsBacktrace } from './errors.js';
+import { backtraceOf, CliError, describeFailure, wantsBacktrace } from './errors.js';
 import { versionLine } from './version.js';
 
 export interface OptionSpec {
@@ -69,15 +69,18 @@ export const processIo: CommandIo = {
 };
 
 /** A command line the command cannot run: exit 2 with `Run '<command> --help' for usage.` */
-export class UsageError extends Error {
+export class UsageError extends CliError {
   override readonly name: string = 'UsageError';
+  constructor(message?: string, options?: { cause?: unknown }) {
+    super('USAGE_INVALID', message, options);
+  }
 }
 
-/** A failure already reported to the user: exit with `code`, print nothing more. */
-export class CommandExit extends Error {
+/** A failure already reported to the user: exit with `status`, print nothing more. */
+export class CommandExit extends CliError {
   override readonly name: string = 'CommandExit';
-  constructor(readonly code: number) {
-    super(`exit ${code}`);
+  constructor(readonly status: number) {
+    super('COMMAND_EXIT', `exit ${status}`);
   }
 }
 
@@ -242,7 +245,7 @@ export async function runCommand<O extends OptionSpecs>(
     }
     return await body(outcome.parsed);
   } catch (e) {
-    if (e instanceof CommandExit) return e.code;
+    if (e instanceof CommandExit) return e.status;
     if (e instanceof UsageError) return reportUsageError(spec.name, e.message, io);
     io.err(`${spec.name.split(' ')[0]}: ${describeFailure(e)}\n`);
     if (wantsBacktrace(io.env ?? process.env)) io.err(backtraceOf(e));

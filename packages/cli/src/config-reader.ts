@@ -5,8 +5,13 @@
 // key therefore never falls back to a default without a word. The KBS, the attestation agent and the
 // data hub all read their files with it; each keeps its own error class and way of naming keys.
 
-export class ConfigError extends Error {
+import { CliError } from './errors.js';
+
+export class ConfigError extends CliError {
   override readonly name: string = 'ConfigError';
+  constructor(message?: string, options?: { cause?: unknown }) {
+    super('CONFIG_INVALID', message, options);
+  }
 }
 
 /** How a reader names keys and which error it throws. */

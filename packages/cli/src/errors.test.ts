@@ -2,7 +2,17 @@ import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
-import { ActionableError, backtraceOf, describeFailure, hintOf, wantsBacktrace, withHint } from './errors.js';
+import { CommandExit, UsageError } from './args.js';
+import { ConfigError } from './config-reader.js';
+import {
+  ActionableError,
+  backtraceOf,
+  CliError,
+  describeFailure,
+  hintOf,
+  wantsBacktrace,
+  withHint,
+} from './errors.js';
 
 function thrown(f: () => unknown): unknown {
   try {
@@ -111,5 +121,18 @@ describe('wantsBacktrace', () => {
     const text = backtraceOf(new Error('outer', { cause: new Error('inner') }));
     expect(text).toMatch(/^Error: outer\n\s+at /);
     expect(text).toMatch(/\nCaused by: Error: inner\n\s+at /);
+  });
+});
+
+describe('CliError', () => {
+  it('is the base of the helpers’ errors, each with its code', () => {
+    const config = new ConfigError('[http_server] sockets: at least one socket is required');
+    expect(config).toBeInstanceOf(CliError);
+    expect(config).toBeInstanceOf(Error);
+    expect(config.code).toBe('CONFIG_INVALID');
+    expect(new UsageError('missing option').code).toBe('USAGE_INVALID');
+    const exit = new CommandExit(3);
+    expect(exit).toBeInstanceOf(CliError);
+    expect([exit.code, exit.status]).toEqual(['COMMAND_EXIT', 3]);
   });
 });

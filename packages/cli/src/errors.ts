@@ -1,5 +1,33 @@
 /** One-line reasons for failures, naming the path of a file-system error. */
 
+/**
+ * What a command-line helper's error says failed. `DirectoryError` carries the system's code (`ENOENT`,
+ * `ENOTDIR`…) so that `hintOf` and `describeError` treat it as they treat Node's own errors.
+ */
+export type CliErrorCode =
+  /** The command line cannot be run (`UsageError`). */
+  | 'USAGE_INVALID'
+  /** A failure already reported to the user; `status` is the exit status (`CommandExit`). */
+  | 'COMMAND_EXIT'
+  /** A configuration document is not one the program accepts (`ConfigError`). */
+  | 'CONFIG_INVALID'
+  /** A failure with a hint saying what the user can do (`ActionableError`). */
+  | 'ACTION_NEEDED'
+  /** A log level setting is not one (`LogLevelError`). */
+  | 'LOG_LEVEL_INVALID'
+  /** A directory could not be created: the system's error code (`DirectoryError`). */
+  | `E${Uppercase<string>}`;
+
+/** Base class of the command-line helpers' errors; callers branch on `code` or on the class. */
+export class CliError extends Error {
+  override readonly name: string = 'CliError';
+  readonly code: CliErrorCode;
+  constructor(code: CliErrorCode, message?: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
 const REASONS: Readonly<Record<string, string>> = {
   ENOENT: 'no such file or directory',
   EACCES: 'permission denied',
@@ -89,14 +117,14 @@ const CERTIFICATE_WORDS =
 const NETWORK_CODE = new RegExp(`\\b(${Object.keys(SYSTEM_HINTS).join('|')})\\b`);
 
 /** An error that says what the user can do about it (printed after the reason). */
-export class ActionableError extends Error {
+export class ActionableError extends CliError {
   override readonly name: string = 'ActionableError';
   constructor(
     message: string,
     readonly hint: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super('ACTION_NEEDED', message, options);
   }
 }
 

@@ -7,16 +7,17 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { CliError, type CliErrorCode } from './errors.js';
 
 /** The error of a directory that could not be created; `path` is the one asked for. */
-export class DirectoryError extends Error {
+export class DirectoryError extends CliError {
   override readonly name: string = 'DirectoryError';
   constructor(
     readonly path: string,
-    readonly code: string,
+    code: string,
     reason: string,
   ) {
-    super(`cannot create directory ${path}: ${reason}`);
+    super(code as CliErrorCode, `cannot create directory ${path}: ${reason}`);
   }
 }
 

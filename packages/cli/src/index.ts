@@ -19,6 +19,8 @@ export { ConfigError, isTable, Section, type SectionStyle } from './config-reade
 export {
   ActionableError,
   backtraceOf,
+  CliError,
+  type CliErrorCode,
   describeError,
   describeFailure,
   hintOf,

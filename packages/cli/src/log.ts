@@ -11,6 +11,7 @@
 import { writeSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import pino, { type Level, type Logger } from 'pino';
+import { CliError } from './errors.js';
 
 export type { Logger } from 'pino';
 export type LogLevel = Level | 'silent';
@@ -34,8 +35,11 @@ const ALLOWED = Object.keys(LEVELS).join(', ');
 const VERBOSITY: readonly LogLevel[] = ['silent', 'fatal', 'error', 'warn', 'info', 'debug', 'trace'];
 
 /** A log level setting that is not one: names the variable (or file key) and the allowed values. */
-export class LogLevelError extends Error {
+export class LogLevelError extends CliError {
   override readonly name: string = 'LogLevelError';
+  constructor(message?: string, options?: { cause?: unknown }) {
+    super('LOG_LEVEL_INVALID', message, options);
+  }
 }
 
 function levelOf(source: string, word: string, whole: string, target: string): LogLevel {
