@@ -1,4 +1,18 @@
 // Error classes of the Rego engine. Each names what failed; messages carry the position when one is known.
+// They share `RegoError`, whose `code` is OPA's name for the failure; callers branch on `code` or the class.
+
+/** Every code a Rego engine error carries: OPA's load-time and topdown codes, and `limit_exceeded`. */
+export type RegoErrorCode = RegoLoadErrorCode | RegoEvalErrorCode | 'limit_exceeded';
+
+/** Base class of the Rego engine's errors. */
+export class RegoError extends Error {
+  readonly code: RegoErrorCode;
+  constructor(code: RegoErrorCode, message: string) {
+    super(message);
+    this.code = code;
+    this.name = 'RegoError';
+  }
+}
 
 /** OPA's codes for load-time errors. */
 export type RegoLoadErrorCode =
@@ -9,15 +23,16 @@ export type RegoLoadErrorCode =
   | 'rego_recursion_error';
 
 /** A policy or query that does not parse or does not compile. */
-export class RegoParseError extends Error {
+export class RegoParseError extends RegoError {
+  declare readonly code: RegoLoadErrorCode;
   constructor(
     readonly file: string,
     readonly line: number,
     readonly col: number,
     readonly detail: string,
-    readonly code: RegoLoadErrorCode = 'rego_parse_error',
+    code: RegoLoadErrorCode = 'rego_parse_error',
   ) {
-    super(`${file}:${line}:${col}: ${detail}`);
+    super(code, `${file}:${line}:${col}: ${detail}`);
     this.name = 'RegoParseError';
   }
 }
@@ -34,15 +49,16 @@ export type RegoEvalErrorCode =
   | 'rego_compile_error';
 
 /** An error raised while evaluating a query (conflicts, builtin errors in strict mode, recursion). */
-export class RegoEvalError extends Error {
+export class RegoEvalError extends RegoError {
+  declare readonly code: RegoEvalErrorCode;
   constructor(
-    readonly code: RegoEvalErrorCode,
+    code: RegoEvalErrorCode,
     message: string,
     readonly file?: string,
     readonly line?: number,
     readonly col?: number,
   ) {
-    super(file !== undefined ? `${file}:${line}:${col}: ${message}` : message);
+    super(code, file !== undefined ? `${file}:${line}:${col}: ${message}` : message);
     this.detail = message;
     this.name = 'RegoEvalError';
   }
@@ -76,12 +92,13 @@ export type RegoLimitKind =
   | 'regex_size';
 
 /** A configured limit was exceeded; evaluation stops and the result is an error, never a partial answer. */
-export class RegoLimitError extends Error {
+export class RegoLimitError extends RegoError {
+  declare readonly code: 'limit_exceeded';
   constructor(
     readonly limit: RegoLimitKind,
     message: string,
   ) {
-    super(message);
+    super('limit_exceeded', message);
     this.name = 'RegoLimitError';
   }
 }

@@ -12,6 +12,8 @@ export {
   type QueryResults,
 } from './engine.js';
 export {
+  RegoError,
+  type RegoErrorCode,
   RegoEvalError,
   type RegoEvalErrorCode,
   RegoLimitError,

@@ -1,4 +1,5 @@
 // The contract between the evaluator and builtin functions.
+import { RegoError } from '../errors.js';
 import { ObjectValue, SetValue, type TypeName, typeName, type Value } from '../value.js';
 
 export interface BuiltinContext {
@@ -24,17 +25,16 @@ export interface BuiltinDef {
 
 export type BuiltinCode = 'eval_type_error' | 'eval_builtin_error';
 
-export class BuiltinError extends Error {
-  readonly code: BuiltinCode;
+export class BuiltinError extends RegoError {
+  declare readonly code: BuiltinCode;
 
   constructor(code: BuiltinCode, message: string) {
     // Builtin errors are expected outcomes (non-strict evaluation turns them into undefined), thrown on
     // hot paths; the message names the builtin, so a stack trace would only cost time.
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
-    super(message);
+    super(code, message);
     Error.stackTraceLimit = limit;
-    this.code = code;
     this.name = 'BuiltinError';
   }
 }

@@ -1,5 +1,6 @@
 // Encoding builtins: base64, base64url, hex, JSON, YAML and URL query strings.
 import { parseAllDocuments, parse as parseYAML, stringify as stringifyYAML, type Tags } from 'yaml';
+import { RegoEvalError } from '../errors.js';
 import { fromJSON, ObjectValue, SetValue, type Value } from '../value.js';
 import {
   argObject,
@@ -57,11 +58,12 @@ export function yamlToValue(text: string): Value {
 }
 
 function yamlNode(x: unknown, depth: number): Value {
-  if (depth > 1000) throw new Error('exceeded max depth');
+  if (depth > 1000) throw new RegoEvalError('eval_builtin_error', 'exceeded max depth');
   if (x === undefined || x === null) return null;
   if (typeof x === 'bigint') return fromJSON(x);
   if (typeof x === 'number') {
-    if (!Number.isFinite(x)) throw new Error(`yaml: cannot represent ${x} in JSON`);
+    if (!Number.isFinite(x))
+      throw new RegoEvalError('eval_builtin_error', `yaml: cannot represent ${x} in JSON`);
     return x;
   }
   if (typeof x === 'string' || typeof x === 'boolean') return x;
@@ -78,7 +80,7 @@ function yamlNode(x: unknown, depth: number): Value {
     for (const [k, v] of Object.entries(x as Record<string, unknown>)) o.set(k, yamlNode(v, depth + 1));
     return o;
   }
-  throw new Error(`yaml: unsupported value ${String(x)}`);
+  throw new RegoEvalError('eval_builtin_error', `yaml: unsupported value ${String(x)}`);
 }
 
 function toPlain(v: Value): unknown {

@@ -2,6 +2,7 @@
 //
 // Not here, because they are not plain functions of their arguments, and belong to the evaluator:
 // `eq` (=), `assign` (:=), `print`/`internal.print`, `trace` and `walk` (a relation with many results).
+import { RegoEvalError } from '../errors.js';
 import { aggregateBuiltins } from './aggregates.js';
 import { type BuiltinDef, type BuiltinTable, builtinError } from './api.js';
 import { arrayBuiltins } from './arrays.js';
@@ -75,7 +76,7 @@ function merge(tables: readonly BuiltinTable[]): Map<string, BuiltinDef> {
   const out = new Map<string, BuiltinDef>();
   for (const t of tables) {
     for (const [name, def] of Object.entries(t)) {
-      if (out.has(name)) throw new Error(`builtin defined twice: ${name}`);
+      if (out.has(name)) throw new RegoEvalError('eval_internal_error', `builtin defined twice: ${name}`);
       out.set(name, guarded(name, def));
     }
   }
