@@ -2,6 +2,7 @@
  * Where a ttrpc endpoint lives: a unix socket path or a TCP host/port.
  * Upstream tools write these as `unix:///run/…/x.sock` or `tcp://host:port`.
  */
+import { TtrpcLibraryError } from './errors.js';
 
 export interface UnixAddress {
   readonly path: string;
@@ -12,11 +13,11 @@ export interface TcpAddress {
 }
 export type TtrpcAddress = UnixAddress | TcpAddress;
 
-export class InvalidTtrpcAddress extends Error {
+export class InvalidTtrpcAddress extends TtrpcLibraryError {
   override readonly name: string = 'InvalidTtrpcAddress';
   readonly input: string;
   constructor(input: string, reason: string) {
-    super(`invalid ttrpc address ${JSON.stringify(input.slice(0, 200))}: ${reason}`);
+    super('ADDRESS_INVALID', `invalid ttrpc address ${JSON.stringify(input.slice(0, 200))}: ${reason}`);
     this.input = input;
   }
 }

@@ -17,6 +17,8 @@ export {
   TtrpcClosedError,
   TtrpcConnectError,
   TtrpcError,
+  type TtrpcErrorCode,
+  TtrpcLibraryError,
   TtrpcProtocolError,
 } from './errors.js';
 export {

@@ -17,7 +17,7 @@ import {
   responseCodec,
   type StatusMessage,
 } from './envelope.js';
-import { ProtoDecodeError, type StatusDetail, TtrpcError } from './errors.js';
+import { ProtoDecodeError, type StatusDetail, TtrpcError, TtrpcLibraryError } from './errors.js';
 import {
   DEFAULT_MAX_MESSAGE_SIZE,
   encodeFrame,
@@ -135,7 +135,8 @@ export class TtrpcServer {
 
   /** Adds a service. Method names are matched exactly; registering a service twice throws. */
   register(service: string, methods: ServiceMethods): void {
-    if (this.services.has(service)) throw new Error(`duplicate service ${service} registered`);
+    if (this.services.has(service))
+      throw new TtrpcLibraryError('SERVICE_DUPLICATE', `duplicate service ${service} registered`);
     const table = new Map<string, UnaryHandler>();
     for (const [name, handler] of Object.entries(methods)) {
       if (typeof handler !== 'function') throw new TypeError(`${service}/${name}: handler is not a function`);
@@ -150,7 +151,7 @@ export class TtrpcServer {
    * and the call fails. Resolves with the bound address (TCP port 0 picks one).
    */
   async listen(options: ListenOptions): Promise<TtrpcAddress> {
-    if (this.closing) throw new Error(SERVER_CLOSED_MESSAGE);
+    if (this.closing) throw new TtrpcLibraryError('SERVER_CLOSED', SERVER_CLOSED_MESSAGE);
     const server = net.createServer({ noDelay: true }, (socket) => this.serveSocket(socket));
     server.on('error', (err) => this.logger.error({ err: err.message }, 'ttrpc: listener failed'));
     if (isUnixAddress(options)) {
@@ -177,7 +178,7 @@ export class TtrpcServer {
   private adopt(server: net.Server): void {
     if (this.closing) {
       server.close();
-      throw new Error(SERVER_CLOSED_MESSAGE);
+      throw new TtrpcLibraryError('SERVER_CLOSED', SERVER_CLOSED_MESSAGE);
     }
     this.listeners.add(server);
   }
@@ -545,6 +546,10 @@ async function removeStaleSocket(path: string): Promise<void> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw err;
   }
-  if (!st.isSocket()) throw new Error(`refusing to replace ${path}: it exists and is not a socket`);
+  if (!st.isSocket())
+    throw new TtrpcLibraryError(
+      'SOCKET_PATH_TAKEN',
+      `refusing to replace ${path}: it exists and is not a socket`,
+    );
   await unlink(path);
 }
