@@ -88,6 +88,7 @@ export {
 export {
   SwtpmLaunchError,
   TpmError,
+  type TpmErrorCode,
   TpmLibraryError,
   TpmParseError,
   TpmTransportError,
