@@ -4,11 +4,13 @@
  * `signature.FromBlob` blob). It is how skopeo stores an image with its
  * signatures on disk, and how containers/image's signature fixtures are kept.
  */
+
 import { createReadStream } from 'node:fs';
 import { readFile, realpath, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { digestHex, parseDigest } from './digest.js';
+import { ImageError } from './errors.js';
 import { goFileError, type PolicyImage } from './evaluate.js';
 import { goQuote } from './json.js';
 import {
@@ -30,13 +32,14 @@ async function readLimited(path: string, limit: number): Promise<Buffer> {
   try {
     size = (await stat(path)).size;
   } catch (e) {
-    throw new Error(goFileError('open', path, e));
+    throw new ImageError(goFileError('open', path, e), { code: 'DIR_IMAGE_UNREADABLE' });
   }
-  if (size > limit) throw new Error(`${path} is larger than ${limit} bytes`);
+  if (size > limit)
+    throw new ImageError(`${path} is larger than ${limit} bytes`, { code: 'DIR_IMAGE_UNREADABLE' });
   try {
     return await readFile(path);
   } catch (e) {
-    throw new Error(goFileError('open', path, e));
+    throw new ImageError(goFileError('open', path, e), { code: 'DIR_IMAGE_UNREADABLE' });
   }
 }
 
@@ -89,7 +92,7 @@ export async function openDirImage(path: string, options: OpenDirImageOptions = 
   try {
     resolved = await realpath(dir);
   } catch (e) {
-    throw new Error(goFileError('lstat', dir, e));
+    throw new ImageError(goFileError('lstat', dir, e), { code: 'DIR_IMAGE_UNREADABLE' });
   }
   return {
     ...common,
@@ -123,15 +126,19 @@ async function readDirSignatures(dir: string): Promise<UntrustedSignature[]> {
       blob = await readFile(file);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return out;
-      throw new Error(goFileError('open', file, e));
+      throw new ImageError(goFileError('open', file, e), { code: 'SIGNATURE_UNREADABLE' });
     }
     if (blob.byteLength > MAX_SIGNATURE_BYTES)
-      throw new Error(`parsing signature ${goQuote(file)}: too large`);
+      throw new ImageError(`parsing signature ${goQuote(file)}: too large`, { code: 'SIGNATURE_UNREADABLE' });
     try {
       out.push(signatureFromBlob(blob));
     } catch (e) {
-      throw new Error(`parsing signature ${goQuote(file)}: ${(e as Error).message}`);
+      throw new ImageError(`parsing signature ${goQuote(file)}: ${(e as Error).message}`, {
+        code: 'SIGNATURE_UNREADABLE',
+      });
     }
   }
-  throw new Error(`more than ${MAX_DIR_SIGNATURES} signatures in ${dir}`);
+  throw new ImageError(`more than ${MAX_DIR_SIGNATURES} signatures in ${dir}`, {
+    code: 'SIGNATURE_UNREADABLE',
+  });
 }

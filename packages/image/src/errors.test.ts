@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseDigest } from './digest.js';
 import { ImageError } from './errors.js';
+import { parsePlatform } from './manifest.js';
 import { ImagePullError } from './pull.js';
 import { parseImageReference } from './reference.js';
 import { DigestMismatchError, RegistryError } from './registry/client.js';
@@ -27,5 +28,24 @@ describe('image errors', () => {
     }
     expect(ImagePullError.prototype).toBeInstanceOf(ImageError);
     expect(new RegistryError('why', 404, 'MANIFEST_UNKNOWN').code).toBe('MANIFEST_UNKNOWN');
+  });
+
+  it('RegistryError is an ImageError and keeps the registry code', () => {
+    const e = new RegistryError('why', 404, 'MANIFEST_UNKNOWN');
+    expect(e).toBeInstanceOf(ImageError);
+    expect(e.code).toBe('MANIFEST_UNKNOWN');
+    expect(new RegistryError('why', 500).code).toBeUndefined();
+  });
+
+  it('plain failures are ImageErrors with a code, not bare Errors', () => {
+    let caught: unknown;
+    try {
+      parsePlatform('linux');
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(ImageError);
+    expect((caught as ImageError).code).toBe('PLATFORM_INVALID');
+    expect((caught as ImageError).message).toBe('invalid platform "linux": expected os/arch[/variant]');
   });
 });

@@ -12,6 +12,7 @@
 import type { KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { digestAlgorithm, digestOf, parseDigest } from './digest.js';
+import { ImageError } from './errors.js';
 import { type GpgKeyring, loadGpgKeyring, verifySimpleSigning } from './gpg.js';
 import { matchesDockerReference } from './identity.js';
 import { goQuote } from './json.js';
@@ -106,15 +107,16 @@ export function goFileError(op: string, path: string, e: unknown): string {
 
 /** The default key reader: a local file of at most `MAX_KEY_BYTES`. */
 export async function readKeyFile(path: string): Promise<Uint8Array> {
-  if (path.includes('://')) throw new Error(`no resolver for key path ${goQuote(path)}`);
+  if (path.includes('://'))
+    throw new ImageError(`no resolver for key path ${goQuote(path)}`, { code: 'POLICY_UNSUPPORTED' });
   let bytes: Buffer;
   try {
     bytes = await readFile(path);
   } catch (e) {
-    throw new Error(goFileError('open', path, e));
+    throw new ImageError(goFileError('open', path, e), { code: 'KEY_UNUSABLE' });
   }
   if (bytes.byteLength > MAX_KEY_BYTES)
-    throw new Error(`key file ${path} is larger than ${MAX_KEY_BYTES} bytes`);
+    throw new ImageError(`key file ${path} is larger than ${MAX_KEY_BYTES} bytes`, { code: 'KEY_UNUSABLE' });
   return bytes;
 }
 
@@ -144,7 +146,7 @@ export async function loadPublicKeys(
     try {
       return parsePublicKeyPem(pem);
     } catch (e) {
-      throw new Error(`parsing public key ${i + 1}: ${(e as Error).message}`);
+      throw new ImageError(`parsing public key ${i + 1}: ${(e as Error).message}`, { code: 'KEY_UNUSABLE' });
     }
   });
 }
@@ -243,12 +245,17 @@ async function sigstoreAllows(
       keys ??= loadPublicKeys(req.keySource, readKey);
       const trusted = await keys;
       const b64 = sig.annotations[SIGSTORE_SIGNATURE_ANNOTATION];
-      if (b64 === undefined) throw new Error(`missing ${SIGSTORE_SIGNATURE_ANNOTATION} annotation`);
+      if (b64 === undefined)
+        throw new ImageError(`missing ${SIGSTORE_SIGNATURE_ANNOTATION} annotation`, {
+          code: 'SIGNATURE_REJECTED',
+        });
       const payload = await verifySigstorePayload(trusted, sig.payload, b64, {
         validateManifestDigest: manifestDigestRule(image),
         validateDockerReference: (ref) => {
           if (!matchesDockerReference(req.signedIdentity, image.dockerReference, ref)) {
-            throw new Error(`Signature for identity ${goQuote(ref)} is not accepted`);
+            throw new ImageError(`Signature for identity ${goQuote(ref)} is not accepted`, {
+              code: 'SIGNATURE_REJECTED',
+            });
           }
         },
       });
@@ -280,7 +287,8 @@ function manifestDigestRule(image: PolicyImage): (digest: string) => Promise<voi
     const algorithm = digestAlgorithm(parseDigest(digest));
     const ok =
       digestOf(manifest, algorithm) === digest || (image.extraManifestDigests ?? []).includes(digest);
-    if (!ok) throw new Error(`Signature for digest ${digest} does not match`);
+    if (!ok)
+      throw new ImageError(`Signature for digest ${digest} does not match`, { code: 'SIGNATURE_REJECTED' });
   };
 }
 
@@ -308,13 +316,18 @@ async function signedByAllows(
   for (const sig of sigs) {
     if (sig.format !== 'simple-signing') continue;
     try {
-      if (req.keyType !== 'GPGKeys') throw new Error(`Unimplemented "keyType" value ${goQuote(req.keyType)}`);
+      if (req.keyType !== 'GPGKeys')
+        throw new ImageError(`Unimplemented "keyType" value ${goQuote(req.keyType)}`, {
+          code: 'POLICY_UNSUPPORTED',
+        });
       keyring ??= keyBytes(req.keySource, readKey).then(loadGpgKeyring);
       const payload = await verifySimpleSigning(await keyring, sig.blob, {
         validateManifestDigest: manifestDigestRule(image),
         validateDockerReference: (ref) => {
           if (!matchesDockerReference(req.signedIdentity, image.dockerReference, ref)) {
-            throw new Error(`Signature for identity ${goQuote(ref)} is not accepted`);
+            throw new ImageError(`Signature for identity ${goQuote(ref)} is not accepted`, {
+              code: 'SIGNATURE_REJECTED',
+            });
           }
         },
       });

@@ -13,7 +13,9 @@
  *   longer vouches for anything);
  * - the signature itself must not have expired.
  */
+
 import type * as openpgp from 'openpgp';
+import { ImageError } from './errors.js';
 import { type OpenpgpModule, openpgpModule } from './openpgp-module.js';
 import { InvalidSignatureError, parseSimpleSigningPayload, type SigstorePayload } from './sigstore.js';
 
@@ -61,11 +63,11 @@ export async function loadGpgKeyring(blobs: readonly Uint8Array[]): Promise<GpgK
           ? await pgp.readKeys({ armoredKeys: bytes.toString('utf8') })
           : await pgp.readKeys({ binaryKeys: bytes });
     } catch (e) {
-      throw new Error(`parsing GPG key ${i + 1}: ${(e as Error).message}`);
+      throw new ImageError(`parsing GPG key ${i + 1}: ${(e as Error).message}`, { code: 'KEY_UNUSABLE' });
     }
     for (const k of read) keys.push(k.isPrivate() ? k.toPublic() : (k as openpgp.PublicKey));
   }
-  if (keys.length === 0) throw new Error('No public keys imported');
+  if (keys.length === 0) throw new ImageError('No public keys imported', { code: 'KEY_UNUSABLE' });
   return { keys, fingerprints: keys.map((k) => k.getFingerprint().toUpperCase()) };
 }
 

@@ -222,11 +222,13 @@ export function defaultLookasideFetcher(
       try {
         const size = (await stat(path)).size;
         if (size > MAX_SIGNATURE_BYTES)
-          throw new Error(`${path} is larger than ${MAX_SIGNATURE_BYTES} bytes`);
+          throw new ImageError(`${path} is larger than ${MAX_SIGNATURE_BYTES} bytes`, {
+            code: 'SIGNATURE_UNREADABLE',
+          });
         return await readFile(path);
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw new Error(goFileError('open', path, e));
+        throw new ImageError(goFileError('open', path, e), { code: 'SIGNATURE_UNREADABLE' });
       }
     }
     if (url.protocol === 'http:' || url.protocol === 'https:') {
@@ -241,11 +243,15 @@ export function defaultLookasideFetcher(
       }
       if (res.status !== 200) {
         res.body.resume();
-        throw new Error(`reading signature from ${url.href}: status ${res.status}`);
+        throw new ImageError(`reading signature from ${url.href}: status ${res.status}`, {
+          code: 'SIGNATURE_UNREADABLE',
+        });
       }
       return readBody(res.body, MAX_SIGNATURE_BYTES, `signature ${url.href}`);
     }
-    throw new Error(`Unsupported scheme when reading signature from ${url.href}`);
+    throw new ImageError(`Unsupported scheme when reading signature from ${url.href}`, {
+      code: 'SIGNATURE_UNREADABLE',
+    });
   };
   return Object.assign(fetcher, { close: () => http?.close() });
 }
@@ -260,8 +266,9 @@ export async function readLookasideSignatures(
   const out: UntrustedSignature[] = [];
   for (let i = 1; ; i++) {
     if (i > MAX_LOOKASIDE_SIGNATURES) {
-      throw new Error(
+      throw new ImageError(
         `server provided ${MAX_LOOKASIDE_SIGNATURES} signatures, assuming that's unreasonable and a server error`,
+        { code: 'SIGNATURE_UNREADABLE' },
       );
     }
     const url = lookasideSignatureUrl(base, ref, manifestDigest, i);
@@ -270,7 +277,9 @@ export async function readLookasideSignatures(
     try {
       out.push(signatureFromBlob(blob));
     } catch (e) {
-      throw new Error(`parsing signature ${goQuote(url.href)}: ${(e as Error).message}`);
+      throw new ImageError(`parsing signature ${goQuote(url.href)}: ${(e as Error).message}`, {
+        code: 'SIGNATURE_UNREADABLE',
+      });
     }
   }
 }
@@ -304,7 +313,9 @@ export function parseSignatureList(body: Uint8Array): UntrustedSignature[] {
     };
   });
   if (out.length > MAX_LOOKASIDE_SIGNATURES)
-    throw new Error(`the registry listed more than ${MAX_LOOKASIDE_SIGNATURES} signatures`);
+    throw new ImageError(`the registry listed more than ${MAX_LOOKASIDE_SIGNATURES} signatures`, {
+      code: 'SIGNATURE_UNREADABLE',
+    });
   return out;
 }
 

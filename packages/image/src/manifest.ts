@@ -330,7 +330,9 @@ export function parsePlatform(s: string): Platform {
   const parts = s.split('/');
   const [os, architecture, variant] = parts;
   if (parts.length < 2 || parts.length > 3 || !os || !architecture || variant === '') {
-    throw new Error(`invalid platform ${JSON.stringify(s)}: expected os/arch[/variant]`);
+    throw new ImageError(`invalid platform ${JSON.stringify(s)}: expected os/arch[/variant]`, {
+      code: 'PLATFORM_INVALID',
+    });
   }
   return { os, architecture, ...(variant !== undefined ? { variant } : {}) };
 }

@@ -281,7 +281,8 @@ export async function openDirSource(image: DirImage): Promise<ImageSource> {
       return raw.pipe(verify);
     },
     blobBytes: async (d, limit) => {
-      if (d.size > limit) throw new Error(`blob ${d.digest} exceeds ${limit} bytes`);
+      if (d.size > limit)
+        throw new ImageError(`blob ${d.digest} exceeds ${limit} bytes`, { code: 'BLOB_TOO_LARGE' });
       const chunks: Buffer[] = [];
       const verify = new VerifyingStream(d);
       const raw = image.blob(d.digest);
@@ -579,7 +580,8 @@ async function placeRootfs(work: string, rootfs: string): Promise<void> {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
   if (existing !== undefined) {
-    if (existing.length > 0) throw new Error(`${rootfs} exists and is not empty`);
+    if (existing.length > 0)
+      throw new ImageError(`${rootfs} exists and is not empty`, { code: 'ROOTFS_NOT_EMPTY' });
     await rmdir(rootfs);
   }
   await rename(work, rootfs);

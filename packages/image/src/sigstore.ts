@@ -242,7 +242,9 @@ export function verifyPayloadSignature(
   signature: Uint8Array,
 ): void {
   if (keys.length === 0)
-    throw new Error('Need at least one public key to verify the sigstore payload, but got 0');
+    throw new ImageError('Need at least one public key to verify the sigstore payload, but got 0', {
+      code: 'KEY_UNUSABLE',
+    });
   const failures: string[] = [];
   for (const key of keys) {
     const failure = verifyWithKey(key, payload, signature);

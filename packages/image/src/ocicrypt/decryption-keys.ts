@@ -86,7 +86,9 @@ export async function unwrappersFromArguments(
     try {
       const key = parseJwePrivateKey(bytes, file);
       if (protocol === 'pkcs7' && key.asymmetricKeyType !== 'rsa') {
-        throw new Error(`${file}: a ${key.asymmetricKeyType} key cannot open pkcs7 (RSA only)`);
+        throw new ImageError(`${file}: a ${key.asymmetricKeyType} key cannot open pkcs7 (RSA only)`, {
+          code: 'KEY_UNUSABLE',
+        });
       }
       if (protocol !== 'pkcs7') jweKeys.push(key);
       if (key.asymmetricKeyType === 'rsa') pkcs7Keys.push(key);

@@ -33,6 +33,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { digestOf } from '../digest.js';
+import { ImageError } from '../errors.js';
 import {
   currentPlatform,
   type Descriptor,
@@ -87,7 +88,9 @@ function publicKeyOf(bytes: Buffer, file: string): KeyObject {
         ? createPublicKey({ key: JSON.parse(text) as import('node:crypto').JsonWebKey, format: 'jwk' })
         : createPublicKey({ key: bytes, format: 'der', type: 'spki' });
     if (key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'ec') {
-      throw new Error(`a ${key.asymmetricKeyType} key cannot wrap ocicrypt's JWE (RSA or EC only)`);
+      throw new ImageError(`a ${key.asymmetricKeyType} key cannot wrap ocicrypt's JWE (RSA or EC only)`, {
+        code: 'KEY_UNUSABLE',
+      });
     }
     return key;
   } catch (e) {
@@ -207,9 +210,12 @@ export async function encryptRegistryImage(
     readonly spoolParent?: string;
   } = {},
 ): Promise<string> {
-  if (wrappers.length === 0) throw new Error('no --encryption-key given');
+  if (wrappers.length === 0)
+    throw new ImageError('no --encryption-key given', { code: 'ENCRYPT_REQUEST_INVALID' });
   if (dest.digest !== undefined)
-    throw new Error('the destination must be a tag: encrypting changes the manifest digest');
+    throw new ImageError('the destination must be a tag: encrypting changes the manifest digest', {
+      code: 'ENCRYPT_REQUEST_INVALID',
+    });
   const from = { domain: src.domain, path: src.path };
   const to = { domain: dest.domain, path: dest.path };
   let top = await client.getManifest(from, src.digest ?? src.tag ?? 'latest');
@@ -219,7 +225,8 @@ export async function encryptRegistryImage(
     top = await client.getManifest(from, chosen.digest);
     parsed = parseManifest(top.bytes, top.contentType);
   }
-  if (parsed.kind !== 'manifest') throw new Error('expected an image manifest');
+  if (parsed.kind !== 'manifest')
+    throw new ImageError('expected an image manifest', { code: 'ENCRYPT_REQUEST_INVALID' });
   const config = await client.getBlobBytes(from, parsed.config, 4 * 1024 * 1024);
   await client.pushBlob(to, config);
   const layers: Descriptor[] = [];
@@ -227,10 +234,14 @@ export async function encryptRegistryImage(
   try {
     for (const [n, layer] of parsed.layers.entries()) {
       if (layer.mediaType.endsWith(ENCRYPTED_SUFFIX))
-        throw new Error(`layer ${layer.digest} is already encrypted`);
+        throw new ImageError(`layer ${layer.digest} is already encrypted`, {
+          code: 'ENCRYPT_REQUEST_INVALID',
+        });
       const mediaType = OCI_LAYER_TYPE[layer.mediaType];
       if (mediaType === undefined)
-        throw new Error(`layer ${layer.digest}: cannot encrypt media type ${layer.mediaType}`);
+        throw new ImageError(`layer ${layer.digest}: cannot encrypt media type ${layer.mediaType}`, {
+          code: 'ENCRYPT_REQUEST_INVALID',
+        });
       const file = join(spool, `${n}.blob`);
       // getBlob's stream fails unless the plain blob has the descriptor's size and digest.
       const encrypted = await encryptLayerStream(

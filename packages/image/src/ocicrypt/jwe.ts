@@ -6,8 +6,10 @@
  * Go also honours `RSA-OAEP-256` and `ECDH-ES+A128KW`/`A192KW`. The JOSE
  * work is `jose`'s; only those algorithms are allowed.
  */
+
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { flattenedDecrypt, generalDecrypt } from 'jose';
+import { ImageError } from '../errors.js';
 import type { KeyUnwrapper } from './unwrap.js';
 
 const KEY_ALGORITHMS = ['RSA-OAEP', 'RSA-OAEP-256', 'ECDH-ES+A128KW', 'ECDH-ES+A192KW', 'ECDH-ES+A256KW'];
@@ -31,14 +33,18 @@ export function parseJwePrivateKey(bytes: Uint8Array, name = 'key'): KeyObject {
     try {
       const key = attempt();
       if (key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'ec') {
-        throw new Error(`a ${key.asymmetricKeyType} key cannot unwrap ocicrypt's JWE (RSA or EC only)`);
+        throw new ImageError(`a ${key.asymmetricKeyType} key cannot unwrap ocicrypt's JWE (RSA or EC only)`, {
+          code: 'KEY_UNUSABLE',
+        });
       }
       return key;
     } catch (e) {
       last = e;
     }
   }
-  throw new Error(`${name}: not a usable RSA or EC private key: ${(last as Error).message}`);
+  throw new ImageError(`${name}: not a usable RSA or EC private key: ${(last as Error).message}`, {
+    code: 'KEY_UNUSABLE',
+  });
 }
 
 /** Unwraps `jwe` keys with any of `keys`. */
@@ -50,10 +56,10 @@ export function jweUnwrapper(keys: readonly KeyObject[]): KeyUnwrapper {
       try {
         jwe = JSON.parse(Buffer.from(blob).toString('utf8'));
       } catch (e) {
-        throw new Error(`the JWE is not JSON: ${(e as Error).message}`);
+        throw new ImageError(`the JWE is not JSON: ${(e as Error).message}`, { code: 'KEY_PACKET_INVALID' });
       }
       if (typeof jwe !== 'object' || jwe === null || Array.isArray(jwe))
-        throw new Error('the JWE is not a JSON object');
+        throw new ImageError('the JWE is not a JSON object', { code: 'KEY_PACKET_INVALID' });
       const options = {
         keyManagementAlgorithms: KEY_ALGORITHMS,
         contentEncryptionAlgorithms: CONTENT_ALGORITHMS,

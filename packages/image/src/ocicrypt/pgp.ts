@@ -8,7 +8,9 @@
  * writes (unauthenticated encryption, compression that expands past the
  * options' size limit).
  */
+
 import type * as openpgp from 'openpgp';
+import { ImageError } from '../errors.js';
 import { type OpenpgpModule, openpgpModule } from '../openpgp-module.js';
 import type { KeyWrapper } from './encrypt.js';
 import { MAX_OPTIONS_BYTES } from './options.js';
@@ -38,9 +40,11 @@ export async function readPgpPublicKeys(bytes: Uint8Array, name = 'keyring'): Pr
       ? await pgp.readKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
       : await pgp.readKeys({ binaryKeys: bytes });
   } catch (e) {
-    throw new Error(`${name}: not an OpenPGP keyring: ${(e as Error).message}`);
+    throw new ImageError(`${name}: not an OpenPGP keyring: ${(e as Error).message}`, {
+      code: 'KEY_UNUSABLE',
+    });
   }
-  if (keys.length === 0) throw new Error(`${name}: no OpenPGP key in it`);
+  if (keys.length === 0) throw new ImageError(`${name}: no OpenPGP key in it`, { code: 'KEY_UNUSABLE' });
   return keys.map((k) => (k.isPrivate() ? k.toPublic() : (k as openpgp.PublicKey)));
 }
 
@@ -60,20 +64,28 @@ export async function readPgpPrivateKeys(
       ? await pgp.readPrivateKeys({ armoredKeys: Buffer.from(bytes).toString('utf8') })
       : await pgp.readPrivateKeys({ binaryKeys: bytes });
   } catch (e) {
-    throw new Error(`${name}: not an OpenPGP secret key: ${(e as Error).message}`);
+    throw new ImageError(`${name}: not an OpenPGP secret key: ${(e as Error).message}`, {
+      code: 'KEY_UNUSABLE',
+    });
   }
-  if (keys.length === 0) throw new Error(`${name}: no OpenPGP secret key in it`);
+  if (keys.length === 0)
+    throw new ImageError(`${name}: no OpenPGP secret key in it`, { code: 'KEY_UNUSABLE' });
   const opened: openpgp.PrivateKey[] = [];
   for (const key of keys) {
     const id = key.getKeyID().toHex().toUpperCase();
     if (key.isDecrypted()) opened.push(key);
     else if (passphrase === undefined)
-      throw new Error(`${name}: the OpenPGP secret key ${id} is passphrase-protected (no passphrase given)`);
+      throw new ImageError(
+        `${name}: the OpenPGP secret key ${id} is passphrase-protected (no passphrase given)`,
+        { code: 'KEY_UNUSABLE' },
+      );
     else {
       try {
         opened.push(await pgp.decryptKey({ privateKey: key, passphrase }));
       } catch (e) {
-        throw new Error(`${name}: the OpenPGP secret key ${id} does not open: ${(e as Error).message}`);
+        throw new ImageError(`${name}: the OpenPGP secret key ${id} does not open: ${(e as Error).message}`, {
+          code: 'KEY_UNUSABLE',
+        });
       }
     }
   }
@@ -103,7 +115,9 @@ export function pgpUnwrapper(keys: readonly openpgp.PrivateKey[]): KeyUnwrapper 
       try {
         message = await pgp.readMessage({ binaryMessage: blob, config });
       } catch (e) {
-        throw new Error(`the pgp packet is not an OpenPGP message: ${(e as Error).message}`);
+        throw new ImageError(`the pgp packet is not an OpenPGP message: ${(e as Error).message}`, {
+          code: 'KEY_PACKET_INVALID',
+        });
       }
       try {
         const { data } = await pgp.decrypt({

@@ -14,6 +14,7 @@
  * - Writing: AES-256-CBC content, RSA PKCS#1 v1.5 key transport by issuer
  *   and serial number, which both Mozilla's pkcs7 (skopeo) and OpenSSL read.
  */
+
 import {
   constants,
   createCipheriv,
@@ -24,6 +25,7 @@ import {
   randomBytes,
   X509Certificate,
 } from 'node:crypto';
+import { ImageError } from '../errors.js';
 import {
   childrenOf,
   contents,
@@ -186,7 +188,9 @@ export function pkcs7Unwrapper(keys: readonly KeyObject[]): KeyUnwrapper {
       try {
         data = parseEnvelopedData(blob);
       } catch (e) {
-        throw new Error(`the pkcs7 packet is not an EnvelopedData: ${(e as Error).message}`);
+        throw new ImageError(`the pkcs7 packet is not an EnvelopedData: ${(e as Error).message}`, {
+          code: 'KEY_PACKET_INVALID',
+        });
       }
       if (data.encryptedKeys.length === 0)
         return { failed: 'no RSA key-transport recipient in the EnvelopedData' };
@@ -223,11 +227,14 @@ export function parsePkcs7Certificate(bytes: Uint8Array, name = 'certificate'): 
   try {
     cert = new X509Certificate(bytes);
   } catch (e) {
-    throw new Error(`${name}: not an X.509 certificate: ${(e as Error).message}`);
+    throw new ImageError(`${name}: not an X.509 certificate: ${(e as Error).message}`, {
+      code: 'KEY_UNUSABLE',
+    });
   }
   if (cert.publicKey.asymmetricKeyType !== 'rsa')
-    throw new Error(
+    throw new ImageError(
       `${name}: a ${cert.publicKey.asymmetricKeyType} key cannot receive a pkcs7 key (RSA only)`,
+      { code: 'KEY_UNUSABLE' },
     );
   return cert;
 }

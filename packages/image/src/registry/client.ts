@@ -36,11 +36,11 @@ export interface Repository {
 }
 
 /** A registry answer other than success. */
-export class RegistryError extends Error {
+export class RegistryError extends ImageError<string | undefined> {
   override readonly name: string = 'RegistryError';
   readonly status: number;
   /** The first error code of the body (`MANIFEST_UNKNOWN`, `UNAUTHORIZED`, …). */
-  readonly code: string | undefined;
+  override readonly code: string | undefined;
   constructor(message: string, status: number, code?: string, options?: ErrorOptions) {
     super(message, options);
     this.status = status;
@@ -238,7 +238,12 @@ export class RegistryClient {
   /** A small blob (config, signature payload) read whole, at most `limit` bytes, and verified. */
   async getBlobBytes(repo: Repository, descriptor: Descriptor, limit: number): Promise<Buffer> {
     if (descriptor.size > limit)
-      throw new Error(`blob ${descriptor.digest} of ${descriptor.size} bytes exceeds the limit of ${limit}`);
+      throw new ImageError(
+        `blob ${descriptor.digest} of ${descriptor.size} bytes exceeds the limit of ${limit}`,
+        {
+          code: 'BLOB_TOO_LARGE',
+        },
+      );
     return readBody(await this.getBlob(repo, descriptor), limit, `blob ${descriptor.digest}`);
   }
 

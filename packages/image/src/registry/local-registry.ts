@@ -5,6 +5,7 @@
  * how to install it (`scripts/install-deps.sh`); `skopeo` and `umoci` are
  * found the same way.
  */
+
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -14,6 +15,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
+import { ImageError } from '../errors.js';
 
 const run = promisify(execFile);
 
@@ -28,8 +30,9 @@ export function requireTool(name: string): string {
       // next
     }
   }
-  throw new Error(
+  throw new ImageError(
     `${name} is not installed: run scripts/install-deps.sh (it installs docker-registry, skopeo and umoci)`,
+    { code: 'LOCAL_REGISTRY_FAILED' },
   );
 }
 
@@ -100,13 +103,17 @@ async function waitForRegistry(
 ): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`docker-registry exited (${child.exitCode}): ${log()}`);
+    if (child.exitCode !== null)
+      throw new ImageError(`docker-registry exited (${child.exitCode}): ${log()}`, {
+        code: 'LOCAL_REGISTRY_FAILED',
+      });
     try {
       if ((await probe(url, ca)) === 200) return;
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error(`docker-registry did not start: ${log()}`);
+    if (Date.now() > deadline)
+      throw new ImageError(`docker-registry did not start: ${log()}`, { code: 'LOCAL_REGISTRY_FAILED' });
     await new Promise((r) => setTimeout(r, 50));
   }
 }

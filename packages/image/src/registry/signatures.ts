@@ -4,7 +4,9 @@
  * the tag `sha256-<hex>.sig`, an OCI manifest with one layer per signature
  * (the layer blob is the payload; the signature is an annotation).
  */
+
 import { digestOf } from '../digest.js';
+import { ImageError } from '../errors.js';
 import { type Descriptor, MEDIA_TYPE, parseManifest } from '../manifest.js';
 import { MAX_SIGNATURE_BYTES, sigstoreAttachmentTag, type UntrustedSignature } from '../sigstore.js';
 import { isManifestUnknown, type RegistryClient, type Repository } from './client.js';
@@ -26,13 +28,16 @@ async function attachmentManifest(client: RegistryClient, repo: Repository, mani
   }
   const mime = fetched.contentType.split(';')[0]?.trim() ?? '';
   if (mime !== MEDIA_TYPE.ociManifest) {
-    throw new Error(
+    throw new ImageError(
       `unexpected MIME type for sigstore attachment manifest ${repo.domain}/${repo.path}:${tag}: ${JSON.stringify(mime)}`,
+      { code: 'SIGNATURE_UNREADABLE' },
     );
   }
   const parsed = parseManifest(fetched.bytes, fetched.contentType);
   if (parsed.kind !== 'manifest')
-    throw new Error(`sigstore attachment manifest ${tag} is not an image manifest`);
+    throw new ImageError(`sigstore attachment manifest ${tag} is not an image manifest`, {
+      code: 'SIGNATURE_UNREADABLE',
+    });
   return parsed;
 }
 
@@ -45,8 +50,9 @@ export async function fetchSigstoreSignatures(
   const manifest = await attachmentManifest(client, repo, manifestDigest);
   if (manifest === undefined) return [];
   if (manifest.layers.length > MAX_SIGNATURE_ATTACHMENTS) {
-    throw new Error(
+    throw new ImageError(
       `sigstore attachment manifest of ${manifestDigest} has more than ${MAX_SIGNATURE_ATTACHMENTS} layers`,
+      { code: 'SIGNATURE_UNREADABLE' },
     );
   }
   const out: UntrustedSignature[] = [];
