@@ -586,3 +586,109 @@ describe("SecureMount keyed by trustee's provisioner plugin (kbs+provisioner://)
     }
   });
 });
+
+// trustee's provisioner plugin answers `GET /kbs/v0/provisioner/<path>` with the document it stored, unchanged
+// (its confdata TOML), and guest-components' hub gives cryptsetup whatever a `kbs://` or `kbs+<plugin>://`
+// resource holds, without parsing it. So the passphrase is the whole document, here as there, and a disk one
+// hub formatted opens with the other; only the `io.cryptsetup.key.text.root` value alone (what a confdata
+// consumer such as systemd-cryptsetup would use) does not open it.
+describe("kbs+provisioner keys are trustee's confdata document, byte for byte", () => {
+  const URI = 'kbs+provisioner:///default/c007d2cc-5f14-41e5-a202-8d15f6f68607/root';
+  const VALUE = 'Q7fR2kLm9XzT4vBn8HcJ1wYp6sDg3aEu';
+  // The layout trustee's plugin stores for a 32-character key.
+  const DOCUMENT = Buffer.from(`version = "0.1.0"\n\n[data]\n"io.cryptsetup.key.text.root" = "${VALUE}"\n`);
+  const serving = (bytes: Buffer, over: Partial<BlockDeviceDeps> = {}, asked: string[] = []) =>
+    deps({
+      getResource: async (uri) => {
+        asked.push(uri);
+        if (uri === URI) return Buffer.from(bytes);
+        throw new Error(`no resource ${uri}`);
+      },
+      ...over,
+    });
+
+  it('the whole document, unparsed, is what luksFormat and open read on stdin, and nothing logs it', async () => {
+    const asked: string[] = [];
+    const { logger, lines } = captureLogger();
+    await new BlockDevice(serving(DOCUMENT, { logger }, asked)).mount(request({ key: URI }));
+    expect(asked).toEqual([URI]);
+    expect(stdinOf('luksFormat').equals(DOCUMENT)).toBe(true);
+    expect(stdinOf('open').equals(DOCUMENT)).toBe(true);
+    expect(log().join('\n')).not.toContain(VALUE);
+    expect(lines.join('\n')).not.toContain(VALUE);
+  });
+
+  it('a resource that is not a confdata document is used as served, as upstream does; an oversized one is refused', async () => {
+    for (const served of [
+      Buffer.from('not TOML at all \x00\xff\n'),
+      Buffer.from('version = "0.1.0"\n\n[data]\n"io.cryptsetup.key.text.other" = "x"\n'),
+      Buffer.from('version = "0.1.0"\n\n[data]\n"io.cryptsetup.key.text.root" = 42\n'),
+    ]) {
+      writeFileSync(device, Buffer.alloc(2 * PROBE_BYTES));
+      await new BlockDevice(serving(served)).mount(request({ key: URI }));
+      expect(stdinOf('open').equals(served)).toBe(true);
+    }
+    writeFileSync(join(dir, 'log'), '');
+    const huge = Buffer.concat([DOCUMENT, Buffer.alloc(64 * 1024 + 1 - DOCUMENT.length, 0x23)]);
+    const e = await failure(new BlockDevice(serving(huge)).mount(request({ key: URI })));
+    expect([e.code, e.message]).toEqual(['key', expect.stringMatching(/1 to 65536 bytes, got 65537/)]);
+    expect(log()).toEqual([]);
+  });
+
+  it("with Debian's cryptsetup: a disk formatted with upstream's arguments and the document opens here, the bare value does not; ours opens with upstream's", async () => {
+    const real = join(dir, 'real');
+    execFileSync('mkdir', ['-p', real]);
+    // `open` becomes `open --test-passphrase` (no device-mapper here) and close a no-op.
+    writeFileSync(
+      join(real, 'cryptsetup'),
+      `#!/bin/sh\ncase "$1" in\n  open) shift; exec /usr/sbin/cryptsetup open --test-passphrase "$@";;\n  close) exit 0;;\n  *) exec /usr/sbin/cryptsetup "$@";;\nesac\n`,
+    );
+    chmodSync(join(real, 'cryptsetup'), 0o755);
+    const env = { PATH: `${real}:/usr/sbin:/usr/bin:/bin` };
+
+    // Upstream's hub formats with the passphrase file `-` (its stdin) after the device; a cheap PBKDF keeps
+    // the test quick and changes nothing about which passphrase unlocks.
+    writeFileSync(device, Buffer.alloc(32 * 1024 * 1024));
+    execFileSync(
+      '/usr/sbin/cryptsetup',
+      [
+        '--batch-mode',
+        'luksFormat',
+        '--type',
+        'luks2',
+        '--cipher',
+        'aes-xts-plain64',
+        '--sector-size',
+        '4096',
+        '--pbkdf',
+        'pbkdf2',
+        '--pbkdf-force-iterations',
+        '1000',
+        device,
+        '-',
+      ],
+      { input: DOCUMENT, stdio: ['pipe', 'ignore', 'ignore'] },
+    );
+    await new BlockDevice(serving(DOCUMENT, { env })).mount(
+      request({ key: URI, sourceType: 'encrypted', targetType: 'device' }, join(dir, 'link-1')),
+    );
+    expect(lstatSync(join(dir, 'link-1')).isSymbolicLink()).toBe(true);
+    const bare = await failure(
+      new BlockDevice(serving(Buffer.from(VALUE), { env })).mount(
+        request({ key: URI, sourceType: 'encrypted', targetType: 'device' }, join(dir, 'link-2')),
+      ),
+    );
+    expect(bare.code).toBe('open');
+
+    // The reverse: a disk this hub formats opens with upstream's open arguments (`luksOpen -d -`).
+    const ours = join(dir, 'ours.img');
+    writeFileSync(ours, Buffer.alloc(32 * 1024 * 1024));
+    await new BlockDevice(serving(DOCUMENT, { env })).mount(
+      request({ key: URI, targetType: 'device', devicePath: ours }, join(dir, 'link-3')),
+    );
+    execFileSync('/usr/sbin/cryptsetup', ['luksOpen', '--test-passphrase', '-d', '-', ours], {
+      input: DOCUMENT,
+      stdio: ['pipe', 'ignore', 'ignore'],
+    });
+  }, 120_000);
+});
