@@ -1,7 +1,7 @@
 /**
  * Test builders of @broker/sandbox-agent: a container rootfs holding one static program, a kata-style
- * OCI spec for it, and the Go shim (containerd/ttrpc with gogo stubs generated from the agent's .proto
- * text) that plays kata's shim.
+ * OCI spec for it, and the Go shim (containerd/ttrpc with gogo stubs generated from kata's own .proto
+ * files) that plays kata's shim.
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { AGENT_METHODS, AGENT_PROTO, OCI_PROTO, TYPES_PROTO } from '@broker/agent-policy';
+import { AGENT_METHODS } from '@broker/agent-policy';
+import { vector } from '@broker/cli/testing';
 import type { Decoded } from '../proto.js';
-import { RESPONSES_PROTO } from '../proto.js';
 import { RESPONSES } from '../service.js';
 
 const run = promisify(execFile);
@@ -234,24 +234,33 @@ function shimSource(): string {
   return join(process.cwd(), 'packages/sandbox-agent/testdata/shim/main.go');
 }
 
+/** kata's own .proto files (test/vectors/kata/protos), from which the Go shim's stubs are generated. */
+const KATA_PROTOS = ['agent.proto', 'csi.proto', 'health.proto', 'oci.proto', 'types.proto'] as const;
+/** Where kata's protos put their Go packages (their go_package options), as main.go imports them. */
+const KATA_GO = 'github.com/kata-containers/kata-containers/src/runtime/virtcontainers/pkg/agent/protocols';
+
 /**
- * Builds the Go shim once per source, .proto text and Go version: writes the .proto files, generates
- * gogo stubs with protoc and protoc-gen-gogofaster (built from Debian's gogo sources), builds main.go.
+ * Builds the Go shim once per source, kata .proto files and Go version: generates gogo stubs from kata's
+ * own agent, oci, csi, types and health .proto files with protoc and protoc-gen-gogofaster (built from
+ * Debian's gogo sources), then builds main.go. The stubs never come from our .proto text (AGENT_PROTO and
+ * the rest, which our agent and gate decode with): a field number or type we got wrong would then agree
+ * with itself on both sides of the test.
  */
 export async function buildGoShim(): Promise<string> {
   const goVersion = (await run('go', ['version'])).stdout;
   const main = await readFile(shimSource());
-  // gogo predates proto3 `optional`; the shim never sends the MemAgent messages that use it.
-  const agentProto = AGENT_PROTO.replaceAll('optional ', '');
-  const key = createHash('sha256')
-    .update(main)
-    .update(TYPES_PROTO)
-    .update(OCI_PROTO)
-    .update(agentProto)
-    .update(RESPONSES_PROTO)
-    .update(goVersion)
-    .digest('hex')
-    .slice(0, 16);
+  const protos = await Promise.all(
+    KATA_PROTOS.map(async (name) => {
+      const text = await readFile(vector(`kata/protos/${name}`), 'utf8');
+      // gogo predates proto3 `optional` (protoc refuses the plugin for such files); only the MemAgent
+      // messages use it, and the shim never sends them. Dropping the label keeps every field number and
+      // type.
+      return [name, text.replace(/^(\s*)optional /gm, '$1')] as const;
+    }),
+  );
+  const hash = createHash('sha256').update(main);
+  for (const [name, text] of protos) hash.update(name).update(text);
+  const key = hash.update(goVersion).digest('hex').slice(0, 16);
   const dir = join(tmpdir(), `sandbox-agent-go-shim-${key}`);
   const bin = join(dir, 'shim');
   if (existsSync(bin)) return bin;
@@ -265,36 +274,34 @@ export async function buildGoShim(): Promise<string> {
   };
   try {
     const protoDir = join(work, 'proto');
-    const pbDir = join(work, 'gopath/src/sagent/pb');
+    const src = join(work, 'gopath/src');
     await mkdir(protoDir, { recursive: true });
-    await mkdir(join(pbDir, 'types'), { recursive: true });
-    await writeFile(join(protoDir, 'types.proto'), TYPES_PROTO);
-    await writeFile(join(protoDir, 'oci.proto'), OCI_PROTO);
-    await writeFile(join(protoDir, 'agent.proto'), agentProto);
-    await writeFile(join(protoDir, 'responses.proto'), RESPONSES_PROTO);
+    await mkdir(src, { recursive: true });
+    for (const [name, text] of protos) await writeFile(join(protoDir, name), text);
     const plugin = join(work, 'protoc-gen-gogofaster');
     await run('go', ['build', '-o', plugin, 'github.com/gogo/protobuf/protoc-gen-gogofaster'], {
       env: { ...env, GOPATH },
       timeout: 300_000,
     });
-    const maps =
-      'Mtypes.proto=sagent/pb/types,Moci.proto=sagent/pb,Magent.proto=sagent/pb,Mresponses.proto=sagent/pb';
-    // Without go_package options gogo names the output after the .proto file, in the directory given.
-    const groups: [string, string[]][] = [
-      [join(pbDir, 'types'), ['types.proto']],
-      [pbDir, ['oci.proto', 'agent.proto', 'responses.proto']],
-    ];
-    for (const [out, files] of groups) {
+    // Each file lands under its go_package path below gopath/src (kata's own package layout); the
+    // well-known Empty comes from gogo's types, the registry gogo's jsonpb and proto.MessageType use.
+    const maps = 'Mgoogle/protobuf/empty.proto=github.com/gogo/protobuf/types';
+    // gogo generates one Go package per protoc run (types.proto has a package of its own).
+    const groups: string[][] = [['types.proto'], ['agent.proto', 'csi.proto', 'health.proto', 'oci.proto']];
+    for (const files of groups) {
       await run(
         'protoc',
         [
           `--plugin=protoc-gen-gogofaster=${plugin}`,
           `-I${protoDir}`,
-          `--gogofaster_out=${maps}:${out}`,
+          `--gogofaster_out=${maps}:${src}`,
           ...files,
         ],
         { cwd: protoDir },
       );
+    }
+    if (!existsSync(join(src, KATA_GO, 'grpc/agent.pb.go'))) {
+      throw new Error(`protoc wrote no ${KATA_GO}/grpc/agent.pb.go`);
     }
     await run('go', ['build', '-o', join(work, 'shim'), shimSource()], {
       cwd: dirname(shimSource()),
@@ -386,9 +393,13 @@ export function agentCall(
   return {
     rpc,
     request_type: `grpc.${requestType}`,
-    response_type: (RESPONSES[rpc] ?? 'Empty').includes('.')
-      ? RESPONSES[rpc]!
-      : `grpc.${RESPONSES[rpc] ?? 'Empty'}`,
+    // kata's agent.proto answers with google.protobuf.Empty where our own text has grpc.Empty.
+    response_type:
+      RESPONSES[rpc] === undefined
+        ? 'google.protobuf.Empty'
+        : RESPONSES[rpc].includes('.')
+          ? RESPONSES[rpc]
+          : `grpc.${RESPONSES[rpc]}`,
     request,
     ...options,
   };
