@@ -311,13 +311,9 @@ export class ImagePullService {
     try {
       return await this.#getResource(kid);
     } catch (e) {
-      throw new DataHubError(
-        `Get resource failed: ${e instanceof GetResourceFailed ? e.reason : messageOf(e)}`,
-        {
-          cause: e,
-        },
-        { code: 'RESOURCE_UNAVAILABLE' },
-      );
+      throw new Error(`Get resource failed: ${e instanceof GetResourceFailed ? e.reason : messageOf(e)}`, {
+        cause: e,
+      });
     }
   }
 
