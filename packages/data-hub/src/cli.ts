@@ -126,7 +126,12 @@ async function serve(values: OptionValues<typeof SPEC.options>, runtime: CliRunt
     try {
       config = await loadCdhConfig(values.c, envs);
     } catch (e) {
-      if (e instanceof CdhConfigError) throw new Error(`failed to read config: ${e.message}`, { cause: e });
+      if (e instanceof CdhConfigError)
+        throw new DataHubError(
+          `failed to read config: ${e.message}`,
+          { cause: e },
+          { code: 'CONFIG_INVALID' },
+        );
       throw e;
     }
     // RUST_LOG overrides [log] level, as upstream's EnvFilter.
@@ -145,7 +150,8 @@ async function serve(values: OptionValues<typeof SPEC.options>, runtime: CliRunt
     try {
       hub = await startDataHub(config, { ...runtime.hubOptions, logger });
     } catch (e) {
-      if (e instanceof DataHubError) throw new Error(`create CDH instance: ${e.message}`, { cause: e });
+      if (e instanceof DataHubError)
+        throw new DataHubError(`create CDH instance: ${e.message}`, { cause: e }, { code: 'INIT_FAILED' });
       throw e;
     }
   } catch (e) {

@@ -14,6 +14,7 @@ import {
 } from './errors.js';
 import { DecryptionKeyError } from './image/decryption-keys.js';
 import { ImageClientFailed, ImagePullFailed } from './image/errors.js';
+import { annotationOf } from './image/keyprovider.js';
 import { RegistryConfigError } from './image/registries.js';
 import { ResourceError } from './image/resources.js';
 import { describeKbsFailure, KbcError } from './kbc.js';
@@ -62,5 +63,17 @@ describe('data hub errors', () => {
     const impostor2 = new DataHubError('plain too');
     Object.defineProperty(impostor2, 'name', { value: 'InvalidToken' });
     expect(describeKbsFailure(impostor2)).toBe('plain too');
+  });
+
+  it('plain failures are DataHubErrors with a code, not bare Errors', () => {
+    let caught: unknown;
+    try {
+      annotationOf(new TextEncoder().encode('[]'));
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(DataHubError);
+    expect((caught as DataHubError).code).toBe('UNWRAP_REQUEST_INVALID');
+    expect((caught as DataHubError).message).toBe('not a JSON object');
   });
 });

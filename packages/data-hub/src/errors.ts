@@ -56,6 +56,12 @@ export type DataHubErrorCode =
   | 'REGISTRY_CONFIG_INVALID'
   /** A resource the image client needs (policy, auth file) could not be had (`ResourceError`). */
   | 'RESOURCE_UNAVAILABLE'
+  /** The hub was closed before the call. */
+  | 'HUB_CLOSED'
+  /** A key provider `UnWrapKey` request that is not valid JSON of the expected shape. */
+  | 'UNWRAP_REQUEST_INVALID'
+  /** Undoing a step after a failure (closing a volume) failed too. */
+  | 'CLEANUP_FAILED'
   /** Any other failure. */
   | 'DATA_HUB_FAILED'
   /** `SecureMount`: the step that failed (`SecureMountFailed`). */

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { AaConnect } from './aa-token.js';
 import type { CdhConfig } from './config.js';
 import { KBS_RESOURCE_STORAGE_DIR, provisionCredentials } from './credentials.js';
-import { GetResourceFailed, IllegalResourceUri } from './errors.js';
+import { DataHubError, GetResourceFailed, IllegalResourceUri } from './errors.js';
 import type { ImagePullService, ImagePullServiceOptions } from './image/service.js';
 import type { ResourceGetter } from './kbc.js';
 import type { BlockDeviceDeps, SecureMountRequestLike } from './storage/block-device.js';
@@ -126,7 +126,7 @@ export class DataHub {
    * digest. Loaded on the first call.
    */
   async pullImage(imageUrl: string, bundlePath: string, _ctx?: CallContext): Promise<string> {
-    if (this.#closed) throw new Error('the data hub is closed');
+    if (this.#closed) throw new DataHubError('the data hub is closed', { code: 'HUB_CLOSED' });
     this.#images ??= import('./image/service.js').then(
       ({ ImagePullService }) =>
         new ImagePullService(
@@ -147,7 +147,7 @@ export class DataHub {
    * `SecureMountFailed` naming the failing step; the reason is logged.
    */
   async secureMount(request: SecureMountRequestLike, _ctx?: CallContext): Promise<void> {
-    if (this.#closed) throw new Error('the data hub is closed');
+    if (this.#closed) throw new DataHubError('the data hub is closed', { code: 'HUB_CLOSED' });
     const { BlockDevice, BLOCK_DEVICE_VOLUME_TYPE, SecureMountFailed } = await import(
       './storage/block-device.js'
     );

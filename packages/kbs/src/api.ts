@@ -13,7 +13,6 @@ import {
   type ResourcePath,
 } from '@broker/protocol';
 import type { Logger } from 'pino';
-import { KbsServiceError } from './errors.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import type { DecisionObserver } from './observer.js';
@@ -359,10 +358,7 @@ export class Api {
     let plaintext: Uint8Array;
     try {
       if (req.method !== 'GET')
-        throw new KbsServiceError(
-          'REQUEST_INVALID',
-          'Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`',
-        );
+        throw new Error('Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`');
       path = this.resourcePath(rest);
       plaintext = await repo.read(path);
     } catch (e) {

@@ -103,7 +103,9 @@ async function readLimited(path: string, what: string): Promise<Uint8Array> {
     try {
       const stat = await file.stat();
       if (stat.isFIFO() || stat.isSocket()) {
-        throw new Error(`not a regular file (a ${stat.isFIFO() ? 'FIFO' : 'socket'})`);
+        throw new DataHubError(`not a regular file (a ${stat.isFIFO() ? 'FIFO' : 'socket'})`, {
+          code: 'DECRYPTION_KEY_INVALID',
+        });
       }
       const buffer = Buffer.alloc(MAX_KEY_BYTES + 1);
       let length = 0;
@@ -117,10 +119,14 @@ async function readLimited(path: string, what: string): Promise<Uint8Array> {
       await file.close();
     }
   } catch (e) {
-    throw new Error(`cannot read the ${what} ${path}: ${(e as Error).message}`);
+    throw new DataHubError(`cannot read the ${what} ${path}: ${(e as Error).message}`, {
+      code: 'DECRYPTION_KEY_INVALID',
+    });
   }
   if (bytes.byteLength > MAX_KEY_BYTES)
-    throw new Error(`the ${what} ${path} is larger than ${MAX_KEY_BYTES} bytes`);
+    throw new DataHubError(`the ${what} ${path} is larger than ${MAX_KEY_BYTES} bytes`, {
+      code: 'DECRYPTION_KEY_INVALID',
+    });
   return bytes;
 }
 
@@ -155,18 +161,25 @@ function privateKey(bytes: Uint8Array, password: Buffer | undefined, name: strin
   // `-----BEGIN ENCRYPTED PRIVATE KEY-----` (PKCS#8) or OpenSSL's `Proc-Type: 4,ENCRYPTED`.
   const encrypted = isPem(bytes) && text.includes('ENCRYPTED');
   if (password === undefined && !encrypted) return parseJwePrivateKey(bytes, name);
-  if (password === undefined) throw new Error(`${name}: the private key is encrypted (no password given)`);
+  if (password === undefined)
+    throw new DataHubError(`${name}: the private key is encrypted (no password given)`, {
+      code: 'DECRYPTION_KEY_INVALID',
+    });
   let key: KeyObject;
   try {
     key = isPem(bytes)
       ? createPrivateKey({ key: text, format: 'pem', passphrase: password })
       : createPrivateKey({ key: Buffer.from(bytes), format: 'der', type: 'pkcs8', passphrase: password });
   } catch (e) {
-    throw new Error(`${name}: the private key does not open with the password: ${(e as Error).message}`);
+    throw new DataHubError(
+      `${name}: the private key does not open with the password: ${(e as Error).message}`,
+      { code: 'DECRYPTION_KEY_INVALID' },
+    );
   }
   if (key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'ec') {
-    throw new Error(
+    throw new DataHubError(
       `${name}: a ${key.asymmetricKeyType} key cannot unwrap ocicrypt's layer keys (RSA or EC only)`,
+      { code: 'DECRYPTION_KEY_INVALID' },
     );
   }
   return key;
@@ -200,7 +213,10 @@ export async function decryptionKeyUnwrappers(
     try {
       const fromKbs = KBS_SOURCE.test(entry.source);
       const bytes = fromKbs ? await readKbs(entry.source) : await readLimited(entry.source, 'key file');
-      if (bytes.byteLength > MAX_KEY_BYTES) throw new Error(`the key is larger than ${MAX_KEY_BYTES} bytes`);
+      if (bytes.byteLength > MAX_KEY_BYTES)
+        throw new DataHubError(`the key is larger than ${MAX_KEY_BYTES} bytes`, {
+          code: 'DECRYPTION_KEY_INVALID',
+        });
       const password = await resolvePassword(entry.password);
       if (entry.protocol === 'pgp') {
         // openpgp takes a passphrase as text only.
@@ -213,7 +229,9 @@ export async function decryptionKeyUnwrappers(
         if (certs.length === 0 || hasPrivateKey(bytes)) {
           const key = privateKey(bytes, password, 'key');
           if (key.asymmetricKeyType !== 'rsa') {
-            throw new Error(`a ${key.asymmetricKeyType} key cannot open pkcs7 (RSA only)`);
+            throw new DataHubError(`a ${key.asymmetricKeyType} key cannot open pkcs7 (RSA only)`, {
+              code: 'DECRYPTION_KEY_INVALID',
+            });
           }
           pkcs7.push(key);
         }

@@ -25,7 +25,7 @@ import {
   TtrpcError,
   type TtrpcServer,
 } from '@broker/ttrpc';
-import { GetResourceFailed } from '../errors.js';
+import { DataHubError, GetResourceFailed } from '../errors.js';
 
 export const KEY_PROVIDER_SERVICE = 'keyprovider.KeyProviderService';
 
@@ -63,21 +63,25 @@ const MAX_REQUEST_BYTES = 256 * 1024;
 /** `keyunwrapparams.annotation` of an UnWrapKey request; throws a message for the caller. */
 export function annotationOf(request: Uint8Array): Uint8Array {
   if (request.byteLength > MAX_REQUEST_BYTES)
-    throw new Error(`request larger than ${MAX_REQUEST_BYTES} bytes`);
+    throw new DataHubError(`request larger than ${MAX_REQUEST_BYTES} bytes`, {
+      code: 'UNWRAP_REQUEST_INVALID',
+    });
   const v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(request)) as unknown;
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('not a JSON object');
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw new DataHubError('not a JSON object', { code: 'UNWRAP_REQUEST_INVALID' });
   const o = v as Record<string, unknown>;
   for (const key of ['op', 'keywrapparams', 'keyunwrapparams']) {
-    if (!(key in o)) throw new Error(`missing field \`${key}\``);
+    if (!(key in o)) throw new DataHubError(`missing field \`${key}\``, { code: 'UNWRAP_REQUEST_INVALID' });
   }
   const params = o.keyunwrapparams;
-  if (typeof params !== 'object' || params === null) throw new Error('`keyunwrapparams` is not an object');
+  if (typeof params !== 'object' || params === null)
+    throw new DataHubError('`keyunwrapparams` is not an object', { code: 'UNWRAP_REQUEST_INVALID' });
   const annotation = (params as Record<string, unknown>).annotation;
   if (typeof annotation === 'string') return Buffer.from(annotation, 'base64');
   if (Array.isArray(annotation) && annotation.every((n) => Number.isInteger(n) && n >= 0 && n <= 255)) {
     return Uint8Array.from(annotation as number[]);
   }
-  throw new Error('`keyunwrapparams.annotation` is not bytes');
+  throw new DataHubError('`keyunwrapparams.annotation` is not bytes', { code: 'UNWRAP_REQUEST_INVALID' });
 }
 
 /**
@@ -96,8 +100,9 @@ export function registerKeyProviderService(
     try {
       return await getKek(kid);
     } catch (e) {
-      throw new Error(
+      throw new DataHubError(
         `Get resource failed: ${e instanceof GetResourceFailed ? e.reason : (e as Error).message}`,
+        { code: 'RESOURCE_UNAVAILABLE' },
       );
     }
   };

@@ -65,7 +65,9 @@ export class ResourceProvider {
     try {
       const bytes = await readFile(path);
       if (bytes.byteLength > MAX_LOCAL_RESOURCE_BYTES)
-        throw new Error(`larger than ${MAX_LOCAL_RESOURCE_BYTES} bytes`);
+        throw new DataHubError(`larger than ${MAX_LOCAL_RESOURCE_BYTES} bytes`, {
+          code: 'RESOURCE_UNAVAILABLE',
+        });
       return bytes;
     } catch (e) {
       throw new ResourceError(`Failed to read local file: ${path}: ${(e as Error).message}`, { cause: e });

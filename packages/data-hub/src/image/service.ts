@@ -311,9 +311,13 @@ export class ImagePullService {
     try {
       return await this.#getResource(kid);
     } catch (e) {
-      throw new Error(`Get resource failed: ${e instanceof GetResourceFailed ? e.reason : messageOf(e)}`, {
-        cause: e,
-      });
+      throw new DataHubError(
+        `Get resource failed: ${e instanceof GetResourceFailed ? e.reason : messageOf(e)}`,
+        {
+          cause: e,
+        },
+        { code: 'RESOURCE_UNAVAILABLE' },
+      );
     }
   }
 

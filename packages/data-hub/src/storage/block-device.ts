@@ -318,8 +318,7 @@ export class BlockDevice {
     let bytes: Uint8Array;
     try {
       if (uri.startsWith('sealed.')) bytes = await this.#deps.unsealSecret(Buffer.from(uri, 'utf8'));
-      // kbs:///… and kbs+<plugin>://… go to the hub's KBS path, which decides what it serves; the bytes are
-      // the passphrase unparsed (a provisioner's whole confdata document), as upstream's hub uses them.
+      // kbs:///… and kbs+<plugin>://… go to the hub's KBS path, which decides what it serves.
       else if (uri.startsWith('kbs://') || uri.startsWith('kbs+')) bytes = await this.#deps.getResource(uri);
       else if (uri.startsWith('file://')) bytes = await readFile(uri.slice('file://'.length));
       else {
@@ -395,7 +394,9 @@ export class BlockDevice {
   async #cleanup(command: string, args: readonly string[]): Promise<void> {
     const r = await this.#run(command, args);
     if (r.code !== 0)
-      throw new Error(`${command} ${args.join(' ')}: exit status ${r.code}: ${r.stderr.trim()}`);
+      throw new DataHubError(`${command} ${args.join(' ')}: exit status ${r.code}: ${r.stderr.trim()}`, {
+        code: 'CLEANUP_FAILED',
+      });
   }
 
   #run(command: string, args: readonly string[], stdin?: Buffer): Promise<ToolResult> {

@@ -59,16 +59,10 @@ export class PluginBackend {
     let credentials = ChannelCredentials.createInsecure();
     if (config.caCertPath !== undefined) {
       const ca = await readFile(config.caCertPath).catch((e: unknown) => {
-        throw new KbsServiceError(
-          'PLUGIN_INIT_FAILED',
-          `Read CA certificate ${config.caCertPath}: ${(e as Error).message}`,
-        );
+        throw new Error(`Read CA certificate ${config.caCertPath}: ${(e as Error).message}`);
       });
       if (ca.length > MAX_CA_FILE_BYTES || !ca.includes('-----BEGIN CERTIFICATE-----')) {
-        throw new KbsServiceError(
-          'PLUGIN_INIT_FAILED',
-          `Read CA certificate ${config.caCertPath}: not a PEM certificate file`,
-        );
+        throw new Error(`Read CA certificate ${config.caCertPath}: not a PEM certificate file`);
       }
       credentials = ChannelCredentials.createSsl(ca);
     }
