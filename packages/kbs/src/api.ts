@@ -13,6 +13,7 @@ import {
   type ResourcePath,
 } from '@broker/protocol';
 import type { Logger } from 'pino';
+import { KbsServiceError } from './errors.js';
 import { JweEncrypter } from './jwe-encrypter.js';
 import type { KbsMetrics } from './metrics.js';
 import type { DecisionObserver } from './observer.js';
@@ -358,7 +359,10 @@ export class Api {
     let plaintext: Uint8Array;
     try {
       if (req.method !== 'GET')
-        throw new Error('Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`');
+        throw new KbsServiceError(
+          'REQUEST_INVALID',
+          'Illegal HTTP method. Only supports `GET`, `POST` and `DELETE`',
+        );
       path = this.resourcePath(rest);
       plaintext = await repo.read(path);
     } catch (e) {

@@ -14,6 +14,7 @@ import {
 } from '@broker/cli';
 import { reportListening, superviseWorkers } from './cluster.js';
 import { type KbsConfig, loadKbsConfig } from './config.js';
+import { KbsConfigError } from './errors.js';
 import { startKbs } from './kbs.js';
 import { KBS_VERSION } from './metrics.js';
 
@@ -67,7 +68,8 @@ export async function main(argv: string[], io: CommandIo = processIo): Promise<n
       try {
         config = await loadKbsConfig(configFile);
       } catch (e) {
-        if (e instanceof ConfigError) throw new Error(`configuration error: ${e.message}`, { cause: e });
+        if (e instanceof ConfigError)
+          throw new KbsConfigError(`configuration error: ${e.message}`, { cause: e });
         throw e;
       }
       const workers = config.httpServer.workerCount ?? 1;

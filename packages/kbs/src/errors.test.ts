@@ -2,12 +2,13 @@
 // the class), never on `name`; the message stays the one the error was given.
 import { describe, expect, it } from 'vitest';
 import { ConsoleSessionError } from './console/sessions.js';
-import { KbsServiceError, type KbsServiceErrorCode } from './errors.js';
+import { KbsConfigError, KbsServiceError, type KbsServiceErrorCode } from './errors.js';
 import { KbsStartupError } from './kbs.js';
 import { PluginRequestError } from './plugins/builtin.js';
 import { PluginCallError } from './plugins/grpc-backend.js';
 import { NebulaCertError } from './plugins/nebula-cert.js';
 import { PolicyEngineError } from './policy/resource-policy.js';
+import { challengeExtraParams } from './rcar.js';
 import { MountedFileError } from './reload/errors.js';
 import { ResourcePluginError } from './repository.js';
 import { HttpStartupError } from './server.js';
@@ -27,6 +28,7 @@ describe('KBS errors', () => {
     [new NebulaCertError('why'), 'NEBULA_CERT_FAILED', 'NebulaCertError'],
     [new MountedFileError('why'), 'MOUNTED_FILE_INVALID', 'MountedFileError'],
     [new ConsoleSessionError('why'), 'TOO_MANY_SESSIONS', 'ConsoleSessionError'],
+    [new KbsConfigError('why'), 'CONFIG_INVALID', 'KbsConfigError'],
   ];
 
   it.each(cases)('%s: shares KbsServiceError and names what failed in code', (e, code, name) => {
@@ -45,5 +47,17 @@ describe('KBS errors', () => {
     const cause = new Error('underlying');
     expect(new KbsStartupError('why', { cause }).cause).toBe(cause);
     expect(new PluginCallError('why', false).grpc).toBe(false);
+  });
+
+  it('raises its own failures as KbsServiceError, never a bare Error', () => {
+    let caught: unknown;
+    try {
+      challengeExtraParams('se', { 'supported-hash-algorithms': ['sha256'] });
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(KbsServiceError);
+    expect((caught as KbsServiceError).code).toBe('REQUEST_INVALID');
+    expect((caught as Error).message).toBe('SE TEE does not support sha512');
   });
 });

@@ -30,7 +30,19 @@ export type KbsServiceErrorCode =
   /** A mounted file (resource, policy, reference values) cannot be applied (`MountedFileError`). */
   | 'MOUNTED_FILE_INVALID'
   /** The operator console has as many sign-ins as it keeps (`ConsoleSessionError`). */
-  | 'TOO_MANY_SESSIONS';
+  | 'TOO_MANY_SESSIONS'
+  /** The configuration (file, options or environment) is not one the KBS accepts (`KbsConfigError`). */
+  | 'CONFIG_INVALID'
+  /** A request the KBS refuses before any policy: a method or parameter it does not support. */
+  | 'REQUEST_INVALID'
+  /** A plugin (built-in or external) could not be initialised at start-up. */
+  | 'PLUGIN_INIT_FAILED'
+  /** A built-in plugin was asked for something it cannot produce. */
+  | 'PLUGIN_INTERNAL'
+  /** A TLS certificate or key file cannot be used. */
+  | 'TLS_FILE_INVALID'
+  /** A policy edited in the operator console is refused before or while it is tried. */
+  | 'POLICY_CHECK_FAILED';
 
 export class KbsServiceError extends Error {
   override readonly name: string = 'KbsServiceError';
@@ -38,5 +50,13 @@ export class KbsServiceError extends Error {
   constructor(code: KbsServiceErrorCode, message?: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
+  }
+}
+
+/** The KBS's configuration is refused; `cause` is the reader's error (a `ConfigError` of `@broker/cli`). */
+export class KbsConfigError extends KbsServiceError {
+  override readonly name: string = 'KbsConfigError';
+  constructor(message?: string, options?: { cause?: unknown }) {
+    super('CONFIG_INVALID', message, options);
   }
 }

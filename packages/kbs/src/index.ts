@@ -15,7 +15,7 @@ export {
   type StorageType,
   type TlsConfig,
 } from './config.js';
-export { KbsServiceError, type KbsServiceErrorCode } from './errors.js';
+export { KbsConfigError, KbsServiceError, type KbsServiceErrorCode } from './errors.js';
 export { type KbsOptions, KbsStartupError, type RunningKbs, startKbs } from './kbs.js';
 export { KBS_VERSION, KbsMetrics } from './metrics.js';
 export * from './plugins/index.js';

@@ -16,6 +16,7 @@ import {
   type Tee,
 } from '@broker/protocol';
 import type { Logger } from 'pino';
+import { KbsServiceError } from './errors.js';
 import type { KbsMetrics } from './metrics.js';
 import { type DecisionObserver, NO_OBSERVER } from './observer.js';
 import { jsonReply, type Reply } from './reply.js';
@@ -80,9 +81,10 @@ export function challengeExtraParams(tee: Tee, params: unknown): unknown {
     return '';
   }
   const algs = params['supported-hash-algorithms'];
-  if (!Array.isArray(algs)) throw new Error('SE expected hash algorithm array');
+  if (!Array.isArray(algs)) throw new KbsServiceError('REQUEST_INVALID', 'SE expected hash algorithm array');
   const lower = algs.filter((a): a is string => typeof a === 'string').map((a) => a.toLowerCase());
-  if (!lower.includes('sha512')) throw new Error('SE TEE does not support sha512');
+  if (!lower.includes('sha512'))
+    throw new KbsServiceError('REQUEST_INVALID', 'SE TEE does not support sha512');
   return { 'selected-hash-algorithm': 'sha512' };
 }
 

@@ -18,6 +18,7 @@ import {
   trustVectorFromPolicy,
   trustVectorRows,
 } from '@broker/attestation';
+import { KbsServiceError } from '../errors.js';
 
 export interface AttestationPolicyAccess {
   list(): Promise<string[]>;
@@ -28,7 +29,8 @@ export interface AttestationPolicyAccess {
 
 /** Compiles as the attestation service does; throws with the engine's message. */
 export function compileAttestationPolicy(text: string): CompiledPolicy {
-  if (text.length > MAX_POLICY_LENGTH) throw new Error(`larger than ${MAX_POLICY_LENGTH} characters`);
+  if (text.length > MAX_POLICY_LENGTH)
+    throw new KbsServiceError('POLICY_CHECK_FAILED', `larger than ${MAX_POLICY_LENGTH} characters`);
   return compilePolicy('console-check.rego', text);
 }
 
@@ -84,7 +86,8 @@ export async function dryRunAttestationPolicy(
       const misses = new Set<string>();
       const result = compiled.evaluate(input, (n) => {
         if (values.has(n)) return { found: true, value: values.get(n) };
-        if (values.size + misses.size >= MAX_LOOKUPS) throw new Error('too many reference values queried');
+        if (values.size + misses.size >= MAX_LOOKUPS)
+          throw new KbsServiceError('POLICY_CHECK_FAILED', 'too many reference values queried');
         misses.add(n);
         return { found: false };
       });
@@ -99,7 +102,7 @@ export async function dryRunAttestationPolicy(
       }
       for (const n of misses) values.set(n, await referenceValue(n));
     }
-    throw new Error('the policy kept asking for new reference values');
+    throw new KbsServiceError('POLICY_CHECK_FAILED', 'the policy kept asking for new reference values');
   } catch (e) {
     const limit = limitErrorOf(e);
     if (limit !== undefined) {

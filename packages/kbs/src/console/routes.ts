@@ -16,6 +16,7 @@ import {
 import type { AdminAuthorizer } from '@broker/auth';
 import { Engine, fromJSON, toJSON } from '@broker/rego';
 import type { ListedReferenceValue } from '@broker/rvps-core';
+import { KbsServiceError } from '../errors.js';
 import {
   checkResourcePolicy,
   MAX_POLICY_BYTES,
@@ -114,7 +115,7 @@ const samePath = (a: readonly string[], b: readonly string[]) =>
 
 function compilePolicy(text: string): Engine {
   if (Buffer.byteLength(text, 'utf8') > MAX_POLICY_BYTES) {
-    throw new Error(`larger than ${MAX_POLICY_BYTES} bytes`);
+    throw new KbsServiceError('POLICY_CHECK_FAILED', `larger than ${MAX_POLICY_BYTES} bytes`);
   }
   const engine = new Engine({
     regoVersion: 'v1',

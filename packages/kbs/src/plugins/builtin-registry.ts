@@ -1,6 +1,7 @@
 // How the KBS starts the configured built-in client plugins (trustee's PluginManager); their
 // configuration is read by builtin-config.ts.
 import type { KvStorage } from '@broker/kv-storage';
+import { KbsServiceError } from '../errors.js';
 import { type BuiltinPlugin, type BuiltinPluginDeps, BuiltinPluginHost } from './builtin.js';
 import type { BuiltinPluginsConfig } from './builtin-config.js';
 import { NebulaCaPlugin } from './nebula-ca.js';
@@ -27,7 +28,11 @@ export async function startBuiltinPlugins(
       const nebula = await NebulaCaPlugin.start(config.nebulaCa, { logger: deps.logger });
       plugins.set(NEBULA_CA_PLUGIN_NAME, nebula);
     } catch (e) {
-      throw new Error(`Initialize 'nebula-ca' plugin failed: ${(e as Error).message}`, { cause: e });
+      throw new KbsServiceError(
+        'PLUGIN_INIT_FAILED',
+        `Initialize 'nebula-ca' plugin failed: ${(e as Error).message}`,
+        { cause: e },
+      );
     }
   }
   return plugins.size === 0 ? undefined : new BuiltinPluginHost(plugins, deps);

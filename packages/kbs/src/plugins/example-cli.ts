@@ -13,6 +13,7 @@ import {
   runCommand,
   untilStopSignal,
 } from '@broker/cli';
+import { KbsConfigError } from '../errors.js';
 import { KBS_VERSION } from '../metrics.js';
 import { startExamplePlugin } from './example-plugin.js';
 
@@ -62,7 +63,7 @@ export function kbsPluginExampleMain(
       const certPath = values['tls-cert'] ?? env.PLUGIN_TLS_CERT;
       const keyPath = values['tls-key'] ?? env.PLUGIN_TLS_KEY;
       if ((certPath === undefined) !== (keyPath === undefined)) {
-        throw new Error('--tls-cert and --tls-key go together');
+        throw new KbsConfigError('--tls-cert and --tls-key go together');
       }
       const address = values.listen ?? env.PLUGIN_LISTEN_ADDR ?? DEFAULT_EXAMPLE_PLUGIN_ADDRESS;
       const running = await startExamplePlugin({

@@ -5,6 +5,7 @@
 // NeedsEncryption may ask for the reply to be JWE-encrypted to the TEE key in the token. Every plugin failure is
 // trustee's 401 PluginInternalError.
 import { KbsError } from '@broker/protocol';
+import { KbsServiceError } from '../errors.js';
 import { JweEncrypter } from '../jwe-encrypter.js';
 import type { Reply } from '../reply.js';
 import type { ApiRequest } from '../request.js';
@@ -55,13 +56,21 @@ export class ExternalPlugin {
           backends.set(b.name, backend);
           await backend.waitForReady(options.connectWindowMs);
         } catch (e) {
-          throw new Error(`Failed to initialise backend '${b.name}': ${(e as Error).message}`, { cause: e });
+          throw new KbsServiceError(
+            'PLUGIN_INIT_FAILED',
+            `Failed to initialise backend '${b.name}': ${(e as Error).message}`,
+            { cause: e },
+          );
         }
         deps.logger.info({ backend: b.name, endpoint: b.endpoint }, 'connected to external plugin backend');
       }
     } catch (e) {
       for (const b of backends.values()) b.close();
-      throw new Error(`Initialize 'external' plugin failed: ${(e as Error).message}`, { cause: e });
+      throw new KbsServiceError(
+        'PLUGIN_INIT_FAILED',
+        `Initialize 'external' plugin failed: ${(e as Error).message}`,
+        { cause: e },
+      );
     }
     return new ExternalPlugin(backends, deps);
   }

@@ -59,10 +59,16 @@ export class PluginBackend {
     let credentials = ChannelCredentials.createInsecure();
     if (config.caCertPath !== undefined) {
       const ca = await readFile(config.caCertPath).catch((e: unknown) => {
-        throw new Error(`Read CA certificate ${config.caCertPath}: ${(e as Error).message}`);
+        throw new KbsServiceError(
+          'PLUGIN_INIT_FAILED',
+          `Read CA certificate ${config.caCertPath}: ${(e as Error).message}`,
+        );
       });
       if (ca.length > MAX_CA_FILE_BYTES || !ca.includes('-----BEGIN CERTIFICATE-----')) {
-        throw new Error(`Read CA certificate ${config.caCertPath}: not a PEM certificate file`);
+        throw new KbsServiceError(
+          'PLUGIN_INIT_FAILED',
+          `Read CA certificate ${config.caCertPath}: not a PEM certificate file`,
+        );
       }
       credentials = ChannelCredentials.createSsl(ca);
     }

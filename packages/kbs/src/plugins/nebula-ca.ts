@@ -9,6 +9,7 @@ import { constants } from 'node:fs';
 import { access, mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { KbsServiceError } from '../errors.js';
 import { type BuiltinPlugin, type PluginCall, PluginRequestError } from './builtin.js';
 import { caArguments, NEBULA_CA_PLUGIN_NAME, type NebulaCaPluginConfig } from './nebula-ca-config.js';
 import { NebulaCert } from './nebula-cert.js';
@@ -33,7 +34,8 @@ async function readBounded(path: string): Promise<Buffer> {
   const fh = await open(path, 'r');
   try {
     const { size } = await fh.stat();
-    if (size > MAX_PEM_BYTES) throw new Error(`${path} is ${size} bytes, more than ${MAX_PEM_BYTES}`);
+    if (size > MAX_PEM_BYTES)
+      throw new KbsServiceError('NEBULA_CERT_FAILED', `${path} is ${size} bytes, more than ${MAX_PEM_BYTES}`);
     return await fh.readFile();
   } finally {
     await fh.close();
@@ -73,7 +75,10 @@ export class NebulaCaPlugin implements BuiltinPlugin {
       await tool.run(['ca', ...caArguments(config.ca), '-out-crt', crt, '-out-key', key]);
       options.logger?.info({ crt }, 'self-signed Nebula CA created');
     } else if (!haveCrt || !haveKey) {
-      throw new Error(`Nebula CA not found: ${haveCrt ? key : crt} is missing beside ${haveCrt ? crt : key}`);
+      throw new KbsServiceError(
+        'PLUGIN_INIT_FAILED',
+        `Nebula CA not found: ${haveCrt ? key : crt} is missing beside ${haveCrt ? crt : key}`,
+      );
     }
     // A CA the tool cannot read is refused now rather than at the first request.
     await tool.run(['print', '-path', crt]);

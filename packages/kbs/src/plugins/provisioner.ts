@@ -12,6 +12,7 @@
 // - `DELETE provision/<uuid>` (admin credentials): removes the key; answers `{"status":"deleted"}`.
 import { createHash, randomInt } from 'node:crypto';
 import type { KvStorage } from '@broker/kv-storage';
+import { KbsServiceError } from '../errors.js';
 import { type BuiltinPlugin, type PluginCall, PluginRequestError } from './builtin.js';
 import { PROVISIONER_PLUGIN_NAME, type ProvisionerPluginConfig } from './provisioner-config.js';
 
@@ -57,7 +58,8 @@ export function provisionerResourcePath(uuid: string): string {
 
 /** trustee's confdata document: the key is alphanumeric, so it needs no TOML escaping. */
 export function confdataToml(key: string): string {
-  if (!/^[A-Za-z0-9]*$/.test(key)) throw new Error('a confdata key must be alphanumeric');
+  if (!/^[A-Za-z0-9]*$/.test(key))
+    throw new KbsServiceError('PLUGIN_INTERNAL', 'a confdata key must be alphanumeric');
   return `version = "0.1.0"\n\n[data]\n"${CONFDATA_ROOT_KEY}" = "${key}"\n`;
 }
 

@@ -10,6 +10,7 @@ import { dirname } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { HttpServerConfig } from '../config.js';
+import { KbsConfigError, KbsServiceError } from '../errors.js';
 import { tlsOptions } from '../server.js';
 import { DirectoryWatcher, type DirectoryWatcherOptions } from './watcher.js';
 
@@ -24,7 +25,8 @@ export interface TlsReloader {
 
 async function readBounded(path: string): Promise<Buffer> {
   const b = await readFile(path);
-  if (b.length > MAX_TLS_FILE_BYTES) throw new Error(`${path} is larger than ${MAX_TLS_FILE_BYTES} bytes`);
+  if (b.length > MAX_TLS_FILE_BYTES)
+    throw new KbsServiceError('TLS_FILE_INVALID', `${path} is larger than ${MAX_TLS_FILE_BYTES} bytes`);
   return b;
 }
 
@@ -63,7 +65,7 @@ export function watchTlsFiles(
   const keyPath = config.privateKey;
   const certPath = config.certificate;
   if (keyPath === undefined || certPath === undefined)
-    throw new Error('HTTPS needs private_key and certificate');
+    throw new KbsConfigError('HTTPS needs private_key and certificate');
   const digest = (key: Buffer, cert: Buffer) =>
     createHash('sha256').update(key).update('\0').update(cert).digest('hex');
   let current = digest(initial.key, initial.cert);
