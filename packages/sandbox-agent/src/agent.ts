@@ -9,6 +9,12 @@ import { basename, dirname, join } from 'node:path';
 import { makeDirectory } from '@broker/cli';
 import { Code } from '@broker/ttrpc';
 import { type ClockOptions, setGuestDateTime } from './clock.js';
+import {
+  type BindSource,
+  bindContainerPaths,
+  type ContainerMounts,
+  removeBundle,
+} from './container-mounts.js';
 import { copyFile } from './copy-file.js';
 import {
   InvalidRequest,
@@ -75,6 +81,11 @@ export interface SandboxAgentOptions {
   /** How SetGuestDateTime runs `date` (the executable, or an environment for tests). */
   readonly clock?: ClockOptions;
   readonly logger?: AgentLogger;
+  /**
+   * Tests only: runs once CreateContainer holds the container's root and bind-mount sources, before
+   * it mounts them into the bundle.
+   */
+  readonly afterContainerHold?: () => void | Promise<void>;
 }
 
 type ContainerState = 'created' | 'running' | 'stopped';
@@ -83,6 +94,8 @@ interface Container {
   readonly id: string;
   readonly bundle: string;
   readonly storages: MountedStorage[];
+  /** The root and bind-mount sources as runc finds them, bound into the bundle. */
+  readonly mounts: ContainerMounts;
   readonly init: AgentProcess;
   /** CreateContainer's `exec_id`: kata's runtime names the container's own process by it (the container id). */
   readonly initExecId: string;
@@ -119,6 +132,8 @@ export class SandboxAgent {
   readonly network: Network;
   #roots: string[] = [];
   #protected: string[] = [];
+  /** The bundles' directory, canonical (its mounts are found by path in /proc/self/mountinfo). */
+  #containersDir = '';
   readonly #requestedRoots: readonly string[];
   readonly #options: SandboxAgentOptions;
   readonly #log: AgentLogger;
@@ -154,14 +169,19 @@ export class SandboxAgent {
       this.#protected.push(join(dir, basename(p)));
     }
     await makeDirectory(join(this.stateDir, 'containers'), 0o700);
+    this.#containersDir = await realpath(join(this.stateDir, 'containers'));
     // Containers of an earlier run of the agent: their processes lost their parent, nobody can wait
-    // for them, and the host will create its pod again. They go.
-    for (const id of await readdir(join(this.stateDir, 'containers'))) {
+    // for them, and the host will create its pod again. They go, their bundles' mounts first.
+    for (const id of await readdir(this.#containersDir)) {
       await this.runc
         .delete(id)
         .catch((e) => this.#log.warn({ container: id, err: (e as Error).message }, 'stale container'));
-      await rm(join(this.stateDir, 'containers', id), { recursive: true, force: true });
-      this.#log.warn({ container: id }, 'removed a container left by an earlier run');
+      try {
+        await removeBundle(this.#containersDir, id);
+        this.#log.warn({ container: id }, 'removed a container left by an earlier run');
+      } catch (e) {
+        this.#log.warn({ container: id, err: (e as Error).message }, 'cannot remove a stale container');
+      }
     }
   }
 
@@ -282,25 +302,28 @@ export class SandboxAgent {
   /**
    * Checks the spec's mounts: a bind mount's source must be below the roots; any other mount must not
    * name a guest path as its source (`proc`, `tmpfs`, `devpts`… do not), so the host cannot mount one of
-   * the guest's block devices into a container.
+   * the guest's block devices into a container. Returns the bind mounts, by their index in the spec.
    */
-  async #checkMounts(spec: Decoded): Promise<void> {
-    for (const m of spec.Mounts ?? []) {
+  async #checkMounts(spec: Decoded): Promise<BindSource[]> {
+    const binds: BindSource[] = [];
+    for (const [index, m] of ((spec.Mounts ?? []) as Decoded[]).entries()) {
       const options = (m.options ?? []) as string[];
       const source = String(m.source ?? '');
       if (m.type === 'bind' || options.includes('bind') || options.includes('rbind')) {
         const what = `source of mount ${shown(m.destination)}`;
-        checkNotProtected(
+        const checked = checkNotProtected(
           await resolveUnder(this.#roots, source, { what, mustExist: true }),
           this.#protected,
           what,
         );
+        binds.push({ index, source: checked });
       } else if (source.startsWith('/')) {
         throw new InvalidRequest(
           `mount ${shown(m.destination)} of type ${shown(String(m.type ?? ''))} names the guest path ${shown(source)}; only bind mounts from below the agent's roots may`,
         );
       }
     }
+    return binds;
   }
 
   async createContainer(req: Decoded, signal?: AbortSignal): Promise<void> {
@@ -322,7 +345,7 @@ export class SandboxAgent {
       throw new InvalidRequest('OCI hooks are not accepted from the host');
     }
 
-    const bundle = join(this.stateDir, 'containers', id);
+    const bundle = join(this.#containersDir, id);
     await mkdir(bundle, { mode: 0o700 }).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'EEXIST')
         throw new SandboxAgentError(
@@ -332,6 +355,7 @@ export class SandboxAgent {
       throw e;
     });
     let storages: MountedStorage[] = [];
+    let mounts: ContainerMounts | undefined;
     try {
       storages = await addStorages(req.storages ?? [], {
         roots: this.#roots,
@@ -350,9 +374,17 @@ export class SandboxAgent {
         this.#protected,
         'container root',
       );
-      await this.#checkMounts(spec);
+      const binds = await this.#checkMounts(spec);
+      // runc resolves config.json's paths when the container starts, long after these checks: it
+      // gets what was checked, held and bound into the bundle, not the paths the host named.
+      mounts = await bindContainerPaths(bundle, rootPath, binds, {
+        roots: this.#roots,
+        afterHold: this.#options.afterContainerHold,
+      });
       const oci = specToOci(spec);
-      oci.root = { path: rootPath, readonly: Boolean(spec.Root?.Readonly) };
+      oci.root = { path: mounts.rootfs, readonly: Boolean(spec.Root?.Readonly) };
+      const ociMounts = oci.mounts as { source?: string }[];
+      for (const [index, path] of mounts.sources) ociMounts[index]!.source = path;
       const linux = (oci.linux ?? {}) as Record<string, unknown>;
       // The pod's network is the guest's: no namespace of its own. Namespace paths name the host's
       // namespaces, meaningless here: IPC and UTS are the sandbox's, the others new (see the README).
@@ -375,8 +407,14 @@ export class SandboxAgent {
       if (shared) delete oci.hostname;
       await writeFile(join(bundle, 'config.json'), JSON.stringify(oci), { mode: 0o600 });
     } catch (e) {
+      await mounts?.undo().catch(() => {});
       await removeStorages(storages).catch(() => {});
-      await rm(bundle, { recursive: true, force: true });
+      await removeBundle(this.#containersDir, id).catch((err: Error) =>
+        this.#log.warn(
+          { container: id, err: err.message },
+          'cannot remove the bundle of a refused container',
+        ),
+      );
       throw e;
     }
     const sharesPidns = sandbox.sharedPidns || Boolean(req.sandbox_pidns);
@@ -384,6 +422,7 @@ export class SandboxAgent {
       id,
       bundle,
       storages,
+      mounts,
       init: Object.assign(new AgentProcess(this.#options.outputLimit), {
         terminal: Boolean(spec.Process.Terminal),
       }),
@@ -577,8 +616,20 @@ export class SandboxAgent {
     ]);
     this.#containers.delete(c.id);
     if (this.#sandbox?.pidnsHolder === c) this.#sandbox.pidnsHolder = undefined;
-    await removeStorages(c.storages);
-    await rm(c.bundle, { recursive: true, force: true });
+    // Each step is tried even if one before failed; the bundle's removal unmounts what is left in it.
+    let first: unknown;
+    for (const step of [
+      () => c.mounts.undo(),
+      () => removeStorages(c.storages),
+      () => removeBundle(this.#containersDir, c.id),
+    ]) {
+      try {
+        await step();
+      } catch (e) {
+        first ??= e;
+      }
+    }
+    if (first !== undefined) throw first;
     this.#log.info({ container: c.id }, 'container removed');
   }
 

@@ -223,25 +223,35 @@ async function pauseRootfs(pauseBundle: string, bundle: HeldPath): Promise<void>
   }
 }
 
+export interface BindOptions {
+  /** Remount the new mount read-only. */
+  readonly readonly?: boolean;
+  /** Bind the mounts below the source too (`--rbind`). */
+  readonly recursive?: boolean;
+  /** What the target is, for messages [default: `storage mount point`]. */
+  readonly what?: string;
+}
+
 /**
  * Bind-mounts `source` on `target` (both held) and returns the new mount's root, held: it is what a
  * read-only remount and the unmount act on. The target held before the mount is the directory under
  * it, so the mount's root is reopened by its name in the held parent and checked to be the source,
  * on a mount other than the target's.
  */
-async function bindMount(source: HeldPath, target: HeldPath, readonly: boolean): Promise<FileHandle> {
-  const shownAs = `mount --bind ${source.path} ${target.path}`;
-  await runHeld(
-    'mount',
-    ['--bind', '/proc/self/fd/3', '/proc/self/fd/4'],
-    [source.file, target.file],
-    shownAs,
-  );
+export async function bindMount(
+  source: HeldPath,
+  target: HeldPath,
+  options: BindOptions = {},
+): Promise<FileHandle> {
+  const { readonly = false, recursive = false, what = 'storage mount point' } = options;
+  const flag = recursive ? '--rbind' : '--bind';
+  const shownAs = `mount ${flag} ${source.path} ${target.path}`;
+  await runHeld('mount', [flag, '/proc/self/fd/3', '/proc/self/fd/4'], [source.file, target.file], shownAs);
   const sourceStat = await source.file.stat();
   const mountRoot = await open(target.at, sourceStat.isDirectory() ? DIR_FLAGS : ANY_FLAGS).catch(
     (e: unknown) => {
       throw new InvalidRequest(
-        `storage mount point ${shown(target.path)} changed while it was being mounted: ${(e as Error).message}`,
+        `${what} ${shown(target.path)} changed while it was being mounted: ${(e as Error).message}`,
       );
     },
   );
@@ -252,9 +262,7 @@ async function bindMount(source: HeldPath, target: HeldPath, readonly: boolean):
       st.ino !== sourceStat.ino ||
       (await mountIdOf(mountRoot)) === (await mountIdOf(target.file))
     ) {
-      throw new InvalidRequest(
-        `storage mount point ${shown(target.path)} changed while it was being mounted`,
-      );
+      throw new InvalidRequest(`${what} ${shown(target.path)} changed while it was being mounted`);
     }
     if (readonly) {
       await runHeld(
@@ -272,7 +280,7 @@ async function bindMount(source: HeldPath, target: HeldPath, readonly: boolean):
 }
 
 /** Unmounts the mount whose root `mountRoot` holds (lazily: a container may still have it open). */
-async function unmountHeld(mountRoot: FileHandle, path: string): Promise<void> {
+export async function unmountHeld(mountRoot: FileHandle, path: string): Promise<void> {
   await runHeld(
     'umount',
     ['--lazy', '/proc/self/fd/3'],
@@ -353,7 +361,7 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
         const held = await makeTarget(ctx.roots, target, source);
         try {
           await ctx.afterCheck?.('bind');
-          mountRoot = await bindMount(source, held, options.includes('ro'));
+          mountRoot = await bindMount(source, held, { readonly: options.includes('ro') });
         } finally {
           await held.close();
         }
@@ -417,7 +425,7 @@ export async function addStorage(storage: Decoded, ctx: StorageContext): Promise
             const held = await makeTarget(ctx.roots, target, rootfs);
             try {
               await ctx.afterCheck?.('bind');
-              mountRoot = await bindMount(rootfs, held, false);
+              mountRoot = await bindMount(rootfs, held);
             } finally {
               await held.close();
             }
