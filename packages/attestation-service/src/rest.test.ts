@@ -1,5 +1,8 @@
 import { createPublicKey } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createLogger } from '@broker/cli';
+import { parseSnpReport, SNP_REPORT_SIZE, sevJsonFromReport } from '@broker/verifier';
 import { compactVerify, decodeProtectedHeader, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAsConfig } from './config.js';
@@ -119,5 +122,62 @@ describe('restful attestation service', () => {
     expect((await post('/challenge', { tee: 'tdx' })).status).toBe(400);
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     expect((await fetch(`${base}/policy/default_cpu`)).status).toBe(404);
+  });
+});
+
+describe('GET /metrics', () => {
+  it('counts collateral requests that fail, by source, under the name the KBS uses', async () => {
+    const kds = createServer((_req, res) => {
+      res.writeHead(500, { 'content-length': 4 });
+      res.end('boom');
+    });
+    await new Promise<void>((resolve) => kds.listen(0, '127.0.0.1', resolve));
+    const { port } = kds.address() as AddressInfo;
+    const opened = await openAttestationService(
+      parseAsConfig({
+        verifier_config: {
+          snp_verifier: { vcek_sources: [{ type: 'KDS', base_url: `http://127.0.0.1:${port}` }] },
+        },
+      }),
+      silent,
+    );
+    const server = await startAsRestServer(opened, '127.0.0.1:0');
+    try {
+      const base = `http://127.0.0.1:${server.port}`;
+      const failures = async () =>
+        (await (await fetch(`${base}/metrics`)).text())
+          .split('\n')
+          .filter((l) => l.startsWith('attestation_collateral_fetch_failures_total'));
+      expect(await failures()).toEqual([]);
+      // A Milan report without a certificate table and with a chip ID: its VCEK is asked of KDS first.
+      const report = Buffer.alloc(SNP_REPORT_SIZE);
+      report.writeUInt32LE(3, 0);
+      report.writeUInt32LE(1, 0x34);
+      report[0x188] = 0x19;
+      report[0x189] = 0x01;
+      report[0x18a] = 1;
+      report.fill(0x42, 0x1a0, 0x1e0);
+      const evidence = { attestation_report: sevJsonFromReport(parseSnpReport(report)), cert_chain: null };
+      const res = await fetch(`${base}/attestation`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          verification_requests: [
+            {
+              tee: 'snp',
+              evidence: Buffer.from(JSON.stringify(evidence)).toString('base64url'),
+              runtime_data: { structured: { nonce: 'n' } },
+            },
+          ],
+          policy_ids: [],
+        }),
+      });
+      expect(res.status).toBe(500);
+      expect(await failures()).toEqual(['attestation_collateral_fetch_failures_total{source="kds"} 1']);
+    } finally {
+      await server.close();
+      await opened.close();
+      await new Promise((resolve) => kds.close(resolve));
+    }
   });
 });

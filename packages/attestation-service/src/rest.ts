@@ -200,6 +200,8 @@ export function restHandler(opened: OpenedAttestationService, logger?: Logger, o
           );
         case 'GET /healthz':
           return send(res, 200);
+        case 'GET /metrics':
+          return send(res, 200, await opened.metrics.metrics(), opened.metrics.contentType);
         default:
           return send(res, 404);
       }

@@ -1,7 +1,12 @@
 // The attestation service process: the KBS's built-in attestation service on trustee's storage layout,
 // with its RVPS either built in (the same storage, namespace `reference_value`) or remote over gRPC.
 
-import { type AttestationService, createAttestationService } from '@broker/attestation';
+import {
+  type AttestationService,
+  type AttestationServiceOptions,
+  COLLATERAL_FETCH_FAILURES_METRIC,
+  createAttestationService,
+} from '@broker/attestation';
 import type { Logger } from '@broker/cli';
 import {
   createRvps,
@@ -10,12 +15,18 @@ import {
   RvpsClient,
   type RvpsClientOptions,
 } from '@broker/rvps-core';
+import { Counter, Registry } from 'prom-client';
 import type { AsSettings } from './config.js';
 
 export interface OpenedAttestationService {
   readonly service: AttestationService;
   /** The RVPS the policies consult, also served on the AS's own port as trustee's grpc-as does. */
   readonly rvps: Rvps;
+  /**
+   * What `GET /metrics` serves: the collateral fetch failure counter, under the KBS's name for it, so
+   * that a collateral outage alerts whether the attestation service runs in the KBS or on its own.
+   */
+  readonly metrics: Registry;
   /** Ids of the stored attestation policies (`default_cpu`, …), sorted. */
   listPolicies(): Promise<string[]>;
   close(): Promise<void>;
@@ -45,6 +56,8 @@ export interface OpenOptions {
   readonly now?: () => number;
   /** The credential (admin JWT) presented to a GrpcRemote RVPS when registrations are forwarded to it. */
   readonly remoteRvps?: RvpsClientOptions;
+  /** HTTP client of the collateral services; tests pass one that trusts a mock. */
+  readonly httpGet?: AttestationServiceOptions['httpGet'];
 }
 
 export async function openAttestationService(
@@ -77,14 +90,23 @@ export async function openAttestationService(
         ...(shared && { cacheTtlMs: 0 }),
       });
     }
+    const metrics = new Registry();
+    const collateralFailures = new Counter({
+      ...COLLATERAL_FETCH_FAILURES_METRIC,
+      labelNames: ['source'],
+      registers: [metrics],
+    });
     const service = await createAttestationService(settings.service, storage, logger, {
       queryReferenceValue: (name) => rvps.query(name),
+      onCollateralFetchFailure: (source) => collateralFailures.labels(source).inc(),
+      ...(options.httpGet !== undefined && { httpGet: options.httpGet }),
       ...(options.now !== undefined && { now: options.now }),
       ...(shared && { cacheTtlMs: 0 }),
     });
     return {
       service,
       rvps,
+      metrics,
       async listPolicies() {
         const keys = await storage.list('attestation_service_policy');
         return keys

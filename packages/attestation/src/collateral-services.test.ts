@@ -210,7 +210,11 @@ trusted_sgx_root_paths = ["${join(dir, 'sgx-root.pem')}"]
 `) as Record<string, unknown>
       ).attestation_service,
     );
-    const cold = await createAttestationService(cfg, new MemoryKv(), logger, { httpGet });
+    const failures: string[] = [];
+    const cold = await createAttestationService(cfg, new MemoryKv(), logger, {
+      httpGet,
+      onCollateralFetchFailure: (source) => failures.push(source),
+    });
     pccs.override = () => ({ status: 500, body: '' });
     try {
       const e = await cold
@@ -234,6 +238,8 @@ trusted_sgx_root_paths = ["${join(dir, 'sgx-root.pem')}"]
       expect(cause.message).toBe(
         `TCB info: GET ${pccs.url}${MOCK_PCCS_PATHS.tcb}?fmspc=00A06F000000&update=early answered HTTP 500`,
       );
+      // The failed request is reported, so that monitoring sees the outage.
+      expect(failures).toEqual(['pcs']);
     } finally {
       pccs.override = undefined;
     }

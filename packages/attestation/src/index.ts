@@ -80,6 +80,7 @@ export {
 export { type CompiledPolicy, compilePolicy } from './rego-engine.js';
 export {
   type AttestationServiceOptions,
+  COLLATERAL_FETCH_FAILURES_METRIC,
   createAttestationService,
   MAX_ADDITIONAL_EVIDENCE,
 } from './service.js';

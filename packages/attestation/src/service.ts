@@ -64,6 +64,15 @@ export interface AttestationServiceOptions {
   readonly onCollateralFetchFailure?: (source: CollateralSource) => void;
 }
 
+/**
+ * The Prometheus counter that the KBS and the standalone attestation service both export for
+ * onCollateralFetchFailure, by `source`: one name, so that one alert and one dashboard query serve both.
+ */
+export const COLLATERAL_FETCH_FAILURES_METRIC = Object.freeze({
+  name: 'attestation_collateral_fetch_failures_total',
+  help: 'Collateral requests (source: pcs for Intel PCS/PCCS, kds for AMD KDS) that brought no usable answer',
+});
+
 /** More devices than this in one attestation is not a real platform. */
 export const MAX_ADDITIONAL_EVIDENCE = 64;
 

@@ -114,10 +114,10 @@ describe('brokerctl render --monitoring', () => {
     const rulesFile = join(tmp, 'kbs-rules.yaml');
     writeFileSync(rulesFile, stringify(rule.spec));
     const checked = execFileSync('promtool', ['check', 'rules', rulesFile], { encoding: 'utf8' });
-    expect(checked).toMatch(/SUCCESS: 8 rules found/);
+    expect(checked).toMatch(/SUCCESS: 9 rules found/);
 
     // Sample series: a KBS answering 401 to half its resource requests, a denial burst after an hour of
-    // calm, and an HTTPS certificate that expires in 10 days (at t=0 of the test clock).
+    // calm, an HTTPS certificate that expires in 10 days (at t=0 of the test clock), and KDS failing.
     const sel = `job="kbs-metrics",namespace="${NAMESPACE}"`;
     // promtool compares the expanded annotations too: the rule's, with the labels and the value filled in.
     const rules: Any[] = rule.spec.groups.flatMap((g: Any) => g.rules);
@@ -157,6 +157,15 @@ describe('brokerctl render --monitoring', () => {
               values: `${10 * 86400}x120`,
             },
             { series: `up{${sel},pod="kbs-0"}`, values: '1x120' },
+            // KDS failing once a minute throughout; PCS failing once, which is not an outage.
+            {
+              series: `attestation_collateral_fetch_failures_total{${sel},pod="kbs-0",source="kds"}`,
+              values: '0+1x120',
+            },
+            {
+              series: `attestation_collateral_fetch_failures_total{${sel},pod="kbs-0",source="pcs"}`,
+              values: '0 1x120',
+            },
           ],
           alert_rule_test: [
             {
@@ -184,6 +193,13 @@ describe('brokerctl render --monitoring', () => {
               ],
             },
             { eval_time: '90m', alertname: 'KbsCertificateExpiresVerySoon', exp_alerts: [] },
+            // Pending until the failures have lasted 15 minutes.
+            { eval_time: '10m', alertname: 'KbsCollateralFetchFailures', exp_alerts: [] },
+            {
+              eval_time: '30m',
+              alertname: 'KbsCollateralFetchFailures',
+              exp_alerts: [fired('KbsCollateralFetchFailures', { source: 'kds' }, '10')],
+            },
           ],
         },
       ],
@@ -220,6 +236,7 @@ describe('brokerctl render --monitoring', () => {
       'kbs_policy_violations_total',
       'kbs_certificate_expiry_timestamp_seconds',
       'kbs_http_request_duration_seconds_bucket',
+      'attestation_collateral_fetch_failures_total',
       'up',
     ])
       expect(used).toContain(n);

@@ -1,7 +1,7 @@
 // What `brokerctl render --monitoring` adds for the Prometheus Operator and Grafana: a ServiceMonitor that
 // scrapes the KBS's metrics listener through the `kbs-metrics` Service, a PrometheusRule with the alerts
-// an operator needs (KBS down, HTTP errors, policy denials and attestation failures surging, internal
-// errors, certificates about to expire), and a Grafana dashboard in a ConfigMap (Grafana's dashboard
+// an operator needs (KBS down, HTTP errors, policy denials and attestation failures surging, collateral
+// services failing, internal errors, certificates about to expire), and a Grafana dashboard in a ConfigMap (Grafana's dashboard
 // sidecar picks up ConfigMaps labelled `grafana_dashboard: "1"`). Every expression uses only metrics the
 // KBS exports (checked by the tests against its registry) and `up`, which Prometheus adds itself.
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
@@ -86,7 +86,21 @@ export function kbsRuleGroups(cfg: BrokerConfig): RuleGroup[] {
       annotations: {
         summary: 'Attestation of {{ $labels.tee_type }} evidence fails far more than in the last hour',
         description:
-          'Evidence that does not verify: TCB or collateral changes (a PCS/KDS outage shows here), or guests on platforms the reference values do not cover.',
+          'Evidence that does not verify: TCB or collateral changes, or guests on platforms the reference values do not cover. A collateral service that cannot be reached has its own alert, KbsCollateralFetchFailures.',
+      },
+    },
+    {
+      alert: 'KbsCollateralFetchFailures',
+      // Any failed request in every 10-minute window for 15 minutes: one lost request is noise, a
+      // service that keeps failing is an outage. Background refreshes count too, so this can fire
+      // while cached collateral still lets guests attest, before their attestations start to fail.
+      expr: `sum by (source) (increase(attestation_collateral_fetch_failures_total{${sel}}[10m])) > 0`,
+      for: '15m',
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'The KBS cannot fetch {{ $labels.source }} collateral',
+        description:
+          'Requests to the {{ $labels.source }} collateral service (pcs: Intel PCS or the configured PCCS; kds: AMD KDS) keep failing ({{ $value | humanize }} in the last 10 minutes). Guests attest from cached collateral until it expires; guests on hardware not seen before fail now. The KBS log names the URL and the error ("collateral refresh failed" or the attestation failure). Check that the KBS reaches the service (egress, proxy, DNS), that its TLS is trusted, and whether the service reports an outage; for a PCCS, its own log and its API key.',
       },
     },
     {
@@ -230,6 +244,13 @@ export function kbsDashboard(cfg: BrokerConfig): Record<string, unknown> {
         'ops',
         12,
         16,
+      ),
+      panel(
+        'Collateral fetch failures',
+        [[`sum by (source) (rate(attestation_collateral_fetch_failures_total{${sel}}[5m]))`, '{{source}}']],
+        'ops',
+        0,
+        32,
       ),
       panel(
         'Open connections',

@@ -277,6 +277,7 @@ export async function startKbs(config: KbsConfig, options: KbsOptions = {}): Pro
               ...(options.now !== undefined && { now: options.now }),
               onPolicyLimit: (remembered) =>
                 metrics.policyLimitRefusals.labels('attestation', String(remembered)).inc(),
+              onCollateralFetchFailure: (source) => metrics.collateralFetchFailures.labels(source).inc(),
               // A store other processes write to is read on every use, so that a change made through
               // another replica applies to the next request here.
               ...((storage.isShared('attestation_service_policy') || storage.isShared('reference_value')) && {

@@ -1,5 +1,6 @@
 // Prometheus metrics with trustee's names (kbs/src/prometheus, kbs/docs/metrics.md). Each KBS instance
 // has its own registry so that several can run in one process (tests, benchmarks).
+import { COLLATERAL_FETCH_FAILURES_METRIC } from '@broker/attestation';
 import { Counter, exponentialBuckets, Gauge, Histogram, Registry } from 'prom-client';
 
 export const KBS_VERSION = '0.1.0';
@@ -57,6 +58,12 @@ export class KbsMetrics {
   readonly pluginRequests: Counter<'plugin_name'>;
   readonly pluginErrors: Counter<'plugin_name'>;
   readonly pluginDuration: Histogram<'plugin_name'>;
+  /**
+   * This KBS's own: collateral requests of its attestation service that brought no usable answer, by
+   * `source` (`pcs`: Intel's PCS or a PCCS; `kds`: AMD's KDS). Named like the standalone attestation
+   * service's counter so that one alert and one dashboard query serve both.
+   */
+  readonly collateralFetchFailures: Counter<'source'>;
 
   private readonly resourcePaths: boolean;
 
@@ -172,6 +179,11 @@ export class KbsMetrics {
       name: 'kbs_plugin_errors_total',
       help: 'Total gRPC errors from external plugin backends',
       labelNames: ['plugin_name'],
+      registers,
+    });
+    this.collateralFetchFailures = new Counter({
+      ...COLLATERAL_FETCH_FAILURES_METRIC,
+      labelNames: ['source'],
       registers,
     });
     this.certificateExpiry = new Gauge({

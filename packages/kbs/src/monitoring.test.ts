@@ -3,10 +3,13 @@
 import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeChain } from '@broker/auth/testing';
 import { generateTeeKeyPair } from '@broker/protocol';
+import { parseSnpReport, SNP_REPORT_SIZE, sevJsonFromReport } from '@broker/verifier';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseKbsConfigText } from './config.js';
@@ -251,5 +254,52 @@ describe('request ids', () => {
     expect((await send(`${base}/kbs/v0/admin/verdicts?request_id=${'x'.repeat(65)}`)).status).toBe(400);
     const line = accessLines().find((a) => a.requestId === fetchId);
     expect(line).toMatchObject({ method: 'GET', path: `/kbs/v0/resource/${SECRET_PATH}`, status: 200 });
+  });
+});
+
+describe('collateral fetch failures', () => {
+  it('are counted by source when KDS answers 500: the attestation fails and the counter says why', async () => {
+    const kds = createServer((_req, res) => {
+      res.writeHead(500, { 'content-length': 4 });
+      res.end('boom');
+    });
+    await new Promise<void>((resolve) => kds.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = kds.address() as AddressInfo;
+      const toml = `[http_server]\nsockets = ["127.0.0.1:0"]\ninsecure_http = true\n[attestation_token]\ninsecure_header_jwk = true\n[admin]\nauthorization_mode = "InsecureAllowAll"\n[attestation_service.verifier_config.snp_verifier]\nvcek_sources = [{ type = "KDS", base_url = "http://127.0.0.1:${port}" }]\n[[plugins]]\nname = "resource"\n`;
+      const kbs = await startKbs(parseKbsConfigText(toml), { logger: pino({ level: 'silent' }) });
+      running.push(kbs);
+      const base = kbs.urls[0] as string;
+      const failures = async () =>
+        (await send(`${base}/metrics`)).text
+          .split('\n')
+          .filter((l) => l.startsWith('attestation_collateral_fetch_failures_total{'));
+      expect(await failures()).toEqual([]);
+      // A Milan report without a certificate table: its VCEK must come from KDS, asked before anything
+      // else of the report is checked, so an unsigned report is enough to make the KBS ask.
+      const report = Buffer.alloc(SNP_REPORT_SIZE);
+      report.writeUInt32LE(3, 0);
+      report.writeUInt32LE(1, 0x34);
+      report[0x188] = 0x19;
+      report[0x189] = 0x01;
+      report[0x18a] = 1;
+      report.fill(0x42, 0x1a0, 0x1e0); // the chip ID names the VCEK to ask for
+      const evidence = { attestation_report: sevJsonFromReport(parseSnpReport(report)), cert_chain: null };
+      const auth = await send(`${base}/kbs/v0/auth`, {
+        method: 'POST',
+        body: JSON.stringify({ version: '0.4.0', tee: 'snp', 'extra-params': '' }),
+      });
+      expect(auth.status).toBe(200);
+      const { nonce } = auth.json() as { nonce: string };
+      const attest = await send(`${base}/kbs/v0/attest`, {
+        method: 'POST',
+        headers: { cookie: cookieOf(auth), 'content-type': 'application/json' },
+        body: attestationBody(nonce, generateTeeKeyPair(), evidence),
+      });
+      expect(attest.status).toBe(401);
+      expect(await failures()).toEqual(['attestation_collateral_fetch_failures_total{source="kds"} 1']);
+    } finally {
+      await new Promise((resolve) => kds.close(resolve));
+    }
   });
 });

@@ -41,6 +41,8 @@ export {
 export { main as kbsVerifyMain } from './cli.js';
 export { VerificationError, type VerificationErrorCode, VerifierNotSupported } from './errors.js';
 export {
+  type CollateralSource,
+  collateralSourceOf,
   createHttpGet,
   defaultHttpGet,
   type HttpAnswer,
@@ -48,6 +50,7 @@ export {
   type HttpGet,
   HttpGetError,
   type HttpGetOptions,
+  observedHttpGet,
 } from './http/get.js';
 export { type CacheStats, RefreshingCache, type RefreshingCacheOptions } from './http/refreshing-cache.js';
 export { certificateFwid, OID_TCG_DICE_TCB_INFO, parsePemChain, verifyNvidiaChain } from './nvidia/chain.js';

@@ -103,3 +103,53 @@ export function defaultHttpGet(): HttpGet {
   shared ??= createHttpGet();
   return shared;
 }
+
+/**
+ * Which collateral service a request goes to, by the API path it asks: `pcs` for Intel's PCS API
+ * (`/sgx/certification/`, `/tdx/certification/`, which a PCCS serves too), `kds` for AMD's Key
+ * Distribution Service (`/vcek/v1/`, `/vlek/v1/`), `other` for anything else. The path, not the
+ * host, because a PCCS or a KDS mirror can live at any address.
+ */
+export type CollateralSource = 'pcs' | 'kds' | 'other';
+
+export function collateralSourceOf(url: string): CollateralSource {
+  let path: string;
+  try {
+    path = new URL(url).pathname;
+  } catch {
+    return 'other';
+  }
+  if (/\/(sgx|tdx)\/certification\//.test(path)) return 'pcs';
+  if (/\/(vcek|vlek)\/v1\//.test(path)) return 'kds';
+  return 'other';
+}
+
+/**
+ * `get` that also tells `onFailure` about every request that brought no usable answer: no complete
+ * answer (connection, TLS, timeout, size) or a status other than 200, which every collateral client
+ * here refuses. Cached collateral is not requested, so only real fetches are seen. A throwing
+ * `onFailure` does not change the answer.
+ */
+export function observedHttpGet(
+  get: HttpGet,
+  onFailure: (source: CollateralSource, url: string) => void,
+): HttpGet {
+  const report = (url: string) => {
+    try {
+      onFailure(collateralSourceOf(url), url);
+    } catch {
+      // An observer's failure must not turn into a verification failure.
+    }
+  };
+  return async (url, options) => {
+    let a: HttpAnswer;
+    try {
+      a = await get(url, options);
+    } catch (e) {
+      report(url);
+      throw e;
+    }
+    if (a.status !== 200) report(url);
+    return a;
+  };
+}
