@@ -1,5 +1,7 @@
 // Every sealed-secret error shares SealedSecretError and carries a `code`, so callers branch on it (or
 // on the class), never on `name`.
+import { realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { EnvelopeCryptoError } from './envelope.js';
 import {
@@ -16,7 +18,7 @@ import {
   UnsealEnvelopeFailed,
   UnsealVaultFailed,
 } from './errors.js';
-import { FolderMovedError } from './held-dir.js';
+import { FolderMovedError, HeldDir } from './held-dir.js';
 import { JsonShapeError } from './json.js';
 import { InvalidK8sName } from './k8s.js';
 import { PayloadShapeError } from './payload.js';
@@ -47,5 +49,22 @@ describe('sealed-secret errors', () => {
       expect(e.code).toBe(code);
     }
     expect(new SignatureVerificationFailed().message).toBe('Signature Error: signature error');
+  });
+
+  it('plain failures are SealedSecretErrors with a code, not bare Errors', async () => {
+    const held = await HeldDir.open(realpathSync(tmpdir()));
+    try {
+      let caught: unknown;
+      try {
+        held.entry('../x');
+      } catch (e) {
+        caught = e;
+      }
+      expect(caught).toBeInstanceOf(SealedSecretError);
+      expect((caught as SealedSecretError).code).toBe('FILE_NAME_INVALID');
+      expect((caught as SealedSecretError).message).toBe('not a plain file name: "../x"');
+    } finally {
+      await held.close();
+    }
   });
 });

@@ -56,7 +56,15 @@ export type SealedSecretErrorCode =
   /** A folder was moved or replaced while in use (`FolderMovedError`). */
   | 'FOLDER_MOVED'
   /** A command's input or output file could not be used. */
-  | 'CLI_FAILED';
+  | 'CLI_FAILED'
+  /** The confidential data hub or the attestation agent cannot be reached on its socket. */
+  | 'SERVICE_UNREACHABLE'
+  /** A name inside a held folder that is not a plain file name. */
+  | 'FILE_NAME_INVALID'
+  /** A folder cannot be held open (no /proc/self/fd). */
+  | 'FOLDER_UNHOLDABLE'
+  /** An unsealed value for an environment variable is not UTF-8 text without NUL bytes. */
+  | 'SECRET_NOT_TEXT';
 
 /** The base of every sealed-secret error: `code` says what failed. */
 export class SealedSecretError extends Error {

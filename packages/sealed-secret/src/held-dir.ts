@@ -46,7 +46,9 @@ export class HeldDir {
   /** The path of `name` inside the held folder, resolved through the descriptor. */
   entry(name: string): string {
     if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
-      throw new Error(`not a plain file name: ${JSON.stringify(name)}`);
+      throw new SealedSecretError(`not a plain file name: ${JSON.stringify(name)}`, {
+        code: 'FILE_NAME_INVALID',
+      });
     }
     return `${this.fdPath()}/${name}`;
   }
@@ -66,7 +68,10 @@ export class HeldDir {
     try {
       where = await readlink(this.fdPath());
     } catch (e) {
-      throw new Error(`the folder cannot be held: /proc/self/fd is not available (${(e as Error).message})`);
+      throw new SealedSecretError(
+        `the folder cannot be held: /proc/self/fd is not available (${(e as Error).message})`,
+        { code: 'FOLDER_UNHOLDABLE' },
+      );
     }
     if (where !== this.path) throw new FolderMovedError('the folder was moved or replaced');
     const now = await lstat(this.path).catch(() => undefined);

@@ -10,7 +10,7 @@ import {
   type KeyObject,
 } from 'node:crypto';
 import { decodeBase64UrlStrict } from '@broker/protocol';
-import { KeyJsonError, SealFailed, SigningKeyError } from './errors.js';
+import { KeyJsonError, SealedSecretError, SealFailed, SigningKeyError } from './errors.js';
 import { isJsonMap, type JsonMap, parseStrictJson } from './json.js';
 
 /** Upstream's default `--kid` of `secret keygen`. */
@@ -47,7 +47,7 @@ export function generateSigningKey(kid: string = DEFAULT_SIGNING_KID): SigningKe
   const jwk = privateKey.export({ format: 'jwk' });
   const { x, y, d } = jwk;
   if (typeof x !== 'string' || typeof y !== 'string' || typeof d !== 'string') {
-    throw new Error('the P-256 key export has no x, y or d');
+    throw new SealedSecretError('the P-256 key export has no x, y or d', { code: 'BAD_SIGNING_KEY' });
   }
   const head = { kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig', kid } as const;
   return { privateJwk: { ...head, d, x, y }, publicJwk: { ...head, x, y } };

@@ -14,6 +14,7 @@ import type { Attester } from '@broker/attester';
 import { messageOf } from '@broker/cli';
 import { AttestationAgentClient, DataHubClient, decodeKbsTokenReply } from '@broker/guest-api';
 import { KbsClient, TeeKeyPair, type TokenProvider } from '@broker/kbs-client';
+import { SealedSecretError } from './errors.js';
 import type { Unseal } from './volumes.js';
 
 export interface Closable {
@@ -42,7 +43,9 @@ export function dataHubUnsealer(
         timeoutMs: options.timeoutMs ?? DEFAULT_UNSEAL_TIMEOUT_MS,
       });
     } catch (e) {
-      throw new Error(`cannot reach the confidential data hub at ${socket}: ${messageOf(e)}`);
+      throw new SealedSecretError(`cannot reach the confidential data hub at ${socket}: ${messageOf(e)}`, {
+        code: 'SERVICE_UNREACHABLE',
+      });
     }
     return client;
   };
@@ -81,7 +84,10 @@ export function aaKbsGetter(
         try {
           aa = await AttestationAgentClient.connect(options.aaSocket, { connectTimeoutMs: 5_000 });
         } catch (e) {
-          throw new Error(`cannot reach the attestation agent at ${options.aaSocket}: ${messageOf(e)}`);
+          throw new SealedSecretError(
+            `cannot reach the attestation agent at ${options.aaSocket}: ${messageOf(e)}`,
+            { code: 'SERVICE_UNREACHABLE' },
+          );
         }
       }
       const reply = decodeKbsTokenReply(await aa.getToken('kbs'));

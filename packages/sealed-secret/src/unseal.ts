@@ -18,6 +18,7 @@ import {
   KeyFetchFailed,
   KeyFileError,
   KmsError,
+  SealedSecretError,
   SealedSecretParseFailed,
   SecretVersionError,
   shown,
@@ -84,15 +85,18 @@ async function readBounded(path: string, max: number): Promise<Buffer> {
   const handle = await open(path, 'r');
   try {
     const st = await handle.stat();
-    if (!st.isFile()) throw new Error(`${path} is not a regular file`);
-    if (st.size > max) throw new Error(`${path} is larger than ${max} bytes`);
+    if (!st.isFile())
+      throw new SealedSecretError(`${path} is not a regular file`, { code: 'KEY_FILE_UNREADABLE' });
+    if (st.size > max)
+      throw new SealedSecretError(`${path} is larger than ${max} bytes`, { code: 'KEY_FILE_UNREADABLE' });
     const buf = Buffer.alloc(max + 1);
     let n = 0;
     for (;;) {
       const { bytesRead } = await handle.read(buf, n, buf.length - n, null);
       if (bytesRead === 0) break;
       n += bytesRead;
-      if (n > max) throw new Error(`${path} is larger than ${max} bytes`);
+      if (n > max)
+        throw new SealedSecretError(`${path} is larger than ${max} bytes`, { code: 'KEY_FILE_UNREADABLE' });
     }
     return buf.subarray(0, n);
   } finally {

@@ -33,6 +33,7 @@ import { constants, type Stats } from 'node:fs';
 import { lstat, open, readdir, realpath, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { messageOf } from '@broker/cli';
+import { SealedSecretError } from './errors.js';
 import { FolderMovedError, HeldDir } from './held-dir.js';
 import {
   describeSealedSecret,
@@ -388,9 +389,10 @@ export async function unsealEnv(
       try {
         text = new TextDecoder('utf-8', { fatal: true }).decode(plaintext);
       } catch {
-        throw new Error('the secret is not UTF-8 text');
+        throw new SealedSecretError('the secret is not UTF-8 text', { code: 'SECRET_NOT_TEXT' });
       }
-      if (text.includes('\0')) throw new Error('the secret contains a NUL byte');
+      if (text.includes('\0'))
+        throw new SealedSecretError('the secret contains a NUL byte', { code: 'SECRET_NOT_TEXT' });
       out.push(`${key}=${text}`);
       options.results?.push({ key, outcome: 'unsealed', ...summary });
       log.info({ env: key, ...summary }, 'sealed env value unsealed');
