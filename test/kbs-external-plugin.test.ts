@@ -11,6 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SampleAttester } from '@broker/attester';
+import { signAdminToken } from '@broker/auth';
 import { createLogger } from '@broker/cli';
 import { vector } from '@broker/cli/testing';
 import {
@@ -22,7 +23,7 @@ import {
   startExamplePlugin,
   startKbs,
 } from '@broker/kbs';
-import { KbsAdminClient, KbsClient, signAdminToken } from '@broker/kbs-client';
+import { KbsAdminClient, KbsClient } from '@broker/kbs-client';
 import { jweDecrypt } from '@broker/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, freePort, ROOT, start, waitForListen } from './helpers/process.js';

@@ -214,7 +214,7 @@ describe("trustee's deployers' command lines on the built executables", () => {
     const as = launch(['grpc-as', '--socket', `127.0.0.1:${port}`, '--admin-public-key', pub]);
     await waitForListen({ port }, as);
     expect(as.output()).not.toMatch(/WRITES ARE UNAUTHENTICATED/);
-    const { signAdminToken } = await import('@broker/kbs-client');
+    const { signAdminToken } = await import('@broker/auth');
     const { readFileSync } = await import('node:fs');
     const token = await signAdminToken(readFileSync(key, 'utf8'));
     const [refused, accepted, health] = await probe(port, 'set-policy', `set-policy:${token}`, 'health:');

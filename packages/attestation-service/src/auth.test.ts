@@ -6,7 +6,7 @@ import https from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { signAdminToken } from '@broker/kbs-client';
+import { signAdminToken } from '@broker/auth';
 import { HealthService, HealthStatus, RvpsClient, type RvpsClientError } from '@broker/rvps-core';
 import { makeTestPki, pem, type TestPki } from '@broker/rvps-core/testing';
 import { attestation } from '@broker/trustee-protos';

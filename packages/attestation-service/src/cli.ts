@@ -2,7 +2,7 @@
 // binaries its docker-compose, Helm chart and operator run), and `attestation-service`, both front ends
 // in one process.
 
-import { openWritesWarning } from '@broker/auth';
+import { openWritesWarning, signAdminToken } from '@broker/auth';
 import {
   type CommandIo,
   choice,
@@ -16,7 +16,6 @@ import {
   UsageError,
   untilStopSignal,
 } from '@broker/cli';
-import { signAdminToken } from '@broker/kbs-client';
 import {
   type RvpsClientOptions,
   readPemFile,

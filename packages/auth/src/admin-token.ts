@@ -1,6 +1,6 @@
 /**
- * Short-lived admin JWTs signed with a local private key, for
- * `config --auth-private-key`. trustee's kbs-client did this before it moved
+ * Short-lived admin JWTs signed with a local private key, for kbs-client's
+ * `config --auth-private-key` and the services' `--rvps-auth-private-key`. trustee's kbs-client did this before it moved
  * to `--admin-token-file` (EdDSA, `iat` and `exp` = iat + 2 h); today's KBS
  * verifies admin tokens as bearer JWTs and requires a `role` claim, so the
  * token carries `role` (default `admin`) and, when given, `iss` and `aud`.
@@ -8,16 +8,16 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { describeKeyKind, jwsAlgorithmOf } from '@broker/protocol';
 import { SignJWT } from 'jose';
-import { KbsClientError, type KbsClientErrorCode } from './errors.js';
+import { AuthError, type AuthErrorCode } from './errors.js';
 
 /** Lifetime of upstream's signed admin tokens (`ADMIN_TOKEN_EXPIRY_SECS`). */
 export const ADMIN_TOKEN_LIFETIME_SECONDS = 7200;
 export const DEFAULT_ADMIN_ROLE = 'admin';
 const MAX_KEY_PEM_LENGTH = 16 * 1024;
 
-export class InvalidAdminKey extends KbsClientError {
+export class InvalidAdminKey extends AuthError {
   override readonly name: string = 'InvalidAdminKey';
-  static readonly defaultCode: KbsClientErrorCode = 'INVALID_ADMIN_KEY';
+  static readonly defaultCode: AuthErrorCode = 'INVALID_ADMIN_KEY';
 }
 
 export interface AdminTokenOptions {

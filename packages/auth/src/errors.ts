@@ -22,6 +22,8 @@ export type AuthErrorCode =
   | 'PERMISSION_DENIED'
   /** Write authentication configured wrongly (`WriteAuthError`). */
   | 'INVALID_CONFIG'
+  /** A key to sign admin tokens with that cannot be read or signs no algorithm the KBS accepts (`InvalidAdminKey`). */
+  | 'INVALID_ADMIN_KEY'
   /** Any other failure (the base class used directly). */
   | 'AUTH_FAILED';
 

@@ -8,6 +8,15 @@ export {
   createAdminAuthorizer,
   type IdentityProviderConfig,
 } from './admin.js';
+export {
+  ADMIN_TOKEN_LIFETIME_SECONDS,
+  type AdminTokenOptions,
+  adminSigningAlgorithm,
+  DEFAULT_ADMIN_ROLE,
+  InvalidAdminKey,
+  parseAdminPrivateKey,
+  signAdminToken,
+} from './admin-token.js';
 export { AuthError, type AuthErrorCode } from './errors.js';
 export { JwtExpired, JwtVerificationError } from './jws.js';
 export { TrustMaterialError } from './sources.js';

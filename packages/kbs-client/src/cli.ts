@@ -13,6 +13,7 @@ import {
   detectTee,
   getAttester,
 } from '@broker/attester';
+import { ADMIN_TOKEN_LIFETIME_SECONDS, signAdminToken } from '@broker/auth';
 import {
   backtraceOf,
   createLogger,
@@ -24,7 +25,6 @@ import {
   wantsBacktrace,
 } from '@broker/cli';
 import { KbsAdminClient, type VerdictFilter } from './admin.js';
-import { ADMIN_TOKEN_LIFETIME_SECONDS, signAdminToken } from './admin-token.js';
 import { type OptionSpec, oneOf, type ParsedLevel, parseLevel, requireValue, UsageError } from './args.js';
 import { KbsClient } from './client.js';
 import {

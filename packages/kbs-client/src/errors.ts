@@ -33,8 +33,6 @@ export type KbsClientErrorCode =
   | 'INVALID_TOKEN'
   /** A resource path or URI the client refuses to request. */
   | 'INVALID_RESOURCE_PATH'
-  /** An admin signing key is unusable. */
-  | 'INVALID_ADMIN_KEY'
   /** A file or value given on the command line is unusable. */
   | 'INVALID_INPUT'
   /** Any other failure (the base class used directly). */

@@ -1,4 +1,13 @@
 export {
+  ADMIN_TOKEN_LIFETIME_SECONDS,
+  type AdminTokenOptions,
+  adminSigningAlgorithm,
+  DEFAULT_ADMIN_ROLE,
+  InvalidAdminKey,
+  parseAdminPrivateKey,
+  signAdminToken,
+} from '@broker/auth';
+export {
   ADMIN_USER_AGENT,
   type AdminLogger,
   type AttestationPolicyInput,
@@ -9,15 +18,6 @@ export {
   RVPS_MESSAGE_VERSION,
   sampleReferenceValueMessage,
 } from './admin.js';
-export {
-  ADMIN_TOKEN_LIFETIME_SECONDS,
-  type AdminTokenOptions,
-  adminSigningAlgorithm,
-  DEFAULT_ADMIN_ROLE,
-  InvalidAdminKey,
-  parseAdminPrivateKey,
-  signAdminToken,
-} from './admin-token.js';
 export { type CliIo, DEFAULT_KBS_URL, KBS_CLIENT_VERSION, main } from './cli.js';
 export {
   DEFAULT_HASH_ALGORITHM,

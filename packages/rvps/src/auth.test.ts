@@ -3,8 +3,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createWriteAuthorizer } from '@broker/auth';
-import { signAdminToken } from '@broker/kbs-client';
+import { createWriteAuthorizer, signAdminToken } from '@broker/auth';
 import { MemoryStorage } from '@broker/kv-storage';
 import {
   createRvps,

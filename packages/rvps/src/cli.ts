@@ -1,6 +1,6 @@
 // `rvps` (trustee's rvps binary) and `rvps-tool` (its client) on the shared command-line layer.
 import { readFileSync, statSync } from 'node:fs';
-import { openWritesWarning } from '@broker/auth';
+import { openWritesWarning, signAdminToken } from '@broker/auth';
 import {
   type CommandIo,
   choice,
@@ -15,7 +15,6 @@ import {
   UsageError,
   untilStopSignal,
 } from '@broker/cli';
-import { signAdminToken } from '@broker/kbs-client';
 import {
   createRvps,
   DEFAULT_RVPS_ADDRESS,
