@@ -27,15 +27,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
-import {
-  digestOf,
-  MEDIA_TYPE,
-  parseManifest,
-  RegistryClient,
-  type RunningRegistry,
-  requireTool,
-  startDockerRegistry,
-} from '@broker/image';
+import { digestOf, MEDIA_TYPE, parseManifest, RegistryClient, requireTool } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { imagePolicyMain, imagePullMain } from '@broker/image-tools';
 import { Code, defineProto, messageCodec, TtrpcClient, TtrpcError } from '@broker/ttrpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -17,7 +17,8 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MEDIA_TYPE, type RunningRegistry, requireTool, startDockerRegistry } from '@broker/image';
+import { MEDIA_TYPE, requireTool } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { imagePolicyMain, imagePullMain } from '@broker/image-tools';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { imageLayers, runImageCli } from './helpers/image-cli.js';

@@ -20,14 +20,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import {
-  MEDIA_TYPE,
-  parseManifest,
-  RegistryClient,
-  type RunningRegistry,
-  requireTool,
-  startDockerRegistry,
-} from '@broker/image';
+import { MEDIA_TYPE, parseManifest, RegistryClient, requireTool } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 

@@ -8,7 +8,7 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
-import { type RunningRegistry, startDockerRegistry } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { TtrpcError } from '@broker/ttrpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishImage } from './helpers/images.js';

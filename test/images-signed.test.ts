@@ -18,7 +18,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
-import { MEDIA_TYPE, RegistryClient, type RunningRegistry, startDockerRegistry } from '@broker/image';
+import { MEDIA_TYPE, RegistryClient } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { TtrpcError } from '@broker/ttrpc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binary, ROOT, runToEnd } from './helpers/process.js';

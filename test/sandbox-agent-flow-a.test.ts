@@ -22,15 +22,8 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_POLICY_REGO } from '@broker/agent-policy';
-import {
-  buildImage,
-  buildLayer,
-  parseImageReference,
-  pushImage,
-  RegistryClient,
-  type RunningRegistry,
-  startDockerRegistry,
-} from '@broker/image';
+import { buildImage, buildLayer, parseImageReference, pushImage, RegistryClient } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { dataHubPuller, type RunningAgent, startSandboxAgent } from '@broker/sandbox-agent';
 import {
   agentCall,

@@ -27,7 +27,8 @@ import { jweUnwrapper, parseJwePrivateKey } from '../../packages/image/src/ocicr
 import { pullImage } from '../../packages/image/src/pull.js';
 import { parseImageReference } from '../../packages/image/src/reference.js';
 import { RegistryClient } from '../../packages/image/src/registry/client.js';
-import { requireTool, startDockerRegistry } from '../../packages/image/src/registry/local-registry.js';
+import { requireTool } from '../../packages/image/src/registry/local-registry.js';
+import { startDockerRegistry } from '../../packages/image/src/testing/index.js';
 import { timeCommand } from '../helpers.js';
 import { cachedBenchImage, pushDirImage } from './pull.bench.js';
 

@@ -28,9 +28,10 @@ import { type ImageManifest, MEDIA_TYPE, parseManifest } from '../../packages/im
 import { parsePolicy } from '../../packages/image/src/policy.js';
 import { pullImage } from '../../packages/image/src/pull.js';
 import { RegistryClient, type Repository } from '../../packages/image/src/registry/client.js';
-import { requireTool, startDockerRegistry } from '../../packages/image/src/registry/local-registry.js';
+import { requireTool } from '../../packages/image/src/registry/local-registry.js';
 import { pushSigstoreSignatures } from '../../packages/image/src/registry/signatures.js';
 import { createSigstoreSignature } from '../../packages/image/src/sigstore.js';
+import { startDockerRegistry } from '../../packages/image/src/testing/index.js';
 import { timeCommand } from '../helpers.js';
 
 const CHILD_ENV = 'BROKER_IMAGE_BENCH_CHILD';

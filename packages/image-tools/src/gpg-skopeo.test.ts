@@ -23,11 +23,15 @@ import {
   parseImageReference,
   parsePolicy,
   pullImage,
-  type RunningRegistry,
-  startDockerRegistry,
   writeDirImage,
 } from '@broker/image';
-import { createGpgHome, type GpgHome, runTool } from '@broker/image/testing';
+import {
+  createGpgHome,
+  type GpgHome,
+  type RunningRegistry,
+  runTool,
+  startDockerRegistry,
+} from '@broker/image/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { imagePolicyMain, imagePullMain } from './cli.js';
 

@@ -22,9 +22,8 @@ import {
   pushImage,
   pushSigstoreSignatures,
   RegistryClient,
-  type RunningRegistry,
-  startDockerRegistry,
 } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ImageCliIo, imagePolicyMain, imagePullMain } from './cli.js';
 

@@ -172,13 +172,7 @@ export {
   VerifyingStream,
 } from './registry/client.js';
 export { HttpError } from './registry/http.js';
-export type { DockerRegistryOptions } from './registry/local-registry.js';
-export {
-  freePort,
-  type RunningRegistry,
-  requireTool,
-  startDockerRegistry,
-} from './registry/local-registry.js';
+export { freePort, requireTool } from './registry/local-registry.js';
 export {
   type NoProxy,
   ProxyConfigError,
@@ -214,7 +208,6 @@ export {
   verifyPayloadSignature,
   verifySigstorePayload,
 } from './sigstore.js';
-export { type RunningTinyproxy, startTinyproxy } from './testing/tinyproxy.js';
 export {
   entryComponents,
   RootfsUnpacker,

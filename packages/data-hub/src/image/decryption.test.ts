@@ -12,9 +12,8 @@ import {
   jweWrapper,
   pushImage,
   RegistryClient,
-  type RunningRegistry,
-  startDockerRegistry,
 } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCdhConfig } from '../config.js';
 import { tempDir } from '../testing/helpers.js';

@@ -16,9 +16,8 @@ import {
   pushImage,
   pushSigstoreSignatures,
   RegistryClient,
-  type RunningRegistry,
-  startDockerRegistry,
 } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCdhConfig } from '../config.js';
 import { captureLogger, tempDir } from '../testing/helpers.js';

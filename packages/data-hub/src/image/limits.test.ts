@@ -1,15 +1,8 @@
 // The caps on what image layers expand to, set in the data hub's `[image]` table and applied by
 // the image-pull service (a loopback docker-registry, no policy: every image is accepted).
 import { join } from 'node:path';
-import {
-  buildImage,
-  buildLayer,
-  DEFAULT_EXPANSION_LIMITS,
-  pushImage,
-  RegistryClient,
-  type RunningRegistry,
-  startDockerRegistry,
-} from '@broker/image';
+import { buildImage, buildLayer, DEFAULT_EXPANSION_LIMITS, pushImage, RegistryClient } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCdhConfig } from '../config.js';
 import { tempDir } from '../testing/helpers.js';

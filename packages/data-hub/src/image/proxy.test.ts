@@ -6,16 +6,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { buildImage, buildLayer, pushImage, RegistryClient } from '@broker/image';
 import {
-  buildImage,
-  buildLayer,
-  pushImage,
-  RegistryClient,
   type RunningRegistry,
   type RunningTinyproxy,
   startDockerRegistry,
   startTinyproxy,
-} from '@broker/image';
+} from '@broker/image/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type CdhConfig, defaultCdhConfig, parseCdhConfig } from '../config.js';
 import { captureLogger, tempDir } from '../testing/helpers.js';

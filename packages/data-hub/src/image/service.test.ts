@@ -15,9 +15,8 @@ import {
   pushImage,
   pushSigstoreSignatures,
   RegistryClient,
-  type RunningRegistry,
-  startDockerRegistry,
 } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { TtrpcError, TtrpcServer } from '@broker/ttrpc';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type CdhConfig, parseCdhConfig } from '../config.js';

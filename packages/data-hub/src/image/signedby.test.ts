@@ -5,13 +5,8 @@ import { execFile } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  buildImage,
-  buildLayer,
-  type RunningRegistry,
-  startDockerRegistry,
-  writeDirImage,
-} from '@broker/image';
+import { buildImage, buildLayer, writeDirImage } from '@broker/image';
+import { type RunningRegistry, startDockerRegistry } from '@broker/image/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseCdhConfig } from '../config.js';
 import { tempDir } from '../testing/helpers.js';
