@@ -6,7 +6,9 @@
  * input is keyed by them. Every request message the policy reads is here, with everything it contains.
  * Responses are forwarded as raw bytes, so only `ReadStreamResponse` (redacted on deny) is defined.
  */
+
 import { defineProto, type ProtoRoot } from '@broker/ttrpc';
+import { AgentPolicyError } from './errors.js';
 
 export const TYPES_PROTO = `
 syntax = "proto3";
@@ -595,7 +597,8 @@ export function isAgentProtoProfile(name: string): name is AgentProtoProfile {
 /** Replaces `from` in `text` exactly once; the edit of an older profile must still apply. */
 function edit(text: string, from: string, to: string): string {
   const at = text.indexOf(from);
-  if (at < 0 || text.indexOf(from, at + 1) >= 0) throw new Error(`agent-proto profile edit: ${from}`);
+  if (at < 0 || text.indexOf(from, at + 1) >= 0)
+    throw new AgentPolicyError(`agent-proto profile edit: ${from}`, { code: 'SCHEMA_INVALID' });
   return text.slice(0, at) + to + text.slice(at + from.length);
 }
 

@@ -22,6 +22,7 @@ import {
   isAgentProtoProfile,
   REQUEST_TYPES,
 } from './agent-proto.js';
+import { AgentPolicyError } from './errors.js';
 import { AgentPolicyGate, type UnknownMethodMode } from './gate.js';
 import {
   DEFAULT_INITDATA_TOML_PATH,
@@ -410,7 +411,8 @@ async function runCheck(
 
 async function readLimited(path: string, max: number): Promise<string> {
   const bytes = await readFile(path);
-  if (bytes.length > max) throw new Error(`${path} is larger than ${max} bytes`);
+  if (bytes.length > max)
+    throw new AgentPolicyError(`${path} is larger than ${max} bytes`, { code: 'FILE_TOO_LARGE' });
   return bytes.toString('utf8');
 }
 
@@ -440,7 +442,11 @@ async function runServe(args: ServeArgs, options: MainOptions): Promise<number> 
   } catch (e) {
     if (!(e instanceof InitialPolicyError || e instanceof PolicyLoadError)) throw e;
     // Reported once, by the dialect, on stderr.
-    throw new Error(`cannot load the initial policy: ${e.message}`, { cause: e });
+    throw new AgentPolicyError(
+      `cannot load the initial policy: ${e.message}`,
+      { cause: e },
+      { code: 'INITIAL_POLICY_UNUSABLE' },
+    );
   }
 
   const gate = new AgentPolicyGate({
@@ -457,7 +463,11 @@ async function runServe(args: ServeArgs, options: MainOptions): Promise<number> 
   } catch (e) {
     stopped.cancel();
     await gate.close({ graceMs: 0 });
-    throw new Error(`cannot listen: ${(e as Error).message}`, { cause: e });
+    throw new AgentPolicyError(
+      `cannot listen: ${(e as Error).message}`,
+      { cause: e },
+      { code: 'LISTEN_FAILED' },
+    );
   }
   logger.info(
     {

@@ -1,6 +1,8 @@
 // Every agent-policy error shares AgentPolicyError and carries a `code`.
+
 import { describe, expect, it } from 'vitest';
 import { AgentPolicyError } from './errors.js';
+import { buildGoAgent } from './go-agent.js';
 import { InitialPolicyError } from './initial.js';
 import { applyPatch, InvalidPatchError, PatchApplyError } from './json-patch.js';
 import { PolicyEvaluationError, PolicyLoadError } from './policy.js';
@@ -26,5 +28,17 @@ describe('agent-policy errors', () => {
     expect(() => applyPatch({}, [{ op: 'remove', path: '/missing' }])).toThrow(
       expect.objectContaining({ code: 'PATCH_APPLY_FAILED' }),
     );
+  });
+
+  it('plain failures are AgentPolicyErrors with a code, not bare Errors', async () => {
+    const path = process.env.PATH;
+    process.env.PATH = '';
+    try {
+      await expect(buildGoAgent()).rejects.toSatisfy(
+        (e) => e instanceof AgentPolicyError && e.code === 'GO_AGENT_UNAVAILABLE',
+      );
+    } finally {
+      process.env.PATH = path;
+    }
   });
 });

@@ -18,6 +18,14 @@ export type AgentPolicyErrorCode =
   | 'REQUEST_DECODE_FAILED'
   /** A value does not fit the message being encoded (`RequestEncodeError`). */
   | 'REQUEST_ENCODE_FAILED'
+  /** The agent's message schema does not hold together (an unresolved type, a profile edit that no longer applies). */
+  | 'SCHEMA_INVALID'
+  /** A file given to the command is larger than it accepts. */
+  | 'FILE_TOO_LARGE'
+  /** The gate cannot listen on an address it was given. */
+  | 'LISTEN_FAILED'
+  /** The Go stand-in agent cannot be built (no Go toolchain or sources). */
+  | 'GO_AGENT_UNAVAILABLE'
   /** Any other failure. */
   | 'AGENT_POLICY_FAILED';
 

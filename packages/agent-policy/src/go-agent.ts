@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { AgentPolicyError } from './errors.js';
 
 const run = promisify(execFile);
 const GOPATH = '/usr/share/gocode';
@@ -35,9 +36,10 @@ export async function buildGoAgent(): Promise<string> {
   try {
     goVersion = (await run('go', ['version'])).stdout;
   } catch {
-    throw new Error(`go not found on PATH; ${missing}`);
+    throw new AgentPolicyError(`go not found on PATH; ${missing}`, { code: 'GO_AGENT_UNAVAILABLE' });
   }
-  if (!existsSync(TTRPC_SRC)) throw new Error(`${TTRPC_SRC} is missing; ${missing}`);
+  if (!existsSync(TTRPC_SRC))
+    throw new AgentPolicyError(`${TTRPC_SRC} is missing; ${missing}`, { code: 'GO_AGENT_UNAVAILABLE' });
   const src = sourcePath();
   const source = await readFile(src);
   const key = createHash('sha256').update(source).update(goVersion).digest('hex').slice(0, 16);
@@ -54,7 +56,9 @@ export async function buildGoAgent(): Promise<string> {
     });
   } catch (e) {
     const err = e as { stderr?: string; message: string };
-    throw new Error(`building the Go stand-in agent failed: ${err.stderr || err.message}`);
+    throw new AgentPolicyError(`building the Go stand-in agent failed: ${err.stderr || err.message}`, {
+      code: 'GO_AGENT_UNAVAILABLE',
+    });
   }
   await rename(tmp, bin); // atomic: a concurrent run never executes a half-written binary
   return bin;

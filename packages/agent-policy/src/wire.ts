@@ -166,7 +166,7 @@ function valueSpecOf(
     const full = (resolved as ProtoType).fullName.replace(/^\./, '');
     return { kind: 'message', scalar: undefined, message: specKey(profile, full) };
   }
-  throw new Error(`${where}: unresolved type ${typeName}`);
+  throw new AgentPolicyError(`${where}: unresolved type ${typeName}`, { code: 'SCHEMA_INVALID' });
 }
 
 function compileSpec(profile: AgentProtoProfile, type: ProtoType): MessageSpec {
