@@ -22,7 +22,7 @@ esac
 BUILD_PACKAGES=(gcc libc6-dev musl-tools)
 # Debian packages the tests use as real peers, the demo's, and the guest image's build and boot test
 # (debootstrap, e2fsprogs, qemu-system-x86). Add to this list as new peers come.
-TEST_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci tinyproxy gpg gpg-agent faketime redis-server postgresql genisoimage systemd debootstrap e2fsprogs cryptsetup-bin systemd-boot-efi ovmf dosfstools mtools fdisk qemu-system-x86 protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf python3-cryptography chromium nebula runc qemu-user-static prometheus)
+TEST_PACKAGES=(openssl curl golang-go golang-github-containerd-ttrpc-dev swtpm swtpm-tools tpm2-tools docker-registry skopeo umoci tinyproxy gpg gpg-agent faketime redis-server postgresql genisoimage systemd debootstrap e2fsprogs cryptsetup-bin systemd-boot-efi ovmf dosfstools mtools fdisk qemu-system-x86 protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf golang-google-grpc-dev python3-cryptography chromium nebula runc qemu-user-static prometheus)
 WANTED=("${BUILD_PACKAGES[@]}")
 [ "$SET" = build ] || WANTED+=("${TEST_PACKAGES[@]}")
 

@@ -1,6 +1,12 @@
 #!/usr/bin/python3
-"""A gRPC client we did not write, for the deployer tests: Debian's python3-grpcio with hand-encoded
-protobuf bytes (Debian ships no grpc_health module).
+"""A gRPC client we did not write, for the deployer tests: Debian's python3-grpcio with stubs that
+Debian's protoc and grpc_python_plugin generate into a temporary folder, as trustee_grpc_client.py does.
+
+The messages come from their published definitions, not from our code:
+- grpc/health/v1/health.proto: gRPC's own, as Debian ships it in golang-google-grpc-dev (the copy of
+  grpc-proto its source package keeps under debian/missing-sources). No npm package in this repository
+  ships it (grpc-js only implements the service) and Debian has no Python grpc_health module.
+- attestation.proto: trustee's, from packages/trustee-protos/protos (see its PROVENANCE.md).
 
 Usage: grpc_probe.py TARGET [tls=CA_PEM[:CERT_PEM:KEY_PEM]] STEP...
   tls=...          TLS trusting CA_PEM, with a client certificate when CERT_PEM and KEY_PEM are given
@@ -11,23 +17,52 @@ Usage: grpc_probe.py TARGET [tls=CA_PEM[:CERT_PEM:KEY_PEM]] STEP...
 Prints one JSON list with one entry per step.
 """
 import base64
+import importlib
 import json
+import os
+import subprocess
 import sys
+import tempfile
 
 import grpc
 
 POLICY = b'package policy\ndefault executables := 33\ntrust_claims := {"executables": executables}\n'
 
+HEALTH_PROTO = (
+    "/usr/share/gocode/src/google.golang.org/grpc/debian/missing-sources/"
+    "grpc/grpc-proto/master/grpc/health/v1/health.proto"
+)
+TRUSTEE_PROTOS = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "packages", "trustee-protos", "protos"
+)
 
-def field(number: int, value: bytes) -> bytes:
-    """A length-delimited protobuf field (wire type 2) with a one- or two-byte length."""
-    n = len(value)
-    length = bytes([n]) if n < 128 else bytes([(n & 0x7F) | 0x80, n >> 7])
-    return bytes([(number << 3) | 2]) + length + value
+
+def stubs(out: str):
+    """health_pb2(_grpc) and attestation_pb2(_grpc), generated into `out` and imported from there."""
+    if not os.path.isfile(HEALTH_PROTO):
+        raise SystemExit(f"{HEALTH_PROTO} is missing: install Debian's golang-google-grpc-dev")
+    # Each file from its own folder, so that the modules are top-level (health_pb2, not
+    # grpc.health.v1.health_pb2, which the grpc package itself would shadow).
+    for include, proto in ((os.path.dirname(HEALTH_PROTO), "health.proto"), (TRUSTEE_PROTOS, "attestation.proto")):
+        subprocess.run(
+            [
+                "protoc",
+                f"-I{include}",
+                f"--python_out={out}",
+                f"--grpc_python_out={out}",
+                "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
+                os.path.join(include, proto),
+            ],
+            check=True,
+        )
+    sys.path.insert(0, out)
+    return tuple(
+        importlib.import_module(m)
+        for m in ("health_pb2", "health_pb2_grpc", "attestation_pb2", "attestation_pb2_grpc")
+    )
 
 
-def call(channel, method: str, request: bytes, metadata=None):
-    rpc = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+def call(rpc, request, metadata=None):
     try:
         return rpc(request, timeout=10, metadata=metadata)
     except grpc.RpcError as e:
@@ -48,22 +83,20 @@ def main() -> None:
     else:
         channel = grpc.insecure_channel(target)
     seen = []
-    with channel:
+    with tempfile.TemporaryDirectory() as out, channel:
+        health_pb2, health_grpc, as_pb2, as_grpc = stubs(out)
+        health = health_grpc.HealthStub(channel)
+        attestation = as_grpc.AttestationServiceStub(channel)
         for step in steps:
             kind, _, arg = step.partition(":")
             if kind == "health":
-                req = field(1, arg.encode()) if arg else b""
-                res = call(channel, "/grpc.health.v1.Health/Check", req)
-                if isinstance(res, grpc.RpcError):
-                    seen.append(res.code().name)
-                else:
-                    # HealthCheckResponse: field 1, varint.
-                    seen.append(res[1] if len(res) >= 2 and res[0] == 0x08 else 0)
+                res = call(health.Check, health_pb2.HealthCheckRequest(service=arg))
+                seen.append(res.code().name if isinstance(res, grpc.RpcError) else res.status)
             elif kind == "set-policy":
-                policy = base64.urlsafe_b64encode(POLICY).rstrip(b"=")
-                req = field(1, b"probe") + field(2, policy)
+                policy = base64.urlsafe_b64encode(POLICY).rstrip(b"=").decode()
+                req = as_pb2.SetPolicyRequest(policy_id="probe", policy=policy)
                 md = [("authorization", "Bearer " + arg)] if arg else None
-                res = call(channel, "/attestation.AttestationService/SetAttestationPolicy", req, md)
+                res = call(attestation.SetAttestationPolicy, req, md)
                 if isinstance(res, grpc.RpcError):
                     seen.append([res.code().name, res.details()])
                 else:
