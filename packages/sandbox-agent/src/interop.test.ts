@@ -60,7 +60,10 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)('a Go ttrpc shim runs a pod on t
       exec_args: ['/hello', 'exec', 'show', '/etc/hosts'],
     });
     expect(report.steps.filter((s) => s.error !== undefined)).toEqual([]);
-    expect(report.steps.map((s) => s.name)).toEqual([
+    // Reading to the end takes as many ReadStdout calls as the process's writes were split into
+    // (one per write at most, then the empty one): the calls are compared with repeats collapsed.
+    const names = report.steps.map((s) => s.name);
+    expect(names.filter((n, i) => n !== 'ReadStdout' || names[i - 1] !== n)).toEqual([
       'Check',
       'GetGuestDetails',
       'CreateSandbox',
@@ -70,11 +73,9 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)('a Go ttrpc shim runs a pod on t
       'ReadStdout',
       'ExecProcess',
       'ReadStdout',
-      'ReadStdout',
       'WaitProcess',
       'WriteStdin',
       'CloseStdin',
-      'ReadStdout',
       'ReadStdout',
       'ReadStderr',
       'WaitProcess',

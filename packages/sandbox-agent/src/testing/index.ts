@@ -122,11 +122,17 @@ int main(int argc, char **argv) {
   }
   if (strcmp(what, "winsize") == 0 && argc > 4) {
     struct winsize w = {0};
+    /* SIGWINCH stays blocked except inside sigsuspend: a signal arriving between the test of winched
+       and the wait would otherwise be lost, and the wait would never end (stty resizes twice). */
+    sigset_t winch, old;
+    sigemptyset(&winch);
+    sigaddset(&winch, SIGWINCH);
+    sigprocmask(SIG_BLOCK, &winch, &old);
     signal(SIGWINCH, on_winch);
     printf("tty=%d\\n", isatty(0) && isatty(1));
     fflush(stdout);
     for (;;) {
-      while (!winched) pause();
+      while (!winched) sigsuspend(&old);
       winched = 0;
       ioctl(0, TIOCGWINSZ, &w);
       printf("rows=%d cols=%d\\n", w.ws_row, w.ws_col);
