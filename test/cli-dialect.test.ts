@@ -56,6 +56,8 @@ const READS_MISSING: Record<string, string[]> = {
   'process-user-data': ['provision-files', '--user-data', MISSING, '--tpm', 'none'],
   'encrypted-disk': ['--initdata', MISSING],
 };
+/** One-shot commands, whose failure is the dialect's one line and no log line besides. */
+const ONE_LINE_FAILURE = ['encrypted-disk'];
 
 describe.each(EXECUTABLES)('%s itself', (exe) => {
   it('answers --help, --version and an unknown command in the dialect', async () => {
@@ -102,6 +104,13 @@ describe.each(COMMANDS)('%s', (name) => {
     const r = await runToEnd(binary(name), READS_MISSING[name] as string[], { env });
     expect(r.stderr).toContain(MISSING);
     expect(r.code).toBe(1);
+  });
+
+  it.runIf(ONE_LINE_FAILURE.includes(name))('says a missing file in exactly one line', async () => {
+    const r = await runToEnd(binary(name), READS_MISSING[name] as string[], { env });
+    expect(r.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(new RegExp(`^${name}: .*${MISSING}`)),
+    ]);
   });
 });
 

@@ -158,15 +158,11 @@ async function run(
       close = () => client.close();
       await client.secureMount({ ...request, options: { ...request.options }, flags: [...request.flags] });
     });
+  // A failure is reported once, by runCommand, in the dialect every command shares: logging it here
+  // too printed it twice.
   try {
     await openEncryptedDisk(options, { ...io.deps, secureMount, logger });
     return 0;
-  } catch (e) {
-    logger.error(
-      { err: (e as Error).message, code: (e as { code?: string }).code },
-      'encrypted disk not opened',
-    );
-    throw e;
   } finally {
     close();
     logger.flush();

@@ -367,7 +367,7 @@ describe('the encrypted-disk command, over ttrpc to a hub running fake tools, th
       const { code, err } = await run([...argv, '--initdata', init]);
       expect(code).toBe(1);
       expect(err).toMatch(/encrypted-disk: the disk .* was not opened: .*Secure Mount failed: mount failed/);
-      expect(err).toContain('"msg":"encrypted disk not opened"');
+      expect(err.split('\n').filter((l) => l.includes('not opened'))).toHaveLength(1);
       expect(toolLog().at(-1)).toBe('cryptsetup close encrypted-disk');
       expect(existsSync(join(dir, 'mnt', BOOT_RECORD))).toBe(false);
     });
@@ -398,6 +398,12 @@ describe('the encrypted-disk command, over ttrpc to a hub running fake tools, th
       `unix://${join(dir, 'none.sock')}`,
     ]);
     expect(none.code).toBe(0);
+    const missing = join(dir, 'no-such-initdata.toml');
+    const unread = await run([...base, missing]);
+    expect(unread.code).toBe(1);
+    expect(unread.err.trim().split('\n')).toEqual([
+      expect.stringMatching(new RegExp(`^encrypted-disk: .*${missing}`)),
+    ]);
     for (const [flag, value] of [
       ['--device', 'relative'],
       ['--mapper-name', '-bad'],
