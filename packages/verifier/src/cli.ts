@@ -13,7 +13,7 @@ import { parseAzSnpVtpmEvidence } from './az-snp-vtpm/evidence.js';
 import { parseAzTdxVtpmEvidence } from './az-tdx-vtpm/evidence.js';
 import { parseRvStore, parseTaStore } from './cca/stores.js';
 import { parseCcaToken } from './cca/token.js';
-import { VerificationError } from './errors.js';
+import { VerificationError, VerifierError } from './errors.js';
 import type { HttpGet } from './http/get.js';
 import { parseNvidiaReport } from './nvidia/spdm.js';
 import { getVerifier, supportedTees } from './registry.js';
@@ -321,7 +321,7 @@ async function verify(values: OptionValues<typeof SPEC.options>, io: CliIo): Pro
     return 0;
   } catch (e) {
     if (e instanceof VerificationError) {
-      throw new Error(`verification failed: ${e.code}: ${e.message}`, { cause: e });
+      throw new VerifierError(e.code, `verification failed: ${e.code}: ${e.message}`, { cause: e });
     }
     throw e;
   }

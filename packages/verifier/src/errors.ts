@@ -63,11 +63,33 @@ export type VerificationErrorCode =
   /** A certificate of the chain is on its issuer's revocation list. */
   | 'CERT_REVOKED';
 
-export class VerificationError extends Error {
-  override readonly name: string = 'VerificationError';
-  readonly code: VerificationErrorCode;
-  constructor(code: VerificationErrorCode, message: string, options?: { cause?: unknown }) {
+/** What failed in this package: a verdict on the evidence (`VerificationErrorCode`) or a failure around it. */
+export type VerifierErrorCode =
+  | VerificationErrorCode
+  /** A collateral request (PCS, PCCS, KDS) brought no complete answer: connection, TLS, timeout or size (`HttpGetError`). */
+  | 'HTTP_GET_FAILED'
+  /** Roots or certificates built into this program do not verify: a build defect, not bad evidence. */
+  | 'BUILTIN_CERTS_INVALID';
+
+/**
+ * The base of every error of this package. Its subclass `VerificationError` is a verdict on the
+ * evidence; the others (an HTTP failure, a build defect) are not, so catch sites that turn
+ * `VerificationError`s into rejections leave them alone.
+ */
+export class VerifierError extends Error {
+  override readonly name: string = 'VerifierError';
+  readonly code: VerifierErrorCode;
+  constructor(code: VerifierErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
+    this.code = code;
+  }
+}
+
+export class VerificationError extends VerifierError {
+  override readonly name: string = 'VerificationError';
+  override readonly code: VerificationErrorCode;
+  constructor(code: VerificationErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
     this.code = code;
   }
 }

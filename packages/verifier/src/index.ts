@@ -39,7 +39,13 @@ export {
   type RealmClaims,
 } from './cca/token.js';
 export { main as kbsVerifyMain } from './cli.js';
-export { VerificationError, type VerificationErrorCode, VerifierNotSupported } from './errors.js';
+export {
+  VerificationError,
+  type VerificationErrorCode,
+  VerifierError,
+  type VerifierErrorCode,
+  VerifierNotSupported,
+} from './errors.js';
 export {
   type CollateralSource,
   collateralSourceOf,

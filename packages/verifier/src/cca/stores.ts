@@ -82,7 +82,7 @@ export function parseTaStore(text: string): TrustAnchor[] {
     let key: KeyObject;
     try {
       const jwk = obj(o.pkey, what, `entry ${i} pkey`);
-      if ('d' in jwk) throw new Error('a private key');
+      if ('d' in jwk) throw new VerificationError('COLLATERAL_INVALID', 'a private key');
       key = createPublicKey({ key: jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
     } catch (e) {
       throw new VerificationError('COLLATERAL_INVALID', `CCA TA store entry ${i}: pkey is not a public JWK`, {

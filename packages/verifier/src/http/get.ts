@@ -4,6 +4,7 @@
 // a private PCCS); `ca` replaces it and exists only for in-process tests of mock services.
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { VerifierError } from '../errors.js';
 
 export interface HttpAnswer {
   readonly url: string;
@@ -23,8 +24,11 @@ export interface HttpGetOptions {
 export type HttpGet = (url: string, options: HttpGetOptions) => Promise<HttpAnswer>;
 
 /** The request did not produce a complete answer: connection, TLS, timeout or size. */
-export class HttpGetError extends Error {
-  override readonly name = 'HttpGetError';
+export class HttpGetError extends VerifierError {
+  override readonly name: string = 'HttpGetError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('HTTP_GET_FAILED', message, options);
+  }
 }
 
 export interface HttpClientTls {

@@ -4,7 +4,7 @@
 // real ones for Milan, Genoa and Turin; other roots (a test ARK for the mock TEE) count only when
 // the caller configures them.
 import { type KeyObject, X509Certificate } from 'node:crypto';
-import { VerificationError } from '../errors.js';
+import { VerificationError, VerifierError } from '../errors.js';
 import {
   type CertificateFields,
   certificateFields,
@@ -82,7 +82,7 @@ export function builtinAmdRoots(): readonly AmdRootSet[] {
       };
       // These are constants of this program; a failure here is a build defect, not bad input.
       if (!selfSigned(set.ark) || !signedBy(set.ask, set.ark) || !signedBy(set.asvk, set.ark)) {
-        throw new Error(`built-in AMD ${generation} roots do not verify`);
+        throw new VerifierError('BUILTIN_CERTS_INVALID', `built-in AMD ${generation} roots do not verify`);
       }
       return set;
     };

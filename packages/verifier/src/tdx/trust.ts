@@ -2,7 +2,7 @@
 // test roots the operator configures (the mock TEE's), certificate chains to them, and the raw
 // ECDSA P-256 signatures (r‖s) that quotes, QE reports and collateral carry.
 import { createHash, createPublicKey, type KeyObject, verify, X509Certificate } from 'node:crypto';
-import { VerificationError } from '../errors.js';
+import { VerificationError, VerifierError } from '../errors.js';
 import { checkValidity, pemCertificates } from '../snp/certs.js';
 import { certificateFields } from '../x509/der.js';
 import {
@@ -39,10 +39,16 @@ export function builtinIntelCerts(): { readonly root: SgxRoot; readonly tcbSigni
     const tcbSigning = new X509Certificate(INTEL_SGX_TCB_SIGNING_PEM);
     // Constants of this program: a mismatch is a build defect, not bad input.
     if (sha256Hex(root.raw) !== INTEL_SGX_ROOT_CA_SHA256 || !signedBy(root, root)) {
-      throw new Error('built-in Intel SGX Root CA does not match its pinned digest');
+      throw new VerifierError(
+        'BUILTIN_CERTS_INVALID',
+        'built-in Intel SGX Root CA does not match its pinned digest',
+      );
     }
     if (sha256Hex(tcbSigning.raw) !== INTEL_SGX_TCB_SIGNING_SHA256 || !signedBy(tcbSigning, root)) {
-      throw new Error('built-in Intel SGX TCB Signing certificate does not verify');
+      throw new VerifierError(
+        'BUILTIN_CERTS_INVALID',
+        'built-in Intel SGX TCB Signing certificate does not verify',
+      );
     }
     builtin = { root: { name: 'Intel SGX Root CA', builtin: true, cert: root }, tcbSigning };
   }
