@@ -1,17 +1,18 @@
 // A client of trustee's RVPS gRPC service, as rvps-tool (rvps/src/client) uses it.
 import { reference } from '@broker/trustee-protos';
 import { Metadata, type ServiceError } from '@grpc/grpc-js';
+import { RvpsError } from './errors.js';
 import { type GrpcTlsOptions, grpcTarget } from './grpc.js';
 
 export const DEFAULT_RVPS_CLIENT_ADDRESS = 'http://127.0.0.1:50003';
 
-export class RvpsClientError extends Error {
+export class RvpsClientError extends RvpsError {
   override readonly name: string = 'RvpsClientError';
-  constructor(
-    message: string,
-    readonly code?: number,
-  ) {
-    super(message);
+  /** The gRPC status the call answered. */
+  declare readonly code: number;
+  /** `code` defaults to gRPC's UNKNOWN (2). */
+  constructor(message: string, code = 2) {
+    super(code, message);
   }
 }
 

@@ -12,12 +12,16 @@ export type RvpsErrorCode =
   /** A stored reference value cannot be read back. */
   | 'RECORD_CORRUPT'
   /** The RVPS configuration file cannot be used (`RvpsConfigError`). */
-  | 'CONFIG_INVALID';
+  | 'CONFIG_INVALID'
+  /** A gRPC request's bytes do not decode (the health check's). */
+  | 'REQUEST_MALFORMED'
+  /** A call to an RVPS failed: the gRPC status it answered (`RvpsClientError`). */
+  | number;
 
 /**
  * A reference value could not be registered or read; the KBS reports it as `RvpsError`. Every error
- * of this package extends it (except `RvpsClientError`, whose `code` is the gRPC status of a failed
- * call); callers branch on `code` or on the class, never on `name`.
+ * of this package extends it (`RvpsClientError` too, whose `code` is the numeric gRPC status of a
+ * failed call); callers branch on `code` or on the class, never on `name`.
  */
 export class RvpsError extends Error {
   override readonly name: string = 'RvpsError';

@@ -11,6 +11,7 @@ import {
   type sendUnaryData,
   status,
 } from '@grpc/grpc-js';
+import { RvpsError } from './errors.js';
 
 export const HEALTH_SERVICE_NAME = 'grpc.health.v1.Health';
 
@@ -29,7 +30,7 @@ function readVarint(buf: Buffer, at: number): [value: number, next: number] {
     if ((b & 0x80) === 0) return [value, i + 1];
     shift += 7;
   }
-  throw new Error('truncated varint');
+  throw new RvpsError('REQUEST_MALFORMED', 'truncated varint');
 }
 
 /** The `service` field of a HealthCheckRequest; unknown fields are skipped as protobuf requires. */
@@ -47,16 +48,16 @@ export function decodeHealthCheckRequest(buf: Buffer): { service: string } {
       at += wire === 1 ? 8 : 4;
     } else if (wire === 2) {
       const [len, start] = readVarint(buf, at);
-      if (start + len > buf.length) throw new Error('truncated field');
+      if (start + len > buf.length) throw new RvpsError('REQUEST_MALFORMED', 'truncated field');
       if (field === 1) {
-        if (len > MAX_SERVICE_NAME_BYTES) throw new Error('service name too long');
+        if (len > MAX_SERVICE_NAME_BYTES) throw new RvpsError('REQUEST_MALFORMED', 'service name too long');
         service = buf.subarray(start, start + len).toString('utf8');
       }
       at = start + len;
     } else {
-      throw new Error(`unsupported wire type ${wire}`);
+      throw new RvpsError('REQUEST_MALFORMED', `unsupported wire type ${wire}`);
     }
-    if (at > buf.length) throw new Error('truncated field');
+    if (at > buf.length) throw new RvpsError('REQUEST_MALFORMED', 'truncated field');
   }
   return { service };
 }

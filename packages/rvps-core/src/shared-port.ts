@@ -9,6 +9,7 @@ import { createServer as createTcpServer, type Server as NetServer, type Socket 
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { Logger } from '@broker/cli';
 import { type Server, ServerCredentials } from '@grpc/grpc-js';
+import { RvpsConfigError } from './errors.js';
 import type { ServerTls } from './tls.js';
 
 /** What every HTTP/2 connection opens with (RFC 9113 section 3.4). */
@@ -61,7 +62,8 @@ export interface SharedListener {
 export function splitHostPort(address: string): { host: string; port: number } {
   const m = /^(?:\[([0-9A-Fa-f:.%\w-]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(address);
   const port = Number(m?.[3]);
-  if (m === null || port > 65535) throw new Error(`cannot listen on ${address}: expected HOST:PORT`);
+  if (m === null || port > 65535)
+    throw new RvpsConfigError(`cannot listen on ${address}: expected HOST:PORT`);
   return { host: (m[1] ?? m[2]) as string, port };
 }
 

@@ -4,6 +4,7 @@
 // CA leaves the connection unverified, and writes check that (write-auth.ts).
 import { readFileSync, statSync } from 'node:fs';
 import { type KeyCertPair, ServerCredentials } from '@grpc/grpc-js';
+import { RvpsConfigError } from './errors.js';
 
 export interface ServerTls {
   /** PEM certificate chain. */
@@ -38,6 +39,7 @@ const MAX_PEM_BYTES = 1024 * 1024;
 
 /** A PEM file's bytes (certificates, keys), refusing anything larger than 1 MiB. */
 export function readPemFile(path: string): Buffer {
-  if (statSync(path).size > MAX_PEM_BYTES) throw new Error(`${path} is larger than ${MAX_PEM_BYTES} bytes`);
+  if (statSync(path).size > MAX_PEM_BYTES)
+    throw new RvpsConfigError(`${path} is larger than ${MAX_PEM_BYTES} bytes`);
   return readFileSync(path);
 }
