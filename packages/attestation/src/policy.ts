@@ -277,7 +277,10 @@ export class PolicyStore {
         result = entry.compiled.evaluate(input, (name) => {
           if (snapshot.has(name)) return { found: true, value: snapshot.get(name) };
           if (snapshot.size + misses.size >= MAX_REFERENCE_VALUE_IDS) {
-            throw new Error(`more than ${MAX_REFERENCE_VALUE_IDS} reference values queried`);
+            throw new AttestationFailed(
+              'POLICY',
+              `more than ${MAX_REFERENCE_VALUE_IDS} reference values queried`,
+            );
           }
           misses.add(name);
           return { found: false };

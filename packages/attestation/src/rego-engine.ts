@@ -18,6 +18,7 @@ import {
   type Value,
   valueAtPath,
 } from '@broker/rego';
+import { AttestationFailed } from './errors.js';
 import { POLICY_EVAL_LIMITS } from './limits.js';
 
 export const TRUST_CLAIMS_RULE = 'data.policy.trust_claims';
@@ -70,7 +71,9 @@ export function compilePolicy(path: string, text: string): CompiledPolicy {
     if (typeof name !== 'string') {
       throw new TypeError('query_reference_value: operand 1 must be string');
     }
-    if (current === undefined) throw new Error('query_reference_value called outside an evaluation');
+    if (current === undefined) {
+      throw new AttestationFailed('POLICY', 'query_reference_value called outside an evaluation');
+    }
     const r = current(name);
     const { raw, value } = referenceValue(r);
     if (recording !== undefined) {
