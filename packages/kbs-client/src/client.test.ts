@@ -22,6 +22,7 @@ import {
   InvalidResourcePath,
   InvalidToken,
   KbsBadResponse,
+  KbsClientError,
   KbsRejected,
   KbsResourceMissing,
   KbsResourceNotFound,
@@ -604,6 +605,15 @@ describe('evidence', () => {
     expect(err.cause).toBeInstanceOf(EvidenceFailed);
     expect((err.cause as Error).message).toBe('get evidence from the sample attester failed: device gone');
     expect(kbs.hits('/kbs/v0/attest')).toHaveLength(0);
+  });
+
+  it('names an attester that returns nothing with a KbsClientError, code EVIDENCE_FAILED', async () => {
+    const empty: Attester = { tee: 'sample', getEvidence: async () => undefined };
+    const err = await failure(client({ attester: empty }).getToken());
+    const inner = (err.cause as Error).cause;
+    expect(inner).toBeInstanceOf(KbsClientError);
+    expect((inner as KbsClientError).code).toBe('EVIDENCE_FAILED');
+    expect((inner as Error).message).toBe('the attester returned no evidence');
   });
 
   it('hands the attester the raw digest', async () => {

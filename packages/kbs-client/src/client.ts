@@ -37,6 +37,7 @@ import {
   InvalidHashAlgorithm,
   InvalidResourcePath,
   KbsBadResponse,
+  KbsClientError,
   KbsRejected,
   type KbsRejection,
   KbsResourceMissing,
@@ -308,7 +309,8 @@ export class KbsClient {
   }
 
   #current(): TokenAndKey {
-    if (this.#token === undefined) throw new Error('internal: no token after a successful handshake');
+    if (this.#token === undefined)
+      throw new KbsClientError('internal: no token after a successful handshake');
     return { token: this.#token.content, teeKeyPair: this.#key };
   }
 
@@ -547,7 +549,7 @@ export class KbsClient {
   async #evidence(attester: Attester, reportData: Uint8Array): Promise<unknown> {
     try {
       const ev = await attester.getEvidence(reportData);
-      if (ev === undefined) throw new Error('the attester returned no evidence');
+      if (ev === undefined) throw new EvidenceFailed('the attester returned no evidence');
       return ev;
     } catch (cause) {
       const why = cause instanceof Error ? cause.message : String(cause);
