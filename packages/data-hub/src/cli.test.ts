@@ -41,7 +41,7 @@ describe('command line (clap, `-c` only)', () => {
   it.each([['-ccdh.toml'], ['-c=cdh.toml']])('reads %s as the file cdh.toml', async (arg) => {
     const r = await parse([arg]);
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(/^confidential-data-hub: failed to read config: .*cdh\.toml/);
+    expect(r.err).toMatch(/^confidential-data-hub: failed to read config file cdh\.toml: /);
   });
 });
 
@@ -83,12 +83,23 @@ describe('main', () => {
     err = '';
     expect(await main(['-c', join(dir, 'missing.toml')], { ...io(), logStream: { write() {} } })).toBe(1);
     expect(err).toMatch(
-      /^confidential-data-hub: failed to read config: failed to read config file .*missing\.toml/,
+      /^confidential-data-hub: failed to read config file .*missing\.toml: no such file or directory; check/,
     );
     err = '';
     await writeFile(join(dir, 'bad.toml'), '[kbc]\nname = "nope"\n');
     expect(await main(['-c', join(dir, 'bad.toml')], { ...io(), logStream: { write() {} } })).toBe(1);
     expect(err).toContain('unknown kbc name nope');
+  });
+
+  it('names the file, the line and the column of a TOML syntax error, and what to do, in one line', async () => {
+    const bad = join(dir, 'syntax.toml');
+    await writeFile(bad, 'socket = "unix:///run/cdh.sock"\n[kbc\nname = "cc_kbc"\n');
+    err = '';
+    expect(await main(['-c', bad], { ...io(), logStream: { write() {} } })).toBe(1);
+    expect(err.trim().split('\n')).toEqual([
+      `confidential-data-hub: failed to read config file ${bad}: Invalid TOML document: ` +
+        'illegal character in key (line 2, column 5); correct the file at that place and start confidential-data-hub again',
+    ]);
   });
 
   it('exits 1 when start-up fails (credential path refused)', async () => {

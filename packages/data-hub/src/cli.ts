@@ -126,9 +126,11 @@ async function serve(values: OptionValues<typeof SPEC.options>, runtime: CliRunt
     try {
       config = await loadCdhConfig(values.c, envs);
     } catch (e) {
+      // A file's errors already say `failed to read config file <path>`; the default configuration's
+      // (kernel command line, environment) get upstream's context.
       if (e instanceof CdhConfigError)
         throw new DataHubError(
-          `failed to read config: ${e.message}`,
+          values.c === undefined ? `failed to read config: ${e.message}` : e.message,
           { cause: e },
           { code: 'CONFIG_INVALID' },
         );

@@ -11,7 +11,7 @@
 
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { Section, type SectionStyle } from '@broker/cli';
+import { Section, type SectionStyle, withHint } from '@broker/cli';
 import {
   aaKbcParamsFormatMessage,
   findAaKbcParams,
@@ -505,12 +505,22 @@ export function parseCdhConfig(
     throw new CdhConfigError(`config is larger than ${MAX_CONFIG_BYTES} bytes`);
   let doc: unknown;
   try {
-    doc = format === 'json' ? JSON.parse(text) : parseToml(text);
+    doc = parseDocument(text, format);
   } catch (e) {
-    throw new CdhConfigError(`invalid config: ${(e as Error).message}`);
+    throw new CdhConfigError(`invalid config: ${(e as Error).message}`, { cause: e });
   }
   return readRoot(doc, envs);
 }
+
+/**
+ * The document of a configuration text. The parser's error is the cause, so the dialect's one line
+ * gives its line and column (smol-toml's TomlError carries them).
+ */
+function parseDocument(text: string, format: ConfigFormat): unknown {
+  return format === 'json' ? JSON.parse(text) : parseToml(text);
+}
+
+const SYNTAX_HINT = 'correct the file at that place and start confidential-data-hub again';
 
 /**
  * The configuration without a file (`confidential-data-hub` with no `-c`):
@@ -565,13 +575,22 @@ export async function loadCdhConfig(
   try {
     bytes = await readFile(path);
   } catch (e) {
-    throw new CdhConfigError(`failed to read config file ${path}: ${(e as Error).message}`);
+    throw new CdhConfigError(`failed to read config file ${path}: ${(e as Error).message}`, { cause: e });
   }
   if (bytes.length > MAX_CONFIG_BYTES) {
     throw new CdhConfigError(`config file ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
   }
+  let doc: unknown;
   try {
-    return parseCdhConfig(bytes.toString('utf8'), path.endsWith('.json') ? 'json' : 'toml', withCmdline);
+    doc = parseDocument(bytes.toString('utf8'), path.endsWith('.json') ? 'json' : 'toml');
+  } catch (e) {
+    const error = new CdhConfigError(`failed to read config file ${path}: ${(e as Error).message}`, {
+      cause: e,
+    });
+    throw withHint(error, SYNTAX_HINT);
+  }
+  try {
+    return readRoot(doc, withCmdline);
   } catch (e) {
     if (e instanceof CdhConfigError) {
       throw new CdhConfigError(`failed to read config file ${path}: ${e.message}`, { cause: e });
