@@ -17,7 +17,7 @@
 //   emptyDir, and the main container reads it there.
 // Root and runc (the agent runs containers), Go and protoc (the client).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -329,10 +329,11 @@ describe.skipIf(!CAN_RUN_CONTAINERS || SKIP_GO)(
       expect(Buffer.from(results[2]!.response!.data, 'base64').toString()).toBe('hello from flow A\n');
       expect(results[5]!.response).toEqual({ status: 128 + 9 });
       expect(results[6]!.data ?? '').toBe('');
-      // The pulled image is the signed one; the key was fetched to check it, the secret never.
-      expect(readFileSync(join(agent.agent.stateDir, 'containers/app/config.json'), 'utf8')).toContain(
-        join(root, 'app/rootfs'),
-      );
+      // The pulled image is the signed one (the container's root, bound into its bundle, is the pulled
+      // rootfs); the key was fetched to check it, the secret never.
+      const bound = statSync(join(agent.agent.stateDir, 'containers/app/rootfs'));
+      const pulled = statSync(join(root, 'app/rootfs'));
+      expect([bound.dev, bound.ino]).toEqual([pulled.dev, pulled.ino]);
       expect(resourceGets().slice(before)).toEqual([SIGNATURE_KEY]);
       expect(resourceGets()).not.toContain(APP_SECRET);
       // The refused exec never reached the agent, so runc never ran it.
