@@ -25,6 +25,7 @@ import {
   openRvpsStorage,
   RvpsClient,
   type RvpsClientOptions,
+  RvpsError,
   readPemFile,
   routeGrpcLogs,
   SECURITY_HELP,
@@ -171,7 +172,7 @@ function clientOptions(values: {
 
 function readMessage(path: string): string {
   if (statSync(path).size > MAX_RVPS_MESSAGE_LENGTH) {
-    throw new Error(`${path} is larger than ${MAX_RVPS_MESSAGE_LENGTH} bytes`);
+    throw new RvpsError('MESSAGE_TOO_LARGE', `${path} is larger than ${MAX_RVPS_MESSAGE_LENGTH} bytes`);
   }
   return readFileSync(path, 'utf8');
 }
