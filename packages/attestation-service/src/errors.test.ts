@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { AsConfigError } from './config.js';
 import { AttestationServiceError, type AttestationServiceErrorCode } from './errors.js';
 import { Aborted } from './grpc.js';
-import { HttpError } from './rest.js';
+import { HttpError, startAsRestServer } from './rest.js';
+import type { OpenedAttestationService } from './service.js';
 
 describe('attestation service errors', () => {
   const cases: [AttestationServiceError, AttestationServiceErrorCode, string][] = [
@@ -23,5 +24,12 @@ describe('attestation service errors', () => {
 
   it('keeps the HTTP status of a refused REST request', () => {
     expect(new HttpError(413, 'Payload too large').status).toBe(413);
+  });
+
+  it('refuses a listening address that is not HOST:PORT with ADDRESS_INVALID', async () => {
+    const err = await startAsRestServer({} as OpenedAttestationService, 'no-port').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AttestationServiceError);
+    expect((err as AttestationServiceError).code).toBe('ADDRESS_INVALID');
+    expect((err as Error).message).toBe('"no-port": expected HOST:PORT');
   });
 });

@@ -11,7 +11,11 @@ export type AttestationServiceErrorCode =
   /** A gRPC request that cannot be parsed; answered with status ABORTED and the message. */
   | 'REQUEST_ABORTED'
   /** A REST request refused with an HTTP status (413 for a large body, 400 for a malformed one). */
-  | 'HTTP_REQUEST_REFUSED';
+  | 'HTTP_REQUEST_REFUSED'
+  /** A REST request answered 500, as trustee's service answers it (an undecodable policy, a TEE it does not serve). */
+  | 'REQUEST_FAILED'
+  /** The address to listen on is not HOST:PORT. */
+  | 'ADDRESS_INVALID';
 
 export class AttestationServiceError extends Error {
   override readonly name: string = 'AttestationServiceError';

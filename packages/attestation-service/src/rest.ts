@@ -132,7 +132,7 @@ function corsHeaders(
 
 function b64urlText(text: string): string {
   if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1)
-    throw new Error('Base64 decode policy: invalid base64url');
+    throw new AttestationServiceError('REQUEST_FAILED', 'Base64 decode policy: invalid base64url');
   return Buffer.from(text, 'base64url').toString('utf8');
 }
 
@@ -187,8 +187,15 @@ export function restHandler(opened: OpenedAttestationService, logger?: Logger, o
             );
           }
           if (!REST_AS_TEES.includes(body.tee))
-            throw new Error(`Unsupported TEE type: ${JSON.stringify(body.tee.slice(0, 64))}`);
-          if (body.tee === 'se') throw new Error('the se verifier is not available in this service');
+            throw new AttestationServiceError(
+              'REQUEST_FAILED',
+              `Unsupported TEE type: ${JSON.stringify(body.tee.slice(0, 64))}`,
+            );
+          if (body.tee === 'se')
+            throw new AttestationServiceError(
+              'REQUEST_FAILED',
+              'the se verifier is not available in this service',
+            );
           return send(res, 200, '');
         }
         case 'GET /.well-known/jwks.json':
@@ -241,7 +248,11 @@ export async function startAsRestServer(
   options: RestOptions = {},
 ): Promise<RunningRestServer> {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
-  if (m === null) throw new Error(`${JSON.stringify(address.slice(0, 100))}: expected HOST:PORT`);
+  if (m === null)
+    throw new AttestationServiceError(
+      'ADDRESS_INVALID',
+      `${JSON.stringify(address.slice(0, 100))}: expected HOST:PORT`,
+    );
   const handler = restHandler(opened, logger, options);
   const listener = (req: IncomingMessage, res: ServerResponse) => void handler(req, res);
   const server: Server =
