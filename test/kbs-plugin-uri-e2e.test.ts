@@ -1,5 +1,6 @@
 // `kbs+<plugin>://` resource URIs from the guest, all as real processes: the KBS with trustee's built-in
-// `nebula-ca` and `sample` plugins next to `resource`, and a guest (attestation-agent, confidential-data-hub)
+// `nebula-ca` and `sample` plugins next to `resource`, its `external` plugin forwarding to a gRPC backend
+// (our example plugin, over kbs.plugin.v1), and a guest (attestation-agent, confidential-data-hub)
 // configured by initdata. guest-components maps `kbs+<plugin>:///<path>?<query>` to
 // `GET /kbs/v0/<plugin>/<path>?<query>` on the configured KBS, under the same attestation token and resource
 // policy as `kbs:///` resources.
@@ -8,6 +9,7 @@ import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataHubClient } from '@broker/guest-api';
+import { type RunningExamplePlugin, startExamplePlugin } from '@broker/kbs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
 import {
   type GuestHandle,
@@ -22,6 +24,7 @@ const dir = mkdtempSync(join(tmpdir(), 'broker-plugin-uri-'));
 let kbs: KbsHandle;
 let guest: GuestHandle;
 let hub: DataHubClient;
+let backend: RunningExamplePlugin;
 
 // Releases resources and Nebula credentials to an affirming TEE; a credential only for the node name
 // `pod-1` (the query reaches the policy as data.query).
@@ -48,6 +51,12 @@ allow if {
   data["resource-path"] == ["credential"]
   data.query.name == "pod-1"
 }
+
+allow if {
+  affirming
+  data.plugin == "external"
+  data["resource-path"][0] == "echo"
+}
 `;
 
 /** A refused GetResource: upstream's text for the caller; the reason is in the hub's log. */
@@ -62,6 +71,9 @@ async function refused(uri: string): Promise<string> {
 
 beforeAll(async () => {
   kbs = await prepareKbs(dir);
+  // The external plugin's backend: it echoes each GET's path and query, and asks the KBS to encrypt its
+  // replies to the TEE key, as the guest expects every resource to come.
+  backend = await startExamplePlugin({ address: '127.0.0.1:0', encryptGet: true });
   const nebulaDir = join(dir, 'nebula-ca');
   mkdirSync(nebulaDir, { recursive: true });
   appendFileSync(
@@ -77,6 +89,17 @@ work_dir = "${nebulaDir}"
 
 [plugins.ca_config]
 name = "plugin URI test CA"
+
+[[plugins]]
+name = "external"
+
+[[plugins.backends]]
+name = "echo"
+endpoint = "http://127.0.0.1:${backend.port}"
+
+[[plugins.backends]]
+name = "unreleased"
+endpoint = "http://127.0.0.1:${backend.port}"
 `,
   );
   await kbs.start();
@@ -95,6 +118,7 @@ afterAll(async () => {
   hub?.close();
   await guest?.stop();
   await kbs?.stop();
+  await backend?.close();
 });
 
 /** Waits (up to 10 s) for the KBS's log to show `re`: an access line is written after its answer. */
@@ -153,6 +177,19 @@ describe('kbs+<plugin>:// URIs through the data hub', () => {
     expect(await refused('kbs+sample:///anything')).toContain('Get Resource failed');
     await logged(/"path":"\/kbs\/v0\/sample\/anything/);
     expect(guest.cdh.output()).toMatch(/AdminAuth|unauthorized/i);
+  });
+
+  it('kbs+external:///<backend>/… goes through the external plugin to that backend, whose bytes the hub returns', async () => {
+    const bytes = await hub.getResource('kbs+external:///echo/app/config?name=pod-1');
+    // The backend's own answer: it saw a GET of the path after the backend name, with the URI's query.
+    expect(Buffer.from(bytes).toString('utf8')).toBe(
+      'Echo: method=GET, path=["app","config"], query={"name": "pod-1"}, body_len=0',
+    );
+    await logged(/"path":"\/kbs\/v0\/external\/echo\/app\/config/);
+    // A backend the resource policy does not release is refused: that backend is never asked for bytes.
+    expect(await refused('kbs+external:///unreleased/app/config')).toContain('Get Resource failed');
+    await logged(/"path":"\/kbs\/v0\/external\/unreleased\/app\/config/);
+    expect(kbs.process.output()).toMatch(/"kind":"PolicyDeny","plugin":"external"/);
   });
 
   it('an unknown plugin is the KBS 404, an illegal plugin URI never leaves the guest', async () => {
