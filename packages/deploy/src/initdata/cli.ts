@@ -47,8 +47,9 @@ export const INITDATA_USAGE = `Usage:
   initdata encode FILE       gzip, then base64 (the annotation and INITDATA form)
   initdata annotate POD.yaml --initdata FILE [--annotation kata|spec] [--out FILE]
       Adds kata's ${KATA_INITDATA_ANNOTATION} annotation, the one kata and the
-      peer-pods cloud-api-adaptor read (--annotation spec: the spec's ${SPEC_INITDATA_ANNOTATION}),
-      to every workload in POD.yaml; an existing one of either name is replaced.
+      peer-pods cloud-api-adaptor read, to every workload in POD.yaml (--annotation spec: the
+      provider-neutral ${SPEC_INITDATA_ANNOTATION}, which neither reads); an existing one of either
+      name is replaced.
   initdata configmap --initdata FILE [--provider azure|aws|gcp|libvirt|alibabacloud|ibmcloud] [--root-volume-size GiB]
                      [--instance-size SIZE] [--instance-sizes SIZE,...] [--spec-instance-size] [--namespace NS]
       ConfigMap peer-pods-cm with the keys the peer-pods cloud-api-adaptor reads for the provider
@@ -57,7 +58,8 @@ export const INITDATA_USAGE = `Usage:
       AZURE_INSTANCE_SIZE and AZURE_INSTANCE_SIZES, aws PODVM_INSTANCE_TYPE and PODVM_INSTANCE_TYPES, gcp
       GCP_MACHINE_TYPE and GCP_INSTANCE_TYPES, alibabacloud PODVM_INSTANCE_TYPE, ibmcloud
       IBMCLOUD_PODVM_INSTANCE_PROFILE_NAME and IBMCLOUD_PODVM_INSTANCE_PROFILE_LIST).
-      --spec-instance-size also writes the spec's CLOUD_INSTANCE_SIZE.
+      --spec-instance-size also writes the provider-neutral CLOUD_INSTANCE_SIZE, which the adaptor
+      does not read.
 `;
 
 /**
