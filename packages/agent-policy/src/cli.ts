@@ -442,11 +442,10 @@ async function runServe(args: ServeArgs, options: MainOptions): Promise<number> 
   } catch (e) {
     if (!(e instanceof InitialPolicyError || e instanceof PolicyLoadError)) throw e;
     // Reported once, by the dialect, on stderr.
-    throw new AgentPolicyError(
-      `cannot load the initial policy: ${e.message}`,
-      { cause: e },
-      { code: 'INITIAL_POLICY_UNUSABLE' },
-    );
+    throw new AgentPolicyError(`cannot load the initial policy: ${e.message}`, {
+      cause: e,
+      code: 'INITIAL_POLICY_UNUSABLE',
+    });
   }
 
   const gate = new AgentPolicyGate({
@@ -463,11 +462,7 @@ async function runServe(args: ServeArgs, options: MainOptions): Promise<number> 
   } catch (e) {
     stopped.cancel();
     await gate.close({ graceMs: 0 });
-    throw new AgentPolicyError(
-      `cannot listen: ${(e as Error).message}`,
-      { cause: e },
-      { code: 'LISTEN_FAILED' },
-    );
+    throw new AgentPolicyError(`cannot listen: ${(e as Error).message}`, { cause: e, code: 'LISTEN_FAILED' });
   }
   logger.info(
     {

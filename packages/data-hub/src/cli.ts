@@ -129,11 +129,10 @@ async function serve(values: OptionValues<typeof SPEC.options>, runtime: CliRunt
       // A file's errors already say `failed to read config file <path>`; the default configuration's
       // (kernel command line, environment) get upstream's context.
       if (e instanceof CdhConfigError)
-        throw new DataHubError(
-          values.c === undefined ? `failed to read config: ${e.message}` : e.message,
-          { cause: e },
-          { code: 'CONFIG_INVALID' },
-        );
+        throw new DataHubError(values.c === undefined ? `failed to read config: ${e.message}` : e.message, {
+          cause: e,
+          code: 'CONFIG_INVALID',
+        });
       throw e;
     }
     // RUST_LOG overrides [log] level, as upstream's EnvFilter.
@@ -153,7 +152,7 @@ async function serve(values: OptionValues<typeof SPEC.options>, runtime: CliRunt
       hub = await startDataHub(config, { ...runtime.hubOptions, logger });
     } catch (e) {
       if (e instanceof DataHubError)
-        throw new DataHubError(`create CDH instance: ${e.message}`, { cause: e }, { code: 'INIT_FAILED' });
+        throw new DataHubError(`create CDH instance: ${e.message}`, { cause: e, code: 'INIT_FAILED' });
       throw e;
     }
   } catch (e) {

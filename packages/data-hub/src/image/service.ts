@@ -313,10 +313,7 @@ export class ImagePullService {
     } catch (e) {
       throw new DataHubError(
         `Get resource failed: ${e instanceof GetResourceFailed ? e.reason : messageOf(e)}`,
-        {
-          cause: e,
-        },
-        { code: 'RESOURCE_UNAVAILABLE' },
+        { cause: e, code: 'RESOURCE_UNAVAILABLE' },
       );
     }
   }
