@@ -89,6 +89,8 @@ export type AttesterErrorCode =
   | 'IOCTL_SHIM_FAILED'
   /** An NVIDIA tool the GPU attester needs is missing (`NvidiaToolMissing`). */
   | 'NVIDIA_TOOL_MISSING'
+  /** Probing the platform for a TEE failed in a way worth reporting (a GPU in CC mode whose tools do not run). */
+  | 'DETECTION_FAILED'
   /** Any other failure. */
   | 'ATTESTER_FAILED'
   /** A configfs-tsm step (`TsmReportError`). */

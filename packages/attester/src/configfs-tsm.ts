@@ -148,7 +148,8 @@ export class TsmReportDir {
   static async create(options: TsmReportOptions = {}): Promise<TsmReportDir> {
     const root = options.root ?? DEFAULT_TSM_REPORT_ROOT;
     try {
-      if (!(await stat(root)).isDirectory()) throw new Error(`${root} is not a folder`);
+      if (!(await stat(root)).isDirectory())
+        throw new AttesterError(`${root} is not a folder`, { code: 'no-tsm-reports' });
     } catch (err) {
       throw new TsmReportError('no-tsm-reports', `Failed to access TSM report path ${root}`, { cause: err });
     }

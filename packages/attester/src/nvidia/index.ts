@@ -16,6 +16,7 @@
 import { decodeBase64StdStrict } from '@broker/protocol';
 import {
   type Attester,
+  AttesterError,
   type AttesterModule,
   EvidenceCollectionFailed,
   type PlatformContext,
@@ -206,16 +207,25 @@ async function detect(ctx: PlatformContext): Promise<{ detected: boolean; reason
   // "No devices were found", no driver loaded, no CC support: all mean no GPU to attest.
   if (cc.code !== 0) return { detected: false, reason: failed('nvidia-smi conf-compute -f', cc) };
   const status = parseCcStatus(cc.stdout);
-  if (status === undefined) throw new Error('nvidia-smi conf-compute -f printed no "CC status" line');
+  if (status === undefined)
+    throw new AttesterError('nvidia-smi conf-compute -f printed no "CC status" line', {
+      code: 'DETECTION_FAILED',
+    });
   if (status !== 'ON') return { detected: false, reason: `nvidia-smi conf-compute -f: CC status ${status}` };
   // A GPU in CC mode whose evidence cannot be collected is worth a warning: the probe fails loudly.
   let version: ToolRun;
   try {
     version = await runTool('nvattest', ['version'], options);
   } catch (err) {
-    throw new Error(`a GPU is in CC mode, but ${(err as Error).message}`, { cause: err });
+    throw new AttesterError(`a GPU is in CC mode, but ${(err as Error).message}`, {
+      cause: err,
+      code: 'DETECTION_FAILED',
+    });
   }
-  if (version.code !== 0) throw new Error(`a GPU is in CC mode, but ${failed('nvattest version', version)}`);
+  if (version.code !== 0)
+    throw new AttesterError(`a GPU is in CC mode, but ${failed('nvattest version', version)}`, {
+      code: 'DETECTION_FAILED',
+    });
   return { detected: true, reason: 'nvidia-smi conf-compute -f: CC status ON; nvattest runs' };
 }
 

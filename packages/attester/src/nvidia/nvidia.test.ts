@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { type MockGpu, startMockGpu } from '@broker/mock-tee';
 import { NvidiaVerifier, VerificationError } from '@broker/verifier';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AttesterLogger } from '../attester.js';
+import { AttesterError, type AttesterLogger } from '../attester.js';
 import { platformContext } from '../platform.js';
 import { detectAdditionalDevices, getAttester } from '../registry.js';
 import {
@@ -168,6 +168,10 @@ describe('nvidia detection', () => {
     expect(lines).toEqual([expect.stringMatching(/^device probe nvidia: error \(a GPU is in CC mode/)]);
     gpu.once('nvidia-smi', { stdout: 'Confidential Compute: whatever\n', code: 0 });
     await expect(detect(env())).rejects.toThrow('printed no "CC status" line');
+    // An AttesterError with a code, not a bare Error.
+    await expect(detect(noNvattest)).rejects.toSatisfy(
+      (e) => e instanceof AttesterError && e.code === 'DETECTION_FAILED',
+    );
   });
 
   it('reads the CC status line as nvidia-smi prints it', () => {
