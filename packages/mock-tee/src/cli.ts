@@ -12,6 +12,7 @@ import {
 } from '@broker/cli';
 import { ccaMain } from './cca/command.js';
 import { type MockTee, STATE_FILES, startMockTee } from './device.js';
+import { MockTeeError } from './errors.js';
 import { GPU_TOOL_COMMAND, runGpuTool } from './gpu/client.js';
 import { gpuMain } from './gpu/command.js';
 import { expectedPcrValues, loadMeasurementManifest, type MeasurementManifest } from './manifest.js';
@@ -248,7 +249,7 @@ async function start(
     });
   } catch (e) {
     stop.cancel();
-    throw new Error(`the device did not start: ${(e as Error).message}`, { cause: e });
+    throw new MockTeeError('START_FAILED', `the device did not start: ${(e as Error).message}`, { cause: e });
   }
   const settings: [string, string][] = [
     [GUEST_ENV.tpm, device.tpm],
@@ -266,6 +267,6 @@ async function start(
   await device.close();
   logger.info('mock TEE stopped');
   logger.flush();
-  if (why.startsWith('swtpm exited')) throw new Error(why);
+  if (why.startsWith('swtpm exited')) throw new MockTeeError('SWTPM_FAILED', why);
   return 0;
 }

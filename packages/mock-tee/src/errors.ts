@@ -4,6 +4,10 @@ export type MockTeeErrorCode =
   | 'SWTPM_FAILED'
   | 'PROVISIONING_FAILED'
   | 'REPORT_INVALID'
+  /** A request to the mock IMDS that is not the JSON it serves. */
+  | 'REQUEST_INVALID'
+  /** The device, GPU or realm did not start. */
+  | 'START_FAILED'
   | 'USAGE';
 
 /** Every failure of the mock device; branch on `code`. */

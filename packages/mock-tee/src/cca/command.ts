@@ -1,5 +1,6 @@
 // `mock-tee cca`: the simulated CCA realm in the foreground, for a guest run by hand or the demo.
 import { runCommand, UsageError } from '@broker/cli';
+import { MockTeeError } from '../errors.js';
 import type { ForegroundIo } from '../gpu/command.js';
 import { startMockCcaDevice } from './index.js';
 
@@ -36,7 +37,9 @@ export function ccaMain(argv: readonly string[], version: string, io: Foreground
         realm = await startMockCcaDevice({ stateDir: values.state });
       } catch (e) {
         stop.cancel();
-        throw new Error(`the realm did not start: ${(e as Error).message}`, { cause: e });
+        throw new MockTeeError('START_FAILED', `the realm did not start: ${(e as Error).message}`, {
+          cause: e,
+        });
       }
       const settings: [string, string][] = [
         ['BROKER_TSM_REPORT_ROOT', realm.tsmRoot],

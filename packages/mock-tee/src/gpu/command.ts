@@ -1,5 +1,6 @@
 // `mock-tee gpu`: the simulated Hopper in the foreground, for a guest run by hand or the demo.
 import { type CommandIo, choice, runCommand, UsageError } from '@broker/cli';
+import { MockTeeError } from '../errors.js';
 import { GPU_TOOL_ENV, startMockGpu } from './index.js';
 
 /** The setting naming the GPU's test root, for the KBS's `nvidia_verifier.trusted_root_paths`. */
@@ -56,7 +57,9 @@ export function gpuMain(argv: readonly string[], version: string, io: Foreground
         });
       } catch (e) {
         stop.cancel();
-        throw new Error(`the GPU did not start: ${(e as Error).message}`, { cause: e });
+        throw new MockTeeError('START_FAILED', `the GPU did not start: ${(e as Error).message}`, {
+          cause: e,
+        });
       }
       const settings: [string, string][] = [
         [GPU_TOOL_ENV['nvidia-smi'], gpu.env.BROKER_NVIDIA_SMI],

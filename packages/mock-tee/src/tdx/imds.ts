@@ -4,6 +4,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { TD_REPORT_SIZE } from '@broker/verifier';
 import { quoteFromTdReport } from '@broker/verifier/testing';
+import { MockTeeError } from '../errors.js';
 import type { TdxHardware } from './hardware.js';
 
 export const TD_QUOTE_PATH = '/acc/tdquote';
@@ -87,7 +88,7 @@ export class TdQuoteServer {
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { report?: unknown };
         if (typeof body.report !== 'string' || !/^[A-Za-z0-9_-]+=*$/.test(body.report))
-          throw new Error('no report');
+          throw new MockTeeError('REQUEST_INVALID', 'no report');
         report = Buffer.from(body.report, 'base64url');
       } catch {
         send(res, 400, { error: 'body must be {"report": base64url}' });
