@@ -16,6 +16,7 @@ import { join, posix } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { buildTar, digestOf, type LayerEntry, MEDIA_TYPE } from '@broker/image';
 import type { DebianPackage } from './debian.js';
+import { ImageBuildError } from './errors.js';
 import { BIN_DIR, EXECUTABLE, IMAGES, type ImageDefinition } from './images.js';
 import {
   type Blob,
@@ -217,7 +218,8 @@ export async function buildImages(o: BuildOptions): Promise<BuiltImageSummary[]>
   for (const image of images) {
     const missing = image.requires.filter((c) => !commands.includes(c));
     if (missing.length > 0)
-      throw new Error(
+      throw new ImageBuildError(
+        'MISSING_COMMAND',
         `dist/bin/${EXECUTABLE} lacks ${missing.join(', ')}, which the ${image.name} image runs`,
       );
   }

@@ -6,7 +6,13 @@ export type ImageBuildErrorCode =
   | 'SEA_INJECT'
   | 'SIGNING_KEY'
   | 'LAYOUT'
-  | 'SOURCE_DATE';
+  | 'SOURCE_DATE'
+  /** A platform the images are not built for. */
+  | 'UNKNOWN_PLATFORM'
+  /** An image name that is not one of the images. */
+  | 'UNKNOWN_IMAGE'
+  /** The single executable lacks a command an image runs. */
+  | 'MISSING_COMMAND';
 
 export class ImageBuildError extends Error {
   override readonly name = 'ImageBuildError';

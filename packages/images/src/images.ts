@@ -2,6 +2,7 @@
  * The four images and what makes each a drop-in for trustee's: the command names at trustee's paths
  * (`/usr/local/bin/kbs`, `grpc-as`, `rvps`), trustee's default commands, ports and data folders.
  */
+import { ImageBuildError } from './errors.js';
 
 export interface ImageDefinition {
   readonly name: string;
@@ -76,6 +77,9 @@ export const IMAGES: readonly ImageDefinition[] = [
 export function imageNamed(name: string): ImageDefinition {
   const image = IMAGES.find((i) => i.name === name);
   if (image === undefined)
-    throw new Error(`unknown image ${name}: one of ${IMAGES.map((i) => i.name).join(', ')}`);
+    throw new ImageBuildError(
+      'UNKNOWN_IMAGE',
+      `unknown image ${name}: one of ${IMAGES.map((i) => i.name).join(', ')}`,
+    );
   return image;
 }

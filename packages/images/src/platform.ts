@@ -1,3 +1,5 @@
+import { ImageBuildError } from './errors.js';
+
 /** The platforms the images are built for, and what differs between them. */
 export interface ImagePlatform {
   /** OCI `architecture`. */
@@ -18,7 +20,8 @@ export const PLATFORMS: readonly ImagePlatform[] = [
 export function platformNamed(architecture: string): ImagePlatform {
   const p = PLATFORMS.find((x) => x.architecture === architecture);
   if (p === undefined)
-    throw new Error(
+    throw new ImageBuildError(
+      'UNKNOWN_PLATFORM',
       `unknown platform linux/${architecture}: one of ${PLATFORMS.map((x) => `linux/${x.architecture}`).join(', ')}`,
     );
   return p;
