@@ -70,6 +70,7 @@ import {
   unwrappersFromArguments,
   wrappersFromArguments,
 } from '@broker/image';
+import { ImageToolsError } from './errors.js';
 
 export const IMAGE_TOOLS_VERSION = '0.1.0';
 
@@ -176,7 +177,9 @@ async function keyReader(p: Parsed, io: ImageCliIo): Promise<{ read: KeyReader; 
     const noKbs: KeyReader = async (path) => {
       if (path.startsWith('kbs:')) {
         if (io.kbsKeyReader !== undefined) return io.kbsKeyReader(path);
-        throw new Error(`key ${path} is a KBS resource: give --kbs-url`);
+        throw new ImageToolsError(`key ${path} is a KBS resource: give --kbs-url`, {
+          code: 'KBS_URL_MISSING',
+        });
       }
       return readKeyFile(path);
     };
@@ -476,13 +479,14 @@ async function checkCommand(p: Parsed, io: ImageCliIo): Promise<number> {
 async function loadPrivateKey(file: string): Promise<KeyObject> {
   const pem = await readFile(file, 'utf8');
   if (pem.includes('ENCRYPTED'))
-    throw new Error(
+    throw new ImageToolsError(
       `${file}: encrypted keys (cosign's own format included) are not supported; give an unencrypted PEM key`,
+      { code: 'SIGNING_KEY_UNUSABLE' },
     );
   try {
     return createPrivateKey(pem);
   } catch (e) {
-    throw new Error(`${file}: ${(e as Error).message}`);
+    throw new ImageToolsError(`${file}: ${(e as Error).message}`, { code: 'SIGNING_KEY_UNUSABLE' });
   }
 }
 
