@@ -11,7 +11,9 @@ export type SandboxAgentCode =
   | typeof Code.FAILED_PRECONDITION
   | typeof Code.UNIMPLEMENTED
   | typeof Code.INTERNAL
-  | typeof Code.UNAVAILABLE;
+  | typeof Code.UNAVAILABLE
+  /** What a handler's plain failure answered before it had a class: kept for those (programming errors). */
+  | typeof Code.UNKNOWN;
 
 export class SandboxAgentError extends TtrpcError {
   override readonly name: string = 'SandboxAgentError';

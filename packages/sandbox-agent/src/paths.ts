@@ -21,7 +21,8 @@ import {
   rmdir,
   unlink,
 } from 'node:fs/promises';
-import { InvalidRequest } from './errors.js';
+import { Code } from '@broker/ttrpc';
+import { InvalidRequest, SandboxAgentError } from './errors.js';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
@@ -156,7 +157,7 @@ export function beneath(dir: FileHandle, name?: string): string {
 export async function mountIdOf(file: FileHandle): Promise<number> {
   const info = await readFile(`/proc/self/fdinfo/${file.fd}`, 'utf8');
   const m = /^mnt_id:\s*(\d+)$/m.exec(info);
-  if (!m) throw new Error(`no mnt_id in /proc/self/fdinfo/${file.fd}`);
+  if (!m) throw new SandboxAgentError(Code.UNKNOWN, `no mnt_id in /proc/self/fdinfo/${file.fd}`);
   return Number(m[1]);
 }
 
@@ -196,7 +197,8 @@ export class HeldPath {
 
   /** The opened last component (throws for a `parent` hold, a programming error). */
   get file(): FileHandle {
-    if (this.leaf === undefined) throw new Error(`${this.path} was held by its parent only`);
+    if (this.leaf === undefined)
+      throw new SandboxAgentError(Code.UNKNOWN, `${this.path} was held by its parent only`);
     return this.leaf;
   }
 
