@@ -69,10 +69,14 @@ export class AgentProcess {
       this.status = code ?? 128 + signalNumber(signal);
       this.#onExit(this.status);
       // As kata's agent: output still in the pipe is drained for a moment, then the stream ends even
-      // if a child the process left behind keeps the pipe open.
+      // if a child the process left behind keeps the pipe open. Timers run before the poll phase that
+      // reads pipes: after a stalled event loop the timer would fire with output still unread, so the
+      // end waits for the next check phase, after that poll.
       setTimeout(() => {
-        this.stdout.end();
-        this.stderr.end();
+        setImmediate(() => {
+          this.stdout.end();
+          this.stderr.end();
+        });
       }, 500).unref();
     });
     const spawned = new Promise<void>((resolve, reject) => {
