@@ -11,6 +11,7 @@ import {
   processIo,
   runCommand,
 } from '@broker/cli';
+import { ApiServerError } from './errors.js';
 import { FEATURES, isFeature } from './router.js';
 import { DEFAULT_BIND, startApiServer } from './server.js';
 import { DEFAULT_AA_ADDR, DEFAULT_CDH_ADDR, DEFAULT_TTRPC_TIMEOUT_MS } from './ttrpc-backends.js';
@@ -61,8 +62,9 @@ function ttrpcTimeout(env: NodeJS.ProcessEnv): number {
   if (raw === undefined || raw === '') return DEFAULT_TTRPC_TIMEOUT_MS;
   const n = Number(raw);
   if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) {
-    throw new Error(
+    throw new ApiServerError(
       `API_SERVER_REST_TTRPC_TIMEOUT_MS must be a positive number of milliseconds, got ${JSON.stringify(raw.slice(0, 64))}`,
+      { code: 'TIMEOUT_INVALID' },
     );
   }
   return n;
@@ -81,7 +83,9 @@ async function serve(values: OptionValues<typeof SPEC.options>): Promise<number>
   logger.info(`Starting API server on ${bind} with features ${features}`);
   // Upstream refuses an unknown feature at run time, with status 1.
   if (!isFeature(features))
-    throw new Error('Unknown features. Supported features are: resource, attestation, all.');
+    throw new ApiServerError('Unknown features. Supported features are: resource, attestation, all.', {
+      code: 'FEATURES_UNKNOWN',
+    });
   const timeoutMs = ttrpcTimeout(process.env);
 
   // Listen for signals before binding so a SIGTERM during start-up is not lost.

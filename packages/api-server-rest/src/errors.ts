@@ -12,6 +12,12 @@ export type ApiServerErrorCode =
   | 'RUNTIME_DATA_INVALID'
   /** `--bind` is not an `IP:port` socket address (`InvalidBindAddress`). */
   | 'BIND_ADDRESS_INVALID'
+  /** `API_SERVER_REST_TTRPC_TIMEOUT_MS` is not a positive number of milliseconds. */
+  | 'TIMEOUT_INVALID'
+  /** `--features` names none of the features. */
+  | 'FEATURES_UNKNOWN'
+  /** The HTTP server cannot listen on `--bind`. */
+  | 'LISTEN_FAILED'
   /** Any other failure. */
   | 'API_SERVER_FAILED';
 

@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BackendError } from './backends.js';
+import { ApiServerError } from './errors.js';
 import {
   type ApiServer,
   type ApiServerOptions,
@@ -444,6 +445,14 @@ describe('shutdown and slow backends', () => {
       }),
     ).rejects.toThrow(/^cannot listen on 127\.0\.0\.1:\d+: listen EADDRINUSE/);
     expect(cdh.closed).toBe(true);
+    // An ApiServerError with a code, not a bare Error.
+    await expect(
+      startApiServer({
+        features: 'resource',
+        bind: `127.0.0.1:${server.address.port}`,
+        resourceBackend: cdh,
+      }),
+    ).rejects.toSatisfy((e) => e instanceof ApiServerError && e.code === 'LISTEN_FAILED');
   });
 
   it('only builds the backends its feature needs', async () => {

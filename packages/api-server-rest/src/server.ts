@@ -324,8 +324,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     });
   } catch (err) {
     await closeBackends();
-    throw new Error(`cannot listen on ${options.bind ?? DEFAULT_BIND}: ${(err as Error).message}`, {
+    throw new ApiServerError(`cannot listen on ${options.bind ?? DEFAULT_BIND}: ${(err as Error).message}`, {
       cause: err,
+      code: 'LISTEN_FAILED',
     });
   }
   server.on('error', (err) => logger.error({ err }, 'HTTP server error'));
