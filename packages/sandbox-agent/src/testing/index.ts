@@ -245,6 +245,16 @@ const KATA_PROTOS = ['agent.proto', 'csi.proto', 'health.proto', 'oci.proto', 't
 /** Where kata's protos put their Go packages (their go_package options), as main.go imports them. */
 const KATA_GO = 'github.com/kata-containers/kata-containers/src/runtime/virtcontainers/pkg/agent/protocols';
 
+function kataProto(name: string): string {
+  const path = `kata/protos/${name}`;
+  try {
+    return vector(path);
+  } catch {
+    // Bundled (the boot test's pod.mjs runs from a work folder, started in the repository's root).
+    return join(process.cwd(), 'test/vectors', path);
+  }
+}
+
 /**
  * Builds the Go shim once per source, kata .proto files and Go version: generates gogo stubs from kata's
  * own agent, oci, csi, types and health .proto files with protoc and protoc-gen-gogofaster (built from
@@ -257,7 +267,7 @@ export async function buildGoShim(): Promise<string> {
   const main = await readFile(shimSource());
   const protos = await Promise.all(
     KATA_PROTOS.map(async (name) => {
-      const text = await readFile(vector(`kata/protos/${name}`), 'utf8');
+      const text = await readFile(kataProto(name), 'utf8');
       // gogo predates proto3 `optional` (protoc refuses the plugin for such files); only the MemAgent
       // messages use it, and the shim never sends them. Dropping the label keeps every field number and
       // type.
