@@ -81,7 +81,8 @@ url = ""
 
 function tomlLiteral(text: string): string {
   // A multi-line literal string keeps the text byte for byte; it cannot hold ''' itself.
-  if (text.includes("'''")) throw new Error("default initdata text contains '''");
+  if (text.includes("'''"))
+    throw new ProvisionError('INITDATA_INVALID', "default initdata text contains '''");
   return `'''\n${text}'''`;
 }
 

@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { ProvisionError } from './errors.js';
 import { DEFAULT_INITDATA_TOML } from './initdata.js';
 import { provisionFiles } from './provision.js';
-import { defaultSource } from './sources.js';
+import { defaultSource, fetchUserData } from './sources.js';
 
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), 'provision-'));
@@ -283,6 +283,19 @@ describe('user data from an IMDS-style endpoint', () => {
     });
     expect(await readPcr8()).toBe(pcr8Of(INITDATA));
     expect(logs.filter((l) => l.startsWith('retry'))).toHaveLength(2);
+  });
+
+  it('retries a status other than 200 as a ProvisionError with its own code', async () => {
+    answers = [() => [503, ''], () => [200, Buffer.from('x').toString('base64')]];
+    const retried: Error[] = [];
+    await fetchUserData(
+      { kind: 'imds', baseUrl: base },
+      { timeoutMs: 20_000, retryDelayMs: 1, onRetry: (_n, e) => retried.push(e) },
+    );
+    expect(retried).toHaveLength(1);
+    expect(retried[0]).toBeInstanceOf(ProvisionError);
+    expect((retried[0] as ProvisionError).code).toBe('USER_DATA_STATUS');
+    expect(retried[0]?.message).toBe('HTTP 503');
   });
 
   it('gives up after the deadline, and refuses an answer that is not base64', async () => {

@@ -48,7 +48,7 @@ async function imdsOnce(baseUrl: string, signal: AbortSignal): Promise<Buffer> {
   const res = await fetch(url, { headers: { Metadata: 'true' }, signal, redirect: 'error' });
   if (res.status !== 200) {
     await res.body?.cancel();
-    throw new Error(`HTTP ${res.status}`);
+    throw new ProvisionError('USER_DATA_STATUS', `HTTP ${res.status}`);
   }
   const declared = Number(res.headers.get('content-length') ?? '0');
   const limit = Math.ceil((MAX_USER_DATA_BYTES * 4) / 3) + 4;
@@ -96,7 +96,9 @@ export async function fetchUserData(source: UserDataSource, options: FetchOption
         }
       }
     } catch (e) {
-      if (e instanceof ProvisionError || (source.kind !== 'imds' && !isMissing(e))) throw e;
+      // A status other than 200 is retried like a failed connection; other ProvisionErrors are final.
+      const final = e instanceof ProvisionError && e.code !== 'USER_DATA_STATUS';
+      if (final || (source.kind !== 'imds' && !isMissing(e))) throw e;
       options.onRetry?.(attempt, e as Error);
       if (Date.now() + options.retryDelayMs >= deadline) {
         throw new ProvisionError(
