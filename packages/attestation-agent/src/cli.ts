@@ -18,6 +18,7 @@ import {
 } from '@broker/cli';
 import { DEFAULT_ATTESTATION_AGENT_SOCKET } from '@broker/guest-api';
 import { type AaConfig, configFromKbcParams, loadAaConfig } from './config.js';
+import { AttestationAgentError } from './errors.js';
 import { type LoadedInitData, loadInitDataToml, parseInitDataDigestArgument } from './initdata.js';
 import { type RunningAttestationAgent, startAttestationAgent } from './start.js';
 
@@ -68,10 +69,14 @@ const SPEC = {
 /** The path of a `unix://` address; upstream refuses other schemes for the agent's socket. */
 export function socketPathOf(address: string): string {
   if (!address.startsWith('unix://')) {
-    throw new Error(`socket address scheme is not expected: ${JSON.stringify(address.slice(0, 200))}`);
+    throw new AttestationAgentError(
+      `socket address scheme is not expected: ${JSON.stringify(address.slice(0, 200))}`,
+      { code: 'SOCKET_ADDRESS_INVALID' },
+    );
   }
   const path = address.slice('unix://'.length);
-  if (path === '') throw new Error('socket address has an empty path');
+  if (path === '')
+    throw new AttestationAgentError('socket address has an empty path', { code: 'SOCKET_ADDRESS_INVALID' });
   return path;
 }
 

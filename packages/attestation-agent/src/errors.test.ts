@@ -1,6 +1,7 @@
 // Every attestation agent error shares AttestationAgentError and carries a `code`, so callers branch
 // on it (or on the class), never on `name`.
 import { describe, expect, it } from 'vitest';
+import { socketPathOf } from './cli.js';
 import { AaConfigError, AaKbcParamsError, parseAaKbcParams } from './config.js';
 import {
   AttestationAgentError,
@@ -42,6 +43,20 @@ describe('attestation agent errors', () => {
         code: 'KBC_PARAMS_INVALID',
         message: 'illegal aa_kbc_params format: cc_kbc',
       }),
+    );
+  });
+
+  it('throws a coded error for a socket address that is not unix://', () => {
+    let caught: unknown;
+    try {
+      socketPathOf('tcp://127.0.0.1:50002');
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(AttestationAgentError);
+    expect((caught as AttestationAgentError).code).toBe('SOCKET_ADDRESS_INVALID');
+    expect((caught as AttestationAgentError).message).toBe(
+      'socket address scheme is not expected: "tcp://127.0.0.1:50002"',
     );
   });
 });

@@ -26,6 +26,8 @@ export type AttestationAgentErrorCode =
   | 'CONFIG_INVALID'
   /** `aa_kbc_params` is not `<kbc>::<uri>` (`AaKbcParamsError`). */
   | 'KBC_PARAMS_INVALID'
+  /** The agent's socket address is not a `unix://` path. */
+  | 'SOCKET_ADDRESS_INVALID'
   /** Any other failure. */
   | 'AGENT_FAILED';
 
