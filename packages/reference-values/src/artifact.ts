@@ -17,7 +17,7 @@ import {
   SIGSTORE_SIGNATURE_ANNOTATION,
   verifySigstorePayload,
 } from '@broker/image';
-import { ArtifactError, ImageTagMismatchError } from './errors.js';
+import { ArtifactError, ImageTagMismatchError, ReferenceValuesError } from './errors.js';
 import { MAX_MANIFEST_BYTES, type PodVmMeasurements, parseMeasurementManifest } from './manifest.js';
 import { SIGSTORE_BUNDLE_ANNOTATION, verifyRekorSet } from './rekor.js';
 
@@ -91,11 +91,16 @@ async function acceptSignature(
       try {
         await verifySigstorePayload([key], sig.payload, b64, {
           validateManifestDigest(d) {
-            if (d !== manifestDigest) throw new Error(`signature is for ${d}, not ${manifestDigest}`);
+            if (d !== manifestDigest)
+              throw new ReferenceValuesError(`signature is for ${d}, not ${manifestDigest}`, {
+                code: 'SIGNATURE_MISMATCH',
+              });
           },
           validateDockerReference(r) {
             if (!wantedReference.includes(r))
-              throw new Error(`signature is for ${r}, not ${wantedReference[0]}`);
+              throw new ReferenceValuesError(`signature is for ${r}, not ${wantedReference[0]}`, {
+                code: 'SIGNATURE_MISMATCH',
+              });
           },
         });
       } catch (e) {

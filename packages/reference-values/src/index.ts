@@ -26,6 +26,7 @@ export {
   ManifestError,
   MissingPcrError,
   ReferenceValuesError,
+  type ReferenceValuesErrorCode,
   UsageError,
 } from './errors.js';
 export {
