@@ -69,7 +69,9 @@ export type VerifierErrorCode =
   /** A collateral request (PCS, PCCS, KDS) brought no complete answer: connection, TLS, timeout or size (`HttpGetError`). */
   | 'HTTP_GET_FAILED'
   /** Roots or certificates built into this program do not verify: a build defect, not bad evidence. */
-  | 'BUILTIN_CERTS_INVALID';
+  | 'BUILTIN_CERTS_INVALID'
+  /** One configured VCEK source (offline store, KDS) could not give the VCEK; the next one is tried. */
+  | 'VCEK_SOURCE_FAILED';
 
 /**
  * The base of every error of this package. Its subclass `VerificationError` is a verdict on the

@@ -5,7 +5,7 @@
 import { constants } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { VerificationError } from '../errors.js';
+import { VerificationError, VerifierError } from '../errors.js';
 import { defaultHttpGet, type HttpGet, HttpGetError } from '../http/get.js';
 import { MAX_CERT_DER_BYTES } from './certs.js';
 import { clearKdsChainCache } from './kds.js';
@@ -71,7 +71,12 @@ export function offlineStoreFiles(
   return [join(dir, `${tcbFilePrefix(report.reportedTcb)}_vcek.der`), join(dir, 'vcek.der')];
 }
 
-class SourceFailed extends Error {}
+/** One VCEK source could not give the VCEK; the next source is tried. */
+class SourceFailed extends VerifierError {
+  constructor(message: string) {
+    super('VCEK_SOURCE_FAILED', message);
+  }
+}
 
 async function readBounded(file: string): Promise<Buffer> {
   // O_NOFOLLOW is not wanted: stores are often symlink farms. The size check is on the open file.
