@@ -37,6 +37,7 @@ export {
   BrokerConfigError,
   CertificateError,
   DeployError,
+  type DeployErrorCode,
   InitDataInputError,
   InputError,
   UsageError,
