@@ -318,7 +318,8 @@ export class BlockDevice {
     let bytes: Uint8Array;
     try {
       if (uri.startsWith('sealed.')) bytes = await this.#deps.unsealSecret(Buffer.from(uri, 'utf8'));
-      // kbs:///… and kbs+<plugin>://… go to the hub's KBS path, which decides what it serves.
+      // kbs:///… and kbs+<plugin>://… go to the hub's KBS path, which decides what it serves; the bytes are
+      // the passphrase unparsed (a provisioner's whole confdata document), as upstream's hub uses them.
       else if (uri.startsWith('kbs://') || uri.startsWith('kbs+')) bytes = await this.#deps.getResource(uri);
       else if (uri.startsWith('file://')) bytes = await readFile(uri.slice('file://'.length));
       else {
