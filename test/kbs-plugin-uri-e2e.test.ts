@@ -3,14 +3,17 @@
 // (our example plugin, over kbs.plugin.v1), and a guest (attestation-agent, confidential-data-hub)
 // configured by initdata. guest-components maps `kbs+<plugin>:///<path>?<query>` to
 // `GET /kbs/v0/<plugin>/<path>?<query>` on the configured KBS, under the same attestation token and resource
-// policy as `kbs:///` resources.
-import { execFileSync } from 'node:child_process';
+// policy as `kbs:///` resources. Through api-server-rest (:8006 in the guest) a plugin answers only when that
+// server was started with it in `--plugins`: the guest's default one refuses.
+import { execFile, execFileSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { DataHubClient } from '@broker/guest-api';
 import { type RunningExamplePlugin, startExamplePlugin } from '@broker/kbs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
+import { binary, freePort, type Running, start, waitForListen } from './helpers/process.js';
 import {
   type GuestHandle,
   type KbsHandle,
@@ -25,6 +28,9 @@ let kbs: KbsHandle;
 let guest: GuestHandle;
 let hub: DataHubClient;
 let backend: RunningExamplePlugin;
+/** api-server-rest in front of the same guest, started with `--plugins nebula-ca`. */
+let pluginRest: Running;
+let pluginRestPort: number;
 
 // Releases resources and Nebula credentials to an affirming TEE; a credential only for the node name
 // `pod-1` (the query reaches the policy as data.query).
@@ -112,10 +118,25 @@ endpoint = "http://127.0.0.1:${backend.port}"
   await mustSucceed(kbs.admin('set-resource-policy', '--policy-file', join(dir, 'policy.rego')));
   guest = await startGuest(kbs, dir);
   hub = await DataHubClient.connect(`unix://${guest.cdhSock}`, { timeoutMs: 60_000 });
+  pluginRestPort = await freePort();
+  pluginRest = start(binary('api-server-rest'), [
+    '--features',
+    'all',
+    '--cdh_addr',
+    `unix://${guest.cdhSock}`,
+    '--aa_addr',
+    `unix://${guest.aaSock}`,
+    '--bind',
+    `127.0.0.1:${pluginRestPort}`,
+    '--plugins',
+    'nebula-ca',
+  ]);
+  await waitForListen({ port: pluginRestPort }, pluginRest);
 });
 
 afterAll(async () => {
   hub?.close();
+  await pluginRest?.stop();
   await guest?.stop();
   await kbs?.stop();
   await backend?.close();
@@ -134,6 +155,8 @@ describe('kbs+<plugin>:// URIs through the data hub', () => {
         ['kbs', kbs?.process],
         ['attestation-agent', guest?.aa],
         ['confidential-data-hub', guest?.cdh],
+        ['api-server-rest', guest?.rest],
+        ['api-server-rest --plugins nebula-ca', pluginRest],
       ] as const) {
         console.error(`--- ${name} ---\n${p?.output().slice(-6000) ?? '(not started)'}`);
       }
@@ -203,5 +226,107 @@ describe('kbs+<plugin>:// URIs through the data hub', () => {
     }
     expect(guest.cdh.output()).toMatch(/illegal kbs resource uri/);
     expect((kbs.process.output().match(/"path":"\/kbs\/v0\//g) ?? []).length).toBe(before);
+  });
+});
+
+const run = promisify(execFile);
+
+/** Debian's curl, as a container of the pod calls :8006: status and body (saved to `out`). */
+async function curl(port: number, path: string, out: string): Promise<{ status: number; body: Buffer }> {
+  const { stdout } = await run('curl', [
+    '-sS',
+    '--max-time',
+    '60',
+    '-o',
+    out,
+    '-w',
+    '%{http_code}',
+    `http://127.0.0.1:${port}${path}`,
+  ]);
+  return { status: Number(stdout), body: readFileSync(out) };
+}
+
+describe('kbs+<plugin>:// through api-server-rest (:8006)', () => {
+  beforeEach(() =>
+    onTestFailed(() => {
+      for (const [name, p] of [
+        ['kbs', kbs?.process],
+        ['confidential-data-hub', guest?.cdh],
+        ['api-server-rest', guest?.rest],
+        ['api-server-rest --plugins nebula-ca', pluginRest],
+      ] as const) {
+        console.error(`--- ${name} ---\n${p?.output().slice(-6000) ?? '(not started)'}`);
+      }
+    }),
+  );
+
+  it('with --plugins nebula-ca, curl gets a credential from /cdh/plugin/nebula-ca/credential?name=…&ip=…', async () => {
+    const r = await curl(
+      pluginRestPort,
+      '/cdh/plugin/nebula-ca/credential?name=pod-1&ip=10.9.0.4/24',
+      join(dir, 'rest-credential.json'),
+    );
+    expect(r.status, r.body.toString()).toBe(200);
+    const reply = JSON.parse(r.body.toString('utf8')) as Record<string, number[]>;
+    expect(Object.keys(reply).sort()).toEqual(['ca_crt', 'node_crt', 'node_key']);
+    const out = join(dir, 'rest-node');
+    mkdirSync(out, { recursive: true });
+    for (const [k, v] of Object.entries(reply)) writeFileSync(join(out, k), Buffer.from(v));
+    execFileSync('nebula-cert', [
+      'verify',
+      '-ca',
+      join(dir, 'nebula-ca', 'ca', 'ca.crt'),
+      '-crt',
+      join(out, 'node_crt'),
+    ]);
+    const details = JSON.parse(
+      execFileSync('nebula-cert', ['print', '-json', '-path', join(out, 'node_crt')], { encoding: 'utf8' }),
+    ) as { details: { name: string; ips: string[] } };
+    // The query reached the plugin: the certificate is for the name and address asked for.
+    expect(details.details).toMatchObject({ name: 'pod-1', ips: ['10.9.0.4/24'] });
+    await logged(/"path":"\/kbs\/v0\/nebula-ca\/credential/);
+    // The hub logs the URI it was asked for, query included (the next test relies on that log).
+    const asked = /kbs\+nebula-ca:\/\/\/credential\?name=pod-1&ip=10\.9\.0\.4\/24/;
+    for (let i = 0; i < 200 && !asked.test(guest.cdh.output()); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(guest.cdh.output()).toMatch(asked);
+    // The resource policy still sees the query: another node name is refused (500, upstream's text).
+    const denied = await curl(
+      pluginRestPort,
+      '/cdh/plugin/nebula-ca/credential?name=pod-2&ip=10.9.0.5/24',
+      join(dir, 'rest-denied'),
+    );
+    expect([denied.status, denied.body.toString()]).toEqual([
+      500,
+      'ttrpc request error: INTERNAL: [CDH] [ERROR]: Get Resource failed',
+    ]);
+  });
+
+  it('without the plugin in --plugins, curl gets 403 saying how to enable it, and the data hub is not asked', async () => {
+    // The guest's api-server-rest, started without --plugins (the default).
+    const r = await curl(
+      guest.restPort,
+      '/cdh/plugin/nebula-ca/credential?name=pod-1&ip=10.9.0.6/24',
+      join(dir, 'rest-default'),
+    );
+    expect([r.status, r.body.toString()]).toEqual([
+      403,
+      'KBS plugin "nebula-ca" is not enabled on this API: start api-server-rest with --plugins nebula-ca to allow it',
+    ]);
+    // A plugin left out of the list is refused too.
+    const other = await curl(
+      pluginRestPort,
+      '/cdh/plugin/external/echo/rest-refused?name=pod-1',
+      join(dir, 'rest-other'),
+    );
+    expect(other.status).toBe(403);
+    expect(other.body.toString()).toMatch(/--plugins external to allow it$/);
+    // Resources are still served, as upstream, on both.
+    for (const port of [guest.restPort, pluginRestPort]) {
+      const res = await curl(port, '/cdh/resource/default/app/key', join(dir, 'rest-resource'));
+      expect([res.status, res.body.toString()]).toEqual([200, 'resource bytes']);
+    }
+    // The hub logs every GetResource with its URI as it starts: neither refused call reached it.
+    expect(guest.cdh.output()).not.toMatch(/10\.9\.0\.6|echo\/rest-refused/);
   });
 });

@@ -27,6 +27,25 @@ describe('command line (upstream clap flags)', () => {
     [['-x'], "unknown option '-x'"],
     [['all'], "unexpected argument 'all'"],
     [['-'], "unexpected argument '-'"],
+    [['--plugins'], "option '--plugins' needs a value"],
+    [['--plugins', 'a', '--plugins', 'b'], "option '--plugins' given more than once"],
+    [['-p', 'nebula-ca'], "unknown option '-p'"],
+    [
+      ['--plugins', 'resource'],
+      `invalid value for '--plugins': "resource" is not a plugin to allow: resources are always served at /cdh/resource/<path>`,
+    ],
+    [
+      ['--plugins', 'Nebula'],
+      `invalid value for '--plugins': "Nebula" is not a KBS plugin name (lower-case [a-z0-9][a-z0-9.-]*)`,
+    ],
+    [
+      ['--plugins=nebula-ca,'],
+      `invalid value for '--plugins': "nebula-ca," has an empty plugin name: list names separated by commas, e.g. nebula-ca,external`,
+    ],
+    [
+      ['--features', 'attestation', '--plugins', 'nebula-ca'],
+      "invalid value for '--plugins': --plugins needs the resource feature (--features resource or all)",
+    ],
   ])('%j is a usage error, status 2', async (argv, message) => {
     expect(await parse(argv)).toEqual({
       code: 2,
@@ -95,6 +114,8 @@ describe('main', () => {
     expect(await main(['--help'])).toBe(0);
     expect(out).toContain('--features <FEATURES>');
     expect(out).toContain('[default: unix:///run/confidential-containers/cdh.sock]');
+    expect(out).toContain('--plugins <PLUGINS>');
+    expect(out).toContain('[default: none: only kbs:/// resources, at /cdh/resource/<path>]');
     out = '';
     expect(await main(['-V'])).toBe(0);
     expect(out).toBe('api-server-rest 0.1.0 (broker dev)\n');
@@ -130,6 +151,48 @@ describe('main', () => {
     } finally {
       srv.close();
     }
+  });
+
+  it('serves /cdh/plugin only for the plugins given with --plugins', async () => {
+    const port = await freePort();
+    const running = main([
+      '--bind',
+      `127.0.0.1:${port}`,
+      '--cdh_addr',
+      '/nonexistent/cdh.sock',
+      '--plugins',
+      'nebula-ca',
+    ]);
+    let info: { status: number; body: string } | null = null;
+    for (let i = 0; i < 200 && info === null; i++) {
+      info = await get(port, '/info');
+      if (info === null) await new Promise((r) => setTimeout(r, 25));
+    }
+    // Allowed: the data hub is asked (and is absent here).
+    const allowed = await get(port, '/cdh/plugin/nebula-ca/credential?name=pod-1&ip=10.9.0.2/24');
+    expect(allowed?.status).toBe(500);
+    expect(allowed?.body).toMatch(/^ttrpc connect to CDH addr: \/nonexistent\/cdh\.sock failed: /);
+    const refused = await get(port, '/cdh/plugin/external/echo/x');
+    expect(refused).toEqual({
+      status: 403,
+      body: 'KBS plugin "external" is not enabled on this API: start api-server-rest with --plugins external to allow it',
+    });
+    process.kill(process.pid, 'SIGTERM');
+    expect(await running).toBe(0);
+  });
+
+  it('serves no plugin without --plugins', async () => {
+    const port = await freePort();
+    const running = main(['--bind', `127.0.0.1:${port}`, '--cdh_addr', '/nonexistent/cdh.sock']);
+    let r: { status: number; body: string } | null = null;
+    for (let i = 0; i < 200 && r === null; i++) {
+      r = await get(port, '/cdh/plugin/nebula-ca/credential?name=pod-1&ip=10.9.0.2/24');
+      if (r === null) await new Promise((res) => setTimeout(res, 25));
+    }
+    expect(r?.status).toBe(403);
+    expect(r?.body).toMatch(/--plugins nebula-ca to allow it$/);
+    process.kill(process.pid, 'SIGTERM');
+    expect(await running).toBe(0);
   });
 
   it.each(['SIGTERM', 'SIGINT'] as const)(

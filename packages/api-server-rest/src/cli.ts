@@ -1,5 +1,6 @@
 // `api-server-rest [--features resource|attestation|all] [--bind IP:PORT] [--cdh_addr ADDR] [--aa_addr ADDR]`,
-// upstream's flags (clap: `-f/--features`, `-b/--bind`, `-c/--cdh_addr`, `-a/--aa_addr`) and defaults.
+// upstream's flags (clap: `-f/--features`, `-b/--bind`, `-c/--cdh_addr`, `-a/--aa_addr`) and defaults, plus
+// our opt-in `--plugins LIST` (long form only, so no future upstream short flag collides with it).
 import {
   type CommandIo,
   choice,
@@ -10,8 +11,10 @@ import {
   type OptionValues,
   processIo,
   runCommand,
+  UsageError,
 } from '@broker/cli';
 import { ApiServerError } from './errors.js';
+import { PluginListError, parsePluginList } from './plugins.js';
 import { FEATURES, isFeature } from './router.js';
 import { DEFAULT_BIND, startApiServer } from './server.js';
 import { DEFAULT_AA_ADDR, DEFAULT_CDH_ADDR, DEFAULT_TTRPC_TIMEOUT_MS } from './ttrpc-backends.js';
@@ -31,6 +34,9 @@ Options:
   -f, --features <FEATURES>  Features for rest API Server, allowed options: ${FEATURES.join(', ')} [default: ${DEFAULT_FEATURE}]
   -c, --cdh_addr <CDH_ADDR>  Listen address of confidential-data-hub TTRPC Service [default: ${DEFAULT_CDH_ADDR}]
   -a, --aa_addr <AA_ADDR>    Listen address of attestation-agent TTRPC Service [default: ${DEFAULT_AA_ADDR}]
+      --plugins <PLUGINS>    KBS plugins any local process may call, without credential, at
+                             GET /cdh/plugin/<plugin>/<path>?<query>; comma-separated, e.g. nebula-ca,external
+                             [default: none: only kbs:/// resources, at /cdh/resource/<path>]
 ${LOG_FORMAT_HELP}
   -h, --help                 Print help
   -V, --version              Print version
@@ -49,11 +55,13 @@ const SPEC = {
     features: { type: 'string', short: 'f' },
     cdh_addr: { type: 'string', short: 'c' },
     aa_addr: { type: 'string', short: 'a' },
+    plugins: { type: 'string' },
     ...LOG_FORMAT_OPTION,
   },
   exitStatus: [
     [0, 'stopped by SIGTERM or SIGINT'],
     [1, 'unknown feature (as upstream), bad address or timeout, or the port could not be bound'],
+    [2, 'malformed command line, or a --plugins list that is not plugin names'],
   ],
 } as const;
 
@@ -70,12 +78,29 @@ function ttrpcTimeout(env: NodeJS.ProcessEnv): number {
   return n;
 }
 
+/** `--plugins`: a malformed list is a usage error (status 2), like any invalid argument. */
+function pluginList(value: string | undefined, features: string): string[] {
+  if (value === undefined) return [];
+  try {
+    const plugins = parsePluginList(value);
+    if (features === 'attestation') {
+      throw new PluginListError('--plugins needs the resource feature (--features resource or all)');
+    }
+    return plugins;
+  } catch (err) {
+    if (err instanceof PluginListError) throw new UsageError(`invalid value for '--plugins': ${err.message}`);
+    throw err;
+  }
+}
+
 /** Runs api-server-rest until SIGTERM or SIGINT; resolves with the exit code. */
 export function main(argv: string[], io: CommandIo = processIo): Promise<number> {
   return runCommand(SPEC, argv, ({ values }) => serve(values), io);
 }
 
 async function serve(values: OptionValues<typeof SPEC.options>): Promise<number> {
+  // A malformed command line is refused before anything is logged.
+  const plugins = pluginList(values.plugins, values.features ?? DEFAULT_FEATURE);
   const format = choice('log-format', values['log-format'], LOG_FORMATS);
   const logger = createLogger({ name: 'api-server-rest', ...(format !== undefined && { format }) });
   const bind = values.bind ?? DEFAULT_BIND;
@@ -108,6 +133,7 @@ async function serve(values: OptionValues<typeof SPEC.options>): Promise<number>
       cdhAddr: values.cdh_addr ?? DEFAULT_CDH_ADDR,
       aaAddr: values.aa_addr ?? DEFAULT_AA_ADDR,
       ttrpc: { timeoutMs },
+      plugins,
       logger,
     });
   } catch (err) {

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { BackendError } from './backends.js';
 import { ApiServerError } from './errors.js';
+import { PluginListError, parsePluginList } from './plugins.js';
 import { AaelEventError, BodyTooLargeError, parseAaelEvent } from './router.js';
 import { RuntimeDataError } from './runtime-data.js';
 import { InvalidBindAddress, parseBindAddress } from './server.js';
@@ -14,6 +15,7 @@ describe('api-server-rest errors', () => {
       [new AaelEventError('why'), 'AAEL_EVENT_INVALID'],
       [new RuntimeDataError('why'), 'RUNTIME_DATA_INVALID'],
       [new InvalidBindAddress('why'), 'BIND_ADDRESS_INVALID'],
+      [new PluginListError('why'), 'PLUGINS_INVALID'],
     ];
     for (const [e, code] of cases) {
       expect(e).toBeInstanceOf(ApiServerError);
@@ -22,6 +24,7 @@ describe('api-server-rest errors', () => {
     expect(() => parseBindAddress('localhost:8006')).toThrow(
       expect.objectContaining({ code: 'BIND_ADDRESS_INVALID' }),
     );
+    expect(() => parsePluginList('resource')).toThrow(expect.objectContaining({ code: 'PLUGINS_INVALID' }));
     expect(() => parseAaelEvent(Buffer.from('{'))).toThrow(
       expect.objectContaining({ code: 'AAEL_EVENT_INVALID' }),
     );

@@ -16,6 +16,8 @@ export type ApiServerErrorCode =
   | 'TIMEOUT_INVALID'
   /** `--features` names none of the features. */
   | 'FEATURES_UNKNOWN'
+  /** `--plugins` names something that cannot be an allowed KBS plugin, or the resource feature is off. */
+  | 'PLUGINS_INVALID'
   /** The HTTP server cannot listen on `--bind`. */
   | 'LISTEN_FAILED'
   /** Any other failure. */

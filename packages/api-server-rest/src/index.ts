@@ -9,6 +9,14 @@ export {
 } from './lazy-connection.js';
 export { isLoopbackAddress } from './loopback.js';
 export {
+  checkPluginNames,
+  isPluginName,
+  MAX_PLUGIN_URI_LENGTH,
+  PluginListError,
+  parsePluginList,
+  RESOURCE_PLUGIN,
+} from './plugins.js';
+export {
   type AaelEvent,
   AaelEventError,
   BodyTooLargeError,

@@ -3,12 +3,14 @@
  * testable on its own. Status codes and bodies follow upstream's router:
  * plain-text error bodies, 404 `URL NOT FOUND` for anything unknown (including
  * a known path with the wrong method), 500 with the error text when the CDH
- * or AA fails, and no method check on `/cdh/resource`.
+ * or AA fails, and no method check on `/cdh/resource`. `/cdh/plugin/…` is ours
+ * (upstream has no such route) and answers only for the plugins the operator allowed.
  */
 
 import { type AttestationBackend, ExtendResult, type ResourceBackend } from './backends.js';
 import { ApiServerError, type ApiServerErrorCode } from './errors.js';
 import { isLoopbackAddress } from './loopback.js';
+import { checkPluginNames, isPluginName, MAX_PLUGIN_URI_LENGTH, RESOURCE_PLUGIN } from './plugins.js';
 import { decodeRuntimeData, RuntimeDataError } from './runtime-data.js';
 import { parseQuery, parseRequestTarget, splitNthSlash } from './target.js';
 
@@ -62,6 +64,8 @@ export interface RouterOptions {
   readonly attestation?: AttestationBackend | undefined;
   /** Which peers may use the API; default: loopback addresses only. */
   readonly allowPeer?: ((address: string | undefined) => boolean) | undefined;
+  /** KBS plugins reachable at `/cdh/plugin/<plugin>/…`; default none. `resource` cannot be one. */
+  readonly plugins?: readonly string[] | undefined;
 }
 
 const TEXT = 'text/plain; charset=utf-8';
@@ -100,10 +104,12 @@ function failure(route: string, err: unknown): Reply {
 export class Router {
   readonly #opts: RouterOptions;
   readonly #allowPeer: (address: string | undefined) => boolean;
+  readonly #plugins: ReadonlySet<string>;
 
   constructor(options: RouterOptions) {
     this.#opts = options;
     this.#allowPeer = options.allowPeer ?? isLoopbackAddress;
+    this.#plugins = new Set(checkPluginNames(options.plugins ?? []));
   }
 
   async route(req: RouteRequest): Promise<Reply> {
@@ -124,8 +130,9 @@ export class Router {
       const cdh = this.#opts.resource;
       if (cdh === undefined) return text(404, 'Resource Feature Not Enabled', 'cdh');
       const api = splitNthSlash(rest, 2);
-      if (api === null || api[0] !== '/resource') return notFound('cdh');
-      return this.#resource(cdh, api[1]);
+      if (api?.[0] === '/resource') return this.#resource(cdh, api[1]);
+      if (api?.[0] === '/plugin') return this.#plugin(cdh, req.method, api[1], query);
+      return notFound('cdh');
     }
     return notFound();
   }
@@ -160,6 +167,38 @@ export class Router {
     } catch (err) {
       return failure('cdh/resource', err);
     }
+  }
+
+  /**
+   * `/cdh/plugin/<plugin>/<path>[?query]` → `GetResource("kbs+<plugin>:///<path>[?query]")`. Path and
+   * query go on raw, as `/cdh/resource` passes its path: the data hub's URI parser is the one judge of
+   * `..`, percent-encoding and the rest, and its refusal is the same 500 as through `/cdh/resource`.
+   */
+  async #plugin(cdh: ResourceBackend, method: string, rest: string, query: string | null): Promise<Reply> {
+    const route = 'cdh/plugin';
+    const split = splitNthSlash(rest, 2);
+    if (split === null) return notFound(route);
+    const plugin = split[0].slice(1);
+    const pluginPath = split[1];
+    if (plugin === RESOURCE_PLUGIN) {
+      return text(404, 'resource is not a plugin here: read resources at /cdh/resource/<path>', route);
+    }
+    if (!this.#plugins.has(plugin)) {
+      const shown = JSON.stringify(plugin.slice(0, 64));
+      const body = isPluginName(plugin)
+        ? `KBS plugin ${shown} is not enabled on this API: start api-server-rest with --plugins ${plugin} to allow it`
+        : `${shown} is not a KBS plugin name`;
+      return text(403, body, route, { error: 'plugin not enabled' });
+    }
+    // A plugin call may act (nebula-ca signs a certificate per call): only a GET makes one.
+    if (method !== 'GET') return text(405, 'Method Not Allowed', route);
+    const uri = `kbs+${plugin}://${pluginPath}${query === null ? '' : `?${query}`}`;
+    // The data hub refuses longer URIs (with a 500); refusing here first spares the call.
+    if (uri.length > MAX_PLUGIN_URI_LENGTH) {
+      const why = `KBS plugin URI is longer than ${MAX_PLUGIN_URI_LENGTH} characters`;
+      return text(500, why, route, { error: why });
+    }
+    return octets(route, () => cdh.getResource(uri));
   }
 
   async #attestation(

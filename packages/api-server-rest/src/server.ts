@@ -12,6 +12,7 @@ import pino, { type Logger } from 'pino';
 import type { AttestationBackend, ResourceBackend } from './backends.js';
 import { ConnectionTable } from './connections.js';
 import { ApiServerError, type ApiServerErrorCode } from './errors.js';
+import { checkPluginNames, PluginListError } from './plugins.js';
 import { BodyTooLargeError, type Feature, type Reply, Router } from './router.js';
 import { parseRequestTarget } from './target.js';
 import { attestationAgentBackend, dataHubBackend, type TtrpcBackendOptions } from './ttrpc-backends.js';
@@ -58,6 +59,11 @@ export interface ApiServerOptions {
   /** Deadlines of the ttrpc clients. */
   readonly ttrpc?: TtrpcBackendOptions;
   readonly limits?: ApiServerLimits;
+  /**
+   * KBS plugins reachable at `GET /cdh/plugin/<plugin>/<path>?<query>`; default none, as upstream (only
+   * `kbs:///` resources). Needs the `resource` feature; `resource` itself cannot be one.
+   */
+  readonly plugins?: readonly string[];
   /** Which peers may call the API; default loopback only (others get 403). */
   readonly allowPeer?: (address: string | undefined) => boolean;
   /** `version` reported by `/info`. */
@@ -181,6 +187,12 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const logger = options.logger ?? pino({ level: 'silent' });
   const { host, port } = parseBindAddress(options.bind ?? DEFAULT_BIND);
+  const plugins = checkPluginNames(options.plugins ?? []);
+  if (plugins.length > 0 && !includesResource(options.features)) {
+    throw new PluginListError(
+      `KBS plugins are served under /cdh, which needs the resource feature (--features resource or all), not ${options.features}`,
+    );
+  }
 
   const resource = includesResource(options.features)
     ? (options.resourceBackend ?? dataHubBackend(options.cdhAddr, options.ttrpc))
@@ -204,6 +216,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     resource,
     attestation,
     allowPeer: options.allowPeer,
+    plugins,
   });
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -335,6 +348,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const address = { host: bound.address, port: bound.port };
   const url = `http://${net.isIPv6(address.host) ? `[${address.host}]` : address.host}:${address.port}`;
   logger.info({ url, features: options.features }, `API Server listening on ${url}`);
+  if (plugins.length > 0) {
+    logger.info({ plugins }, `KBS plugins reachable at ${url}/cdh/plugin/<plugin>/…: ${plugins.join(', ')}`);
+  }
 
   let closing: Promise<void> | null = null;
   return {
