@@ -154,6 +154,33 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 /** Answers the confirmation dialog the last click opened. */
+/**
+ * Clicks the verdicts view's refresh and waits until the list drawn is that click's answer, for the
+ * filters now set (an answer to an earlier request, such as opening the view, is not it).
+ */
+async function refreshVerdicts(page: Page): Promise<void> {
+  const loaded = (t: unknown) => Number((t as { dataset: { load?: string } }).dataset.load ?? 0);
+  const before = await page.$eval('#verdict-table', loaded);
+  await page.click('#verdict-refresh');
+  await page.waitForFunction(
+    (after: number) => {
+      const q = new URLSearchParams();
+      const value = (id: string) =>
+        (document.getElementById(id) as unknown as { value: string }).value.trim();
+      if (value('filter-kind')) q.set('kind', value('filter-kind'));
+      if (value('filter-status')) q.set('status', value('filter-status'));
+      if (value('filter-tee')) q.set('tee', value('filter-tee'));
+      q.set('limit', '200');
+      const table = document.getElementById('verdict-table') as unknown as {
+        dataset: { load?: string; query?: string };
+      };
+      return Number(table.dataset.load ?? 0) > after && table.dataset.query === q.toString();
+    },
+    {},
+    before,
+  );
+}
+
 async function confirmDialog(page: Page, answer: 'ok' | 'cancel', screenshot?: string): Promise<void> {
   await page.waitForSelector('#confirm[open]');
   if (screenshot !== undefined) await shot(page, screenshot);
@@ -243,7 +270,7 @@ describe('KBS operator console in chromium', () => {
     // The operator sees the denied request and why.
     await page.click('nav button[data-view="verdicts"]');
     await page.select('#filter-status', 'denied');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
     await waitText(page, '#verdict-table tbody', 'denied');
     const row = await text(page, '#verdict-table tbody tr');
     expect(row).toContain('GET default/key/secret');
@@ -264,7 +291,7 @@ describe('KBS operator console in chromium', () => {
     // AR4SI vector as a table of claim, value, tier and meaning.
     await page.select('#filter-status', '');
     await page.select('#filter-kind', 'attestation');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
     await waitText(page, '#verdict-table tbody tr:first-child', 'attestation');
     await clickNow(page, '#verdict-table tbody tr');
     await waitText(page, '#verdict-detail-title', 'attestation');
@@ -289,7 +316,7 @@ describe('KBS operator console in chromium', () => {
     ).toEqual(['Claim', 'Value', 'Tier', 'Meaning']);
     await shot(page, 'verdicts-attestation-why');
     await page.select('#filter-kind', '');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
 
     // Dry run: the saved policy denies; an edited one that accepts this guest's evidence allows.
     await page.click('#verdict-dry-run');
@@ -352,7 +379,7 @@ describe('KBS operator console in chromium', () => {
     expect(await guestFetch()).toBe(SECRET);
     await page.click('nav button[data-view="verdicts"]');
     await page.select('#filter-status', 'allowed');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
     await waitText(page, '#verdict-table tbody', 'allowed');
     expect(await text(page, '#verdict-table tbody tr')).toContain('GET default/key/secret');
     await shot(page, 'verdicts-allowed');
@@ -360,7 +387,7 @@ describe('KBS operator console in chromium', () => {
     // The denied request replayed on the policy that decided it (denied) and on the current one
     // (allowed), and the two policies compared line by line.
     await page.select('#filter-status', '');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
     await page.waitForSelector(`#verdict-table tbody tr[data-id="${deniedId}"]`);
     await clickNow(page, `#verdict-table tbody tr[data-id="${deniedId}"]`);
     await waitText(page, '#verdict-detail-title', `#${deniedId} resource denied`);
@@ -459,7 +486,7 @@ describe('KBS operator console in chromium', () => {
     await page.click('nav button[data-view="verdicts"]');
     await page.select('#filter-kind', 'attestation');
     await page.select('#filter-status', 'affirming');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
     // The list the view loaded on opening (all kinds) may land first: wait for the filtered one.
     await waitText(page, '#verdict-table tbody tr:first-child', 'attestation');
     await waitText(page, '#verdict-table tbody tr:first-child', 'affirming');
@@ -484,7 +511,7 @@ describe('KBS operator console in chromium', () => {
     expect(await page.$$eval('#refvalue-table tbody tr', (rows) => rows.length)).toBe(3);
 
     await page.click('nav button[data-view="verdicts"]');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
     await waitText(page, '#verdict-table tbody', 'affirming');
     await clickNow(page, '#verdict-table tbody tr');
     await waitText(page, '#verdict-detail-title', 'attestation affirming');
@@ -512,7 +539,7 @@ describe('KBS operator console in chromium', () => {
     await waitText(page, '#attestation-message', 'Attestation policy default_cpu saved.');
     expect(await guestFetch()).toBe(SECRET);
     await page.click('nav button[data-view="verdicts"]');
-    await page.click('#verdict-refresh');
+    await refreshVerdicts(page);
     await page.waitForFunction(
       () =>
         (document.querySelector('#verdict-table tbody')?.textContent ?? '').split('affirming').length === 3,

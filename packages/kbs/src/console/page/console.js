@@ -5,6 +5,8 @@
 const API = '/kbs/v0';
 let csrf = '';
 let verdictsById = new Map();
+/** Counts verdict list requests: only the latest one's answer is drawn (an older, slower one is dropped). */
+let verdictLoads = 0;
 /** The view on screen; each view has its own banner, cleared when the view is shown again. */
 let current = 'signin';
 /** The attestation policy to open next (the one that appraised a verdict being dry run). */
@@ -255,7 +257,13 @@ async function loadVerdicts() {
   if ($('filter-status').value) q.set('status', $('filter-status').value);
   if ($('filter-tee').value.trim()) q.set('tee', $('filter-tee').value.trim());
   q.set('limit', '200');
+  const load = ++verdictLoads;
   const r = await call('GET', `/admin/verdicts?${q}`);
+  // Opening the view and then changing a filter sends two requests; the list on screen must be the one
+  // the filters ask for, whichever answer comes back last.
+  if (load !== verdictLoads) return;
+  $('verdict-table').dataset.query = q.toString();
+  $('verdict-table').dataset.load = String(load);
   const tbody = $('verdict-table').querySelector('tbody');
   tbody.replaceChildren();
   verdictsById = new Map();
